@@ -1,0 +1,6 @@
+//! Adapters: one module per backend, each implementing the ports it serves.
+
+pub mod cypher;
+pub mod embedded;
+pub mod falkordb;
+pub mod neo4j;

@@ -1,0 +1,55 @@
+use std::fmt;
+
+/// How a caller should treat an error: retry it, fix the input, or give up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The backend may succeed if asked again (connection lost, timeout, busy).
+    Transient,
+    /// Retrying will not help (bad query, corrupted store, missing feature).
+    Permanent,
+    /// The caller's input is wrong.
+    BadInput,
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::BadInput => "bad input",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{backend} store: {message}")]
+    Store { backend: &'static str, class: ErrorClass, message: String },
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{backend} store does not support {what}: {hint}")]
+    Unsupported { backend: &'static str, what: &'static str, hint: &'static str },
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl EngineError {
+    pub fn store(backend: &'static str, class: ErrorClass, message: impl fmt::Display) -> Self {
+        EngineError::Store { backend, class, message: message.to_string() }
+    }
+    pub fn bad_input(message: impl fmt::Display) -> Self {
+        EngineError::BadInput(message.to_string())
+    }
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            EngineError::Store { class, .. } => *class,
+            EngineError::BadInput(_) => ErrorClass::BadInput,
+            EngineError::Unsupported { .. } | EngineError::Config(_) => ErrorClass::Permanent,
+        }
+    }
+    pub fn is_transient(&self) -> bool {
+        self.class() == ErrorClass::Transient
+    }
+}
+
+pub type Result<T> = std::result::Result<T, EngineError>;

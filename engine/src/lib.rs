@@ -1,0 +1,15 @@
+#![recursion_limit = "256"]
+//! toolgraph's engine: ports (traits) and the adapters that implement them.
+//!
+//! Invariants: ports never expose backend types (neo4rs, falkordb, redb); the engine never imports
+//! an HTTP server framework; every backend gets its weights from [`graph::weights`], so all stores
+//! hold the same numbers for the same input.
+
+pub mod adapters;
+pub mod error;
+pub mod graph;
+pub mod settings;
+pub mod store;
+
+pub use error::{EngineError, ErrorClass, Result};
+pub use graph::GraphStore;

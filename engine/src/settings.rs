@@ -1,0 +1,59 @@
+//! Configuration loading, layered like qdrant's: built-in defaults (`defaults.toml`, compiled in)
+//! → optional config file → `TOOLGRAPH__SECTION__KEY` environment variables → CLI overrides.
+
+use crate::{EngineError, Result};
+use config::{Config, Environment, File, FileFormat};
+use std::path::Path;
+use toolgraph_schema::Settings;
+
+/// The built-in defaults, also shipped as `deploy/config/toolgraph.example.toml`'s base.
+pub const DEFAULTS: &str = include_str!("defaults.toml");
+
+/// Load settings. `overrides` are `section.key = value` pairs from the command line (applied last).
+pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Settings> {
+    let mut b = Config::builder().add_source(File::from_str(DEFAULTS, FileFormat::Toml));
+    if let Some(path) = file {
+        if !path.exists() {
+            return Err(EngineError::Config(format!("config file {} does not exist", path.display())));
+        }
+        b = b.add_source(File::from(path).format(FileFormat::Toml));
+    }
+    b = b.add_source(Environment::with_prefix("TOOLGRAPH").prefix_separator("__").separator("__").try_parsing(true));
+    for (k, v) in overrides {
+        b = b.set_override(*k, v.as_str()).map_err(|e| EngineError::Config(format!("{k}: {e}")))?;
+    }
+    let cfg = b.build().map_err(|e| EngineError::Config(e.to_string()))?;
+    let s: Settings = cfg.try_deserialize().map_err(|e| EngineError::Config(e.to_string()))?;
+    crate::graph::weights::validate(s.weights)?;
+    if s.ingest.batch_size == 0 || s.store.batch_rows == 0 {
+        return Err(EngineError::Config("ingest.batch_size and store.batch_rows must be > 0".into()));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load() {
+        let s = load(None, &[]).unwrap();
+        assert!(s.store.uri.starts_with("embedded:"));
+        assert!(s.weights.alpha > 0.0 && (0.0..=1.0).contains(&s.weights.beta));
+        assert!(s.ingest.max_record_bytes >= 1 << 20);
+    }
+
+    #[test]
+    fn file_and_overrides_layer_in_order() {
+        let dir = std::env::temp_dir().join(format!("tg-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(&f, "[weights]\nalpha = 2.0\n[store]\nuri = \"falkordb://127.0.0.1:1\"\n").unwrap();
+        let s = load(Some(&f), &[("store.uri", "embedded:/x".to_string())]).unwrap();
+        assert_eq!(s.weights.alpha, 2.0);
+        assert_eq!(s.store.uri, "embedded:/x");
+        assert!(load(Some(&dir.join("missing.toml")), &[]).is_err());
+        std::fs::write(&f, "[weights]\nbeta = 3.0\n").unwrap();
+        assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("beta"));
+    }
+}

@@ -1,0 +1,46 @@
+//! Configuration structs. Loading (defaults → file → `TOOLGRAPH__*` env → CLI) lives in the engine.
+//! Secrets are never part of these structs: they come from the environment or a secret file.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub store: StoreSettings,
+    pub weights: WeightSettings,
+    pub ingest: IngestSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreSettings {
+    /// `embedded:PATH`, `neo4j://HOST:PORT` or `falkordb://HOST:PORT`.
+    pub uri: String,
+    /// Graph name on FalkorDB / database name on Neo4j.
+    pub graph: String,
+    /// Neo4j user; the password comes from `TOOLGRAPH_NEO4J_PASSWORD` or the file named by
+    /// `TOOLGRAPH_NEO4J_PASSWORD_FILE`.
+    pub neo4j_user: String,
+    /// Rows per write batch on the Cypher servers.
+    pub batch_rows: usize,
+    /// Time limit of one read-only Cypher query, milliseconds.
+    pub query_timeout_ms: u64,
+    /// Row limit of one read-only Cypher query.
+    pub query_max_rows: usize,
+}
+
+/// Dynamic-weight parameters (thesis §3.5.2): f(x) = αx+1 for x ≥ 0, e^{αx} for x < 0;
+/// w = β·w0 + (1-β)·f(s_j)/Σ f(s_k).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WeightSettings {
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IngestSettings {
+    /// Trajectories per store write batch.
+    pub batch_size: usize,
+    /// Largest record (a JSONL line or a whole JSON file) accepted, bytes.
+    pub max_record_bytes: u64,
+    /// Errors kept in the report (all are counted).
+    pub max_reported_errors: usize,
+}

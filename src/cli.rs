@@ -1,0 +1,311 @@
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use toolgraph_engine::graph::CypherLimits;
+use toolgraph_engine::{settings, store, GraphStore};
+use toolgraph_ingest::{complexfuncbench, Inputs, Progress};
+use toolgraph_schema::Settings;
+
+#[derive(Parser)]
+#[command(name = "toolgraph", version, about = "Learn how API tools are used together; plan and run tool chains")]
+struct Cli {
+    /// Config file (TOML), layered over the built-in defaults and under TOOLGRAPH__* variables.
+    #[arg(long, global = true, env = "TOOLGRAPH_CONFIG")]
+    config: Option<PathBuf>,
+    /// Graph store: embedded:PATH | neo4j://HOST:PORT | falkordb://HOST:PORT (overrides config).
+    #[arg(long, global = true)]
+    store: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build or extend the tool graph from tool docs and trajectories.
+    Ingest(IngestArgs),
+    /// Inspect the tool graph.
+    #[command(subcommand)]
+    Graph(GraphCmd),
+    /// Convert other formats into toolgraph's JSONL runs.
+    #[command(subcommand)]
+    Convert(ConvertCmd),
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// ToolBench answer folders or files (DFSDT / CoT `*.json`, searched recursively).
+    #[arg(long, num_args = 1.., value_name = "DIR")]
+    toolbench: Vec<PathBuf>,
+    /// ToolBench / StableToolBench query files (their api_list documents APIs).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    queries: Vec<PathBuf>,
+    /// Tool docs: tools.jsonl(.gz) or a ToolBench tools/ folder.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    tools: Vec<PathBuf>,
+    /// toolgraph JSONL runs (one run per line).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    trajectories: Vec<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum GraphCmd {
+    /// Node and edge counts.
+    Stats,
+    /// Top-k successors of an API (or START) by blended weight.
+    Neighbors {
+        id: String,
+        #[arg(short, default_value_t = 5)]
+        k: usize,
+    },
+    /// A read-only Cypher query (FalkorDB and Neo4j stores).
+    Cypher {
+        query: String,
+        /// Query parameters as NAME=JSON (e.g. --param id='"data/x/y"' or --param k=5).
+        #[arg(long = "param", value_name = "NAME=JSON")]
+        params: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConvertCmd {
+    /// ComplexFuncBench (NESTFUL format) chains + spec → JSONL runs + tools.jsonl.
+    Complexfuncbench {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        spec: PathBuf,
+        /// Where the JSONL runs go.
+        #[arg(long)]
+        out: PathBuf,
+        /// Where the tool docs go (RapidAPI tools.jsonl layout).
+        #[arg(long)]
+        tools_out: PathBuf,
+        /// Category of the APIs (booking-com15 is RapidAPI's Travel category).
+        #[arg(long, default_value = "Travel")]
+        category: String,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_settings(cli: &Cli) -> Result<Settings> {
+    let mut overrides = Vec::new();
+    if let Some(s) = &cli.store {
+        overrides.push(("store.uri", s.clone()));
+    }
+    Ok(settings::load(cli.config.as_deref(), &overrides)?)
+}
+
+async fn open_store(s: &Settings) -> Result<Arc<dyn GraphStore>> {
+    store::open(&s.store).await.with_context(|| format!("opening store {}", s.store.uri))
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Ingest(args) => ingest(&cli, args).await,
+        Command::Graph(cmd) => graph(&cli, cmd).await,
+        Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
+            let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
+            for e in &c.errors {
+                eprintln!("skipped: {e}");
+            }
+            println!("{}", serde_json::to_string_pretty(&c)?);
+            Ok(if c.runs == 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+    }
+}
+
+async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
+    let s = load_settings(cli)?;
+    if args.toolbench.is_empty() && args.queries.is_empty() && args.tools.is_empty() && args.trajectories.is_empty() {
+        bail!("nothing to ingest: give --toolbench, --queries, --tools and/or --trajectories");
+    }
+    for p in args.toolbench.iter().chain(&args.queries).chain(&args.tools).chain(&args.trajectories) {
+        if !p.exists() {
+            bail!("{} does not exist", p.display());
+        }
+    }
+    let store = open_store(&s).await?;
+    let inputs = Inputs {
+        toolbench: args.toolbench.clone(),
+        queries: args.queries.clone(),
+        tools: args.tools.clone(),
+        trajectories: args.trajectories.clone(),
+    };
+    let progress: Arc<dyn Progress> = if std::io::stderr().is_terminal() {
+        Arc::new(BarProgress::new())
+    } else {
+        Arc::new(LogProgress::new())
+    };
+    let report = toolgraph_ingest::ingest(store, inputs, &s, progress).await?;
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    let t = &report.tally;
+    eprintln!(
+        "ingested into {}: {} runs read, {} kept, {} already ingested, {} dropped {:?}; calls kept {}, dropped {:?}; \
+         graph: {} APIs, {} tools, {} categories, {} NEXT, {} FEEDS; {} record errors; {:.2}s ({:.0} runs/s)",
+        report.store,
+        t.runs_read,
+        t.runs_kept,
+        t.runs_already_ingested,
+        t.runs_dropped_total(),
+        t.runs_dropped,
+        t.calls_kept,
+        t.calls_dropped,
+        report.nodes.apis,
+        report.nodes.tools,
+        report.nodes.categories,
+        report.edges.next,
+        report.edges.feeds,
+        report.errors_total,
+        report.elapsed_s,
+        report.runs_per_s
+    );
+    // Fail loudly when the inputs gave nothing at all.
+    if report.nodes.apis == 0 {
+        eprintln!("error: the graph is empty after this ingest");
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(v)?).with_context(|| format!("writing {}", path.display()))
+}
+
+async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
+    let s = load_settings(cli)?;
+    let store = open_store(&s).await?;
+    match cmd {
+        GraphCmd::Stats => println!("{}", serde_json::to_string_pretty(&store.stats().await?)?),
+        GraphCmd::Neighbors { id, k } => {
+            let succ = store.successors(id, *k).await?;
+            if succ.is_empty() {
+                eprintln!("{id} has no successors (is the id right? ids look like category/tool/api)");
+            }
+            println!("{}", serde_json::to_string_pretty(&succ)?);
+        }
+        GraphCmd::Cypher { query, params } => {
+            let mut map = serde_json::Map::new();
+            for p in params {
+                let (k, v) = p.split_once('=').with_context(|| format!("--param {p}: expected NAME=JSON"))?;
+                let value = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
+                map.insert(k.to_string(), value);
+            }
+            let limits = CypherLimits { max_rows: s.store.query_max_rows, timeout_ms: s.store.query_timeout_ms };
+            let rows = store.cypher_read(query, map, limits).await?;
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar on a terminal.
+struct BarProgress {
+    bar: ProgressBar,
+}
+
+impl BarProgress {
+    fn new() -> Self {
+        BarProgress { bar: ProgressBar::hidden() }
+    }
+}
+
+impl Progress for BarProgress {
+    fn phase(&self, name: &str, total: Option<u64>) {
+        self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        self.bar.reset();
+        match total {
+            Some(n) => {
+                self.bar.set_length(n);
+                self.bar.set_style(
+                    ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+            }
+            None => {
+                self.bar.unset_length();
+                self.bar.set_style(
+                    ProgressStyle::with_template("{msg:>14} {spinner} {pos} records {per_sec}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+            }
+        }
+        self.bar.set_message(name.to_string());
+    }
+    fn advance(&self, n: u64) {
+        self.bar.inc(n);
+    }
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Periodic log lines when there is no terminal.
+struct LogProgress {
+    done: AtomicU64,
+    state: Mutex<(String, Option<u64>, Instant)>,
+}
+
+impl LogProgress {
+    fn new() -> Self {
+        LogProgress { done: AtomicU64::new(0), state: Mutex::new((String::new(), None, Instant::now())) }
+    }
+}
+
+impl Progress for LogProgress {
+    fn phase(&self, name: &str, total: Option<u64>) {
+        self.done.store(0, Ordering::Relaxed);
+        if let Ok(mut s) = self.state.lock() {
+            *s = (name.to_string(), total, Instant::now());
+        }
+    }
+    fn advance(&self, n: u64) {
+        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Ok(mut s) = self.state.lock() {
+            if s.2.elapsed() >= Duration::from_secs(5) {
+                match s.1 {
+                    Some(total) => tracing::info!("{}: {done}/{total}", s.0),
+                    None => tracing::info!("{}: {done} records", s.0),
+                }
+                s.2 = Instant::now();
+            }
+        }
+    }
+    fn finish(&self) {}
+}
