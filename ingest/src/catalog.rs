@@ -32,6 +32,12 @@ pub struct Catalog {
     by_tool_api: HashMap<(String, String), BTreeSet<String>>,
     /// standardized tool name → categories it is filed under.
     tool_categories: HashMap<String, BTreeSet<String>>,
+    /// Tool id → (name, description), one canonical value per tool whatever source said it.
+    tools: HashMap<String, (String, String)>,
+    /// Tool id → its API ids.
+    tool_apis: HashMap<String, BTreeSet<String>>,
+    /// Category id → name.
+    category_names: HashMap<String, String>,
     /// What the store already holds, to write only what changed.
     stored: HashMap<String, ApiUpsert>,
     /// Ids added or changed since the last [`Catalog::drain_changes`].
@@ -70,10 +76,10 @@ impl Catalog {
                 params,
                 output_fields: node.output_fields.clone(),
             };
-            let id = doc.id();
-            c.stored.insert(id.clone(), upsert_of(&doc));
             c.insert(doc);
         }
+        let rows: Vec<(String, ApiUpsert)> = c.apis.values().map(|d| (d.id(), c.row(d))).collect();
+        c.stored = rows.into_iter().collect();
         c.changed.clear();
         c
     }
@@ -88,6 +94,21 @@ impl Catalog {
 
     fn insert(&mut self, doc: ApiDoc) {
         let id = doc.id();
+        let tool_id = doc.tool_id();
+        // Tool-level fields: the first name seen, the longest description (ties: the smaller).
+        let (name, desc) = self.tools.entry(tool_id.clone()).or_insert_with(|| (doc.tool.clone(), String::new()));
+        let _ = name;
+        let better = doc.tool_description.len() > desc.len()
+            || (doc.tool_description.len() == desc.len() && doc.tool_description < *desc);
+        if better {
+            *desc = doc.tool_description.clone();
+            // Every API of the tool carries the tool's description: all change.
+            if let Some(ids) = self.tool_apis.get(&tool_id) {
+                self.changed.extend(ids.iter().cloned());
+            }
+        }
+        self.tool_apis.entry(tool_id).or_default().insert(id.clone());
+        self.category_names.entry(category_id(&doc.category)).or_insert_with(|| doc.category.clone());
         self.by_function.entry(toolbench_function_name(&doc.tool, &doc.api)).or_default().insert(id.clone());
         self.by_tool_api.entry((slug(&doc.tool), slug(&doc.api))).or_default().insert(id.clone());
         self.tool_categories.entry(toolbench_standardize(&doc.tool)).or_default().insert(doc.category.clone());
@@ -109,7 +130,7 @@ impl Catalog {
         let mut out = Vec::new();
         for id in ids {
             if let Some(doc) = self.apis.get(&id) {
-                let row = upsert_of(doc);
+                let row = self.row(doc);
                 if self.stored.get(&id) != Some(&row) {
                     self.stored.insert(id, row.clone());
                     out.push(row);
@@ -158,7 +179,18 @@ fn narrow(ids: &BTreeSet<String>, preferred: impl Fn(&str) -> bool) -> Resolutio
     }
 }
 
-/// The store row of an API doc.
+impl Catalog {
+    /// The store row of an API doc, with its tool's and category's canonical names.
+    pub fn row(&self, doc: &ApiDoc) -> ApiUpsert {
+        let tool_id = doc.tool_id();
+        let cat_id = category_id(&doc.category);
+        let (tool, tool_description) = self.tools.get(&tool_id).cloned().unwrap_or_else(|| (doc.tool.clone(), doc.tool_description.clone()));
+        let category = self.category_names.get(&cat_id).cloned().unwrap_or_else(|| doc.category.clone());
+        ApiUpsert { tool, tool_description, category, ..upsert_of(doc) }
+    }
+}
+
+/// The store row of an API doc on its own.
 pub fn upsert_of(doc: &ApiDoc) -> ApiUpsert {
     ApiUpsert {
         id: doc.id(),
