@@ -303,19 +303,18 @@ fn collect_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>, depth: us
     }
     match v {
         Value::Object(m) => {
-            // A JSON schema: walk its properties / items rather than its keywords.
-            if let Some(props) = m.get("properties").and_then(Value::as_object) {
-                if m.get("type").is_some() {
+            // A JSON-schema node: walk its properties / items rather than its keywords.
+            if is_schema_node(m) {
+                if let Some(props) = m.get("properties").and_then(Value::as_object) {
                     for (k, sub) in props {
                         let path = join(prefix, k);
                         out.insert(path.clone());
                         collect_fields(sub, &path, out, depth + 1);
                     }
-                    return;
                 }
-            }
-            if let Some(items) = m.get("items").filter(|_| m.get("type").and_then(Value::as_str) == Some("array")) {
-                collect_fields(items, prefix, out, depth + 1);
+                if let Some(items) = m.get("items").filter(|i| i.is_object()) {
+                    collect_fields(items, prefix, out, depth + 1);
+                }
                 return;
             }
             for (k, sub) in m {
@@ -334,6 +333,15 @@ fn collect_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>, depth: us
         }
         _ => {}
     }
+}
+
+fn is_schema_node(m: &serde_json::Map<String, Value>) -> bool {
+    const TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "null"];
+    const KEYWORDS: &[&str] = &[
+        "type", "title", "description", "enum", "required", "properties", "items", "format", "default",
+        "example", "examples", "nullable", "additionalProperties",
+    ];
+    m.get("type").and_then(Value::as_str).is_some_and(|t| TYPES.contains(&t)) && m.keys().all(|k| KEYWORDS.contains(&k.as_str()))
 }
 
 fn join(prefix: &str, k: &str) -> String {

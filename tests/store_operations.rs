@@ -1,0 +1,114 @@
+//! The GraphStore operations the engine uses, on the embedded store and on FalkorDB, with the
+//! same results: contributions, top-K successors, the dynamic-weight update and status changes.
+
+mod common;
+use common::*;
+use std::sync::Arc;
+use toolgraph_engine::graph::{weights, ApiCountDelta, ApiUpsert, ContributionBatch, EdgeDelta, GraphStore};
+use toolgraph_schema::{WeightSettings, STATUS_INVALID};
+
+fn api(name: &str) -> ApiUpsert {
+    ApiUpsert {
+        id: format!("travel/maps/{name}"),
+        name: name.into(),
+        tool: "Maps".into(),
+        tool_id: "travel/maps".into(),
+        tool_description: "maps".into(),
+        category: "Travel".into(),
+        category_id: "travel".into(),
+        description: format!("{name} things"),
+        method: "GET".into(),
+        url: format!("https://maps.example/{name}"),
+        parameters: "[]".into(),
+        required: vec!["q".into()],
+        output_fields: vec![],
+    }
+}
+
+fn id(name: &str) -> String {
+    format!("travel/maps/{name}")
+}
+
+async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot {
+    store.setup().await.unwrap();
+    store.upsert_apis(&["a", "b", "c"].map(api)).await.unwrap();
+    // Runs: a→b→END ×3, a→c→END ×1, START→a ×4.
+    let batch = ContributionBatch {
+        keys: vec!["k1".into(), "k2".into()],
+        api_counts: vec![
+            ApiCountDelta { id: id("a"), calls: 5, successes: 4 },
+            ApiCountDelta { id: id("b"), calls: 3, successes: 3 },
+            ApiCountDelta { id: id("c"), calls: 1, successes: 1 },
+        ],
+        edges: vec![
+            EdgeDelta { from: "START".into(), to: id("a"), n: 4 },
+            EdgeDelta { from: id("a"), to: id("b"), n: 3 },
+            EdgeDelta { from: id("a"), to: id("c"), n: 1 },
+            EdgeDelta { from: id("b"), to: "END".into(), n: 3 },
+            EdgeDelta { from: id("c"), to: "END".into(), n: 1 },
+        ],
+    };
+    store.apply_contributions(&batch).await.unwrap();
+    assert_eq!(store.ingested_keys(&["k1".into(), "k3".into()]).await.unwrap(), ["k1".to_string()].into());
+    let params = WeightSettings { alpha: 0.5, beta: 0.6 };
+    weights::recompute(store.as_ref(), None, params, 2).await.unwrap();
+
+    let succ = store.successors(&id("a"), 5).await.unwrap();
+    assert_eq!(succ.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), vec![id("b"), id("c")]);
+    assert!((succ[0].static_weight - 0.75).abs() < 1e-12);
+    // Before any evaluation all scores are 0: w = 0.6·w0 + 0.4·(1/2).
+    assert!((succ[0].dynamic_weight - (0.6 * 0.75 + 0.2)).abs() < 1e-9);
+
+    // An evaluation: b +1, c -1 → the hand-worked numbers of weights::tests.
+    weights::apply_evaluation(store.as_ref(), &[(id("b"), 1.0), (id("c"), -1.0)], params).await.unwrap();
+    let succ = store.successors(&id("a"), 1).await.unwrap();
+    assert_eq!(succ.len(), 1);
+    assert!((succ[0].dynamic_weight - 0.7348285151861261).abs() < 1e-9, "{succ:?}");
+    assert!(weights::apply_evaluation(store.as_ref(), &[(id("b"), 3.5)], params).await.is_err());
+
+    // Invalidating an API takes it out of search.
+    assert!(store.set_api_status(&id("b"), STATUS_INVALID).await.unwrap());
+    assert!(!store.set_api_status("travel/maps/nope", STATUS_INVALID).await.unwrap());
+    let succ = store.successors(&id("a"), 5).await.unwrap();
+    assert_eq!(succ.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), vec![id("c")]);
+
+    let stats = store.stats().await.unwrap();
+    assert_eq!((stats.apis, stats.tools, stats.categories, stats.next_edges, stats.ingested_runs), (3, 1, 1, 5, 2));
+    let snap = store.snapshot().await.unwrap();
+    assert_eq!(snap.apis[&id("a")].availability(), Some(0.8));
+    assert_eq!(snap.apis[&id("b")].score, 1.0);
+    assert_eq!(snap.apis[&id("b")].status, STATUS_INVALID);
+    snap
+}
+
+#[test]
+fn embedded_and_falkordb_agree_on_every_operation() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let embedded: Arc<dyn GraphStore> =
+        Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.path().join("g.redb")).unwrap());
+    let a = rt.block_on(exercise(embedded));
+
+    let falkor = Falkor::start();
+    let b = rt.block_on(async {
+        let store = toolgraph_engine::adapters::falkordb::connect(&format!("127.0.0.1:{}", falkor.port), "ops", 2).await.unwrap();
+        exercise(Arc::new(store)).await
+    });
+    assert_same_graph(&a, &b);
+}
+
+#[test]
+fn the_embedded_store_survives_reopen() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.redb");
+    let first = rt.block_on(async {
+        let s: Arc<dyn GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&path).unwrap());
+        exercise(s).await
+    });
+    let again = rt.block_on(async {
+        let s = toolgraph_engine::adapters::embedded::EmbeddedStore::open(&path).unwrap();
+        s.snapshot().await.unwrap()
+    });
+    assert_eq!(first, again);
+}
