@@ -328,6 +328,11 @@ pub async fn ingest(
 
     while let Some(batch) = rx.recv().await {
         let step = async {
+            if !marked_dirty && (!batch.apis.is_empty() || !batch.runs.is_empty()) {
+                // Derived data (weights, FEEDS) is stale from the first write until the end.
+                store.set_weights_dirty(true).await?;
+                marked_dirty = true;
+            }
             if !batch.apis.is_empty() {
                 store.upsert_apis(&batch.apis).await?;
                 apis_written += batch.apis.len() as u64;
@@ -351,10 +356,6 @@ pub async fn ingest(
             if runs.is_empty() {
                 return Ok(());
             }
-            if !marked_dirty {
-                store.set_weights_dirty(true).await?;
-                marked_dirty = true;
-            }
             let agg = aggregate(&runs);
             store.apply_contributions(&agg).await?;
             for e in &agg.edges {
@@ -376,19 +377,27 @@ pub async fn ingest(
     write_result?;
     progress.finish();
 
-    // Weights: all of them if an earlier ingest stopped before recomputing, else those touched.
-    let weights_recomputed = if was_dirty {
-        weights::recompute(store.as_ref(), None, settings.weights, settings.store.batch_rows).await?
+    // Derived data: all of it if an earlier ingest stopped before finishing, else what this one touched.
+    let (weights_recomputed, feeds_rows) = if was_dirty {
+        let n = weights::recompute(store.as_ref(), None, settings.weights, settings.store.batch_rows).await?;
+        let all_tools: BTreeSet<String> = read.catalog.apis().map(|d| d.tool_id()).collect();
+        let all_pairs: BTreeSet<(String, String)> = store
+            .edge_counts(None)
+            .await?
+            .into_iter()
+            .filter(|e| e.from != START_ID && e.to != END_ID)
+            .map(|e| (e.from, e.to))
+            .collect();
+        (n, feeds::derive(&read.catalog, &all_tools, &all_pairs))
     } else {
         let sources: Vec<String> = touched.into_iter().collect();
-        weights::recompute(store.as_ref(), Some(&sources), settings.weights, settings.store.batch_rows).await?
+        let n = weights::recompute(store.as_ref(), Some(&sources), settings.weights, settings.store.batch_rows).await?;
+        (n, feeds::derive(&read.catalog, &changed_tools, &pairs))
     };
+    store.upsert_feeds(&feeds_rows).await?;
     if was_dirty || marked_dirty {
         store.set_weights_dirty(false).await?;
     }
-
-    let feeds_rows = feeds::derive(&read.catalog, &changed_tools, &pairs);
-    store.upsert_feeds(&feeds_rows).await?;
 
     let stats = store.stats().await?;
     let mut tally = read.tally;

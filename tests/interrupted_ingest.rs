@@ -1,0 +1,123 @@
+//! An ingest killed mid-way (kill -9) and run again gives the same graph as one clean ingest.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let tools = dir.join("tools.jsonl");
+    let apis: Vec<String> = (0..40).map(|i| format!("op{i}")).collect();
+    // op{i} returns f{i} and takes f{i-1}: FEEDS edges op{i-1} → op{i}.
+    let api_list: Vec<serde_json::Value> = (0..apis.len())
+        .map(|i| serde_json::json!({"name": apis[i], "method": "GET",
+            "required_parameters": [{"name": format!("f{}", i.max(1) - 1), "type": "STRING"}], "optional_parameters": [],
+            "template_response": {format!("f{i}"): "str"}}))
+        .collect();
+    std::fs::write(&tools, format!("{}\n", serde_json::json!({"tool_name": "Ops", "category": "Data", "api_list": api_list}))).unwrap();
+    let runs_path = dir.join("runs.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&runs_path).unwrap());
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    for i in 0..runs {
+        let len = 2 + (i % 4);
+        let calls: Vec<serde_json::Value> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                serde_json::json!({"tool": "Ops", "api": apis[(x % 40) as usize], "category": "Data", "status": if x % 9 == 0 {"error"} else {"ok"}})
+            })
+            .collect();
+        writeln!(f, "{}", serde_json::json!({"request": format!("r{i}"), "calls": calls, "outcome": "answered"})).unwrap();
+    }
+    (tools, runs_path)
+}
+
+fn ingest_cmd(store: &str, graph: &str, tools: &Path, runs: &Path) -> std::process::Command {
+    let mut c = bin();
+    c.env("TOOLGRAPH__STORE__GRAPH", graph)
+        .env("TOOLGRAPH__INGEST__BATCH_SIZE", "25")
+        .arg("--store")
+        .arg(store)
+        .arg("ingest")
+        .arg("--tools")
+        .arg(tools)
+        .arg("--trajectories")
+        .arg(runs);
+    c
+}
+
+fn count_runs(uri: &str, graph: &str) -> u64 {
+    let out = bin()
+        .env("TOOLGRAPH__STORE__GRAPH", graph)
+        .arg("--store")
+        .arg(uri)
+        .args(["graph", "cypher", "MATCH (r:IngestedRun) RETURN count(r) AS n"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return 0;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["rows"][0][0].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn killed_falkordb_ingest_reruns_to_the_same_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let total = 6000;
+    let (tools, runs) = write_corpus(dir.path(), total);
+    let falkor = Falkor::start();
+    let uri = falkor.uri();
+
+    run_ok(&mut ingest_cmd(&uri, "clean", &tools, &runs));
+    let clean = snapshot(&uri, "clean");
+    assert!(clean.feeds.len() >= 39, "{}", clean.feeds.len());
+
+    let mut child = ingest_cmd(&uri, "killed", &tools, &runs).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = 0;
+    while Instant::now() < deadline {
+        seen = count_runs(&uri, "killed");
+        if seen > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let after_kill = count_runs(&uri, "killed");
+    assert!(seen > 0 && after_kill < total as u64, "the kill did not land mid-way ({seen}, {after_kill})");
+
+    run_ok(&mut ingest_cmd(&uri, "killed", &tools, &runs));
+    assert_same_graph(&clean, &snapshot(&uri, "killed"));
+}
+
+#[test]
+fn killed_embedded_ingest_reruns_to_the_same_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = write_corpus(dir.path(), 6000);
+    let clean_uri = format!("embedded:{}", dir.path().join("clean.redb").display());
+    run_ok(&mut ingest_cmd(&clean_uri, "g", &tools, &runs));
+    let clean = snapshot(&clean_uri, "g");
+
+    let uri = format!("embedded:{}", dir.path().join("killed.redb").display());
+    let db = dir.path().join("killed.redb");
+    let mut child = ingest_cmd(&uri, "g", &tools, &runs).spawn().unwrap();
+    // Kill once the store has grown past its empty size (some batches committed).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if std::fs::metadata(&db).map(|m| m.len() > 2 << 20).unwrap_or(false) {
+            break;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    run_ok(&mut ingest_cmd(&uri, "g", &tools, &runs));
+    assert_eq!(clean, snapshot(&uri, "g"));
+}
