@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::PathBuf) {
     let tools = dir.join("tools.jsonl");
     let apis: Vec<String> = (0..40).map(|i| format!("op{i}")).collect();
-    // op{i} returns f{i} and takes f{i-1}: FEEDS edges op{i-1} → op{i}.
+    // op{i} returns f{i} and takes f{i-1}: FEEDS edges op{i-1} → op{i}. Runs use op0..op19 only,
+    // so the FEEDS among op20..op39 come from the tool docs alone.
     let api_list: Vec<serde_json::Value> = (0..apis.len())
         .map(|i| serde_json::json!({"name": apis[i], "method": "GET",
             "required_parameters": [{"name": format!("f{}", i.max(1) - 1), "type": "STRING"}], "optional_parameters": [],
@@ -26,7 +27,7 @@ fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::Path
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                serde_json::json!({"tool": "Ops", "api": apis[(x % 40) as usize], "category": "Data", "status": if x % 9 == 0 {"error"} else {"ok"}})
+                serde_json::json!({"tool": "Ops", "api": apis[(x % 20) as usize], "category": "Data", "status": if x % 9 == 0 {"error"} else {"ok"}})
             })
             .collect();
         writeln!(f, "{}", serde_json::json!({"request": format!("r{i}"), "calls": calls, "outcome": "answered"})).unwrap();
