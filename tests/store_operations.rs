@@ -112,3 +112,28 @@ fn the_embedded_store_survives_reopen() {
     });
     assert_eq!(first, again);
 }
+
+/// Against a real Neo4j 5 (deploy/compose.yaml): runs when NEO4J_URI is set, e.g.
+/// `NEO4J_URI=neo4j://127.0.0.1:7687 TOOLGRAPH_NEO4J_PASSWORD=... cargo test --test store_operations neo4j`.
+/// It wipes the database it is pointed at.
+#[test]
+fn neo4j_agrees_with_embedded_when_configured() {
+    let Ok(uri) = std::env::var("NEO4J_URI") else {
+        eprintln!("neo4j_agrees_with_embedded_when_configured: NEO4J_URI is not set; not run");
+        return;
+    };
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let embedded: Arc<dyn GraphStore> =
+        Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.path().join("g.redb")).unwrap());
+    let a = rt.block_on(exercise(embedded));
+    let b = rt.block_on(async {
+        let password = toolgraph_engine::store::neo4j_password().expect("TOOLGRAPH_NEO4J_PASSWORD");
+        let user = std::env::var("NEO4J_USER").unwrap_or_else(|_| "neo4j".into());
+        let wipe = neo4rs::Graph::new(&uri, &user, secrecy::ExposeSecret::expose_secret(&password)).await.unwrap();
+        wipe.run(neo4rs::query("MATCH (n) DETACH DELETE n")).await.unwrap();
+        let store = toolgraph_engine::adapters::neo4j::connect(&uri, &user, &password, "neo4j", 2).await.unwrap();
+        exercise(Arc::new(store)).await
+    });
+    assert_same_graph(&a, &b);
+}

@@ -76,7 +76,7 @@ pub async fn open(settings: &StoreSettings) -> Result<Arc<dyn GraphStore>> {
         }
         StoreUri::Neo4j(uri) => {
             let password = neo4j_password()?;
-            Arc::new(neo4j::connect(&uri, &settings.neo4j_user, &password, &settings.graph, settings.batch_rows).await?)
+            Arc::new(neo4j::connect(&uri, &settings.neo4j_user, &password, &settings.neo4j_database, settings.batch_rows).await?)
         }
     };
     store.setup().await?;

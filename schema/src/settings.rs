@@ -14,8 +14,10 @@ pub struct Settings {
 pub struct StoreSettings {
     /// `embedded:PATH`, `neo4j://HOST:PORT` or `falkordb://HOST:PORT`.
     pub uri: String,
-    /// Graph name on FalkorDB / database name on Neo4j.
+    /// Graph name on FalkorDB.
     pub graph: String,
+    /// Database name on Neo4j.
+    pub neo4j_database: String,
     /// Neo4j user; the password comes from `TOOLGRAPH_NEO4J_PASSWORD` or the file named by
     /// `TOOLGRAPH_NEO4J_PASSWORD_FILE`.
     pub neo4j_user: String,

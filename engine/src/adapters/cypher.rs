@@ -42,6 +42,10 @@ pub struct Stmt {
 }
 
 impl Stmt {
+    /// A short name for logs: the statement's first clause line.
+    pub fn op(&self) -> &'static str {
+        self.text.lines().find(|l| !l.trim_start().starts_with("UNWIND")).unwrap_or(self.text)
+    }
     fn new(text: &'static str, columns: &'static [&'static str]) -> Self {
         Stmt { text, params: Map::new(), columns }
     }

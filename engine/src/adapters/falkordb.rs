@@ -119,6 +119,7 @@ impl CypherRunner for FalkorRunner {
         Dialect::FalkorDb
     }
 
+    #[tracing::instrument(name = "store.falkordb.write", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn write(&self, stmt: &Stmt) -> Result<()> {
         let mut g = self.graph();
         let mut q = g.query(stmt.text).with_timeout(self.write_timeout_ms as i64);
@@ -129,6 +130,7 @@ impl CypherRunner for FalkorRunner {
         Ok(())
     }
 
+    #[tracing::instrument(name = "store.falkordb.read", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn read(&self, stmt: &Stmt) -> Result<Vec<Vec<Value>>> {
         let mut g = self.graph();
         let mut q = g.query(stmt.text).with_timeout(self.write_timeout_ms as i64);

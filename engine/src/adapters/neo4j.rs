@@ -26,11 +26,13 @@ pub async fn connect(
     database: &str,
     batch_rows: usize,
 ) -> Result<CypherStore<Neo4jRunner>> {
-    let mut cfg = ConfigBuilder::default().uri(uri).user(user).password(password.expose_secret()).max_connections(8);
-    if !database.is_empty() && database != "toolgraph" {
-        cfg = cfg.db(database);
-    }
-    let config = cfg.build().map_err(|e| EngineError::Config(format!("bad Neo4j settings for {uri}: {e}")))?;
+    let config = ConfigBuilder::default()
+        .uri(uri)
+        .user(user)
+        .password(password.expose_secret())
+        .db(database)
+        .max_connections(8)
+        .build().map_err(|e| EngineError::Config(format!("bad Neo4j settings for {uri}: {e}")))?;
     let graph = Graph::connect(config).await.map_err(|e| {
         EngineError::store(BACKEND, classify(&e), format!("cannot connect to {uri}: {}", redact(&e.to_string())))
     })?;
@@ -90,6 +92,7 @@ impl CypherRunner for Neo4jRunner {
         Dialect::Neo4j
     }
 
+    #[tracing::instrument(name = "store.neo4j.write", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn write(&self, stmt: &Stmt) -> Result<()> {
         let q = query_of(stmt.text, &stmt.params)?;
         self.timed(async {
@@ -100,6 +103,7 @@ impl CypherRunner for Neo4jRunner {
         .await
     }
 
+    #[tracing::instrument(name = "store.neo4j.read", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn read(&self, stmt: &Stmt) -> Result<Vec<Vec<Value>>> {
         let q = query_of(stmt.text, &stmt.params)?;
         self.timed(async {
