@@ -44,6 +44,14 @@ mod tests {
     }
 
     #[test]
+    fn the_deploy_example_loads() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/toolgraph.example.toml");
+        let s = load(Some(&example), &[]).unwrap();
+        assert_eq!(s.store.uri, "neo4j://127.0.0.1:7687");
+        assert_eq!(s.store.neo4j_database, "neo4j");
+    }
+
+    #[test]
     fn file_and_overrides_layer_in_order() {
         let dir = std::env::temp_dir().join(format!("tg-settings-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -148,9 +148,14 @@ UNWIND $ids AS id
 MATCH (a:Step)-[:NEXT]->(b:Step {id: id})
 RETURN DISTINCT a.id AS id";
 
+/// Both ends are bound before the edge is matched, so the edge is found by an expand-into lookup
+/// rather than by walking every edge of the source (START has tens of thousands).
 pub const SET_WEIGHTS: &str = "\
 UNWIND $rows AS w
-MATCH (a:Step {id: w.from})-[r:NEXT]->(b:Step {id: w.to})
+MATCH (a:Step {id: w.from})
+MATCH (b:Step {id: w.to})
+WITH a, b, w
+MATCH (a)-[r:NEXT]->(b)
 SET r.static_weight = w.static_weight, r.dynamic_weight = w.dynamic_weight";
 
 pub const ADD_SCORES: &str = "\
