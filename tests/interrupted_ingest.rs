@@ -27,7 +27,7 @@ fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::Path
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                serde_json::json!({"tool": "Ops", "api": apis[(x % 20) as usize], "category": "Data", "status": if x % 9 == 0 {"error"} else {"ok"}})
+                serde_json::json!({"tool": "Ops", "api": apis[(x % 20) as usize], "category": "Data", "status": if x.is_multiple_of(9) {"error"} else {"ok"}})
             })
             .collect();
         writeln!(f, "{}", serde_json::json!({"request": format!("r{i}"), "calls": calls, "outcome": "answered"})).unwrap();

@@ -36,8 +36,8 @@ impl StoreUri {
             return Ok(StoreUri::FalkorDb(host_port.to_string()));
         }
         for scheme in ["neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://"] {
-            if uri.starts_with(scheme) {
-                if uri[scheme.len()..].contains('@') {
+            if let Some(rest) = uri.strip_prefix(scheme) {
+                if rest.contains('@') {
                     return Err(EngineError::Config(
                         "put Neo4j credentials in TOOLGRAPH_NEO4J_PASSWORD(_FILE) and store.neo4j_user, not in the URI".into(),
                     ));
