@@ -134,28 +134,23 @@ fn generate(dir: &Path, n: usize, docs: &[ApiDoc]) -> (usize, usize, usize) {
     (n, calls_total, attempts_total)
 }
 
-fn start_falkordb(dir: &Path) -> u16 {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+/// Run `scripts/falkordb.sh CMD PORT` with the server's data in `dir`.
+fn falkordb_script(cmd: &str, port: u16, dir: &Path) -> bool {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let ok = Command::new("bash")
+    Command::new("bash")
         .arg(root.join("scripts/falkordb.sh"))
-        .args(["start", &port.to_string()])
+        .args([cmd, &port.to_string()])
         .env("TOOLGRAPH_FALKORDB_DATA", dir)
         .current_dir(&root)
         .status()
-        .unwrap();
-    assert!(ok.success(), "falkordb did not start (run scripts/setup.sh)");
-    port
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
-fn stop_falkordb(dir: &Path, port: u16) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let _ = Command::new("bash")
-        .arg(root.join("scripts/falkordb.sh"))
-        .args(["stop", &port.to_string()])
-        .env("TOOLGRAPH_FALKORDB_DATA", dir)
-        .current_dir(&root)
-        .status();
+fn start_falkordb(dir: &Path) -> u16 {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    assert!(falkordb_script("start", port, dir), "falkordb did not start (run scripts/setup.sh)");
+    port
 }
 
 fn main() {
@@ -225,7 +220,7 @@ fn main() {
         );
         drop(store);
         if let Some(port) = falkor_port {
-            stop_falkordb(&dir, port);
+            falkordb_script("stop", port, &dir);
         }
     }
 }

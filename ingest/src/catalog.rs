@@ -550,4 +550,29 @@ mod tests {
         assert_eq!(c.resolve_function("nope_for_x", &none), Resolution::Unknown);
         assert!(matches!(c.resolve_tool_api("Weather API", "forecast", Some("Data")), Resolution::Found(id) if id == "data/weather_api/forecast"));
     }
+
+    #[test]
+    fn toolbench_tools_folders_load_with_their_category() {
+        let dir = tempfile::tempdir().unwrap();
+        let cat_dir = dir.path().join("tools").join("Business_Software");
+        std::fs::create_dir_all(&cat_dir).unwrap();
+        let tool = serde_json::json!({
+            "tool_name": "Invoice Maker", "tool_description": "makes invoices", "title": "Invoice Maker",
+            "api_list": [{"name": "Create Invoice", "url": "https://x/create", "method": "POST", "description": "create",
+                          "required_parameters": [{"name": "customer_id", "type": "STRING", "description": "", "default": ""}],
+                          "optional_parameters": [], "schema": {"type": "object", "properties": {"invoice_id": {"type": "string"}}}}]
+        });
+        std::fs::write(cat_dir.join("invoice_maker.json"), tool.to_string()).unwrap();
+        std::fs::write(cat_dir.join("broken.json"), "{\"tool_name\": 3}").unwrap();
+        let mut c = Catalog::default();
+        let load = load_tools(&mut c, &dir.path().join("tools"), 1 << 20);
+        assert_eq!((load.files, load.apis), (2, 1));
+        assert_eq!(load.errors.len(), 1);
+        assert_eq!(load.errors[0].field.as_deref(), Some("tool_name"));
+        let doc = c.get("business_software/invoice_maker/create_invoice").expect("api by category folder");
+        assert_eq!(doc.category, "Business Software");
+        assert_eq!(doc.output_fields, vec!["invoice_id"]);
+        assert!(doc.params[0].required);
+        assert_eq!(c.resolve_function("create_invoice_for_invoice_maker", &BTreeSet::new()), Resolution::Found(doc.id()));
+    }
 }
