@@ -66,6 +66,11 @@ pub fn to_bolt(v: &Value) -> Result<BoltType> {
     BoltType::try_from(v.clone()).map_err(|e| EngineError::bad_input(format!("parameter cannot be sent to Neo4j: {e}")))
 }
 
+/// The values of `columns` in a Bolt row, as JSON (missing or unreadable values are null).
+pub fn row_values(row: &neo4rs::Row, columns: &[&str]) -> Vec<Value> {
+    columns.iter().map(|c| row.get::<Value>(c).unwrap_or(Value::Null)).collect()
+}
+
 /// A neo4rs query from a statement's text and parameters.
 pub fn query_of(text: &str, params: &Map<String, Value>) -> Result<Query> {
     let mut q = neo4rs::query(text);
@@ -110,12 +115,7 @@ impl CypherRunner for Neo4jRunner {
             let mut stream = self.graph.execute(q).await.map_err(store_err)?;
             let mut rows = Vec::new();
             while let Some(row) = stream.next().await.map_err(store_err)? {
-                let mut values = Vec::with_capacity(stmt.columns.len());
-                for col in stmt.columns {
-                    let v: Value = row.get(col).unwrap_or(Value::Null);
-                    values.push(v);
-                }
-                rows.push(values);
+                rows.push(row_values(&row, stmt.columns));
             }
             Ok(rows)
         })
@@ -185,6 +185,59 @@ mod tests {
         }
         // Every statement of the layer builds into a neo4rs query.
         assert!(query_of(stmt.text, &stmt.params).is_ok());
+    }
+
+    #[test]
+    fn every_statement_of_the_layer_becomes_a_neo4j_query() {
+        use crate::graph::ApiUpsert;
+        use toolgraph_schema::{FeedsRow, WeightRow};
+        let api = ApiUpsert {
+            id: "a/b/c".into(), name: "c".into(), tool: "B".into(), tool_id: "a/b".into(), tool_description: String::new(),
+            category: "A".into(), category_id: "a".into(), description: "d".into(), method: "GET".into(), url: String::new(),
+            parameters: "[]".into(), required: vec![], output_fields: vec!["x.y".into()],
+        };
+        let ids = vec!["a/b/c".to_string()];
+        let stmts = vec![
+            build::upsert_apis(&[api]),
+            build::ingested_keys(&ids),
+            build::edge_counts(Some(&ids)),
+            build::edge_counts(None),
+            build::predecessors(&ids),
+            build::set_weights(&[WeightRow { from: "START".into(), to: "a/b/c".into(), static_weight: 1.0, dynamic_weight: 1.0 }]),
+            build::add_scores(&[("a/b/c".into(), -1.5)]),
+            build::upsert_feeds(&[FeedsRow { from: "a/b/c".into(), to: "a/b/d".into(), fields: vec!["y".into()] }]),
+            build::set_status("a/b/c", "invalid"),
+            build::successors("a/b/c", 5),
+            build::terminals(),
+            build::set_meta("weights_dirty", "1"),
+            build::get_meta("weights_dirty"),
+        ];
+        for s in stmts {
+            assert!(query_of(s.text, &s.params).is_ok(), "{}", s.text);
+        }
+    }
+
+    #[test]
+    fn bolt_rows_read_back_as_json() {
+        use neo4rs::{BoltList, BoltNull};
+        // A row as Neo4j sends the snapshot's API columns: strings, integers, floats, lists, null.
+        let fields = BoltList::from(vec![
+            BoltType::from("id"), BoltType::from("calls"), BoltType::from("score"),
+            BoltType::from("required"), BoltType::from("url"),
+        ]);
+        let data = BoltList::from(vec![
+            BoltType::from("a/b/c"),
+            BoltType::from(42i64),
+            BoltType::from(0.25f64),
+            BoltType::from(vec![BoltType::from("q"), BoltType::from("lang")]),
+            BoltType::Null(BoltNull),
+        ]);
+        let row = neo4rs::Row::new(fields, data);
+        let v = row_values(&row, &["id", "calls", "score", "required", "url", "absent"]);
+        assert_eq!(v, vec![
+            serde_json::json!("a/b/c"), serde_json::json!(42), serde_json::json!(0.25),
+            serde_json::json!(["q", "lang"]), Value::Null, Value::Null,
+        ]);
     }
 
     #[test]
