@@ -4,7 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolgraph_engine::graph::CypherLimits;
@@ -162,7 +162,20 @@ async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         queries: args.queries.clone(),
         tools: args.tools.clone(),
         trajectories: args.trajectories.clone(),
+        stop: Arc::new(AtomicBool::new(false)),
     };
+    // Ctrl-C: stop reading, write and finish what was read. A second Ctrl-C quits at once, which
+    // is safe too: every batch is written atomically and the next ingest completes the rest.
+    let stop = inputs.stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: finishing what was read (Ctrl-C again to quit now)");
+            stop.store(true, Ordering::Relaxed);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
     let progress: Arc<dyn Progress> = if std::io::stderr().is_terminal() {
         Arc::new(BarProgress::new())
     } else {
@@ -193,6 +206,10 @@ async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         report.elapsed_s,
         report.runs_per_s
     );
+    if report.interrupted {
+        eprintln!("stopped early: run the same ingest again to read the rest");
+        return Ok(ExitCode::from(130));
+    }
     // Fail loudly when the inputs gave nothing at all.
     if report.nodes.apis == 0 {
         eprintln!("error: the graph is empty after this ingest");

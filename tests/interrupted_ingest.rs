@@ -122,3 +122,32 @@ fn killed_embedded_ingest_reruns_to_the_same_graph() {
     run_ok(&mut ingest_cmd(&uri, "g", &tools, &runs));
     assert_eq!(clean, snapshot(&uri, "g"));
 }
+
+#[test]
+fn ctrl_c_finishes_what_was_read_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let total = 6000;
+    let (tools, runs) = write_corpus(dir.path(), total);
+    let falkor = Falkor::start();
+    let uri = falkor.uri();
+    run_ok(&mut ingest_cmd(&uri, "clean", &tools, &runs));
+    let clean = snapshot(&uri, "clean");
+
+    let child = ingest_cmd(&uri, "stopped", &tools, &runs).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline && count_runs(&uri, "stopped") == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped early"), "{stderr}");
+    let partial = snapshot(&uri, "stopped");
+    assert!(partial.next.values().map(|e| e.count).sum::<u64>() < clean.next.values().map(|e| e.count).sum::<u64>());
+    assert_weights_sum_to_one(&partial);
+
+    run_ok(&mut ingest_cmd(&uri, "stopped", &tools, &runs));
+    assert_same_graph(&clean, &snapshot(&uri, "stopped"));
+}

@@ -14,6 +14,7 @@ use crate::runs::{self, Sink};
 use crate::feeds;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use toolgraph_engine::graph::{weights, ApiCountDelta, ApiUpsert, ContributionBatch, EdgeDelta, GraphStore};
@@ -30,6 +31,8 @@ pub struct Inputs {
     pub tools: Vec<PathBuf>,
     /// toolgraph JSONL runs.
     pub trajectories: Vec<PathBuf>,
+    /// Set to stop early (Ctrl-C): reading stops, what was read is written and finished.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Progress reporting; the binary draws a bar or logs lines.
@@ -93,6 +96,7 @@ struct Reader {
     max_record: u64,
     batch_size: usize,
     pending: Vec<Contribution>,
+    stop: Arc<AtomicBool>,
     tx: tokio::sync::mpsc::Sender<Batch>,
     progress: Arc<dyn Progress>,
 }
@@ -118,11 +122,15 @@ impl Reader {
         self.tx.blocking_send(Batch { apis, runs }).is_ok()
     }
 
+    /// Queue a record's contribution. False when reading must stop (writer gone, or asked to).
     fn push(&mut self, c: Option<Contribution>) -> bool {
         if let Some(c) = c {
             self.pending.push(c);
         }
         self.progress.advance(1);
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
         if self.pending.len() >= self.batch_size {
             return self.flush();
         }
@@ -211,6 +219,7 @@ fn read_all(
         max_record: settings.ingest.max_record_bytes,
         batch_size: settings.ingest.batch_size,
         pending: Vec::new(),
+        stop: inputs.stop.clone(),
         tx,
         progress: progress.clone(),
     };
@@ -237,18 +246,23 @@ fn read_all(
 
     let answers = toolbench_files(&inputs.toolbench);
     progress.phase("trajectories", Some(answers.len() as u64).filter(|_| inputs.trajectories.is_empty()));
+    let mut going = true;
     for f in &answers {
         files_read += 1;
-        if !r.answer_file(f) {
-            return r.outcome(files_read, doc_records, apis_from_docs);
+        going = r.answer_file(f);
+        if !going {
+            break;
         }
     }
-    for f in &inputs.trajectories {
-        files_read += 1;
-        if !r.jsonl_file(f) {
-            return r.outcome(files_read, doc_records, apis_from_docs);
+    if going {
+        for f in &inputs.trajectories {
+            files_read += 1;
+            if !r.jsonl_file(f) {
+                break;
+            }
         }
     }
+    // Whatever was read is written, also when stopped early (a no-op if the writer is gone).
     r.flush();
     r.outcome(files_read, doc_records, apis_from_docs)
 }
@@ -307,10 +321,11 @@ pub async fn ingest(
     let started = Instant::now();
     weights::validate(settings.weights)?;
     let was_dirty = store.weights_dirty().await?;
-    let snapshot = store.snapshot().await?;
+    let snapshot = store.node_snapshot().await?;
     let catalog = Catalog::from_snapshot(&snapshot);
     drop(snapshot);
 
+    let stop = inputs.stop.clone();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
     let reader_settings = settings.clone();
     let reader_progress = progress.clone();
@@ -400,11 +415,13 @@ pub async fn ingest(
     }
 
     let stats = store.stats().await?;
+    let interrupted = stop.load(Ordering::Relaxed);
     let mut tally = read.tally;
     tally.runs_already_ingested = already;
     let elapsed = started.elapsed().as_secs_f64();
     Ok(IngestReport {
         store: store.backend().to_string(),
+        interrupted,
         files_read: read.files_read,
         doc_records_read: read.doc_records,
         apis_from_docs: read.apis_from_docs,

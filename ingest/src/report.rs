@@ -85,6 +85,8 @@ pub struct EdgeCounts {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IngestReport {
     pub store: String,
+    /// True when the ingest was stopped early (Ctrl-C): what was read before is fully written.
+    pub interrupted: bool,
     pub files_read: u64,
     pub doc_records_read: u64,
     pub apis_from_docs: u64,

@@ -91,3 +91,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_stopped_ingest_finishes_what_it_read_and_a_rerun_completes_it() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let runs: Vec<(usize, Run)> = (0..40).map(|i| (i, (vec![(i % 5, true), ((i + 1) % 5, true)], true))).collect();
+    let all = write_runs(&dir.path().join("all.jsonl"), &runs);
+    let settings = toolgraph_engine::settings::load(None, &[("ingest.batch_size", "3".into())]).unwrap();
+
+    let stopped: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.path().join("stopped.redb")).unwrap());
+    let inputs = Inputs { trajectories: vec![all.clone()], ..Default::default() };
+    inputs.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let report = rt.block_on(ingest(stopped.clone(), inputs, &settings, Arc::new(NoProgress))).unwrap();
+    assert!(report.interrupted);
+    assert_eq!(report.tally.runs_read, 1, "reading stops at the first record");
+    let partial = snapshot(&stopped, &rt);
+    assert_eq!(partial.next.values().map(|e| e.count).sum::<u64>(), 3, "the record read was written: START→a→b→END");
+    assert!(!rt.block_on(stopped.weights_dirty()).unwrap(), "derived data was finished");
+
+    ingest_files(&stopped, vec![all.clone()], &rt);
+    let once: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.path().join("once.redb")).unwrap());
+    ingest_files(&once, vec![all], &rt);
+    assert_eq!(snapshot(&once, &rt), snapshot(&stopped, &rt));
+}

@@ -451,6 +451,21 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
     }
 
     async fn snapshot(&self) -> Result<GraphSnapshot> {
+        let mut snap = self.node_snapshot().await?;
+        let next_cols: &[&str] = &["from", "to", "count", "static_weight", "dynamic_weight"];
+        for r in self.runner.read(&Stmt::new(ALL_NEXT, next_cols)).await? {
+            snap.next.insert(
+                (as_str(&r[0]), as_str(&r[1])),
+                NextEdge { count: as_u64(&r[2]), static_weight: as_f64(&r[3]), dynamic_weight: as_f64(&r[4]) },
+            );
+        }
+        for r in self.runner.read(&Stmt::new(ALL_FEEDS, &["from", "to", "fields"])).await? {
+            snap.feeds.insert((as_str(&r[0]), as_str(&r[1])), as_strings(&r[2]));
+        }
+        Ok(snap)
+    }
+
+    async fn node_snapshot(&self) -> Result<GraphSnapshot> {
         let mut snap = GraphSnapshot::default();
         for r in self.runner.read(&Stmt::new(ALL_APIS, API_COLUMNS)).await? {
             let node = ApiNode {
@@ -484,16 +499,6 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
         for r in self.runner.read(&Stmt::new(ALL_CATEGORIES, &["id", "name"])).await? {
             let c = CategoryNode { id: as_str(&r[0]), name: as_str(&r[1]) };
             snap.categories.insert(c.id.clone(), c);
-        }
-        let next_cols: &[&str] = &["from", "to", "count", "static_weight", "dynamic_weight"];
-        for r in self.runner.read(&Stmt::new(ALL_NEXT, next_cols)).await? {
-            snap.next.insert(
-                (as_str(&r[0]), as_str(&r[1])),
-                NextEdge { count: as_u64(&r[2]), static_weight: as_f64(&r[3]), dynamic_weight: as_f64(&r[4]) },
-            );
-        }
-        for r in self.runner.read(&Stmt::new(ALL_FEEDS, &["from", "to", "fields"])).await? {
-            snap.feeds.insert((as_str(&r[0]), as_str(&r[1])), as_strings(&r[2]));
         }
         Ok(snap)
     }

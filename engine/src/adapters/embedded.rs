@@ -99,6 +99,75 @@ impl EmbeddedStore {
     }
 }
 
+/// Read the graph in one read transaction; edges only when `edges`.
+fn read_snapshot(db: &Database, edges: bool) -> Result<GraphSnapshot> {
+            let tx = db.begin_read().map_err(err)?;
+            let mut snap = GraphSnapshot::default();
+            let t_apis = tx.open_table(APIS).map_err(err)?;
+            let t_stats = tx.open_table(API_STATS).map_err(err)?;
+            let t_status = tx.open_table(API_STATUS).map_err(err)?;
+            for item in t_apis.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let id = k.value();
+                let a: ApiUpsert = serde_json::from_slice(v.value()).map_err(err)?;
+                let (calls, successes, score) =
+                    t_stats.get(id).map_err(err)?.map(|g| g.value()).unwrap_or((0, 0, 0.0));
+                let status = t_status
+                    .get(id)
+                    .map_err(err)?
+                    .map(|g| g.value().to_string())
+                    .unwrap_or_else(|| STATUS_ACTIVE.to_string());
+                snap.apis.insert(
+                    id.to_string(),
+                    ApiNode {
+                        id: a.id,
+                        name: a.name,
+                        tool: a.tool_id,
+                        category: a.category_id,
+                        description: a.description,
+                        method: a.method,
+                        url: a.url,
+                        parameters: a.parameters,
+                        required: a.required,
+                        output_fields: a.output_fields,
+                        status,
+                        calls,
+                        successes,
+                        score,
+                    },
+                );
+            }
+            for item in tx.open_table(TOOLS).map_err(err)?.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let t: ToolNode = serde_json::from_slice(v.value()).map_err(err)?;
+                snap.tools.insert(k.value().to_string(), t);
+            }
+            for item in tx.open_table(CATEGORIES).map_err(err)?.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let id = k.value().to_string();
+                snap.categories.insert(id.clone(), CategoryNode { id, name: v.value().to_string() });
+            }
+            if !edges {
+                return Ok(snap);
+            }
+            for item in tx.open_table(NEXT).map_err(err)?.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let (from, to) = k.value();
+                let (count, static_weight, dynamic_weight) = v.value();
+                snap.next.insert(
+                    (from.to_string(), to.to_string()),
+                    NextEdge { count, static_weight, dynamic_weight },
+                );
+            }
+            for item in tx.open_table(FEEDS).map_err(err)?.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let (from, to) = k.value();
+                let fields: Vec<String> = serde_json::from_slice(v.value()).map_err(err)?;
+                snap.feeds.insert((from.to_string(), to.to_string()), fields);
+            }
+            Ok(snap)
+}
+
 fn is_terminal(id: &str) -> bool {
     id == START_ID || id == END_ID
 }
@@ -379,71 +448,11 @@ impl GraphStore for EmbeddedStore {
     }
 
     async fn snapshot(&self) -> Result<GraphSnapshot> {
-        self.blocking(|db| {
-            let tx = db.begin_read().map_err(err)?;
-            let mut snap = GraphSnapshot::default();
-            let t_apis = tx.open_table(APIS).map_err(err)?;
-            let t_stats = tx.open_table(API_STATS).map_err(err)?;
-            let t_status = tx.open_table(API_STATUS).map_err(err)?;
-            for item in t_apis.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let id = k.value();
-                let a: ApiUpsert = serde_json::from_slice(v.value()).map_err(err)?;
-                let (calls, successes, score) =
-                    t_stats.get(id).map_err(err)?.map(|g| g.value()).unwrap_or((0, 0, 0.0));
-                let status = t_status
-                    .get(id)
-                    .map_err(err)?
-                    .map(|g| g.value().to_string())
-                    .unwrap_or_else(|| STATUS_ACTIVE.to_string());
-                snap.apis.insert(
-                    id.to_string(),
-                    ApiNode {
-                        id: a.id,
-                        name: a.name,
-                        tool: a.tool_id,
-                        category: a.category_id,
-                        description: a.description,
-                        method: a.method,
-                        url: a.url,
-                        parameters: a.parameters,
-                        required: a.required,
-                        output_fields: a.output_fields,
-                        status,
-                        calls,
-                        successes,
-                        score,
-                    },
-                );
-            }
-            for item in tx.open_table(TOOLS).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let t: ToolNode = serde_json::from_slice(v.value()).map_err(err)?;
-                snap.tools.insert(k.value().to_string(), t);
-            }
-            for item in tx.open_table(CATEGORIES).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let id = k.value().to_string();
-                snap.categories.insert(id.clone(), CategoryNode { id, name: v.value().to_string() });
-            }
-            for item in tx.open_table(NEXT).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let (from, to) = k.value();
-                let (count, static_weight, dynamic_weight) = v.value();
-                snap.next.insert(
-                    (from.to_string(), to.to_string()),
-                    NextEdge { count, static_weight, dynamic_weight },
-                );
-            }
-            for item in tx.open_table(FEEDS).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let (from, to) = k.value();
-                let fields: Vec<String> = serde_json::from_slice(v.value()).map_err(err)?;
-                snap.feeds.insert((from.to_string(), to.to_string()), fields);
-            }
-            Ok(snap)
-        })
-        .await
+        self.blocking(|db| read_snapshot(db, true)).await
+    }
+
+    async fn node_snapshot(&self) -> Result<GraphSnapshot> {
+        self.blocking(|db| read_snapshot(db, false)).await
     }
 
     async fn stats(&self) -> Result<GraphStats> {

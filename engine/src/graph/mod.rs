@@ -102,6 +102,8 @@ pub trait GraphStore: Send + Sync {
     async fn successors(&self, id: &str, k: usize) -> Result<Vec<Successor>>;
     /// The whole graph, for in-memory search and comparisons.
     async fn snapshot(&self) -> Result<GraphSnapshot>;
+    /// API, tool and category nodes only (no edges): what an ingest needs to resolve names.
+    async fn node_snapshot(&self) -> Result<GraphSnapshot>;
     async fn stats(&self) -> Result<GraphStats>;
     /// A marker that derived weights may be stale (set before writing counts, cleared after).
     async fn set_weights_dirty(&self, dirty: bool) -> Result<()>;
