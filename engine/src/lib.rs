@@ -6,6 +6,7 @@
 //! hold the same numbers for the same input.
 
 pub mod adapters;
+pub mod embed;
 pub mod error;
 pub mod graph;
 pub mod settings;

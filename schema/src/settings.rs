@@ -8,6 +8,22 @@ pub struct Settings {
     pub store: StoreSettings,
     pub weights: WeightSettings,
     pub ingest: IngestSettings,
+    pub embed: EmbedSettings,
+}
+
+/// The sentence-embedding model (fastembed over ONNX Runtime, files on local disk).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmbedSettings {
+    /// Folder with model.onnx, tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json.
+    pub model_dir: String,
+    /// Path to libonnxruntime.so.
+    pub ort_library: String,
+    /// Texts per inference batch.
+    pub batch_size: usize,
+    /// ONNX Runtime intra-op threads.
+    pub threads: usize,
+    /// Longest input in tokens.
+    pub max_length: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,5 +2,6 @@
 
 pub mod cypher;
 pub mod embedded;
+pub mod fastembed;
 pub mod falkordb;
 pub mod neo4j;
