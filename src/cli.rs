@@ -35,6 +35,28 @@ enum Command {
     /// Convert other formats into toolgraph's JSONL runs.
     #[command(subcommand)]
     Convert(ConvertCmd),
+    /// Measure toolgraph against public benchmarks.
+    #[command(subcommand)]
+    Eval(EvalCmd),
+}
+
+#[derive(Subcommand)]
+enum EvalCmd {
+    /// Seed-tool retrieval (bm25, dense, hybrid) on ToolBench / StableToolBench query files.
+    Retrieval {
+        /// Tool docs whose APIs form the corpus (tools.jsonl(.gz) or a tools/ folder).
+        #[arg(long, num_args = 1.., value_name = "FILE", required = true)]
+        tools: Vec<PathBuf>,
+        /// Query files (`relevant APIs` is the relevant set; their api_list joins the corpus).
+        #[arg(long, num_args = 1.., value_name = "FILE", required = true)]
+        queries: Vec<PathBuf>,
+        /// JSON report; a .md table and a .svg Recall@k plot are written beside it.
+        #[arg(long, value_name = "FILE")]
+        report: PathBuf,
+        /// Embedding cache (corpus vectors are computed once per model and text).
+        #[arg(long, default_value = ".tgdata/embeddings.redb")]
+        cache: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -135,6 +157,27 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Ingest(args) => ingest(&cli, args).await,
         Command::Graph(cmd) => graph(&cli, cmd).await,
+        Command::Eval(EvalCmd::Retrieval { tools, queries, report, cache }) => {
+            let s = load_settings(&cli)?;
+            let embed = s.embed.clone();
+            let embedder = tokio::task::spawn_blocking(move || toolgraph_engine::adapters::fastembed::FastEmbedder::load(&embed))
+                .await??;
+            let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(cache)?;
+            let mut last = Instant::now();
+            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, Arc::new(embedder), &cache, |n| {
+                if last.elapsed() >= Duration::from_secs(5) {
+                    tracing::info!("embedded {n} corpus texts");
+                    last = Instant::now();
+                }
+            })
+            .await?;
+            write_json(report, &r)?;
+            let md = toolgraph_ingest::eval_retrieval::markdown(&r);
+            std::fs::write(report.with_extension("md"), &md)?;
+            std::fs::write(report.with_extension("svg"), toolgraph_ingest::eval_retrieval::recall_svg(&r))?;
+            println!("{md}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
             let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
             for e in &c.errors {

@@ -9,6 +9,7 @@ pub mod adapters;
 pub mod embed;
 pub mod error;
 pub mod graph;
+pub mod retrieval;
 pub mod settings;
 pub mod store;
 

@@ -1,0 +1,294 @@
+//! `toolgraph eval retrieval`: seed-tool retrieval measured on ToolBench / StableToolBench query
+//! files. Corpus: every API of the tool docs plus those the query files list, deduplicated by
+//! normalized tool + API name. Relevant set: each query's `relevant APIs`. Methods: `bm25`,
+//! `dense` (exact cosine over the embeddings) and `hybrid` (reciprocal rank fusion of both),
+//! all measured in one run on the same corpus.
+
+use crate::catalog::{self, Catalog};
+use crate::error::RecordError;
+use crate::read;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use toolgraph_engine::embed::Embedder;
+use toolgraph_engine::retrieval::bm25::Bm25Index;
+use toolgraph_engine::retrieval::cache::EmbeddingCache;
+use toolgraph_engine::retrieval::exact::ExactIndex;
+use toolgraph_engine::retrieval::fusion::{rrf, RRF_C};
+use toolgraph_engine::retrieval::metrics::{ndcg_at, quantile, recall_at};
+use toolgraph_engine::retrieval::{api_text, ApiText, Filter, Hit};
+use toolgraph_schema::slug;
+
+pub const METHODS: [&str; 3] = ["bm25", "dense", "hybrid"];
+/// Candidates each method's list contributes before fusion.
+const CANDIDATES: usize = 100;
+/// Recall@k is reported for k = 1..=K_MAX.
+pub const K_MAX: usize = 20;
+
+/// A query with the APIs that answer it.
+#[derive(Debug, Clone)]
+pub struct EvalQuery {
+    pub group: String,
+    pub text: String,
+    /// Normalized `slug(tool)/slug(api)` keys.
+    pub relevant: HashSet<String>,
+}
+
+#[derive(Deserialize)]
+struct RawEvalQuery {
+    query: String,
+    #[serde(rename = "relevant APIs", default)]
+    relevant: Vec<Vec<String>>,
+}
+
+pub fn key(tool: &str, api: &str) -> String {
+    format!("{}/{}", slug(tool), slug(api))
+}
+
+/// Queries of one file; the group is the file name without extension (`G1_instruction`).
+pub fn load_queries(path: &Path) -> Result<Vec<EvalQuery>, RecordError> {
+    let bytes = read::read_document(path, 1 << 30)?;
+    let de = &mut serde_json::Deserializer::from_slice(&bytes);
+    let raw: Vec<RawEvalQuery> = serde_path_to_error::deserialize(de).map_err(|e| RecordError::from_path_error(path, "file", e))?;
+    let group = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(raw
+        .into_iter()
+        .map(|q| EvalQuery {
+            group: group.clone(),
+            text: q.query,
+            relevant: q.relevant.iter().filter(|p| p.len() >= 2).map(|p| key(&p[0], &p[1])).collect(),
+        })
+        .collect())
+}
+
+/// The evaluation corpus: one text per normalized tool + API name.
+pub fn corpus(c: &Catalog) -> Vec<ApiText> {
+    let mut by_key: BTreeMap<String, ApiText> = BTreeMap::new();
+    for d in c.apis() {
+        let k = key(&d.tool, &d.api);
+        by_key.entry(k.clone()).or_insert_with(|| {
+            let params: Vec<&str> = d.params.iter().map(|p| p.name.as_str()).collect();
+            ApiText {
+                id: k,
+                text: api_text(&d.tool, &d.tool_description, &d.api, &d.description, &params),
+                category: d.category.clone(),
+                tool: d.tool.clone(),
+                status: "active".into(),
+            }
+        });
+    }
+    by_key.into_values().collect()
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MethodScores {
+    pub queries: usize,
+    pub ndcg_at_1: f64,
+    pub ndcg_at_5: f64,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+    /// Recall@k for k = 1..=20.
+    pub recall_curve: Vec<f64>,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RetrievalReport {
+    pub corpus_apis: usize,
+    pub queries: usize,
+    /// Queries none of whose relevant APIs is in the corpus (skipped).
+    pub queries_without_relevant_in_corpus: usize,
+    pub model: String,
+    pub corpus_embedded_now: usize,
+    pub corpus_embedding_sentences_per_s: Option<f64>,
+    pub query_embedding_ms_p50: f64,
+    /// group → method → scores; group `all` averages every query.
+    pub groups: BTreeMap<String, BTreeMap<String, MethodScores>>,
+    pub elapsed_s: f64,
+}
+
+#[derive(Default)]
+struct Acc {
+    ndcg1: Vec<f64>,
+    ndcg5: Vec<f64>,
+    curve: Vec<Vec<f64>>,
+    latency: Vec<f64>,
+}
+
+impl Acc {
+    fn add(&mut self, ranked: &[String], rel: &HashSet<String>, ms: f64) {
+        self.ndcg1.push(ndcg_at(ranked, rel, 1));
+        self.ndcg5.push(ndcg_at(ranked, rel, 5));
+        self.curve.push((1..=K_MAX).map(|k| recall_at(ranked, rel, k)).collect());
+        self.latency.push(ms);
+    }
+    fn scores(&self) -> MethodScores {
+        let n = self.ndcg1.len().max(1) as f64;
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / n;
+        let curve: Vec<f64> = (0..K_MAX).map(|k| self.curve.iter().map(|c| c[k]).sum::<f64>() / n).collect();
+        MethodScores {
+            queries: self.ndcg1.len(),
+            ndcg_at_1: mean(&self.ndcg1),
+            ndcg_at_5: mean(&self.ndcg5),
+            recall_at_5: curve[4],
+            recall_at_10: curve[9],
+            recall_curve: curve,
+            latency_ms_p50: quantile(&self.latency, 0.5),
+            latency_ms_p99: quantile(&self.latency, 0.99),
+        }
+    }
+}
+
+fn ids(hits: &[Hit]) -> Vec<String> {
+    hits.iter().map(|h| h.id.clone()).collect()
+}
+
+/// Run the evaluation. `cache` keeps corpus embeddings between runs.
+pub async fn run(
+    tools: &[PathBuf],
+    query_files: &[PathBuf],
+    embedder: Arc<dyn Embedder>,
+    cache: &EmbeddingCache,
+    progress: impl FnMut(usize),
+) -> Result<RetrievalReport, crate::IngestError> {
+    let started = Instant::now();
+    let mut cat = Catalog::default();
+    for t in tools {
+        let l = catalog::load_tools(&mut cat, t, 1 << 26);
+        if let Some(e) = l.errors.first() {
+            tracing::warn!("{} tool-doc records skipped, first: {e}", l.errors.len());
+        }
+    }
+    let mut queries = Vec::new();
+    for q in query_files {
+        let l = catalog::load_queries(&mut cat, q, 1 << 30);
+        if let Some(e) = l.errors.first() {
+            return Err(crate::IngestError::Input(e.to_string()));
+        }
+        queries.extend(load_queries(q).map_err(|e| crate::IngestError::Input(e.to_string()))?);
+    }
+    let docs = corpus(&cat);
+    let in_corpus: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+    let total_queries = queries.len();
+    queries.retain(|q| q.relevant.iter().any(|r| in_corpus.contains(r.as_str())));
+    let skipped = total_queries - queries.len();
+
+    let texts: Vec<String> = docs.iter().map(|d| d.text.clone()).collect();
+    let t = Instant::now();
+    let (vectors, embedded_now) = cache.embed_all(embedder.as_ref(), &texts, 1024, progress).await?;
+    let corpus_rate = (embedded_now > 0).then(|| embedded_now as f64 / t.elapsed().as_secs_f64());
+
+    let bm25 = Bm25Index::build(&docs)?;
+    let dense = ExactIndex::new(docs.clone(), &vectors);
+
+    let mut q_embed_ms = Vec::new();
+    let mut acc: BTreeMap<(String, &str), Acc> = BTreeMap::new();
+    let filter = Filter::default();
+    for chunk in queries.chunks(64) {
+        let t = Instant::now();
+        let qv = embedder.embed(chunk.iter().map(|q| q.text.clone()).collect()).await?;
+        let per = t.elapsed().as_secs_f64() * 1000.0 / chunk.len() as f64;
+        for (q, v) in chunk.iter().zip(&qv) {
+            q_embed_ms.push(per);
+            let t = Instant::now();
+            let b = bm25.search(&q.text, CANDIDATES, &filter)?;
+            let b_ms = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            let d = dense.search(v, CANDIDATES, &filter);
+            let d_ms = t.elapsed().as_secs_f64() * 1000.0;
+            let t = Instant::now();
+            let h = rrf(&[&b, &d], K_MAX, RRF_C);
+            let h_ms = b_ms + d_ms + t.elapsed().as_secs_f64() * 1000.0;
+            for group in [q.group.clone(), "all".to_string()] {
+                acc.entry((group.clone(), "bm25")).or_default().add(&ids(&b), &q.relevant, b_ms);
+                acc.entry((group.clone(), "dense")).or_default().add(&ids(&d), &q.relevant, d_ms);
+                acc.entry((group, "hybrid")).or_default().add(&ids(&h), &q.relevant, h_ms);
+            }
+        }
+    }
+    let mut groups: BTreeMap<String, BTreeMap<String, MethodScores>> = BTreeMap::new();
+    for ((group, method), a) in acc {
+        groups.entry(group).or_default().insert(method.to_string(), a.scores());
+    }
+    Ok(RetrievalReport {
+        corpus_apis: docs.len(),
+        queries: queries.len(),
+        queries_without_relevant_in_corpus: skipped,
+        model: embedder.model().to_string(),
+        corpus_embedded_now: embedded_now,
+        corpus_embedding_sentences_per_s: corpus_rate,
+        query_embedding_ms_p50: quantile(&q_embed_ms, 0.5),
+        groups,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The report as a markdown table (NDCG and recall ×100, latency in ms).
+pub fn markdown(r: &RetrievalReport) -> String {
+    let mut s = format!(
+        "Corpus {} APIs, {} queries ({} without a relevant API in the corpus skipped), model {}.\n\n\
+         | group | method | NDCG@1 | NDCG@5 | Recall@5 | Recall@10 | p50 ms | p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+        r.corpus_apis, r.queries, r.queries_without_relevant_in_corpus, r.model
+    );
+    for (group, methods) in &r.groups {
+        for m in METHODS {
+            if let Some(x) = methods.get(m) {
+                s.push_str(&format!(
+                    "| {group} | {m} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |\n",
+                    100.0 * x.ndcg_at_1, 100.0 * x.ndcg_at_5, 100.0 * x.recall_at_5, 100.0 * x.recall_at_10,
+                    x.latency_ms_p50, x.latency_ms_p99
+                ));
+            }
+        }
+    }
+    s.push_str(&format!("\nQuery embedding p50: {:.2} ms per query (excluded from the latencies above).\n", r.query_embedding_ms_p50));
+    if let Some(rate) = r.corpus_embedding_sentences_per_s {
+        s.push_str(&format!("Corpus embedding: {} texts at {rate:.0} sentences/s.\n", r.corpus_embedded_now));
+    }
+    s
+}
+
+/// Recall@k for k = 1..=20 per method (group `all`) as an SVG line chart.
+pub fn recall_svg(r: &RetrievalReport) -> String {
+    let (w, h, left, right, top, bottom) = (640.0, 400.0, 60.0, 150.0, 30.0, 50.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let x = |k: usize| left + pw * (k as f64 - 1.0) / (K_MAX as f64 - 1.0);
+    let y = |v: f64| top + ph * (1.0 - v);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">Recall@k, all queries ({} queries, {} APIs)</text>\n",
+        left + pw / 2.0, r.queries, r.corpus_apis
+    );
+    for i in 0..=5 {
+        let v = i as f64 / 5.0;
+        s.push_str(&format!(
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{y0}\" y2=\"{y0}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{v:.1}</text>\n",
+            left + pw, left - 6.0, y(v) + 4.0, y0 = y(v)
+        ));
+    }
+    for k in [1, 5, 10, 15, 20] {
+        s.push_str(&format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{k}</text>\n", x(k), top + ph + 18.0));
+    }
+    s.push_str(&format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">k</text>\n", left + pw / 2.0, h - 10.0));
+    let colors = ["#1f77b4", "#ff7f0e", "#2ca02c"];
+    if let Some(all) = r.groups.get("all") {
+        for (i, m) in METHODS.iter().enumerate() {
+            if let Some(ms) = all.get(*m) {
+                let pts: Vec<String> = ms.recall_curve.iter().enumerate().map(|(k, v)| format!("{:.1},{:.1}", x(k + 1), y(*v))).collect();
+                s.push_str(&format!("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colors[i], pts.join(" ")));
+                let ly = top + 20.0 + 20.0 * i as f64;
+                s.push_str(&format!(
+                    "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{}\" y=\"{}\">{m}</text>\n",
+                    left + pw + 15.0, left + pw + 40.0, colors[i], left + pw + 46.0, ly + 4.0
+                ));
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
