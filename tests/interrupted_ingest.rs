@@ -64,41 +64,60 @@ fn count_runs(uri: &str, graph: &str) -> u64 {
     v["rows"][0][0].as_u64().unwrap_or(0)
 }
 
-#[test]
-fn killed_falkordb_ingest_reruns_to_the_same_graph() {
+const TOTAL: usize = 6000;
+
+/// A corpus, a FalkorDB server, and the graph one clean ingest of the corpus gives (graph "clean").
+struct FalkorSetup {
+    _dir: tempfile::TempDir,
+    _falkor: Falkor,
+    uri: String,
+    tools: std::path::PathBuf,
+    runs: std::path::PathBuf,
+    clean: toolgraph_schema::GraphSnapshot,
+}
+
+fn falkor_setup() -> FalkorSetup {
     let dir = tempfile::tempdir().unwrap();
-    let total = 6000;
-    let (tools, runs) = write_corpus(dir.path(), total);
+    let (tools, runs) = write_corpus(dir.path(), TOTAL);
     let falkor = Falkor::start();
     let uri = falkor.uri();
-
     run_ok(&mut ingest_cmd(&uri, "clean", &tools, &runs));
     let clean = snapshot(&uri, "clean");
     assert!(clean.feeds.len() >= 39, "{}", clean.feeds.len());
+    FalkorSetup { _dir: dir, _falkor: falkor, uri, tools, runs, clean }
+}
 
-    let mut child = ingest_cmd(&uri, "killed", &tools, &runs).spawn().unwrap();
+/// Wait until `graph` has recorded some ingested runs; returns how many.
+fn wait_for_runs(uri: &str, graph: &str) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut seen = 0;
     while Instant::now() < deadline {
-        seen = count_runs(&uri, "killed");
+        let seen = count_runs(uri, graph);
         if seen > 0 {
-            break;
+            return seen;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    0
+}
+
+#[test]
+fn killed_falkordb_ingest_reruns_to_the_same_graph() {
+    let FalkorSetup { uri, tools, runs, clean, .. } = &falkor_setup();
+    let mut child = ingest_cmd(uri, "killed", tools, runs).spawn().unwrap();
+    let seen = wait_for_runs(uri, "killed");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let after_kill = count_runs(&uri, "killed");
-    assert!(seen > 0 && after_kill < total as u64, "the kill did not land mid-way ({seen}, {after_kill})");
+    let after_kill = count_runs(uri, "killed");
+    assert!(seen > 0 && after_kill < TOTAL as u64, "the kill did not land mid-way ({seen}, {after_kill})");
 
-    run_ok(&mut ingest_cmd(&uri, "killed", &tools, &runs));
-    assert_same_graph(&clean, &snapshot(&uri, "killed"));
+    run_ok(&mut ingest_cmd(uri, "killed", tools, runs));
+    assert_same_graph(clean, &snapshot(uri, "killed"));
 }
 
 #[test]
 fn killed_embedded_ingest_reruns_to_the_same_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let (tools, runs) = write_corpus(dir.path(), 6000);
+    let (tools, runs) = write_corpus(dir.path(), TOTAL);
     let clean_uri = format!("embedded:{}", dir.path().join("clean.redb").display());
     run_ok(&mut ingest_cmd(&clean_uri, "g", &tools, &runs));
     let clean = snapshot(&clean_uri, "g");
@@ -125,29 +144,19 @@ fn killed_embedded_ingest_reruns_to_the_same_graph() {
 
 #[test]
 fn ctrl_c_finishes_what_was_read_and_exits_130() {
-    let dir = tempfile::tempdir().unwrap();
-    let total = 6000;
-    let (tools, runs) = write_corpus(dir.path(), total);
-    let falkor = Falkor::start();
-    let uri = falkor.uri();
-    run_ok(&mut ingest_cmd(&uri, "clean", &tools, &runs));
-    let clean = snapshot(&uri, "clean");
-
-    let child = ingest_cmd(&uri, "stopped", &tools, &runs).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline && count_runs(&uri, "stopped") == 0 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let FalkorSetup { uri, tools, runs, clean, .. } = &falkor_setup();
+    let child = ingest_cmd(uri, "stopped", tools, runs).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    assert!(wait_for_runs(uri, "stopped") > 0);
     let sent = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(sent.success());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("stopped early"), "{stderr}");
-    let partial = snapshot(&uri, "stopped");
+    let partial = snapshot(uri, "stopped");
     assert!(partial.next.values().map(|e| e.count).sum::<u64>() < clean.next.values().map(|e| e.count).sum::<u64>());
     assert_weights_sum_to_one(&partial);
 
-    run_ok(&mut ingest_cmd(&uri, "stopped", &tools, &runs));
-    assert_same_graph(&clean, &snapshot(&uri, "stopped"));
+    run_ok(&mut ingest_cmd(uri, "stopped", tools, runs));
+    assert_same_graph(clean, &snapshot(uri, "stopped"));
 }
