@@ -96,8 +96,7 @@ impl Catalog {
         let id = doc.id();
         let tool_id = doc.tool_id();
         // Tool-level fields: the first name seen, the longest description (ties: the smaller).
-        let (name, desc) = self.tools.entry(tool_id.clone()).or_insert_with(|| (doc.tool.clone(), String::new()));
-        let _ = name;
+        let (_, desc) = self.tools.entry(tool_id.clone()).or_insert_with(|| (doc.tool.clone(), String::new()));
         let better = doc.tool_description.len() > desc.len()
             || (doc.tool_description.len() == desc.len() && doc.tool_description < *desc);
         if better {

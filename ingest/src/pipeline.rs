@@ -102,6 +102,18 @@ struct Reader {
 }
 
 impl Reader {
+    fn outcome(self, files_read: u64, doc_records: u64, apis_from_docs: u64) -> ReadOutcome {
+        ReadOutcome {
+            catalog: self.catalog,
+            tally: self.tally,
+            errors: self.errors,
+            errors_total: self.errors_total,
+            files_read,
+            doc_records,
+            apis_from_docs,
+        }
+    }
+
     fn keep_errors(&mut self, errs: Vec<RecordError>) {
         for e in errs {
             self.errors_total += 1;
@@ -267,19 +279,6 @@ fn read_all(
     r.outcome(files_read, doc_records, apis_from_docs)
 }
 
-impl Reader {
-    fn outcome(self, files_read: u64, doc_records: u64, apis_from_docs: u64) -> ReadOutcome {
-        ReadOutcome {
-            catalog: self.catalog,
-            tally: self.tally,
-            errors: self.errors,
-            errors_total: self.errors_total,
-            files_read,
-            doc_records,
-            apis_from_docs,
-        }
-    }
-}
 
 /// Sum a batch's runs into increments; edges START → first, …, last → END.
 pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use toolgraph_schema::{
-    toolbench_standardize, ApiDoc, CallStatus, Contribution, Outcome, ParamDoc, RecordedRun, ResolvedCall,
+    ApiDoc, CallStatus, Contribution, Outcome, ParamDoc, RecordedRun, ResolvedCall,
     UNKNOWN_CATEGORY,
 };
 
@@ -476,9 +476,4 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
         sink.tally.runs_kept += 1;
     }
     Some(contribution)
-}
-
-/// Standardized tool names a ToolBench file offers (exposed for the converter and tests).
-pub fn standardized(tool: &str) -> String {
-    toolbench_standardize(tool)
 }
