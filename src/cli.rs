@@ -38,6 +38,37 @@ enum Command {
     /// Measure toolgraph against public benchmarks.
     #[command(subcommand)]
     Eval(EvalCmd),
+    /// Embed the graph's APIs into the vector store (only new or changed ones).
+    Index {
+        /// Rebuild into a fresh collection and switch to it at the end.
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// Rank APIs for a request (seed-tool retrieval).
+    Search {
+        /// The request text.
+        query: String,
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Only APIs of this category (name or slug).
+        #[arg(long)]
+        category: Option<String>,
+        /// Only APIs of this tool (name or slug).
+        #[arg(long)]
+        tool: Option<String>,
+        /// bm25, dense or hybrid.
+        #[arg(long, default_value = "hybrid")]
+        method: toolgraph_engine::retrieval::hybrid::Method,
+        /// Re-rank with the graph prior (availability; co-usage with --after APIs).
+        #[arg(long)]
+        graph_prior: bool,
+        /// APIs already chosen (ids); their successors get the co-usage prior.
+        #[arg(long, num_args = 1.., value_name = "API_ID")]
+        after: Vec<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -53,9 +84,12 @@ enum EvalCmd {
         /// JSON report; a .md table and a .svg Recall@k plot are written beside it.
         #[arg(long, value_name = "FILE")]
         report: PathBuf,
-        /// Embedding cache (corpus vectors are computed once per model and text).
-        #[arg(long, default_value = ".tgdata/embeddings.redb")]
-        cache: PathBuf,
+        /// Embedding cache (default: embed.cache of the config).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Folder of the embedded vector store that holds the evaluation corpus.
+        #[arg(long, default_value = ".tgdata/eval-vectors")]
+        vectors: PathBuf,
     },
 }
 
@@ -76,6 +110,9 @@ struct IngestArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Do not embed the APIs into the vector store afterwards (run `toolgraph index` later).
+    #[arg(long)]
+    no_index: bool,
 }
 
 #[derive(Subcommand)]
@@ -121,7 +158,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn,qdrant_edge=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -153,18 +190,112 @@ async fn open_store(s: &Settings) -> Result<Arc<dyn GraphStore>> {
     store::open(&s.store).await.with_context(|| format!("opening store {}", s.store.uri))
 }
 
+async fn load_embedder(s: &Settings) -> Result<Arc<dyn toolgraph_engine::embed::Embedder>> {
+    let embed = s.embed.clone();
+    let e = tokio::task::spawn_blocking(move || toolgraph_engine::adapters::fastembed::FastEmbedder::load(&embed)).await??;
+    Ok(Arc::new(e))
+}
+
+/// Embed the graph's APIs into the vector store; prints what changed.
+async fn index(s: &Settings, graph: &dyn GraphStore, rebuild: bool) -> Result<()> {
+    let embedder = load_embedder(s).await?;
+    let vectors = store::open_vectors(&s.vectors)?;
+    let cache = if s.embed.cache.is_empty() {
+        None
+    } else {
+        Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?)
+    };
+    let bar = if std::io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message("embedding");
+    let mut last = Instant::now();
+    let r = toolgraph_engine::retrieval::index::index_graph(
+        graph,
+        vectors.as_ref(),
+        embedder.as_ref(),
+        cache.as_ref(),
+        s.retrieval.index_chunk,
+        rebuild,
+        |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            if bar.is_hidden() && last.elapsed() >= Duration::from_secs(10) {
+                tracing::info!("embedded {done}/{total} APIs");
+                last = Instant::now();
+            }
+        },
+    )
+    .await?;
+    bar.finish_and_clear();
+    eprintln!(
+        "indexed into {} ({}): {} APIs, {} embedded ({} by the model{}), {} payload updates, {} unchanged, {} deleted; {:.1}s",
+        vectors.backend(),
+        s.vectors.uri,
+        r.documents,
+        r.embedded,
+        r.embedded_by_model,
+        r.sentences_per_s.map(|v| format!(", {v:.0} sentences/s")).unwrap_or_default(),
+        r.payload_updated,
+        r.unchanged,
+        r.deleted,
+        r.seconds
+    );
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Ingest(args) => ingest(&cli, args).await,
         Command::Graph(cmd) => graph(&cli, cmd).await,
-        Command::Eval(EvalCmd::Retrieval { tools, queries, report, cache }) => {
+        Command::Index { rebuild } => {
             let s = load_settings(&cli)?;
-            let embed = s.embed.clone();
-            let embedder = tokio::task::spawn_blocking(move || toolgraph_engine::adapters::fastembed::FastEmbedder::load(&embed))
-                .await??;
-            let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(cache)?;
+            let graph = open_store(&s).await?;
+            index(&s, graph.as_ref(), *rebuild).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search { query, k, category, tool, method, graph_prior, after, json } => {
+            let s = load_settings(&cli)?;
+            let vectors = store::open_vectors(&s.vectors)?;
+            let embedder = load_embedder(&s).await?;
+            let retriever = toolgraph_engine::retrieval::hybrid::Retriever::load(vectors, embedder, None, s.retrieval.clone())
+                .await
+                .context("loading the API index (run `toolgraph ingest` or `toolgraph index` first)")?;
+            let prior = if *graph_prior || !after.is_empty() {
+                let graph = open_store(&s).await?;
+                let snap = graph.snapshot().await?;
+                Some(toolgraph_engine::retrieval::hybrid::GraphPrior::from_snapshot(&snap, after))
+            } else {
+                None
+            };
+            let filter = toolgraph_engine::retrieval::Filter { category: category.clone(), tool: tool.clone(), status: None };
+            let hits = retriever.search(query, *k, &filter, *method, prior.as_ref()).await?;
+            // Written without println!, so a closed pipe (`| head`) ends quietly.
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = if *json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&hits)?)
+            } else {
+                let mut r = writeln!(out, "{:>4}  {:>6}  {:<60}  {:<30}  {}", "rank", "score", "api", "tool", "category");
+                for (i, h) in hits.iter().enumerate() {
+                    r = r.and_then(|_| writeln!(out, "{:>4}  {:>6.3}  {:<60}  {:<30}  {}", i + 1, h.score, h.id, h.tool, h.category));
+                }
+                r
+            };
+            if hits.is_empty() {
+                eprintln!("no APIs matched (index holds {} APIs)", retriever.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval(EvalCmd::Retrieval { tools, queries, report, cache, vectors }) => {
+            let s = load_settings(&cli)?;
+            let embedder = load_embedder(&s).await?;
+            let cache_path = cache.clone().unwrap_or_else(|| PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache }));
+            let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(&cache_path)?;
+            let store = toolgraph_engine::adapters::qdrant_edge::EdgeVectorStore::open(vectors, s.vectors.hnsw_ef)?;
             let mut last = Instant::now();
-            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, Arc::new(embedder), &cache, |n| {
+            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, embedder, &cache, &store, s.retrieval.lexical_weight, |n| {
                 if last.elapsed() >= Duration::from_secs(5) {
                     tracing::info!("embedded {n} corpus texts");
                     last = Instant::now();
@@ -224,7 +355,7 @@ async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
     } else {
         Arc::new(LogProgress::new())
     };
-    let report = toolgraph_ingest::ingest(store, inputs, &s, progress).await?;
+    let report = toolgraph_ingest::ingest(store.clone(), inputs, &s, progress).await?;
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
@@ -257,6 +388,11 @@ async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
     if report.nodes.apis == 0 {
         eprintln!("error: the graph is empty after this ingest");
         return Ok(ExitCode::from(2));
+    }
+    if !args.no_index {
+        index(&s, store.as_ref(), false)
+            .await
+            .context("the graph is ingested, but indexing its APIs failed (fix it, then run `toolgraph index`)")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -42,6 +42,7 @@ fn ingest_cmd(store: &str, graph: &str, tools: &Path, runs: &Path) -> std::proce
         .arg("--store")
         .arg(store)
         .arg("ingest")
+        .arg("--no-index")
         .arg("--tools")
         .arg(tools)
         .arg("--trajectories")

@@ -31,6 +31,9 @@ pub enum EngineError {
     Unsupported { backend: &'static str, what: &'static str, hint: &'static str },
     #[error("configuration: {0}")]
     Config(String),
+    /// Something asked for does not exist (a collection, a run, an API).
+    #[error("{0}")]
+    NotFound(String),
 }
 
 impl EngineError {
@@ -44,7 +47,7 @@ impl EngineError {
         match self {
             EngineError::Store { class, .. } => *class,
             EngineError::BadInput(_) => ErrorClass::BadInput,
-            EngineError::Unsupported { .. } | EngineError::Config(_) => ErrorClass::Permanent,
+            EngineError::Unsupported { .. } | EngineError::Config(_) | EngineError::NotFound(_) => ErrorClass::Permanent,
         }
     }
     pub fn is_transient(&self) -> bool {

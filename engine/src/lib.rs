@@ -12,6 +12,7 @@ pub mod graph;
 pub mod retrieval;
 pub mod settings;
 pub mod store;
+pub mod vector;
 
 pub use error::{EngineError, ErrorClass, Result};
 pub use graph::GraphStore;

@@ -51,6 +51,40 @@ impl StoreUri {
     }
 }
 
+/// Open the vector store `settings.uri` names: `embedded:FOLDER` or `qdrant:http://HOST:6334`.
+pub fn open_vectors(settings: &toolgraph_schema::VectorSettings) -> Result<Arc<dyn crate::vector::VectorStore>> {
+    let uri = settings.uri.trim();
+    if let Some(path) = uri.strip_prefix("embedded:") {
+        if path.is_empty() {
+            return Err(EngineError::Config("embedded vector store needs a folder: embedded:FOLDER".into()));
+        }
+        return Ok(Arc::new(crate::adapters::qdrant_edge::EdgeVectorStore::open(std::path::Path::new(path), settings.hnsw_ef)?));
+    }
+    if let Some(url) = uri.strip_prefix("qdrant:") {
+        if url.contains('@') || url.contains("api-key") || url.contains("api_key") {
+            return Err(EngineError::Config(
+                "put the Qdrant API key in TOOLGRAPH_QDRANT_API_KEY(_FILE), not in the URI".into(),
+            ));
+        }
+        let key = secret_from_env("TOOLGRAPH_QDRANT_API_KEY")?;
+        let timeout = std::time::Duration::from_millis(settings.timeout_ms.max(1));
+        return Ok(Arc::new(crate::adapters::qdrant::QdrantStore::connect(url, key, &settings.collection_prefix, settings.hnsw_ef, timeout)?));
+    }
+    Err(EngineError::Config(format!("unknown vector store `{uri}`: use embedded:FOLDER or qdrant:http://HOST:6334")))
+}
+
+/// An optional secret from `NAME` or the file named by `NAME_FILE`.
+fn secret_from_env(name: &str) -> Result<Option<SecretString>> {
+    if let Ok(v) = std::env::var(name) {
+        return Ok(Some(SecretString::from(v)));
+    }
+    if let Ok(path) = std::env::var(format!("{name}_FILE")) {
+        let text = std::fs::read_to_string(&path).map_err(|e| EngineError::Config(format!("cannot read {name}_FILE {path}: {e}")))?;
+        return Ok(Some(SecretString::from(text.trim_end_matches(['\n', '\r']).to_string())));
+    }
+    Ok(None)
+}
+
 /// Read the Neo4j password from `TOOLGRAPH_NEO4J_PASSWORD` or the file named by
 /// `TOOLGRAPH_NEO4J_PASSWORD_FILE`. A missing secret is an error, never an empty password.
 pub fn neo4j_password() -> Result<SecretString> {

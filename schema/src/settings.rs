@@ -9,6 +9,36 @@ pub struct Settings {
     pub weights: WeightSettings,
     pub ingest: IngestSettings,
     pub embed: EmbedSettings,
+    pub vectors: VectorSettings,
+    pub retrieval: RetrievalSettings,
+}
+
+/// Where API vectors and long-term memories live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VectorSettings {
+    /// `embedded:FOLDER` (Qdrant's in-process engine) or `qdrant:http://HOST:6334` (a Qdrant
+    /// server over gRPC; the API key comes from `TOOLGRAPH_QDRANT_API_KEY` or the file named by
+    /// `TOOLGRAPH_QDRANT_API_KEY_FILE`).
+    pub uri: String,
+    /// Collection names on a Qdrant server are `PREFIX_apis`, `PREFIX_memory`.
+    pub collection_prefix: String,
+    /// HNSW beam width at search time (recall against exact search rises with it).
+    pub hnsw_ef: usize,
+    /// Time limit of one request to a Qdrant server, milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Seed-tool retrieval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalSettings {
+    /// Candidates each of the lexical and dense lists contributes before fusion.
+    pub candidates: usize,
+    /// Share of the (max-normalized) BM25 score in the fused score; the rest is dense.
+    pub lexical_weight: f32,
+    /// Strength of the graph prior (availability and co-usage with chosen tools); 0 turns it off.
+    pub graph_prior: f32,
+    /// Texts per embedding-and-write chunk while indexing.
+    pub index_chunk: usize,
 }
 
 /// The sentence-embedding model (fastembed over ONNX Runtime, files on local disk).
@@ -24,6 +54,8 @@ pub struct EmbedSettings {
     pub threads: usize,
     /// Longest input in tokens.
     pub max_length: usize,
+    /// Embedding cache (redb) keyed by model and text; empty turns it off.
+    pub cache: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,10 +15,25 @@ pub fn data() -> PathBuf {
     std::env::var_os("TOOLGRAPH_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| root().join("../shared/data"))
 }
 
+/// The binary, with the vector store in a fresh temporary folder (so tests never share or touch
+/// the repository's .tgdata) and no embedding cache; tests that want their own set the variables.
 pub fn bin() -> Command {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let vectors = std::env::temp_dir().join(format!("toolgraph-test-vectors-{}-{n}", std::process::id()));
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolgraph"));
     c.env("TOOLGRAPH_LOG", "warn");
     c.env_remove("TOOLGRAPH_CONFIG");
+    c.env("TOOLGRAPH__VECTORS__URI", format!("embedded:{}", vectors.display()));
+    c.env("TOOLGRAPH__EMBED__CACHE", "");
+    c
+}
+
+/// The binary with its vector store and embedding cache under `dir` (shared by every call).
+pub fn bin_in(dir: &Path) -> Command {
+    let mut c = bin();
+    c.env("TOOLGRAPH__VECTORS__URI", format!("embedded:{}", dir.join("vectors").display()));
+    c.env("TOOLGRAPH__EMBED__CACHE", dir.join("embeddings.redb").display().to_string());
     c
 }
 
@@ -37,7 +52,8 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 /// Arguments that ingest all of the shared ToolBench data and docs.
 pub fn shared_ingest_args() -> Vec<String> {
     let d = data();
-    let mut args = vec!["ingest".to_string(), "--toolbench".into(), d.join("toolbench/answer").display().to_string()];
+    // 47k APIs: embedding them all is `toolgraph index`'s job (minutes), not these tests'.
+    let mut args = vec!["ingest".to_string(), "--no-index".into(), "--toolbench".into(), d.join("toolbench/answer").display().to_string()];
     args.push("--queries".into());
     let mut queries: Vec<PathBuf> = std::fs::read_dir(d.join("stabletoolbench/queries"))
         .expect("shared queries")

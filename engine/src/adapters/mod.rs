@@ -5,3 +5,5 @@ pub mod embedded;
 pub mod fastembed;
 pub mod falkordb;
 pub mod neo4j;
+pub mod qdrant_edge;
+pub mod qdrant;

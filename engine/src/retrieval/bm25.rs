@@ -5,7 +5,21 @@ use crate::{EngineError, ErrorClass, Result};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
+use tantivy::tokenizer::{Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer};
 use tantivy::{Index, IndexReader, TantivyDocument, Term};
+
+/// English words split on non-alphanumerics, lower-cased, stop words removed, stemmed. Removing
+/// stop words matters here: ToolBench requests are long and chatty ("I'm planning a trip, could
+/// you…"); without it NDCG@5 of BM25 drops by ~4 points on StableToolBench.
+const ANALYZER: &str = "en_stop_stem";
+
+fn analyzer() -> TextAnalyzer {
+    let builder = TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser);
+    match StopWordFilter::new(Language::English) {
+        Some(stop) => builder.filter(stop).filter(Stemmer::new(Language::English)).build(),
+        None => builder.filter(Stemmer::new(Language::English)).build(),
+    }
+}
 
 const BACKEND: &str = "bm25";
 
@@ -29,13 +43,14 @@ impl Bm25Index {
         let mut sb = Schema::builder();
         let id = sb.add_text_field("id", STRING | STORED);
         let text_opts = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer("en_stem").set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions),
         );
         let text = sb.add_text_field("text", text_opts);
         let category = sb.add_text_field("category", STRING);
         let tool = sb.add_text_field("tool", STRING);
         let status = sb.add_text_field("status", STRING);
         let index = Index::create_in_ram(sb.build());
+        index.tokenizers().register(ANALYZER, analyzer());
         let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 64_000_000).map_err(err)?;
         for d in docs {
             let mut doc = TantivyDocument::default();

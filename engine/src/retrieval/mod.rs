@@ -5,6 +5,8 @@ pub mod bm25;
 pub mod cache;
 pub mod exact;
 pub mod fusion;
+pub mod hybrid;
+pub mod index;
 pub mod metrics;
 
 use serde::{Deserialize, Serialize};
