@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine → a tool graph on the embedded store (no server), from the shared public data:
-# fetch assets, build, ingest ToolBench answers + StableToolBench queries + RapidAPI tool docs,
+# fetch assets, build, ingest ToolBench answers + StableToolBench queries + RapidAPI tool docs
+# (and embed every API for retrieval: ~10 min the first time, cached after),
 # then show the graph's counts and the most likely first calls of a chain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,3 +18,5 @@ echo "report: .tgdata/ingest-report.json"
 $BIN graph stats
 echo "most likely first calls (successors of START):"
 $BIN graph neighbors START -k 5
+echo "seed tools for a request (hybrid retrieval over every API):"
+$BIN search "what will the weather be in Paris tomorrow" -k 5

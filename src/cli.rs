@@ -277,7 +277,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let _ = if *json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&hits)?)
             } else {
-                let mut r = writeln!(out, "{:>4}  {:>6}  {:<60}  {:<30}  {}", "rank", "score", "api", "tool", "category");
+                let mut r = writeln!(out, "{:>4}  {:>6}  {:<60}  {:<30}  category", "rank", "score", "api", "tool");
                 for (i, h) in hits.iter().enumerate() {
                     r = r.and_then(|_| writeln!(out, "{:>4}  {:>6.3}  {:<60}  {:<30}  {}", i + 1, h.score, h.id, h.tool, h.category));
                 }
@@ -294,8 +294,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let cache_path = cache.clone().unwrap_or_else(|| PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache }));
             let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(&cache_path)?;
             let store = toolgraph_engine::adapters::qdrant_edge::EdgeVectorStore::open(vectors, s.vectors.hnsw_ef)?;
+            // `--store` given: also measure hybrid+graph with that graph's prior.
+            let graph = match &cli.store {
+                Some(_) => Some(open_store(&s).await?.node_snapshot().await?),
+                None => None,
+            };
             let mut last = Instant::now();
-            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, embedder, &cache, &store, s.retrieval.lexical_weight, |n| {
+            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, embedder, &cache, &store, toolgraph_ingest::eval_retrieval::EvalOptions { lexical_weight: s.retrieval.lexical_weight, graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)) }, |n| {
                 if last.elapsed() >= Duration::from_secs(5) {
                     tracing::info!("embedded {n} corpus texts");
                     last = Instant::now();

@@ -29,7 +29,9 @@ fn retrieval_eval_reports_every_method_and_reuses_the_embedding_cache() {
                 .arg("--report")
                 .arg(&report)
                 .arg("--cache")
-                .arg(&cache),
+                .arg(&cache)
+                .arg("--vectors")
+                .arg(dir.path().join("eval-vectors")),
         )
     };
     run();
@@ -37,6 +39,10 @@ fn retrieval_eval_reports_every_method_and_reuses_the_embedding_cache() {
     assert!(r["corpus_apis"].as_u64().unwrap() > 100, "{}", r["corpus_apis"]);
     assert!(r["queries"].as_u64().unwrap() > 50);
     assert!(r["corpus_embedded_now"].as_u64().unwrap() > 100);
+    assert_eq!(r["vector_backend"], "qdrant-edge");
+    assert!(r["dense_recall_at_10_vs_exact"].as_f64().unwrap() >= 0.95, "{}", r["dense_recall_at_10_vs_exact"]);
+    assert_eq!(r["index"]["embedded"], r["corpus_apis"]);
+    assert!(r["groups"]["all"].get("hybrid+graph").is_none(), "no graph given, no graph method");
     for group in ["G1_tool", "all"] {
         for m in ["bm25", "dense", "hybrid"] {
             let s = &r["groups"][group][m];
@@ -57,5 +63,6 @@ fn retrieval_eval_reports_every_method_and_reuses_the_embedding_cache() {
     run();
     let again = read_json(&report);
     assert_eq!(again["corpus_embedded_now"], 0);
+    assert_eq!(again["index"]["embedded"], 0, "the vector collection is kept in step incrementally");
     assert_eq!(again["groups"]["all"]["dense"]["ndcg_at_5"], r["groups"]["all"]["dense"]["ndcg_at_5"]);
 }

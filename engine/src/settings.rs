@@ -28,6 +28,13 @@ pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Setting
     if s.ingest.batch_size == 0 || s.store.batch_rows == 0 {
         return Err(EngineError::Config("ingest.batch_size and store.batch_rows must be > 0".into()));
     }
+    let r = &s.retrieval;
+    if !(0.0..=1.0).contains(&r.lexical_weight) || !(0.0..=1.0).contains(&r.graph_prior) {
+        return Err(EngineError::Config("retrieval.lexical_weight and retrieval.graph_prior must be within 0..=1".into()));
+    }
+    if r.candidates == 0 || r.index_chunk == 0 || s.vectors.hnsw_ef == 0 {
+        return Err(EngineError::Config("retrieval.candidates, retrieval.index_chunk and vectors.hnsw_ef must be > 0".into()));
+    }
     Ok(s)
 }
 
@@ -49,6 +56,8 @@ mod tests {
         let s = load(Some(&example), &[]).unwrap();
         assert_eq!(s.store.uri, "neo4j://127.0.0.1:7687");
         assert_eq!(s.store.neo4j_database, "neo4j");
+        assert_eq!(s.vectors.uri, "qdrant:http://127.0.0.1:6334");
+        assert!(crate::store::open_vectors(&s.vectors).is_ok(), "the example's vector store URI is one the opener accepts");
     }
 
     #[test]
@@ -63,5 +72,7 @@ mod tests {
         assert!(load(Some(&dir.join("missing.toml")), &[]).is_err());
         std::fs::write(&f, "[weights]\nbeta = 3.0\n").unwrap();
         assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("beta"));
+        std::fs::write(&f, "[retrieval]\nlexical_weight = 1.5\n").unwrap();
+        assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("lexical_weight"));
     }
 }
