@@ -44,6 +44,10 @@ enum Command {
         #[arg(long)]
         rebuild: bool,
     },
+    /// Plan and execute a tool chain for a request; prints the chain, the calls and the answer.
+    Ask(AskArgs),
+    /// Serve recorded tool responses over HTTP (the replay sandbox), with optional fault injection.
+    Sandbox(SandboxArgs),
     /// Rank APIs for a request (seed-tool retrieval).
     Search {
         /// The request text.
@@ -71,8 +75,97 @@ enum Command {
     },
 }
 
+#[derive(Args)]
+struct AskArgs {
+    /// The request.
+    request: String,
+    /// Who decides: the deterministic planner (default) or an OpenAI-compatible LLM.
+    #[arg(long, default_value = "deterministic", value_parser = ["deterministic", "llm"])]
+    planner: String,
+    /// OpenAI-compatible base URL for --planner llm (key from TOOLGRAPH_LLM_API_KEY(_FILE)).
+    #[arg(long, env = "TOOLGRAPH_LLM_URL", default_value = "http://127.0.0.1:8080/v1")]
+    llm_url: String,
+    #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local")]
+    llm_model: String,
+    /// graph (default), dfs-no-graph or retrieve-greedy.
+    #[arg(long, default_value = "graph", value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
+    mode: String,
+    /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
+    #[arg(long = "rewrite", value_name = "FROM=TO")]
+    rewrites: Vec<String>,
+    /// Values for parameters the run asked for (needs_input): NAME=JSON.
+    #[arg(long = "given", value_name = "NAME=JSON")]
+    given: Vec<String>,
+    /// Neither learn weights nor store a memory from this run.
+    #[arg(long)]
+    no_learn: bool,
+    /// Print the whole run report (trace included) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct SandboxArgs {
+    /// ComplexFuncBench chains whose recorded responses are served.
+    #[arg(long, num_args = 1.., value_name = "FILE", required = true)]
+    chains: Vec<PathBuf>,
+    /// Their API specs (routes and required parameters).
+    #[arg(long)]
+    spec: PathBuf,
+    #[arg(long, default_value_t = 8765)]
+    port: u16,
+    /// Fixed latency added to every response, ms.
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// Share of requests held back for --hang-ms (client time-outs).
+    #[arg(long, default_value_t = 0.0)]
+    timeout_rate: f64,
+    #[arg(long, default_value_t = 30_000)]
+    hang_ms: u64,
+    /// Share of requests answered 500.
+    #[arg(long, default_value_t = 0.0)]
+    error_rate: f64,
+    /// Share of requests answered 429 with Retry-After.
+    #[arg(long, default_value_t = 0.0)]
+    throttle_rate: f64,
+    #[arg(long, default_value_t = 1)]
+    retry_after_s: u64,
+    /// Share of requests answered with malformed JSON.
+    #[arg(long, default_value_t = 0.0)]
+    garbage_rate: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 #[derive(Subcommand)]
 enum EvalCmd {
+    /// Learn from trajectories, plan new ones: graph search against the baselines, executed
+    /// against the replay sandbox.
+    Chains {
+        /// Training chains (ComplexFuncBench format).
+        #[arg(long)]
+        train: PathBuf,
+        /// Test chains; without them, k-fold over --train.
+        #[arg(long)]
+        test: Option<PathBuf>,
+        /// API specs of the chains.
+        #[arg(long)]
+        spec: PathBuf,
+        /// JSON report; a .md table is written beside it.
+        #[arg(long, value_name = "FILE")]
+        report: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// At most this many test chains per fold.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Methods to compare.
+        #[arg(long, num_args = 1.., default_values = ["graph", "retrieve-greedy", "dfs-no-graph"], value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
+        methods: Vec<String>,
+        /// Turn long-term memory off for the graph method.
+        #[arg(long)]
+        no_memory: bool,
+    },
     /// Seed-tool retrieval (bm25, dense, hybrid) on ToolBench / StableToolBench query files.
     Retrieval {
         /// Tool docs whose APIs form the corpus (tools.jsonl(.gz) or a tools/ folder).
@@ -314,6 +407,39 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory }) => {
+            let s = load_settings(&cli)?;
+            let embedder = load_embedder(&s).await?;
+            let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
+            if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
+                std::fs::create_dir_all(c)?;
+            }
+            let opts = toolgraph_ingest::eval_chains::ChainEvalOptions {
+                train: train.clone(),
+                test: test.clone(),
+                spec: spec.clone(),
+                folds: *folds,
+                methods: methods.iter().map(|m| mode_of(m)).collect(),
+                limit: *limit,
+                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, ..Default::default() },
+                cache,
+            };
+            let mut last = Instant::now();
+            let r = toolgraph_ingest::eval_chains::run(&opts, &s, embedder, |done, total| {
+                if last.elapsed() >= Duration::from_secs(5) {
+                    tracing::info!("planned {done}/{total} chains");
+                    last = Instant::now();
+                }
+            })
+            .await?;
+            write_json(report, &r)?;
+            let md = toolgraph_ingest::eval_chains::markdown(&r);
+            std::fs::write(report.with_extension("md"), &md)?;
+            println!("{md}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ask(args) => ask(&cli, args).await,
+        Command::Sandbox(args) => sandbox(args).await,
         Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
             let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
             for e in &c.errors {
@@ -323,6 +449,109 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(if c.runs == 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
     }
+}
+
+fn mode_of(m: &str) -> toolgraph_engine::run::Mode {
+    match m {
+        "dfs-no-graph" => toolgraph_engine::run::Mode::DfsNoGraph,
+        "retrieve-greedy" => toolgraph_engine::run::Mode::RetrieveGreedy,
+        _ => toolgraph_engine::run::Mode::Graph,
+    }
+}
+
+/// NAME=VALUE pairs; the value is JSON, or a plain string when it is not JSON.
+fn pairs(items: &[String], what: &str) -> Result<Vec<(String, serde_json::Value)>> {
+    items
+        .iter()
+        .map(|p| {
+            let (k, v) = p.split_once('=').with_context(|| format!("{what} `{p}` is not NAME=VALUE"))?;
+            Ok((k.to_string(), serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()))))
+        })
+        .collect()
+}
+
+async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
+    use toolgraph_engine::plan::Planner;
+    let s = load_settings(cli)?;
+    let graph = open_store(&s).await?;
+    let snapshot = Arc::new(graph.snapshot().await?);
+    if snapshot.apis.is_empty() {
+        bail!("the graph holds no APIs: run `toolgraph ingest` first");
+    }
+    let vectors = store::open_vectors(&s.vectors)?;
+    let embedder = load_embedder(&s).await?;
+    let retriever = Arc::new(
+        toolgraph_engine::retrieval::hybrid::Retriever::load(vectors.clone(), embedder.clone(), None, s.retrieval.clone())
+            .await
+            .context("loading the API index (run `toolgraph ingest` or `toolgraph index` first)")?,
+    );
+    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
+    let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    let exec = toolgraph_engine::exec::Executor::new(toolgraph_engine::exec::ExecSettings { rewrites, ..Default::default() })?;
+    let planner: Arc<dyn Planner> = if args.planner == "llm" {
+        let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
+        Arc::new(toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: args.llm_url.clone(), model: args.llm_model.clone(), ..Default::default() }, key)?)
+    } else {
+        Arc::new(toolgraph_engine::plan::deterministic::DeterministicPlanner::default())
+    };
+    let run_settings = toolgraph_engine::run::RunSettings { mode: mode_of(&args.mode), learn: !args.no_learn, remember: !args.no_learn, ..Default::default() };
+    let engine = toolgraph_engine::run::Engine::new(snapshot, Some(graph), retriever, Some(memory), exec, planner, run_settings, s.weights);
+    let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
+    let r = engine.run(&args.request, given, None).await?;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        let _ = writeln!(out, "status: {:?}", r.status);
+        for c in &r.chain {
+            let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
+        }
+        let _ = writeln!(out, "answer: {}", r.answer);
+        let _ = writeln!(
+            out,
+            "{} calls ({} failed), {} backtracks, {} reflections, {} planner decisions{}; engine {:.1} ms, tools {:.1} ms, embedding {:.1} ms",
+            r.stats.http_calls, r.stats.failed_calls, r.stats.backtracks, r.stats.reflections, r.stats.planner_calls, if r.stats.recalled { ", replayed from memory" } else { "" }, r.stats.engine_ms, r.stats.http_ms, r.stats.embed_ms
+        );
+    }
+    Ok(match r.status {
+        toolgraph_engine::run::Status::Answered => ExitCode::SUCCESS,
+        toolgraph_engine::run::Status::NeedsInput => ExitCode::from(3),
+        toolgraph_engine::run::Status::GaveUp => ExitCode::from(2),
+    })
+}
+
+async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
+    use toolgraph_server::sandbox::{Faults, Library, Sandbox};
+    let specs = complexfuncbench::read_specs(&args.spec, 1 << 30)?;
+    let mut recordings = Vec::new();
+    for c in &args.chains {
+        let chains = complexfuncbench::read_chains(c, 1 << 30)?;
+        let (recs, errors) = toolgraph_ingest::eval_chains::recordings(&chains, &specs);
+        for e in errors.iter().take(10) {
+            eprintln!("skipped: {}: {e}", c.display());
+        }
+        recordings.extend(recs);
+    }
+    let lib = Library::new(recordings);
+    let faults = Faults {
+        latency_ms: args.latency_ms,
+        timeout_rate: args.timeout_rate,
+        hang_ms: args.hang_ms,
+        server_error_rate: args.error_rate,
+        throttle_rate: args.throttle_rate,
+        retry_after_s: args.retry_after_s,
+        garbage_rate: args.garbage_rate,
+        seed: args.seed,
+    };
+    eprintln!("replay sandbox: {} recordings on {} routes, http://127.0.0.1:{}/HOST/PATH", lib.len(), lib.routes(), args.port);
+    let sb = Sandbox::new(lib, faults);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+    toolgraph_server::sandbox::serve(listener, sb, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {

@@ -34,18 +34,24 @@ pub enum EngineError {
     /// Something asked for does not exist (a collection, a run, an API).
     #[error("{0}")]
     NotFound(String),
+    /// An outside service the engine calls (the LLM endpoint).
+    #[error("{service}: {message}")]
+    Service { service: &'static str, class: ErrorClass, message: String },
 }
 
 impl EngineError {
     pub fn store(backend: &'static str, class: ErrorClass, message: impl fmt::Display) -> Self {
         EngineError::Store { backend, class, message: message.to_string() }
     }
+    pub fn service(service: &'static str, class: ErrorClass, message: impl fmt::Display) -> Self {
+        EngineError::Service { service, class, message: message.to_string() }
+    }
     pub fn bad_input(message: impl fmt::Display) -> Self {
         EngineError::BadInput(message.to_string())
     }
     pub fn class(&self) -> ErrorClass {
         match self {
-            EngineError::Store { class, .. } => *class,
+            EngineError::Store { class, .. } | EngineError::Service { class, .. } => *class,
             EngineError::BadInput(_) => ErrorClass::BadInput,
             EngineError::Unsupported { .. } | EngineError::Config(_) | EngineError::NotFound(_) => ErrorClass::Permanent,
         }

@@ -8,8 +8,11 @@
 pub mod adapters;
 pub mod embed;
 pub mod error;
+pub mod exec;
 pub mod graph;
+pub mod plan;
 pub mod retrieval;
+pub mod run;
 pub mod settings;
 pub mod store;
 pub mod vector;

@@ -1,0 +1,441 @@
+//! Executing API calls for real over HTTP: arguments resolved (data flow between calls) and
+//! validated against the API's parameter docs before anything is sent; per-call timeouts; retries
+//! with backoff for transient failures, honouring `Retry-After` on 429/503; bounded response
+//! bodies; long responses compressed for the planner while the full response stays in the trace.
+
+pub mod refs;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use toolgraph_schema::ParamDoc;
+
+/// What to call: from an API node of the graph (or a registered tool).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSpec {
+    pub api_id: String,
+    pub method: String,
+    pub url: String,
+    pub params: Vec<ParamDoc>,
+}
+
+impl CallSpec {
+    pub fn from_node(n: &toolgraph_schema::ApiNode) -> Self {
+        CallSpec {
+            api_id: n.id.clone(),
+            method: if n.method.is_empty() { "GET".into() } else { n.method.to_uppercase() },
+            url: n.url.clone(),
+            params: serde_json::from_str(&n.parameters).unwrap_or_default(),
+        }
+    }
+}
+
+/// Execution limits and where calls really go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecSettings {
+    /// Time limit of one attempt, milliseconds.
+    pub timeout_ms: u64,
+    /// Retries after the first attempt for transient failures (timeouts, connection errors, 5xx,
+    /// 429, malformed JSON).
+    pub retries: u32,
+    /// First backoff, doubled per retry, milliseconds.
+    pub backoff_ms: u64,
+    /// Longest `Retry-After` honoured, milliseconds (longer ones are capped).
+    pub max_retry_after_ms: u64,
+    /// Largest response body read, bytes.
+    pub max_response_bytes: usize,
+    /// Responses longer than this many characters are compressed for the planner.
+    pub compress_chars: usize,
+    /// URL prefix rewrites `[from, to]` (e.g. a RapidAPI host to the replay sandbox).
+    pub rewrites: Vec<(String, String)>,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings {
+            timeout_ms: 10_000,
+            retries: 3,
+            backoff_ms: 200,
+            max_retry_after_ms: 10_000,
+            max_response_bytes: 1 << 20,
+            compress_chars: 1024,
+            rewrites: Vec::new(),
+        }
+    }
+}
+
+/// One problem with the arguments of a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgProblem {
+    pub argument: String,
+    pub problem: String,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CallError {
+    /// Names, required parameters or types are wrong; nothing was sent.
+    InvalidArguments { problems: Vec<ArgProblem> },
+    /// An argument references an output that does not exist; nothing was sent.
+    UnresolvedReference { message: String },
+    /// Every attempt failed transiently (timeouts, 5xx, 429, malformed JSON, connection errors).
+    Exhausted { attempts: u32, last: String },
+    /// The server refused the call (4xx other than 429).
+    Rejected { status: u16, body: String },
+    /// The URL cannot be called.
+    BadRequest { message: String },
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::InvalidArguments { problems } => {
+                let p: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.argument, p.problem)).collect();
+                write!(f, "invalid arguments ({})", p.join("; "))
+            }
+            CallError::UnresolvedReference { message } => write!(f, "unresolved reference: {message}"),
+            CallError::Exhausted { attempts, last } => write!(f, "failed after {attempts} attempts: {last}"),
+            CallError::Rejected { status, body } => write!(f, "rejected with HTTP {status}: {body}"),
+            CallError::BadRequest { message } => write!(f, "cannot call: {message}"),
+        }
+    }
+}
+
+/// A successful call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOutcome {
+    pub status: u16,
+    pub response: Value,
+    pub attempts: u32,
+    /// Wall time of the call including retries, milliseconds.
+    pub elapsed_ms: f64,
+    /// The arguments as sent (references resolved, types coerced).
+    pub arguments: Map<String, Value>,
+}
+
+fn kind(ty: &str) -> &'static str {
+    let t = ty.trim().to_ascii_lowercase();
+    if t.starts_with("int") {
+        "integer"
+    } else if t.starts_with("number") || t.starts_with("float") || t.starts_with("double") {
+        "number"
+    } else if t.starts_with("bool") {
+        "boolean"
+    } else if t.starts_with("array") || t.starts_with("list") {
+        "array"
+    } else if t.starts_with("object") || t.starts_with("dict") {
+        "object"
+    } else {
+        "string"
+    }
+}
+
+/// Check `args` against the parameter docs: unknown names, missing required parameters, types.
+/// Returns the arguments coerced to the declared types (numeric strings to numbers, "true" to
+/// booleans; numbers to strings where a string is declared).
+pub fn validate(params: &[ParamDoc], args: &Map<String, Value>) -> Result<Map<String, Value>, Vec<ArgProblem>> {
+    let mut problems = Vec::new();
+    let mut out = Map::new();
+    let known: HashSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    for name in args.keys() {
+        if !known.contains(name.as_str()) {
+            let mut names: Vec<&str> = known.iter().copied().collect();
+            names.sort_unstable();
+            problems.push(ArgProblem { argument: name.clone(), problem: format!("unknown parameter (known: {})", names.join(", ")) });
+        }
+    }
+    for p in params {
+        let Some(v) = args.get(&p.name).filter(|v| !v.is_null()) else {
+            if p.required {
+                problems.push(ArgProblem { argument: p.name.clone(), problem: "required parameter missing".into() });
+            }
+            continue;
+        };
+        let want = kind(&p.ty);
+        let coerced = match (want, v) {
+            ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => Some(v.clone()),
+            ("integer", Value::Number(n)) => n.as_f64().filter(|f| f.fract() == 0.0).map(|f| Value::from(f as i64)),
+            ("integer", Value::String(s)) => s.trim().parse::<i64>().ok().map(Value::from),
+            ("number", Value::Number(_)) => Some(v.clone()),
+            ("number", Value::String(s)) => s.trim().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number),
+            ("boolean", Value::Bool(_)) => Some(v.clone()),
+            ("boolean", Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" => Some(Value::Bool(true)),
+                "false" | "0" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            ("array", Value::Array(_)) | ("object", Value::Object(_)) => Some(v.clone()),
+            ("string", Value::String(_)) => Some(v.clone()),
+            ("string", Value::Number(_) | Value::Bool(_)) => Some(Value::String(v.to_string())),
+            _ => None,
+        };
+        match coerced {
+            Some(c) => {
+                out.insert(p.name.clone(), c);
+            }
+            None => problems.push(ArgProblem { argument: p.name.clone(), problem: format!("expected {want} (declared `{}`), got {v}", p.ty) }),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// A response that says it failed although the HTTP call succeeded (`{"status": false}`,
+/// `{"error": ...}`, `{"message": ...}` with no data).
+pub fn response_problem(v: &Value) -> Option<String> {
+    let Value::Object(m) = v else { return None };
+    if m.get("status") == Some(&Value::Bool(false)) || m.get("success") == Some(&Value::Bool(false)) {
+        return Some(m.get("message").map(|x| x.to_string()).unwrap_or_else(|| "status false".into()));
+    }
+    match m.get("error") {
+        Some(Value::Null) | None => {}
+        Some(Value::String(s)) if s.is_empty() => {}
+        Some(e) => return Some(e.to_string()),
+    }
+    if m.len() == 1 && m.contains_key("message") {
+        return Some(m["message"].to_string());
+    }
+    None
+}
+
+/// The planner's view of a response: at most `limit` characters. Long responses keep the keys in
+/// `keep` (words of the request, parameter names of likely next calls) and id-like fields first,
+/// lists cut to their first items, then the text is truncated.
+pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> String {
+    let full = response.to_string();
+    if full.chars().count() <= limit {
+        return full;
+    }
+    fn wanted(key: &str, keep: &HashSet<String>) -> bool {
+        let k = key.to_ascii_lowercase();
+        k == "id" || k.ends_with("_id") || k.ends_with("id") && k.len() <= 12 || k == "name" || k == "title" || keep.contains(&k)
+    }
+    fn prune(v: &Value, keep: &HashSet<String>, depth: usize) -> Value {
+        match v {
+            Value::Array(items) => Value::Array(items.iter().take(3).map(|i| prune(i, keep, depth + 1)).collect()),
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for (k, x) in m {
+                    let is_container = x.is_object() || x.is_array();
+                    if wanted(k, keep) || (is_container && depth < 4) {
+                        let p = prune(x, keep, depth + 1);
+                        let empty = matches!(&p, Value::Object(o) if o.is_empty()) || matches!(&p, Value::Array(a) if a.is_empty());
+                        if !empty || wanted(k, keep) {
+                            out.insert(k.clone(), p);
+                        }
+                    }
+                }
+                Value::Object(out)
+            }
+            other => match other {
+                Value::String(s) if s.chars().count() > 200 => Value::String(s.chars().take(200).collect()),
+                _ => other.clone(),
+            },
+        }
+    }
+    let pruned = prune(response, keep, 0).to_string();
+    let text = if pruned.len() > 2 { pruned } else { full };
+    text.chars().take(limit).collect()
+}
+
+/// The words of a text and parameter names, lower-cased: the `keep` set of [`compress`].
+pub fn keep_set<'a>(text: &str, params: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
+    let mut s: HashSet<String> = text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| w.len() > 2).map(|w| w.to_ascii_lowercase()).collect();
+    s.extend(params.into_iter().map(|p| p.to_ascii_lowercase()));
+    s
+}
+
+/// Executes calls with one HTTP client (connection reuse).
+#[derive(Clone)]
+pub struct Executor {
+    client: reqwest::Client,
+    settings: ExecSettings,
+}
+
+fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = h.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    v.parse::<u64>().ok().map(Duration::from_secs).or_else(|| v.parse::<f64>().ok().filter(|f| *f >= 0.0).map(Duration::from_secs_f64))
+}
+
+impl Executor {
+    pub fn new(settings: ExecSettings) -> crate::Result<Self> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(settings.timeout_ms.max(1)))
+            .connect_timeout(Duration::from_millis(settings.timeout_ms.clamp(1, 5_000)))
+            .user_agent(concat!("toolgraph/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| crate::EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Executor { client, settings })
+    }
+
+    pub fn settings(&self) -> &ExecSettings {
+        &self.settings
+    }
+
+    fn url_of(&self, spec: &CallSpec, args: &mut Map<String, Value>) -> Result<reqwest::Url, CallError> {
+        let mut url = spec.url.clone();
+        for (from, to) in &self.settings.rewrites {
+            if let Some(rest) = url.strip_prefix(from.as_str()) {
+                url = format!("{to}{rest}");
+                break;
+            }
+        }
+        // Path parameters: `{name}` in the URL template.
+        let names: Vec<String> = args.keys().filter(|k| url.contains(&format!("{{{k}}}"))).cloned().collect();
+        for k in names {
+            if let Some(v) = args.remove(&k) {
+                let text = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                url = url.replace(&format!("{{{k}}}"), &text.replace('/', "%2F"));
+            }
+        }
+        reqwest::Url::parse(&url).map_err(|e| CallError::BadRequest { message: format!("URL `{url}` of {}: {e}", spec.api_id) })
+    }
+
+    /// Resolve references, validate, then call with retries.
+    pub async fn call(&self, spec: &CallSpec, args: &Map<String, Value>, outputs: &std::collections::HashMap<String, Value>) -> Result<CallOutcome, CallError> {
+        let resolved = refs::resolve(args, outputs).map_err(|e| CallError::UnresolvedReference { message: e.to_string() })?;
+        let valid = validate(&spec.params, &resolved).map_err(|problems| CallError::InvalidArguments { problems })?;
+        let started = Instant::now();
+        let mut rest = valid.clone();
+        let url = self.url_of(spec, &mut rest)?;
+        let method = reqwest::Method::from_bytes(spec.method.as_bytes()).unwrap_or(reqwest::Method::GET);
+        let mut last = String::new();
+        let mut attempts = 0;
+        for attempt in 0..=self.settings.retries {
+            attempts = attempt + 1;
+            let mut req = self.client.request(method.clone(), url.clone());
+            if method == reqwest::Method::GET || method == reqwest::Method::DELETE {
+                let query: Vec<(String, String)> = rest
+                    .iter()
+                    .map(|(k, v)| (k.clone(), match v { Value::String(s) => s.clone(), other => other.to_string() }))
+                    .collect();
+                req = req.query(&query);
+            } else {
+                req = req.json(&Value::Object(rest.clone()));
+            }
+            let mut wait = Duration::from_millis(self.settings.backoff_ms.saturating_mul(1 << attempt.min(10)));
+            match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status.as_u16() == 429 || status.as_u16() == 503 {
+                        if let Some(d) = retry_after(resp.headers()) {
+                            wait = d.min(Duration::from_millis(self.settings.max_retry_after_ms));
+                        }
+                        last = format!("HTTP {status}");
+                    } else if status.is_server_error() {
+                        last = format!("HTTP {status}");
+                    } else {
+                        match read_bounded(resp, self.settings.max_response_bytes).await {
+                            Ok(body) if status.is_client_error() => {
+                                return Err(CallError::Rejected { status: status.as_u16(), body: String::from_utf8_lossy(&body).chars().take(500).collect() })
+                            }
+                            Ok(body) => match serde_json::from_slice::<Value>(&body) {
+                                Ok(response) => {
+                                    return Ok(CallOutcome {
+                                        status: status.as_u16(),
+                                        response,
+                                        attempts,
+                                        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+                                        arguments: valid,
+                                    })
+                                }
+                                Err(e) => last = format!("malformed JSON response: {e}"),
+                            },
+                            Err(e) => last = e,
+                        }
+                    }
+                }
+                Err(e) if e.is_timeout() => last = format!("timed out after {} ms", self.settings.timeout_ms),
+                Err(e) => last = format!("request failed: {}", without_url(&e)),
+            }
+            if attempt < self.settings.retries {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        Err(CallError::Exhausted { attempts, last })
+    }
+}
+
+/// A reqwest error's text without the URL (query strings may hold keys).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(u) = e.url() {
+        s = s.replace(u.as_str(), "<url>");
+    }
+    s
+}
+
+async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    if resp.content_length().is_some_and(|n| n as usize > max) {
+        return Err(format!("response larger than {max} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| format!("reading the response: {}", without_url(&e)))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("response larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(name: &str, ty: &str, required: bool) -> ParamDoc {
+        ParamDoc { name: name.into(), ty: ty.into(), description: String::new(), required, default: None }
+    }
+
+    #[test]
+    fn validation_names_every_problem_and_coerces() {
+        let params = vec![p("query", "string", true), p("page", "NUMBER", false), p("adults", "integer", false), p("sort", "ENUM", false), p("flag", "boolean", false)];
+        let ok = validate(&params, json!({"query": "Paris", "page": "2", "adults": 2.0, "flag": "true", "sort": 5}).as_object().unwrap()).unwrap();
+        assert_eq!(ok["page"], json!(2.0));
+        assert_eq!(ok["adults"], json!(2));
+        assert_eq!(ok["flag"], json!(true));
+        assert_eq!(ok["sort"], json!("5"));
+        let errs = validate(&params, json!({"querry": "Paris", "adults": "two", "flag": [1]}).as_object().unwrap()).unwrap_err();
+        let text = format!("{errs:?}");
+        assert!(text.contains("querry") && text.contains("unknown parameter"), "{text}");
+        assert!(text.contains("\"query\"") && text.contains("required parameter missing"), "{text}");
+        assert!(text.contains("adults") && text.contains("expected integer"), "{text}");
+        assert!(text.contains("flag") && text.contains("expected boolean"), "{text}");
+        assert_eq!(errs.len(), 4);
+    }
+
+    #[test]
+    fn error_shaped_responses_are_failures() {
+        assert!(response_problem(&json!({"status": false, "message": "bad dest_id"})).is_some());
+        assert!(response_problem(&json!({"error": "quota"})).is_some());
+        assert!(response_problem(&json!({"message": "Endpoint does not exist"})).is_some());
+        assert!(response_problem(&json!({"status": true, "data": []})).is_none());
+        assert!(response_problem(&json!([{"id": 1}])).is_none());
+        assert!(response_problem(&json!({"error": null, "data": 1})).is_none());
+    }
+
+    #[test]
+    fn compression_keeps_what_matters_within_the_limit() {
+        let hotels: Vec<Value> = (0..50)
+            .map(|i| json!({"hotel_id": i, "name": format!("Hotel {i}"), "description": "x".repeat(300), "photos": ["a", "b"], "price": {"gross": 100 + i}}))
+            .collect();
+        let r = json!({"data": {"hotels": hotels, "meta": {"count": 50}}});
+        assert!(r.to_string().len() > 1024);
+        let keep = keep_set("hotels with a good price in Paris", ["dest_id", "hotel_id"]);
+        let c = compress(&r, &keep, 1024);
+        assert!(c.chars().count() <= 1024);
+        assert!(c.contains("hotel_id") && c.contains("price") && c.contains("Hotel 0"), "{c}");
+        assert!(!c.contains("xxxxxxxxxx"), "long irrelevant text goes first: {c}");
+        let small = json!({"a": 1});
+        assert_eq!(compress(&small, &keep, 1024), small.to_string());
+    }
+}

@@ -1,0 +1,481 @@
+//! The deterministic planner: no model, same input → same run.
+//!
+//! - choose: score = (graph weight + w₀) × (similarity + s₀) × (0.5 + 0.5·availability), halved per
+//!   earlier call of the same API for retriever candidates; `END` scores its weight × (s₀ + 0.5).
+//!   The best wins; below `min_score` the run finishes (or gives up at the root).
+//! - fill (SoAy's I/O coupling first): a parameter takes a field of an earlier output with its name
+//!   (or whose name it ends with: `pick_up_latitude` ← `latitude`), else a typed value of the
+//!   request (dates in order, start/end aware; times; counted numbers; names; quoted strings;
+//!   emails; URLs), else its documented default.
+//! - judge: a step whose response is error-shaped or empty is bad; Δ = +1 per good step (+1 when a
+//!   later step used its output), -2 per bad step, -1 per failed call.
+
+use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
+use super::{ApiView, ArgSource, Candidate, Context, Decision, Filled, Judgement, Planner, Usage};
+use crate::exec::response_problem;
+use crate::Result;
+use async_trait::async_trait;
+use chrono::Duration;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Tuning of the deterministic planner.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeterministicSettings {
+    /// w₀: what a candidate without a graph edge weighs.
+    pub weight_floor: f64,
+    /// s₀: what a candidate the retriever did not rank is similar.
+    pub similarity_floor: f64,
+    /// Below this score nothing is worth calling.
+    pub min_score: f64,
+}
+
+impl Default for DeterministicSettings {
+    fn default() -> Self {
+        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001 }
+    }
+}
+
+#[derive(Default)]
+pub struct DeterministicPlanner {
+    settings: DeterministicSettings,
+    calls: AtomicU64,
+}
+
+impl DeterministicPlanner {
+    pub fn new(settings: DeterministicSettings) -> Self {
+        DeterministicPlanner { settings, calls: AtomicU64::new(0) }
+    }
+
+    /// The score of one candidate in `ctx` (public for the trace and tests).
+    pub fn score(&self, ctx: &Context, c: &Candidate) -> f64 {
+        match &c.api {
+            None => c.weight * (self.settings.similarity_floor + 0.5),
+            Some(api) => {
+                let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
+                let repeats = ctx.calls_of(&api.id) as i32;
+                let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
+                (c.weight + self.settings.weight_floor) * (c.similarity + self.settings.similarity_floor) * avail * repeat
+            }
+        }
+    }
+}
+
+fn norm(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// Find a field for `param` in `v`: `(path, exact)`; arrays are entered at their first element and
+/// the index left out of the path (references take the first element there).
+fn find_field(v: &Value, param: &str) -> Option<(String, bool)> {
+    let want = norm(param);
+    if want.is_empty() {
+        return None;
+    }
+    let mut queue: VecDeque<(&Value, String, usize)> = VecDeque::from([(v, String::new(), 0)]);
+    let mut suffix: Option<String> = None;
+    let mut seen = 0;
+    while let Some((node, path, depth)) = queue.pop_front() {
+        seen += 1;
+        if seen > 400 || depth > 6 {
+            break;
+        }
+        match node {
+            Value::Object(m) => {
+                for (k, sub) in m {
+                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    let nk = norm(k);
+                    let scalar = !sub.is_object() && !sub.is_array() && !sub.is_null();
+                    if scalar && nk == want {
+                        return Some((p, true));
+                    }
+                    if scalar && suffix.is_none() && nk.len() >= 3 && (want.ends_with(&nk) || (want.len() >= 4 && nk.ends_with(&want))) {
+                        suffix = Some(p.clone());
+                    }
+                    if sub.is_object() || sub.is_array() {
+                        queue.push_back((sub, p, depth + 1));
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(first) = items.first() {
+                    queue.push_back((first, path, depth + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    suffix.map(|p| (p, false))
+}
+
+fn is_name_param(name: &str, description: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let d = description.to_ascii_lowercase();
+    ["query", "name", "city", "location", "place", "destination", "keyword", "term", "search", "text", "address", "country", "title"]
+        .iter()
+        .any(|k| n.contains(k))
+        || n == "q"
+        || d.contains("name of") && !n.ends_with("id")
+}
+
+fn is_numeric(ty: &str) -> bool {
+    let t = ty.to_ascii_lowercase();
+    t.starts_with("int") || t.starts_with("number") || t.starts_with("float") || t.starts_with("double")
+}
+
+/// Strings already used as argument values on the path.
+fn used_strings(ctx: &Context) -> HashSet<String> {
+    ctx.path.iter().flat_map(|s| s.arguments.values()).filter_map(|v| v.as_str().map(|s| s.to_ascii_lowercase())).collect()
+}
+
+/// Fill one parameter from the request's typed values; `repeat` = earlier calls of the same API.
+fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>) -> Option<(Value, &'static str)> {
+    if is_date_param(&p.name, &p.description) {
+        if values.dates.is_empty() {
+            return None;
+        }
+        let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
+        let d = if is_end_param(&p.name) { values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1)) } else { start };
+        return Some((Value::String(d.format("%Y-%m-%d").to_string()), "date"));
+    }
+    if is_time_param(&p.name) {
+        let t = values.times.get(repeat).or(values.times.last())?;
+        return Some((Value::String(t.clone()), "time"));
+    }
+    if is_numeric(&p.ty) {
+        return values.count_for(&p.name).map(|n| (serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null), "number")).filter(|(v, _)| !v.is_null());
+    }
+    let n = p.name.to_ascii_lowercase();
+    if n.contains("email") {
+        return values.emails.first().map(|e| (Value::String(e.clone()), "email"));
+    }
+    if n.contains("url") || n.contains("link") {
+        return values.urls.first().map(|e| (Value::String(e.clone()), "url"));
+    }
+    if is_name_param(&p.name, &p.description) {
+        let pick = values
+            .names
+            .iter()
+            .find(|s| !used.contains(&s.to_ascii_lowercase()))
+            .or_else(|| (!values.names.is_empty()).then(|| &values.names[repeat % values.names.len()]))
+            .or_else(|| values.quoted.first())?;
+        return Some((Value::String(pick.clone()), "name"));
+    }
+    None
+}
+
+fn empty_response(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty() || (m.get("data").is_some_and(|d| matches!(d, Value::Null) || d.as_array().is_some_and(Vec::is_empty)) && m.len() <= 3),
+        Value::String(s) => s.trim().is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether a step's response says it failed or holds nothing.
+pub fn bad_response(v: &Value) -> Option<String> {
+    if let Some(p) = response_problem(v) {
+        return Some(p);
+    }
+    empty_response(v).then(|| "empty response".to_string())
+}
+
+/// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
+pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
+    let mut out = Filled::default();
+    let repeat = ctx.calls_of(&api.id);
+    let used = used_strings(ctx);
+    for p in &api.params {
+        if let Some(v) = ctx.given.get(&p.name) {
+            out.arguments.insert(p.name.clone(), v.clone());
+            out.sources.insert(p.name.clone(), ArgSource::Given);
+            continue;
+        }
+        // A repeated call takes a parameter from where the earlier call of that API took it (the
+        // second rental search reads the same location as the first).
+        let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(&p.name) {
+            Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => Some((label.clone(), path.clone())),
+            _ => None,
+        });
+        if let Some((label, path)) = earlier {
+            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
+            continue;
+        }
+        // Earlier outputs, most recent first: exact names first, then suffix matches.
+        let mut found: Option<(String, String, bool)> = None;
+        for step in ctx.path.iter().rev() {
+            if let Some((path, exact)) = find_field(&step.response, &p.name) {
+                if exact {
+                    found = Some((step.label.clone(), path, true));
+                    break;
+                }
+                if found.is_none() {
+                    found = Some((step.label.clone(), path, false));
+                }
+            }
+        }
+        // Dates and times the user gave win over fields of earlier outputs.
+        let literal_first = (is_date_param(&p.name, &p.description) && !ctx.values.dates.is_empty()) || (is_time_param(&p.name) && !ctx.values.times.is_empty());
+        if let Some((label, path, _)) = found.filter(|_| !literal_first) {
+            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
+            continue;
+        }
+        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used) {
+            if p.required || kind != "name" {
+                out.arguments.insert(p.name.clone(), v);
+                out.sources.insert(p.name.clone(), ArgSource::Request { kind: kind.to_string() });
+                continue;
+            }
+        }
+        if p.required {
+            if let Some(d) = p.default.as_ref().filter(|d| !d.is_null() && d.as_str() != Some("")) {
+                out.arguments.insert(p.name.clone(), d.clone());
+                out.sources.insert(p.name.clone(), ArgSource::Default);
+                continue;
+            }
+            out.missing.push(p.name.clone());
+        }
+    }
+    out
+}
+
+/// The deterministic judgement of `ctx`'s path (also the fallback when an LLM's answer is invalid).
+pub fn judge_path(ctx: &Context) -> Judgement {
+    let mut bad = Vec::new();
+    let mut fed: HashSet<&str> = HashSet::new();
+    for s in &ctx.path {
+        for v in s.arguments.values() {
+            if let Some(t) = v.as_str() {
+                for r in crate::exec::refs::references(t) {
+                    fed.insert(r.split('.').next().unwrap_or_default());
+                }
+            }
+        }
+    }
+    let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
+    for (i, s) in ctx.path.iter().enumerate() {
+        match bad_response(&s.response) {
+            Some(why) => {
+                bad.push((i, why));
+                *deltas.entry(s.api.id.clone()).or_default() -= 2.0;
+            }
+            None => {
+                let bonus = if fed.contains(s.label.as_str()) || i + 1 == ctx.path.len() { 1.0 } else { 0.0 };
+                *deltas.entry(s.api.id.clone()).or_default() += 1.0 + bonus;
+            }
+        }
+    }
+    for d in &ctx.dead_ends {
+        *deltas.entry(d.api.clone()).or_default() -= 1.0;
+    }
+    let n = ctx.path.len();
+    let grade = if n == 0 { 0.0 } else { (n - bad.len()) as f64 / n as f64 };
+    let irrelevant: Vec<String> = {
+        let mut t: Vec<String> = bad.iter().map(|(i, _)| ctx.path[*i].api.tool.clone()).collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let reason = match (n, bad.first()) {
+        (0, _) => "no call succeeded".to_string(),
+        (_, Some((i, why))) => format!("step {} ({}) returned nothing usable: {why}", i + 1, ctx.path[*i].api.name),
+        _ => format!("{n} calls, all with usable responses"),
+    };
+    Judgement {
+        pass: n > 0 && bad.is_empty(),
+        grade,
+        first_bad_step: bad.first().map(|(i, _)| *i),
+        irrelevant_tools: irrelevant,
+        deltas: deltas.into_iter().map(|(k, v)| (k, super::clamp_delta(v))).collect(),
+        reason,
+    }
+}
+
+/// A plain answer: the chain and the last observation.
+pub fn plain_answer(ctx: &Context) -> String {
+    if ctx.path.is_empty() {
+        return "No API call succeeded for this request.".to_string();
+    }
+    let chain: Vec<&str> = ctx.path.iter().map(|s| s.api.name.as_str()).collect();
+    let last = ctx.path.last().map(|s| s.observation.as_str()).unwrap_or_default();
+    format!("Called {}. Result of {}: {}", chain.join(" → "), chain.last().copied().unwrap_or_default(), last)
+}
+
+/// Split on sentence ends and "and then" / "then" / "also": each part that asks for something.
+pub fn split_request(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    for ch in text.chars() {
+        cur.push(ch);
+        if matches!(ch, '.' | '?' | '!' | ';') {
+            parts.push(std::mem::take(&mut cur));
+        }
+    }
+    parts.push(cur);
+    let mut out = Vec::new();
+    for p in parts {
+        for q in p.split(" and then ").flat_map(|x| x.split(" Then ")).flat_map(|x| x.split(" Also, ")) {
+            let q = q.trim();
+            if q.split_whitespace().count() >= 3 && !q.to_ascii_lowercase().starts_with("today is") {
+                out.push(q.to_string());
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(text.trim().to_string());
+    }
+    out
+}
+
+#[async_trait]
+impl Planner for DeterministicPlanner {
+    fn name(&self) -> &'static str {
+        "deterministic"
+    }
+
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(split_request(&ctx.request))
+    }
+
+    async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let best = candidates
+            .iter()
+            .enumerate()
+            // Nothing is complete before the first call.
+            .filter(|(_, c)| !(c.is_end() && ctx.path.is_empty()))
+            .map(|(i, c)| (i, self.score(ctx, c)))
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+        Ok(match best {
+            None if ctx.path.is_empty() => Decision::GiveUp { reason: "no candidate API".into() },
+            None => Decision::Finish { reason: "no candidate left".into() },
+            Some((i, _)) if candidates[i].is_end() => Decision::Finish { reason: format!("END is the most likely successor (weight {:.3})", candidates[i].weight) },
+            Some((_, s)) if s < self.settings.min_score && ctx.path.is_empty() => Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
+            Some((_, s)) if s < self.settings.min_score => Decision::Finish { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
+            Some((i, s)) => Decision::Call { index: i, reason: format!("score {s:.3} (weight {:.3}, similarity {:.3})", candidates[i].weight, candidates[i].similarity) },
+        })
+    }
+
+    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(fill_arguments(ctx, api))
+    }
+
+    async fn judge(&self, ctx: &Context) -> Result<Judgement> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(judge_path(ctx))
+    }
+
+    async fn answer(&self, ctx: &Context) -> Result<String> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(plain_answer(ctx))
+    }
+
+    fn usage(&self) -> Usage {
+        Usage { calls: self.calls.load(Ordering::Relaxed), ..Usage::default() }
+    }
+}
+
+/// Arguments of `m` as a sorted JSON text (for comparing planned calls).
+pub fn canonical(m: &Map<String, Value>) -> String {
+    let sorted: BTreeMap<&String, &Value> = m.iter().collect();
+    serde_json::to_string(&sorted).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Source, Step};
+    use chrono::NaiveDate;
+    use serde_json::json;
+    use std::sync::Arc;
+    use toolgraph_schema::ParamDoc;
+
+    fn p(name: &str, ty: &str, required: bool) -> ParamDoc {
+        ParamDoc { name: name.into(), ty: ty.into(), description: String::new(), required, default: None }
+    }
+    fn api(id: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params, output_fields: vec![], availability: None })
+    }
+
+    fn ctx(text: &str) -> Context {
+        Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()))
+    }
+
+    #[test]
+    fn fills_from_outputs_then_request_then_defaults() {
+        let mut c = ctx("Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow.");
+        let loc = api("loc", vec![p("query", "string", true)]);
+        let f = fill_arguments(&c, &loc);
+        assert_eq!(f.arguments["query"], json!("San Diego Marriott La Jolla"));
+        assert!(f.missing.is_empty());
+        c.path.push(Step {
+            api: loc,
+            label: "var1".into(),
+            arguments: f.arguments,
+            sources: f.sources,
+            observation: String::new(),
+            response: json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]),
+            repeat: 0,
+        });
+        let mut with_default = p("currency", "string", true);
+        with_default.default = Some(json!("USD"));
+        let rent = api("rent", vec![p("pick_up_latitude", "number", true), p("pick_up_date", "string", true), p("drop_off_date", "string", true), p("pick_up_time", "string", true), with_default, p("driver_id", "string", true), p("adults", "number", false)]);
+        let f = fill_arguments(&c, &rent);
+        assert_eq!(f.arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
+        assert_eq!(f.arguments["pick_up_date"], json!("2024-10-14"));
+        assert_eq!(f.arguments["drop_off_date"], json!("2024-10-15"));
+        assert_eq!(f.arguments["pick_up_time"], json!("08:00"));
+        assert_eq!(f.arguments["currency"], json!("USD"));
+        assert_eq!(f.missing, vec!["driver_id"]);
+        assert!(!f.arguments.contains_key("adults"), "optional with no value stays out");
+    }
+
+    #[tokio::test]
+    async fn end_wins_when_heavier_and_repeats_are_damped() {
+        let planner = DeterministicPlanner::default();
+        let mut c = ctx("find hotels");
+        let a = api("a", vec![]);
+        let root = vec![Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, api: None }, Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, api: Some(a.clone()) }];
+        assert!(matches!(planner.choose(&c, &root).await.unwrap(), Decision::Call { index: 1, .. }), "END is never chosen before the first call");
+        c.path.push(Step { api: api("x", vec![]), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({"a": 1}), repeat: 0 });
+        let cands = vec![
+            Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, api: Some(a.clone()) },
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, api: None },
+        ];
+        assert!(matches!(planner.choose(&c, &cands).await.unwrap(), Decision::Finish { .. }));
+        let cands = vec![
+            Candidate { id: "a".into(), source: Source::Graph, weight: 0.6, similarity: 0.5, api: Some(a) },
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.4, similarity: 0.0, api: None },
+        ];
+        // a: (0.6 + 0.05) · (0.5 + 0.1) = 0.39 > END: 0.4 · 0.6 = 0.24
+        assert_eq!(planner.choose(&c, &cands).await.unwrap(), Decision::Call { index: 0, reason: "score 0.390 (weight 0.600, similarity 0.500)".into() });
+        assert!(matches!(planner.choose(&c, &[]).await.unwrap(), Decision::Finish { .. }));
+        assert!(matches!(planner.choose(&ctx("x"), &[]).await.unwrap(), Decision::GiveUp { .. }));
+    }
+
+    #[test]
+    fn judgement_marks_the_first_bad_step() {
+        let mut c = ctx("x");
+        for (i, r) in [json!({"data": [1]}), json!({"status": false, "message": "bad id"}), json!([])].into_iter().enumerate() {
+            c.path.push(Step { api: api(&format!("a{i}"), vec![]), label: format!("var{}", i + 1), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: r, repeat: 0 });
+        }
+        let j = judge_path(&c);
+        assert!(!j.pass);
+        assert_eq!(j.first_bad_step, Some(1));
+        assert_eq!(j.deltas, vec![("a0".to_string(), 1.0), ("a1".to_string(), -2.0), ("a2".to_string(), -2.0)]);
+        assert!((j.grade - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn requests_split_into_subtasks() {
+        assert_eq!(split_request("Today is May 1st. Find a hotel in Rome. Then list attractions near it."), vec!["Find a hotel in Rome.", "list attractions near it."]);
+        assert_eq!(split_request("weather"), vec!["weather"]);
+    }
+}

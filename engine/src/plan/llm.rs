@@ -1,0 +1,476 @@
+//! The LLM planner: any OpenAI-compatible chat-completions endpoint, with JSON-schema constrained
+//! answers (`response_format: json_schema`). Prompts are files (`engine/prompts/*.prompt.md`);
+//! every answer is checked against the candidates, the API's parameters and the path before the
+//! engine acts on it. An invalid answer is rejected (counted), asked again once with the reason,
+//! and then replaced by the deterministic planner's decision — it is never executed.
+//! Transient HTTP failures (timeouts, connection errors, 429, 5xx) are retried with backoff.
+
+use super::deterministic::{fill_arguments, judge_path, plain_answer, split_request, DeterministicPlanner};
+use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Planner, Source, Usage};
+use crate::{EngineError, ErrorClass, Result};
+use async_trait::async_trait;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub const SYSTEM: &str = include_str!("../../prompts/system.prompt.md");
+pub const DECOMPOSE: &str = include_str!("../../prompts/decompose.prompt.md");
+pub const CHOOSE: &str = include_str!("../../prompts/choose.prompt.md");
+pub const FILL: &str = include_str!("../../prompts/fill.prompt.md");
+pub const JUDGE: &str = include_str!("../../prompts/judge.prompt.md");
+pub const ANSWER: &str = include_str!("../../prompts/answer.prompt.md");
+
+/// Where and how to ask the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmSettings {
+    /// Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub model: String,
+    pub timeout_ms: u64,
+    /// Retries after the first attempt for transient failures.
+    pub retries: u32,
+    pub max_tokens: u32,
+    pub temperature: f64,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        LlmSettings { base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0 }
+    }
+}
+
+/// Replace `{{name}}` placeholders.
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut s = template.to_string();
+    for (k, v) in vars {
+        s = s.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    s
+}
+
+fn or_none(s: String) -> String {
+    if s.trim().is_empty() {
+        "(none)".to_string()
+    } else {
+        s
+    }
+}
+
+/// The path as prompt lines.
+pub fn path_lines(ctx: &Context) -> String {
+    or_none(
+        ctx.path
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{i}. {} {} {} → {}", s.label, s.api.name, Value::Object(s.arguments.clone()), s.observation))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+fn dead_end_lines(ctx: &Context) -> String {
+    or_none(ctx.dead_ends.iter().map(|d| format!("- {} {}: {}", d.api, Value::Object(d.arguments.clone()), d.reason)).collect::<Vec<_>>().join("\n"))
+}
+
+/// The candidates as prompt lines.
+pub fn candidate_lines(candidates: &[Candidate]) -> String {
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match &c.api {
+            None => format!("[{i}] END — the chain is complete (graph weight {:.3})", c.weight),
+            Some(a) => format!(
+                "[{i}] {} ({}) — {} [{}; weight {:.3}; similarity {:.3}]",
+                a.name,
+                a.tool,
+                a.description.chars().take(200).collect::<String>(),
+                if c.source == Source::Graph { "graph" } else { "retriever" },
+                c.weight,
+                c.similarity
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
+    render(
+        CHOOSE,
+        &[("request", &ctx.request), ("path", &path_lines(ctx)), ("dead_ends", &dead_end_lines(ctx)), ("notes", &or_none(ctx.notes.join("\n"))), ("candidates", &candidate_lines(candidates))],
+    )
+}
+
+pub fn render_fill(ctx: &Context, api: &ApiView) -> String {
+    let params = or_none(api.params.iter().map(|p| format!("- {} ({}, {}): {}", p.name, p.ty, if p.required { "required" } else { "optional" }, p.description)).collect::<Vec<_>>().join("\n"));
+    let outputs = or_none(ctx.path.iter().map(|s| format!("{}: {}", s.label, s.observation)).collect::<Vec<_>>().join("\n"));
+    let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
+    render(FILL, &[("request", &ctx.request), ("today", &today), ("api", &api.name), ("description", &api.description), ("params", &params), ("outputs", &outputs)])
+}
+
+pub fn render_judge(ctx: &Context) -> String {
+    render(JUDGE, &[("request", &ctx.request), ("path", &path_lines(ctx)), ("dead_ends", &dead_end_lines(ctx))])
+}
+
+/// JSON schema of a choice.
+pub fn choose_schema(n: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["call", "finish", "backtrack", "give_up"]},
+            "index": {"type": "integer", "minimum": 0, "maximum": n.saturating_sub(1)},
+            "reason": {"type": "string"}
+        },
+        "required": ["action", "index", "reason"],
+        "additionalProperties": false
+    })
+}
+
+fn json_type(ty: &str) -> &'static str {
+    let t = ty.to_ascii_lowercase();
+    if t.starts_with("int") {
+        "integer"
+    } else if t.starts_with("number") || t.starts_with("float") || t.starts_with("double") {
+        "number"
+    } else if t.starts_with("bool") {
+        "boolean"
+    } else if t.starts_with("array") || t.starts_with("list") {
+        "array"
+    } else {
+        "string"
+    }
+}
+
+/// JSON schema of an API's arguments: declared types, or a string (a `$label.path$` reference).
+pub fn fill_schema(api: &ApiView) -> Value {
+    let props: Map<String, Value> = api
+        .params
+        .iter()
+        .map(|p| {
+            let t = json_type(&p.ty);
+            let schema = if t == "string" { json!({"type": "string"}) } else { json!({"type": [t, "string"]}) };
+            (p.name.clone(), schema)
+        })
+        .collect();
+    let required: Vec<&str> = api.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+pub fn judge_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pass": {"type": "boolean"},
+            "grade": {"type": "number", "minimum": 0, "maximum": 1},
+            "first_bad_step": {"type": ["integer", "null"]},
+            "irrelevant_tools": {"type": "array", "items": {"type": "string"}},
+            "scores": {"type": "array", "items": {"type": "object", "properties": {"api": {"type": "string"}, "delta": {"type": "number", "minimum": -3, "maximum": 3}}, "required": ["api", "delta"]}},
+            "reason": {"type": "string"}
+        },
+        "required": ["pass", "grade", "first_bad_step", "irrelevant_tools", "scores", "reason"]
+    })
+}
+
+/// Check a choice against the candidates offered.
+pub fn parse_choice(v: &Value, candidates: &[Candidate]) -> std::result::Result<Decision, String> {
+    let action = v.get("action").and_then(Value::as_str).ok_or("`action` is missing")?;
+    let reason = v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect::<String>();
+    match action {
+        "call" => {
+            let index = v.get("index").and_then(Value::as_u64).ok_or("`index` must be a non-negative integer")? as usize;
+            if index >= candidates.len() {
+                return Err(format!("index {index} is not one of the {} candidates", candidates.len()));
+            }
+            Ok(Decision::Call { index, reason })
+        }
+        "finish" => Ok(Decision::Finish { reason }),
+        "backtrack" => Ok(Decision::Backtrack { reason }),
+        "give_up" => Ok(Decision::GiveUp { reason }),
+        other => Err(format!("unknown action `{other}`")),
+    }
+}
+
+/// Check filled arguments: only known parameters, every required one present.
+pub fn parse_fill(v: &Value, api: &ApiView) -> std::result::Result<Map<String, Value>, String> {
+    let m = v.as_object().ok_or("arguments must be a JSON object")?;
+    let known: HashSet<&str> = api.params.iter().map(|p| p.name.as_str()).collect();
+    let mut problems = Vec::new();
+    for k in m.keys() {
+        if !known.contains(k.as_str()) {
+            problems.push(format!("`{k}` is not a parameter of {}", api.name));
+        }
+    }
+    for p in api.params.iter().filter(|p| p.required) {
+        if m.get(&p.name).is_none_or(Value::is_null) {
+            problems.push(format!("required `{}` is missing", p.name));
+        }
+    }
+    if problems.is_empty() {
+        Ok(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Check a judgement against the path.
+pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgement, String> {
+    let pass = v.get("pass").and_then(Value::as_bool).ok_or("`pass` must be a boolean")?;
+    let grade = v.get("grade").and_then(Value::as_f64).ok_or("`grade` must be a number")?;
+    if !(0.0..=1.0).contains(&grade) {
+        return Err(format!("grade {grade} is outside [0, 1]"));
+    }
+    let first_bad_step = match v.get("first_bad_step") {
+        None | Some(Value::Null) => None,
+        Some(x) => {
+            let i = x.as_u64().ok_or("`first_bad_step` must be an integer or null")? as usize;
+            if i >= ctx.path.len() {
+                return Err(format!("first_bad_step {i} is past the {} steps", ctx.path.len()));
+            }
+            Some(i)
+        }
+    };
+    let tools: HashSet<&str> = ctx.path.iter().map(|s| s.api.tool.as_str()).collect();
+    let irrelevant: Vec<String> = v.get("irrelevant_tools").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
+    if let Some(t) = irrelevant.iter().find(|t| !tools.contains(t.as_str())) {
+        return Err(format!("irrelevant tool `{t}` was not called"));
+    }
+    let mut deltas = Vec::new();
+    for s in v.get("scores").and_then(Value::as_array).into_iter().flatten() {
+        let name = s.get("api").and_then(Value::as_str).ok_or("each score needs `api`")?;
+        let delta = s.get("delta").and_then(Value::as_f64).ok_or("each score needs a numeric `delta`")?;
+        if !(-3.0..=3.0).contains(&delta) {
+            return Err(format!("delta {delta} for `{name}` is outside [-3, 3]"));
+        }
+        let step = ctx.path.iter().find(|st| st.api.name == name || st.api.id == name).ok_or_else(|| format!("scored API `{name}` was not called"))?;
+        deltas.push((step.api.id.clone(), delta));
+    }
+    Ok(Judgement { pass, grade, first_bad_step, irrelevant_tools: irrelevant, deltas, reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect() })
+}
+
+/// The OpenAI-compatible planner.
+pub struct LlmPlanner {
+    client: reqwest::Client,
+    settings: LlmSettings,
+    key: Option<SecretString>,
+    fallback: DeterministicPlanner,
+    calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl LlmPlanner {
+    /// `key` from `TOOLGRAPH_LLM_API_KEY(_FILE)`; never logged.
+    pub fn new(settings: LlmSettings, key: Option<SecretString>) -> Result<Self> {
+        if !(settings.base_url.starts_with("http://") || settings.base_url.starts_with("https://")) {
+            return Err(EngineError::Config(format!("llm.base_url must be an http(s) URL, got `{}`", settings.base_url)));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(settings.timeout_ms.max(1)))
+            .build()
+            .map_err(|e| EngineError::Config(format!("cannot build the LLM HTTP client: {e}")))?;
+        Ok(LlmPlanner {
+            client,
+            settings,
+            key,
+            fallback: DeterministicPlanner::default(),
+            calls: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            completion_tokens: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        })
+    }
+
+    /// One constrained completion: the parsed JSON content of the first choice.
+    pub async fn complete(&self, name: &str, user: &str, schema: Value) -> Result<Value> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let body = json!({
+            "model": self.settings.model,
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            "temperature": self.settings.temperature,
+            "max_tokens": self.settings.max_tokens,
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "strict": true, "schema": schema}},
+        });
+        let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
+        let mut last = String::new();
+        for attempt in 0..=self.settings.retries {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(250 * (1 << attempt.min(6)))).await;
+            }
+            let mut req = self.client.post(&url).json(&body);
+            if let Some(k) = &self.key {
+                req = req.bearer_auth(k.expose_secret());
+            }
+            let resp = match req.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    last = if e.is_timeout() { "timed out".into() } else { "connection failed".into() };
+                    continue;
+                }
+            };
+            let status = resp.status();
+            if status.as_u16() == 429 || status.is_server_error() {
+                last = format!("HTTP {status}");
+                continue;
+            }
+            let text = resp.text().await.map_err(|_| EngineError::service("llm", ErrorClass::Transient, "reading the response failed"))?;
+            if !status.is_success() {
+                return Err(EngineError::service("llm", ErrorClass::Permanent, format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())));
+            }
+            let v: Value = serde_json::from_str(&text).map_err(|e| EngineError::service("llm", ErrorClass::Permanent, format!("not a chat completion: {e}")))?;
+            if let Some(u) = v.get("usage") {
+                self.prompt_tokens.fetch_add(u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0), Ordering::Relaxed);
+                self.completion_tokens.fetch_add(u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0), Ordering::Relaxed);
+            }
+            let content = v.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or_default();
+            return Ok(serde_json::from_str(content.trim()).unwrap_or(Value::String(content.to_string())));
+        }
+        Err(EngineError::service("llm", ErrorClass::Transient, format!("{} failed after {} attempts: {last}", self.settings.base_url, self.settings.retries + 1)))
+    }
+
+    /// Ask, validate, ask once more with the problem, else `None` (the caller falls back).
+    async fn ask_valid<T>(&self, name: &str, prompt: &str, schema: Value, check: impl Fn(&Value) -> std::result::Result<T, String>) -> Result<Option<T>> {
+        let mut prompt = prompt.to_string();
+        for _ in 0..2 {
+            let v = self.complete(name, &prompt, schema.clone()).await?;
+            match check(&v) {
+                Ok(t) => return Ok(Some(t)),
+                Err(problem) => {
+                    self.rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(target: "plan.llm", prompt = name, %problem, "rejected an invalid answer");
+                    prompt = format!("{prompt}\n\nYour previous answer {v} was rejected: {problem}. Answer again.");
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl Planner for LlmPlanner {
+    fn name(&self) -> &'static str {
+        "llm"
+    }
+
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>> {
+        let schema = json!({"type": "object", "properties": {"subtasks": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5}}, "required": ["subtasks"]});
+        let got = self
+            .ask_valid("decompose", &render(DECOMPOSE, &[("request", &ctx.request)]), schema, |v| {
+                let items: Vec<String> = v.get("subtasks").and_then(Value::as_array).ok_or("`subtasks` must be a list")?.iter().filter_map(Value::as_str).map(|s| s.chars().take(500).collect()).filter(|s: &String| !s.trim().is_empty()).collect();
+                if items.is_empty() || items.len() > 5 {
+                    return Err(format!("need 1 to 5 subtasks, got {}", items.len()));
+                }
+                Ok(items)
+            })
+            .await?;
+        Ok(got.unwrap_or_else(|| split_request(&ctx.request)))
+    }
+
+    async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
+        if candidates.is_empty() {
+            return self.fallback.choose(ctx, candidates).await;
+        }
+        match self.ask_valid("choose", &render_choose(ctx, candidates), choose_schema(candidates.len()), |v| parse_choice(v, candidates)).await? {
+            Some(d) => Ok(d),
+            None => {
+                let d = self.fallback.choose(ctx, candidates).await?;
+                Ok(match d {
+                    Decision::Call { index, reason } => Decision::Call { index, reason: format!("model answers were invalid; deterministic: {reason}") },
+                    other => other,
+                })
+            }
+        }
+    }
+
+    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled> {
+        let base = fill_arguments(ctx, api);
+        let got = self.ask_valid("fill", &render_fill(ctx, api), fill_schema(api), |v| parse_fill(v, api)).await?;
+        Ok(match got {
+            Some(args) => {
+                let mut f = Filled::default();
+                for (k, v) in args {
+                    f.sources.insert(k.clone(), base.sources.get(&k).cloned().unwrap_or(super::ArgSource::Given));
+                    f.arguments.insert(k, v);
+                }
+                f
+            }
+            None => base,
+        })
+    }
+
+    async fn judge(&self, ctx: &Context) -> Result<Judgement> {
+        if ctx.path.is_empty() {
+            return Ok(judge_path(ctx));
+        }
+        Ok(self.ask_valid("judge", &render_judge(ctx), judge_schema(), |v| parse_judgement(v, ctx)).await?.unwrap_or_else(|| judge_path(ctx)))
+    }
+
+    async fn answer(&self, ctx: &Context) -> Result<String> {
+        let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
+        let prompt = render(ANSWER, &[("request", &ctx.request), ("path", &path_lines(ctx))]);
+        let got = self.ask_valid("answer", &prompt, schema, |v| v.get("answer").and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(|s| s.chars().take(4000).collect::<String>()).ok_or_else(|| "`answer` must be a non-empty string".to_string())).await?;
+        Ok(got.unwrap_or_else(|| plain_answer(ctx)))
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            calls: self.calls.load(Ordering::Relaxed),
+            prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
+            completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn cand(n: usize) -> Vec<Candidate> {
+        (0..n).map(|i| Candidate { id: format!("a{i}"), source: Source::Graph, weight: 0.5, similarity: 0.5, api: None }).collect()
+    }
+
+    #[test]
+    fn invalid_choices_are_rejected() {
+        let c = cand(2);
+        assert!(parse_choice(&json!({"action": "call", "index": 5, "reason": ""}), &c).unwrap_err().contains("not one of the 2"));
+        assert!(parse_choice(&json!({"action": "fly", "index": 0}), &c).is_err());
+        assert!(parse_choice(&json!("call 0"), &c).is_err());
+        assert_eq!(parse_choice(&json!({"action": "call", "index": 1, "reason": "r"}), &c).unwrap(), Decision::Call { index: 1, reason: "r".into() });
+    }
+
+    #[test]
+    fn invalid_arguments_and_judgements_are_rejected() {
+        let api = ApiView {
+            id: "c/t/a".into(),
+            name: "a".into(),
+            tool: "t".into(),
+            category: "c".into(),
+            description: String::new(),
+            params: vec![toolgraph_schema::ParamDoc { name: "q".into(), ty: "string".into(), description: String::new(), required: true, default: None }],
+            output_fields: vec![],
+            availability: None,
+        };
+        assert!(parse_fill(&json!({"x": 1}), &api).unwrap_err().contains("`x` is not a parameter"));
+        assert!(parse_fill(&json!({}), &api).unwrap_err().contains("required `q`"));
+        assert_eq!(parse_fill(&json!({"q": "Rome"}), &api).unwrap()["q"], json!("Rome"));
+        let mut ctx = Context::new("r", Default::default());
+        ctx.path.push(super::super::Step { api: Arc::new(api), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({}), repeat: 0 });
+        let ok = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 2}], "reason": "ok"});
+        assert_eq!(parse_judgement(&ok, &ctx).unwrap().deltas, vec![("c/t/a".to_string(), 2.0)]);
+        let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "zzz", "delta": 2}], "reason": ""});
+        assert!(parse_judgement(&bad, &ctx).unwrap_err().contains("was not called"));
+        let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": 3, "irrelevant_tools": [], "scores": [], "reason": ""});
+        assert!(parse_judgement(&bad, &ctx).is_err());
+        let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 7}], "reason": ""});
+        assert!(parse_judgement(&bad, &ctx).unwrap_err().contains("outside [-3, 3]"));
+    }
+
+    #[test]
+    fn bad_base_url_is_a_config_error() {
+        assert!(LlmPlanner::new(LlmSettings { base_url: "ftp://x".into(), ..Default::default() }, None).is_err());
+    }
+}

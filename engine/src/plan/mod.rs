@@ -1,0 +1,237 @@
+//! The planner port: every decision of a run (decompose, choose the seed, choose next / backtrack /
+//! finish, fill arguments, judge the run, aggregate the answer) goes through one trait, so the
+//! search is the same whether a deterministic scorer or an LLM decides.
+//!
+//! Implementations: [`deterministic::DeterministicPlanner`] (graph weights × similarity ×
+//! availability, arguments from earlier outputs then typed request values then schema defaults;
+//! the default, used by tests) and [`llm::LlmPlanner`] (any OpenAI-compatible endpoint, JSON-schema
+//! constrained answers, every answer validated before anything runs).
+
+pub mod deterministic;
+pub mod llm;
+pub mod values;
+
+use crate::Result;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use toolgraph_schema::{ApiNode, ParamDoc};
+use values::RequestValues;
+
+/// An API as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiView {
+    pub id: String,
+    pub name: String,
+    pub tool: String,
+    pub category: String,
+    pub description: String,
+    pub params: Vec<ParamDoc>,
+    pub output_fields: Vec<String>,
+    /// successes / calls seen in trajectories; `None` before any call.
+    pub availability: Option<f64>,
+}
+
+impl ApiView {
+    pub fn from_node(n: &ApiNode) -> Self {
+        ApiView {
+            id: n.id.clone(),
+            name: n.name.clone(),
+            tool: n.tool.clone(),
+            category: n.category.clone(),
+            description: n.description.clone(),
+            params: serde_json::from_str(&n.parameters).unwrap_or_default(),
+            output_fields: n.output_fields.clone(),
+            availability: n.availability(),
+        }
+    }
+}
+
+/// Where a candidate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A NEXT successor of the current node in the tool graph.
+    Graph,
+    /// Filled in by the retriever (seed tools, or successors beyond the graph's).
+    Retriever,
+}
+
+/// One option offered to the planner at a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// API id, or `END` for "the chain is complete".
+    pub id: String,
+    pub source: Source,
+    /// Blended NEXT weight from the current node (0 for retriever candidates).
+    pub weight: f64,
+    /// Retrieval similarity to the (sub)task, max-normalized to [0, 1].
+    pub similarity: f64,
+    /// The API, absent for `END`.
+    pub api: Option<Arc<ApiView>>,
+}
+
+impl Candidate {
+    pub fn is_end(&self) -> bool {
+        self.api.is_none()
+    }
+}
+
+/// What the planner decides at a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Decision {
+    /// Call candidate `index` of the list offered.
+    Call { index: usize, reason: String },
+    /// The request is served: stop and answer.
+    Finish { reason: String },
+    /// This branch is a dead end: go back one step.
+    Backtrack { reason: String },
+    /// Nothing more can be done.
+    GiveUp { reason: String },
+}
+
+/// Where one argument's value came from (kept with long-term memories, so a replay re-fills it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum ArgSource {
+    /// A field of an earlier call's output: `$label.path$`.
+    Output { label: String, path: String },
+    /// A value found in the request.
+    Request { kind: String },
+    /// The parameter's documented default.
+    Default,
+    /// Given by the user (needs_input answers) or by an LLM.
+    Given,
+}
+
+/// Filled arguments of one call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Filled {
+    /// Values, possibly holding `$label.path$` references to earlier outputs.
+    pub arguments: Map<String, Value>,
+    pub sources: HashMap<String, ArgSource>,
+    /// Required parameters no source could fill.
+    pub missing: Vec<String>,
+}
+
+/// One executed step of the current path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub api: Arc<ApiView>,
+    /// The output's name for references (`var1`, `var2`, …).
+    pub label: String,
+    /// Arguments as planned (references kept).
+    pub arguments: Map<String, Value>,
+    pub sources: HashMap<String, ArgSource>,
+    /// The response the planner sees (compressed to the configured length).
+    pub observation: String,
+    /// The full response.
+    pub response: Value,
+    /// How many earlier steps of the path called the same API.
+    pub repeat: usize,
+}
+
+/// A backtrack and why, kept so the planner does not retry a dead branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadEnd {
+    pub api: String,
+    pub arguments: Map<String, Value>,
+    pub reason: String,
+}
+
+/// Short-term memory of a run: everything the planner may look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Context {
+    pub request: String,
+    pub subtasks: Vec<String>,
+    pub values: RequestValues,
+    pub path: Vec<Step>,
+    pub dead_ends: Vec<DeadEnd>,
+    /// Tools (ids) excluded by reflection.
+    pub excluded_tools: Vec<String>,
+    /// Failure reasons carried into a resumed round.
+    pub notes: Vec<String>,
+    /// Values the user gave for parameters (`needs_input` answers), by parameter name.
+    pub given: Map<String, Value>,
+}
+
+impl Context {
+    pub fn new(request: &str, values: RequestValues) -> Self {
+        Context {
+            request: request.to_string(),
+            subtasks: Vec::new(),
+            values,
+            path: Vec::new(),
+            dead_ends: Vec::new(),
+            excluded_tools: Vec::new(),
+            notes: Vec::new(),
+            given: Map::new(),
+        }
+    }
+
+    /// Outputs of the path by label, for resolving references.
+    pub fn outputs(&self) -> HashMap<String, Value> {
+        self.path.iter().map(|s| (s.label.clone(), s.response.clone())).collect()
+    }
+
+    /// How often the path already called `api_id`.
+    pub fn calls_of(&self, api_id: &str) -> usize {
+        self.path.iter().filter(|s| s.api.id == api_id).count()
+    }
+}
+
+/// The verdict on a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub pass: bool,
+    /// 0..1.
+    pub grade: f64,
+    /// Index into the path of the first step that went wrong.
+    pub first_bad_step: Option<usize>,
+    /// Tool ids judged irrelevant to the request.
+    pub irrelevant_tools: Vec<String>,
+    /// Per-API score change Δ ∈ [-3, 3] for the dynamic weights.
+    pub deltas: Vec<(String, f64)>,
+    pub reason: String,
+}
+
+/// Planner usage counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Decisions asked of the planner.
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Answers rejected by validation (never executed).
+    pub rejected: u64,
+}
+
+/// The decisions of a run.
+#[async_trait]
+pub trait Planner: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Split a request into subtasks (one when it cannot be split).
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>>;
+    /// Choose among `candidates` at the current node (the root when the path is empty).
+    async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision>;
+    /// Fill the arguments of a call to `api`.
+    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled>;
+    /// Judge the finished path.
+    async fn judge(&self, ctx: &Context) -> Result<Judgement>;
+    /// The final answer from the path's observations.
+    async fn answer(&self, ctx: &Context) -> Result<String>;
+    /// Counters so far (the planner is shared by one run at a time or counts atomically).
+    fn usage(&self) -> Usage;
+}
+
+/// Clamp a judged score change to the allowed range.
+pub fn clamp_delta(d: f64) -> f64 {
+    if d.is_finite() {
+        d.clamp(-crate::graph::weights::MAX_DELTA, crate::graph::weights::MAX_DELTA)
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,404 @@
+//! Typed values found in a request: dates (absolute and relative: "tomorrow", "the day after
+//! tomorrow", "in 3 days", "next Friday"), times ("8 AM" → `08:00`), numbers with the word they
+//! count ("2 adults"), quoted strings, capitalised names ("San Diego Marriott La Jolla"), emails
+//! and URLs. The deterministic planner fills arguments from these, in the order they appear.
+
+use chrono::{Datelike, Duration, NaiveDate, Weekday};
+
+/// A number and the word after it (`2 adults` → (2, "adults")).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counted {
+    pub value: f64,
+    pub word: String,
+}
+
+/// Everything typed a request holds, each list in order of appearance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestValues {
+    /// The day the request says is today ("Today is October 13th, 2024"), else the caller's today.
+    pub today: Option<NaiveDate>,
+    pub dates: Vec<NaiveDate>,
+    /// `HH:MM`, 24-hour.
+    pub times: Vec<String>,
+    pub numbers: Vec<Counted>,
+    pub quoted: Vec<String>,
+    pub names: Vec<String>,
+    pub emails: Vec<String>,
+    pub urls: Vec<String>,
+}
+
+const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+const WEEKDAYS: [(&str, Weekday); 7] = [
+    ("monday", Weekday::Mon),
+    ("tuesday", Weekday::Tue),
+    ("wednesday", Weekday::Wed),
+    ("thursday", Weekday::Thu),
+    ("friday", Weekday::Fri),
+    ("saturday", Weekday::Sat),
+    ("sunday", Weekday::Sun),
+];
+const SMALL: [&str; 13] = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+
+fn month_of(w: &str) -> Option<u32> {
+    let w = w.to_ascii_lowercase();
+    let w = w.trim_end_matches('.');
+    if w.len() < 3 {
+        return None;
+    }
+    MONTHS.iter().position(|m| m.starts_with(w) && (w.len() == m.len() || w.len() == 3 || (w == "sept"))).map(|i| i as u32 + 1)
+}
+
+fn small_number(w: &str) -> Option<f64> {
+    let w = w.to_ascii_lowercase();
+    if let Some(i) = SMALL.iter().position(|s| *s == w) {
+        return Some(i as f64);
+    }
+    match w.as_str() {
+        "a" | "an" | "single" => Some(1.0),
+        "couple" | "pair" | "double" => Some(2.0),
+        _ => None,
+    }
+}
+
+/// A word with trailing punctuation removed and its end position in the text.
+#[derive(Debug, Clone)]
+struct Tok<'a> {
+    text: &'a str,
+    /// Punctuation that followed it (',' '.' '?' '!' ';' ':').
+    punct: Option<char>,
+}
+
+fn tokens(text: &str) -> Vec<Tok<'_>> {
+    text.split_whitespace()
+        .map(|w| {
+            let trimmed = w.trim_end_matches([',', '.', '?', '!', ';', ':', ')', '"', '\'']);
+            let punct = w[trimmed.len()..].chars().find(|c| matches!(c, ',' | '.' | '?' | '!' | ';' | ':'));
+            Tok { text: trimmed.trim_start_matches(['(', '"', '\'']), punct }
+        })
+        .filter(|t| !t.text.is_empty())
+        .collect()
+}
+
+fn day_number(w: &str) -> Option<u32> {
+    let w = w.to_ascii_lowercase();
+    let digits = w.trim_end_matches("st").trim_end_matches("nd").trim_end_matches("rd").trim_end_matches("th");
+    let d: u32 = digits.parse().ok()?;
+    (1..=31).contains(&d).then_some(d)
+}
+
+fn year_number(w: &str) -> Option<i32> {
+    let y: i32 = w.parse().ok()?;
+    (1900..=2200).contains(&y).then_some(y)
+}
+
+fn iso_date(w: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(w, "%Y-%m-%d").ok().or_else(|| NaiveDate::parse_from_str(w, "%Y/%m/%d").ok())
+}
+
+fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
+    let lw = w.to_ascii_lowercase();
+    let (body, suffix_in_word) = if let Some(b) = lw.strip_suffix("am").or_else(|| lw.strip_suffix("a.m")) {
+        (b.to_string(), Some(false))
+    } else if let Some(b) = lw.strip_suffix("pm").or_else(|| lw.strip_suffix("p.m")) {
+        (b.to_string(), Some(true))
+    } else {
+        (lw.clone(), None)
+    };
+    let next_suffix = next.map(|n| n.to_ascii_lowercase()).and_then(|n| match n.trim_end_matches('.') {
+        "am" | "a.m" => Some(false),
+        "pm" | "p.m" => Some(true),
+        _ => None,
+    });
+    let pm = suffix_in_word.or(next_suffix);
+    let (h, m) = match body.split_once(':') {
+        Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
+        None if pm.is_some() => (body.parse::<u32>().ok()?, 0),
+        None => return None,
+    };
+    if m > 59 {
+        return None;
+    }
+    let h = match pm {
+        Some(true) if (1..12).contains(&h) => h + 12,
+        Some(false) if h == 12 => 0,
+        Some(_) if !(1..=12).contains(&h) => return None,
+        _ if h > 23 => return None,
+        _ => h,
+    };
+    Some((format!("{h:02}:{m:02}"), suffix_in_word.is_none() && next_suffix.is_some()))
+}
+
+fn is_capitalised(w: &str) -> bool {
+    let mut cs = w.chars();
+    matches!(cs.next(), Some(c) if c.is_uppercase()) && w.chars().any(|c| c.is_alphabetic())
+}
+
+/// Words that start a sentence or name a date/time, never part of a place or product name.
+fn is_stop_name(w: &str) -> bool {
+    const STOP: &[&str] = &[
+        "i", "i'm", "i'd", "i'll", "please", "could", "can", "would", "will", "what", "which", "where", "when", "how", "who",
+        "find", "get", "show", "tell", "give", "help", "check", "search", "book", "today", "tomorrow", "yesterday", "my", "we",
+        "our", "the", "a", "an", "is", "are", "and", "also", "then", "after", "if", "also,", "am", "pm", "it", "this", "that", "there",
+        "do", "does", "for", "from", "to", "in", "on", "at", "with", "by", "of", "let", "let's", "want", "need", "next", "last",
+    ];
+    let l = w.to_ascii_lowercase();
+    STOP.contains(&l.as_str()) || month_of(&l).is_some() || WEEKDAYS.iter().any(|(d, _)| *d == l) || l.chars().all(|c| c.is_ascii_digit())
+}
+
+fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
+    let mut d = from + Duration::days(1);
+    while d.weekday() != day {
+        d += Duration::days(1);
+    }
+    d
+}
+
+impl RequestValues {
+    /// Extract the values of `text`; `fallback_today` is used for relative dates when the text does
+    /// not say what day it is.
+    pub fn extract(text: &str, fallback_today: NaiveDate) -> Self {
+        let toks = tokens(text);
+        let lower: Vec<String> = toks.iter().map(|t| t.text.to_ascii_lowercase()).collect();
+        let mut v = RequestValues::default();
+        // Absolute dates first (they fix "today"), remembering which tokens they used.
+        let mut used = vec![false; toks.len()];
+        let mut absolute: Vec<(usize, NaiveDate)> = Vec::new();
+        for i in 0..toks.len() {
+            if let Some(d) = iso_date(toks[i].text) {
+                absolute.push((i, d));
+                used[i] = true;
+                continue;
+            }
+            // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th"
+            if let Some(m) = month_of(toks[i].text) {
+                let day_after = toks.get(i + 1).and_then(|t| day_number(t.text));
+                let day_before = i.checked_sub(1).and_then(|j| day_number(toks[j].text).filter(|_| !used[j]));
+                let (day, first, last) = match (day_after, day_before) {
+                    (Some(d), _) => (d, i, i + 1),
+                    (None, Some(d)) => (d, i - 1, i),
+                    _ => continue,
+                };
+                let year = toks.get(last + 1).and_then(|t| year_number(t.text));
+                let last = if year.is_some() { last + 1 } else { last };
+                let y = year.unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                if let Some(d) = NaiveDate::from_ymd_opt(y, m, day) {
+                    absolute.push((first, d));
+                    for u in used.iter_mut().take(last + 1).skip(first) {
+                        *u = true;
+                    }
+                }
+            }
+        }
+        // "Today is <date>" sets today; it is not itself a date to use.
+        let mut today = fallback_today;
+        let mut dates: Vec<(usize, NaiveDate)> = Vec::new();
+        for (pos, d) in absolute {
+            // A weekday may stand between: "Today is Friday, March 1st".
+            let mut at = pos;
+            if at >= 1 && WEEKDAYS.iter().any(|(w, _)| *w == lower[at - 1]) {
+                at -= 1;
+                used[at] = true;
+            }
+            let said_today = at >= 2 && lower[at - 1] == "is" && lower[at - 2] == "today" || at >= 1 && lower[at - 1] == "today";
+            if said_today {
+                today = d;
+                v.today = Some(d);
+            } else {
+                dates.push((pos, d));
+            }
+        }
+        // Relative dates.
+        let mut i = 0;
+        while i < toks.len() {
+            let w = lower[i].as_str();
+            let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
+            let rel = if w == "tomorrow" {
+                // "the day after tomorrow", "two days after tomorrow", "3 days after tomorrow"
+                if prev(1) == "after" && (prev(2) == "day" || prev(2) == "days") {
+                    let n = if prev(2) == "day" { 1 } else { small_number(prev(3)).or_else(|| prev(3).parse().ok()).unwrap_or(1.0) as i64 };
+                    Some(1 + n)
+                } else {
+                    Some(1)
+                }
+            } else if w == "today" && !(lower.get(i + 1).is_some_and(|n| n == "is")) && !dates.iter().any(|(p, _)| *p == i + 1) {
+                Some(0).filter(|_| v.today.is_none() || prev(1) == "for" || prev(1) == "from")
+            } else if (w == "days" || w == "day" || w == "weeks" || w == "week") && prev(2) == "in" {
+                let n = small_number(prev(1)).or_else(|| prev(1).parse().ok()).unwrap_or(1.0) as i64;
+                Some(if w.starts_with("week") { 7 * n } else { n })
+            } else if w == "week" && prev(1) == "next" {
+                Some(7)
+            } else if let Some((_, day)) = WEEKDAYS.iter().find(|(d, _)| *d == w) {
+                (!used[i]).then(|| (next_weekday(today, *day) - today).num_days())
+            } else {
+                None
+            };
+            if let Some(days) = rel {
+                dates.push((i, today + Duration::days(days)));
+            }
+            i += 1;
+        }
+        dates.sort_by_key(|(p, _)| *p);
+        v.dates = dates.into_iter().map(|(_, d)| d).collect();
+        // Times.
+        for i in 0..toks.len() {
+            if let Some((t, _)) = parse_time(toks[i].text, toks.get(i + 1).map(|t| t.text)) {
+                v.times.push(t);
+            } else if lower[i] == "noon" {
+                v.times.push("12:00".into());
+            } else if lower[i] == "midnight" {
+                v.times.push("00:00".into());
+            }
+        }
+        // Counted numbers: "2 adults", "two rooms"; not parts of dates or times.
+        for i in 0..toks.len() {
+            if used[i] || toks[i].text.contains(':') {
+                continue;
+            }
+            let n = toks[i].text.parse::<f64>().ok().filter(|f| f.is_finite()).or_else(|| small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an"));
+            let Some(n) = n else { continue };
+            let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
+            if matches!(next, "am" | "pm" | "a.m." | "p.m.") || year_number(toks[i].text).is_some() && next.is_empty() {
+                continue;
+            }
+            let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
+            v.numbers.push(Counted { value: n, word });
+        }
+        // Quoted strings.
+        for q in ['"', '“'] {
+            let close = if q == '“' { '”' } else { '"' };
+            let mut rest = text;
+            while let Some(s) = rest.find(q) {
+                let after = &rest[s + q.len_utf8()..];
+                let Some(e) = after.find(close) else { break };
+                let inner = after[..e].trim();
+                if !inner.is_empty() && inner.len() < 200 {
+                    v.quoted.push(inner.to_string());
+                }
+                rest = &after[e + close.len_utf8()..];
+            }
+        }
+        // Emails and URLs.
+        for t in &toks {
+            let w = t.text;
+            if w.starts_with("http://") || w.starts_with("https://") {
+                v.urls.push(w.to_string());
+            } else if let Some((a, d)) = w.split_once('@') {
+                if !a.is_empty() && d.contains('.') && !d.starts_with('.') {
+                    v.emails.push(w.to_string());
+                }
+            }
+        }
+        // Capitalised names: runs of capitalised words (joined by short lower-case links such as
+        // "de", "la", "of") that do not start a sentence alone.
+        let mut i = 0;
+        while i < toks.len() {
+            let starts_sentence = i == 0 || toks[i - 1].punct.is_some_and(|p| matches!(p, '.' | '?' | '!'));
+            if used[i] || !is_capitalised(toks[i].text) || is_stop_name(toks[i].text) {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            let mut words = vec![toks[i].text];
+            while toks[j].punct.is_none() && j + 1 < toks.len() {
+                let n = toks[j + 1].text;
+                if !used[j + 1] && is_capitalised(n) && !is_stop_name(n) || (n.chars().all(|c| c.is_ascii_digit()) && n.len() <= 3 && !used[j + 1]) {
+                    words.push(n);
+                    j += 1;
+                } else if matches!(n, "de" | "la" | "del" | "of" | "du" | "van" | "von" | "da" | "le" | "y")
+                    && toks[j + 1].punct.is_none()
+                    && toks.get(j + 2).is_some_and(|t| is_capitalised(t.text) && !is_stop_name(t.text))
+                {
+                    words.push(n);
+                    words.push(toks[j + 2].text);
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            let name = words.join(" ");
+            if !(starts_sentence && words.len() == 1) && !v.names.contains(&name) {
+                v.names.push(name);
+            }
+            i = j + 1;
+        }
+        v
+    }
+
+    /// The number counted by `param` ("adults" ← "2 adults", "room_qty" ← "two rooms").
+    pub fn count_for(&self, param: &str) -> Option<f64> {
+        let p = param.to_ascii_lowercase();
+        let stems: Vec<&str> = p.split(|c: char| !c.is_alphanumeric()).filter(|s| s.len() >= 3).collect();
+        self.numbers.iter().find_map(|c| {
+            let w = c.word.trim_end_matches('s');
+            (w.len() >= 3 && stems.iter().any(|s| s.trim_end_matches('s') == w || s.starts_with(w) || w.starts_with(s.trim_end_matches('s'))))
+                .then_some(c.value)
+        })
+    }
+}
+
+/// Whether a parameter takes a date, judged by its name and description.
+pub fn is_date_param(name: &str, description: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let d = description.to_ascii_lowercase();
+    n.contains("date") || n.ends_with("day") && !n.contains("days") || d.contains("yyyy-mm-dd") || n == "checkin" || n == "checkout" || n.contains("check_in") || n.contains("check_out")
+}
+
+pub fn is_time_param(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.ends_with("time") || n.ends_with("_hour")
+}
+
+/// Whether a date parameter names the end of a span (drop-off, departure, return, check-out, max).
+pub fn is_end_param(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["drop", "departure", "return", "checkout", "check_out", "max", "end", "to_date", "until"].iter().any(|k| n.contains(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(y: i32, m: u32, day: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(y, m, day).unwrap()
+    }
+
+    #[test]
+    fn complexfuncbench_request() {
+        let text = " Today is October 13th, 2024. I want to rent a car for a day at the San Diego Marriott La Jolla. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
+        let v = RequestValues::extract(text, d(2030, 1, 1));
+        assert_eq!(v.today, Some(d(2024, 10, 13)));
+        assert_eq!(v.dates, vec![d(2024, 10, 14), d(2024, 10, 15)]);
+        assert_eq!(v.times, vec!["08:00"]);
+        assert_eq!(v.names, vec!["San Diego Marriott La Jolla"]);
+    }
+
+    #[test]
+    fn relative_days_and_counts() {
+        let v = RequestValues::extract("Book 2 rooms for three adults at the Hotel Ritz in Paris, France from tomorrow until two days after tomorrow at 5:30pm", d(2024, 2, 27));
+        assert_eq!(v.dates, vec![d(2024, 2, 28), d(2024, 3, 1)]);
+        assert_eq!(v.times, vec!["17:30"]);
+        assert_eq!(v.count_for("room_qty"), Some(2.0));
+        assert_eq!(v.count_for("adults"), Some(3.0));
+        assert_eq!(v.names, vec!["Hotel Ritz", "Paris", "France"]);
+        let v = RequestValues::extract("Flights from New York to London on 2024-12-01, return in 3 days. Mail \"summary\" to me@example.org, see https://x.io/a", d(2024, 1, 1));
+        assert_eq!(v.dates, vec![d(2024, 12, 1), d(2024, 1, 4)]);
+        assert_eq!(v.names, vec!["New York", "London"]);
+        assert_eq!(v.quoted, vec!["summary"]);
+        assert_eq!(v.emails, vec!["me@example.org"]);
+        assert_eq!(v.urls, vec!["https://x.io/a"]);
+        let v = RequestValues::extract("Today is Friday, March 1st 2024. What is on next Monday at noon?", d(2020, 1, 1));
+        assert_eq!(v.dates, vec![d(2024, 3, 4)]);
+        assert_eq!(v.times, vec!["12:00"]);
+    }
+
+    #[test]
+    fn param_kinds() {
+        assert!(is_date_param("pick_up_date", ""));
+        assert!(is_date_param("departDate", ""));
+        assert!(is_date_param("min", "Min date, format yyyy-mm-dd"));
+        assert!(!is_date_param("query", "a city"));
+        assert!(is_end_param("drop_off_date") && is_end_param("departure_date") && is_end_param("returnDate"));
+        assert!(!is_end_param("arrival_date") && !is_end_param("pick_up_date"));
+        assert!(is_time_param("pick_up_time"));
+    }
+}

@@ -1,0 +1,734 @@
+//! A run (thesis Algorithm 4.1): recall a long-term memory or decompose the request, retrieve seed
+//! tools, search the tool graph depth-first — call an API, offer its top-K successors by blended
+//! weight (filled up to K from the retriever), let the planner choose next / backtrack / finish /
+//! give up — reflect on failure, remember what worked, update the dynamic weights, answer.
+//! Every step goes to the trace, and to a stream when one is given.
+
+pub mod memory;
+pub mod trace;
+
+use crate::exec::{compress, keep_set, CallError, CallSpec, Executor};
+use crate::graph::{weights, GraphStore};
+use crate::plan::deterministic::{bad_response, canonical, fill_arguments, judge_path};
+use crate::plan::values::RequestValues;
+use crate::plan::{ApiView, ArgSource, Candidate, Context, DeadEnd, Decision, Filled, Judgement, Planner, Source, Step};
+use crate::retrieval::hybrid::{Method, Retriever};
+use crate::retrieval::Filter;
+use crate::Result;
+use memory::{Memory, MemoryStep};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolgraph_schema::{GraphSnapshot, WeightSettings, END_ID, START_ID, STATUS_ACTIVE};
+use trace::{Offered, TraceEvent};
+
+/// How candidates are found: the full engine, or the baselines it is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Graph successors filled up from the retriever, depth-first with backtracking.
+    Graph,
+    /// Depth-first with backtracking, successors from retrieval only (DFSDT-like).
+    DfsNoGraph,
+    /// Top-k retrieval then greedy calls, no graph, no backtracking (ReAct-like).
+    RetrieveGreedy,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Graph => "graph",
+            Mode::DfsNoGraph => "dfs-no-graph",
+            Mode::RetrieveGreedy => "retrieve-greedy",
+        }
+    }
+}
+
+/// Budgets and switches of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub mode: Mode,
+    /// K: successors offered at a node.
+    pub top_k: usize,
+    /// Seed tools retrieved per (sub)task.
+    pub seeds: usize,
+    /// Retriever candidates below this similarity (max-normalized) are not offered.
+    pub min_similarity: f64,
+    pub max_depth: usize,
+    /// Calls attempted (successful or not).
+    pub max_calls: usize,
+    pub max_planner_calls: usize,
+    pub wall_ms: u64,
+    pub reflection_rounds: usize,
+    pub use_memory: bool,
+    /// Cosine similarity at which a recalled memory is replayed.
+    pub memory_threshold: f32,
+    /// Store judged-good runs in long-term memory.
+    pub remember: bool,
+    /// Apply the judgement's score changes to the graph's dynamic weights.
+    pub learn: bool,
+    /// Observations longer than this are compressed for the planner.
+    pub observation_chars: usize,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            mode: Mode::Graph,
+            top_k: 5,
+            seeds: 10,
+            min_similarity: 0.5,
+            max_depth: 10,
+            max_calls: 30,
+            max_planner_calls: 200,
+            wall_ms: 120_000,
+            reflection_rounds: 2,
+            use_memory: true,
+            memory_threshold: 0.9,
+            remember: true,
+            learn: true,
+            observation_chars: 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Answered,
+    GaveUp,
+    NeedsInput,
+}
+
+/// What the user must give for the run to go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NeedsInput {
+    pub api: String,
+    pub missing: Vec<String>,
+    pub message: String,
+}
+
+/// One call of the final chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainCall {
+    pub label: String,
+    pub api: String,
+    pub name: String,
+    /// As planned: references to earlier outputs kept (`$var1.field$`).
+    pub arguments: Map<String, Value>,
+    /// As sent.
+    pub sent: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunStats {
+    pub planner_calls: u64,
+    pub http_calls: u64,
+    pub failed_calls: u64,
+    pub backtracks: u64,
+    pub reflections: u64,
+    pub recalled: bool,
+    pub total_ms: f64,
+    /// Time inside HTTP calls to the tools.
+    pub http_ms: f64,
+    /// Time embedding the request.
+    pub embed_ms: f64,
+    /// total − http − embed: what the engine itself spent.
+    pub engine_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub request: String,
+    pub status: Status,
+    pub answer: String,
+    pub chain: Vec<ChainCall>,
+    pub needs_input: Option<NeedsInput>,
+    pub judgement: Option<Judgement>,
+    pub trace: Vec<TraceEvent>,
+    pub stats: RunStats,
+}
+
+/// The orchestration engine over one loaded graph.
+pub struct Engine {
+    graph: Arc<GraphSnapshot>,
+    apis: HashMap<String, Arc<ApiView>>,
+    store: Option<Arc<dyn GraphStore>>,
+    retriever: Arc<Retriever>,
+    memory: Option<Arc<Memory>>,
+    executor: Executor,
+    planner: Arc<dyn Planner>,
+    settings: RunSettings,
+    weights: WeightSettings,
+}
+
+/// Where a run stands while it searches.
+struct RunState<'a> {
+    ctx: Context,
+    outputs: HashMap<String, Value>,
+    trace: Vec<TraceEvent>,
+    sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+    stats: RunStats,
+    sims: HashMap<String, f64>,
+    seeds: Vec<String>,
+    started: Instant,
+    calls_made: usize,
+    next_label: usize,
+    needs_input: Option<NeedsInput>,
+    sent: HashMap<String, Map<String, Value>>,
+}
+
+impl RunState<'_> {
+    async fn emit(&mut self, e: TraceEvent) {
+        if let Some(s) = self.sink {
+            let _ = s.send(e.clone()).await;
+        }
+        self.trace.push(e);
+    }
+}
+
+enum Ended {
+    Finished,
+    GaveUp(String),
+}
+
+impl Engine {
+    pub fn new(
+        graph: Arc<GraphSnapshot>,
+        store: Option<Arc<dyn GraphStore>>,
+        retriever: Arc<Retriever>,
+        memory: Option<Arc<Memory>>,
+        executor: Executor,
+        planner: Arc<dyn Planner>,
+        settings: RunSettings,
+        weights: WeightSettings,
+    ) -> Self {
+        let apis = graph.apis.values().filter(|a| a.status == STATUS_ACTIVE).map(|a| (a.id.clone(), Arc::new(ApiView::from_node(a)))).collect();
+        Engine { graph, apis, store, retriever, memory, executor, planner, settings, weights }
+    }
+
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    pub fn with_settings(mut self, settings: RunSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn planner(&self) -> &Arc<dyn Planner> {
+        &self.planner
+    }
+
+    /// Run `request` to an answer, a give-up or a `needs_input`. `given` holds values the user
+    /// supplied for parameters (the answer to an earlier `needs_input`).
+    pub async fn run(&self, request: &str, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
+        let started = Instant::now();
+        let today = chrono::Utc::now().date_naive();
+        let mut ctx = Context::new(request, RequestValues::extract(request, today));
+        ctx.given = given;
+        let mut st = RunState {
+            ctx,
+            outputs: HashMap::new(),
+            trace: Vec::new(),
+            sink,
+            stats: RunStats::default(),
+            sims: HashMap::new(),
+            seeds: Vec::new(),
+            started,
+            calls_made: 0,
+            next_label: 1,
+            needs_input: None,
+            sent: HashMap::new(),
+        };
+        let t = Instant::now();
+        let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();
+        st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
+
+        // Long-term memory: a close enough hit is replayed with zero planning calls.
+        if self.settings.use_memory {
+            if let Some(mem) = &self.memory {
+                if let Some(hit) = mem.recall(&vector, 1).await?.into_iter().next() {
+                    let replay = hit.score >= self.settings.memory_threshold;
+                    st.emit(TraceEvent::Recall { request: hit.entry.request.clone(), score: hit.score, chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(), replayed: replay }).await;
+                    if replay {
+                        match self.replay(&mut st, &hit.entry.chain).await {
+                            Ok(()) => {
+                                st.stats.recalled = true;
+                                return self.conclude(st, Ended::Finished, &vector, true).await;
+                            }
+                            Err(reason) => {
+                                st.emit(TraceEvent::RecallFailed { reason }).await;
+                                st.ctx.path.clear();
+                                st.outputs.clear();
+                                st.sent.clear();
+                                st.next_label = 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        // Decompose and retrieve seeds per subtask; similarity = best max-normalized score.
+        st.stats.planner_calls += 1;
+        let subtasks = self.planner.decompose(&st.ctx).await?;
+        st.ctx.subtasks = subtasks.clone();
+        let mut texts = vec![request.to_string()];
+        texts.extend(subtasks.iter().filter(|s| s.as_str() != request).cloned());
+        let t = Instant::now();
+        let mut vectors = vec![vector.clone()];
+        if texts.len() > 1 {
+            vectors.extend(self.retriever.embedder().embed(texts[1..].to_vec()).await?);
+        }
+        st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
+        let pool = self.settings.seeds.max(50);
+        for (text, v) in texts.iter().zip(&vectors) {
+            let hits = self.retriever.search_with_vector(text, v, pool, &Filter::default(), Method::Hybrid, None).await?;
+            let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
+            let mut seeds = Vec::new();
+            for h in &hits {
+                let s = h.score as f64 / top;
+                let e = st.sims.entry(h.id.clone()).or_insert(0.0);
+                *e = e.max(s);
+                if seeds.len() < self.settings.seeds && self.apis.contains_key(&h.id) {
+                    seeds.push((h.id.clone(), s));
+                    if !st.seeds.contains(&h.id) {
+                        st.seeds.push(h.id.clone());
+                    }
+                }
+            }
+            st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
+        }
+
+        let mut best: Option<(f64, Context, HashMap<String, Value>, HashMap<String, Map<String, Value>>)> = None;
+        let mut round = 0;
+        let mut resume: Option<usize> = None;
+        let ended = loop {
+            let ended = self.search(&mut st, resume.take()).await?;
+            if st.ctx.path.is_empty() || round >= self.settings.reflection_rounds || self.out_of_budget(&st).is_some() {
+                break ended;
+            }
+            st.stats.planner_calls += 1;
+            let j = self.planner.judge(&st.ctx).await?;
+            if j.pass {
+                break ended;
+            }
+            if best.as_ref().is_none_or(|b| j.grade > b.0) {
+                best = Some((j.grade, st.ctx.clone(), st.outputs.clone(), st.sent.clone()));
+            }
+            round += 1;
+            st.stats.reflections += 1;
+            match j.first_bad_step {
+                Some(i) if i > 0 => {
+                    // Resume from the first bad step: keep what came before, mark the bad call dead.
+                    let bad = st.ctx.path[i].clone();
+                    st.ctx.dead_ends.push(DeadEnd { api: bad.api.id.clone(), arguments: bad.arguments.clone(), reason: j.reason.clone() });
+                    self.truncate(&mut st, i);
+                    st.ctx.notes.push(format!("round {round}: {}", j.reason));
+                    st.emit(TraceEvent::Reflect { round, mode: "resume".into(), reason: j.reason.clone(), resume_at: Some(i), excluded_tools: vec![] }).await;
+                    resume = Some(i);
+                }
+                _ => {
+                    let mut excluded = j.irrelevant_tools.clone();
+                    if excluded.is_empty() {
+                        if let Some(first) = st.ctx.path.first() {
+                            excluded.push(first.api.tool.clone());
+                        }
+                    }
+                    for t in &excluded {
+                        if !st.ctx.excluded_tools.contains(t) {
+                            st.ctx.excluded_tools.push(t.clone());
+                        }
+                    }
+                    st.ctx.notes.push(format!("round {round}: {}", j.reason));
+                    st.emit(TraceEvent::Reflect { round, mode: "restart".into(), reason: j.reason.clone(), resume_at: None, excluded_tools: excluded }).await;
+                    self.truncate(&mut st, 0);
+                }
+            }
+        };
+        // A failed reflection keeps the best path seen.
+        if let Some((grade, ctx, outputs, sent)) = best {
+            let now = judge_path(&st.ctx).grade;
+            if st.ctx.path.is_empty() || grade > now {
+                let trace = std::mem::take(&mut st.ctx.dead_ends);
+                st.ctx = ctx;
+                st.ctx.dead_ends.extend(trace);
+                st.outputs = outputs;
+                st.sent = sent;
+            }
+        }
+        self.conclude(st, if matches!(ended, Ended::Finished) { Ended::Finished } else { ended }, &vector, false).await
+    }
+
+    fn truncate(&self, st: &mut RunState<'_>, len: usize) {
+        while st.ctx.path.len() > len {
+            if let Some(s) = st.ctx.path.pop() {
+                st.outputs.remove(&s.label);
+                st.sent.remove(&s.label);
+            }
+        }
+        st.next_label = st.ctx.path.len() + 1;
+    }
+
+    fn out_of_budget(&self, st: &RunState<'_>) -> Option<String> {
+        if st.calls_made >= self.settings.max_calls {
+            return Some(format!("call budget of {} spent", self.settings.max_calls));
+        }
+        if st.stats.planner_calls as usize >= self.settings.max_planner_calls {
+            return Some(format!("planner budget of {} decisions spent", self.settings.max_planner_calls));
+        }
+        if st.started.elapsed() > Duration::from_millis(self.settings.wall_ms) {
+            return Some(format!("time budget of {} ms spent", self.settings.wall_ms));
+        }
+        None
+    }
+
+    fn candidate(&self, st: &RunState<'_>, id: &str, source: Source, weight: f64) -> Option<Candidate> {
+        if id == END_ID {
+            return Some(Candidate { id: END_ID.into(), source, weight, similarity: 0.0, api: None });
+        }
+        let api = self.apis.get(id)?;
+        if st.ctx.excluded_tools.contains(&api.tool) {
+            return None;
+        }
+        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims.get(id).copied().unwrap_or(0.0), api: Some(api.clone()) })
+    }
+
+    /// Whether calling `api` now would repeat a call on the path or a dead end (same arguments).
+    fn would_repeat(&self, st: &RunState<'_>, api: &ApiView) -> bool {
+        let f = fill_arguments(&st.ctx, api);
+        let key = canonical(&f.arguments);
+        st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key) || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key)
+    }
+
+    /// The candidates at the current node (the root when the path is empty).
+    fn candidates(&self, st: &RunState<'_>) -> Vec<Candidate> {
+        let k = self.settings.top_k.max(1);
+        let mut out: Vec<Candidate> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let at = st.ctx.path.last().map(|s| s.api.id.clone());
+        let graph = self.settings.mode == Mode::Graph;
+        let push = |out: &mut Vec<Candidate>, seen: &mut HashSet<String>, c: Candidate| {
+            if seen.insert(c.id.clone()) {
+                out.push(c);
+            }
+        };
+        match (&at, graph) {
+            (None, _) => {
+                // Root: the seeds, with the START edge as graph evidence.
+                for id in &st.seeds {
+                    let w = if graph { self.graph.next.get(&(START_ID.to_string(), id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0) } else { 0.0 };
+                    let source = if w > 0.0 { Source::Graph } else { Source::Retriever };
+                    if let Some(c) = self.candidate(st, id, source, w) {
+                        if c.similarity >= self.settings.min_similarity || w > 0.0 {
+                            push(&mut out, &mut seen, c);
+                        }
+                    }
+                }
+            }
+            (Some(a), true) => {
+                for s in self.graph.successors(a, k + 1) {
+                    if let Some(c) = self.candidate(st, &s.id, Source::Graph, s.dynamic_weight) {
+                        push(&mut out, &mut seen, c);
+                    }
+                }
+            }
+            (Some(_), false) => {}
+        }
+        if at.is_some() {
+            // Fill up to K APIs from the retriever, by similarity.
+            let mut ranked: Vec<(&String, &f64)> = st.sims.iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+            for (id, _) in ranked {
+                if out.iter().filter(|c| !c.is_end()).count() >= k {
+                    break;
+                }
+                if let Some(c) = self.candidate(st, id, Source::Retriever, 0.0) {
+                    push(&mut out, &mut seen, c);
+                }
+            }
+        }
+        out.retain(|c| c.api.as_ref().is_none_or(|a| !self.would_repeat(st, a)));
+        out
+    }
+
+    /// Depth-first search from the current path (or from `resume`'s prefix).
+    async fn search(&self, st: &mut RunState<'_>, _resume: Option<usize>) -> Result<Ended> {
+        // Candidates tried at each depth of the current path.
+        let mut tried: Vec<HashSet<String>> = vec![HashSet::new(); st.ctx.path.len() + 1];
+        let greedy = self.settings.mode == Mode::RetrieveGreedy;
+        loop {
+            if let Some(why) = self.out_of_budget(st) {
+                return Ok(if st.ctx.path.is_empty() { Ended::GaveUp(why) } else { Ended::Finished });
+            }
+            let depth = st.ctx.path.len();
+            tried.resize(depth + 1, HashSet::new());
+            let offered: Vec<Candidate> = if depth >= self.settings.max_depth {
+                Vec::new()
+            } else {
+                self.candidates(st).into_iter().filter(|c| !tried[depth].contains(&c.id)).collect()
+            };
+            if offered.is_empty() && depth >= self.settings.max_depth {
+                return Ok(Ended::Finished);
+            }
+            st.stats.planner_calls += 1;
+            let decision = self.planner.choose(&st.ctx, &offered).await?;
+            st.emit(TraceEvent::Choose {
+                depth,
+                offered: offered.iter().map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity }).collect(),
+                decision: decision.clone(),
+            })
+            .await;
+            let index = match decision {
+                Decision::Finish { .. } if depth > 0 => return Ok(Ended::Finished),
+                Decision::Finish { reason } | Decision::GiveUp { reason } if depth == 0 => return Ok(Ended::GaveUp(reason)),
+                Decision::GiveUp { .. } => return Ok(Ended::Finished),
+                Decision::Backtrack { reason } => {
+                    if depth == 0 || greedy {
+                        return Ok(if depth == 0 { Ended::GaveUp(reason) } else { Ended::Finished });
+                    }
+                    self.backtrack(st, &mut tried, reason).await;
+                    continue;
+                }
+                Decision::Call { index, .. } => index,
+                Decision::Finish { .. } => unreachable!("handled above"),
+            };
+            let Some(chosen) = offered.get(index).cloned() else {
+                continue;
+            };
+            tried[depth].insert(chosen.id.clone());
+            let Some(api) = chosen.api.clone() else {
+                return Ok(Ended::Finished);
+            };
+            match self.call_api(st, &api, 0).await? {
+                true => {
+                    tried.push(HashSet::new());
+                }
+                false if greedy => return Ok(if st.ctx.path.is_empty() { Ended::GaveUp("the first call failed".into()) } else { Ended::Finished }),
+                false => {}
+            }
+        }
+    }
+
+    async fn backtrack(&self, st: &mut RunState<'_>, tried: &mut Vec<HashSet<String>>, reason: String) {
+        if let Some(s) = st.ctx.path.pop() {
+            st.outputs.remove(&s.label);
+            st.sent.remove(&s.label);
+            st.next_label = st.ctx.path.len() + 1;
+            st.stats.backtracks += 1;
+            st.ctx.dead_ends.push(DeadEnd { api: s.api.id.clone(), arguments: s.arguments.clone(), reason: reason.clone() });
+            tried.truncate(st.ctx.path.len() + 1);
+            st.emit(TraceEvent::Backtrack { api: s.api.id.clone(), reason }).await;
+        }
+    }
+
+    /// An API that can provide parameter `param` of `api` (Reverse Chain): a FEEDS edge naming the
+    /// field, else an API whose documented output has that field; best by graph weight, similarity.
+    fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
+        let p = param.to_ascii_lowercase();
+        let leaf = |f: &str| f.rsplit('.').next().unwrap_or(f).to_ascii_lowercase();
+        let mut best: Option<(f64, Arc<ApiView>)> = None;
+        for (id, cand) in &self.apis {
+            if *id == api.id || st.ctx.excluded_tools.contains(&cand.tool) {
+                continue;
+            }
+            let feeds = self.graph.feeds.get(&(id.clone(), api.id.clone())).is_some_and(|f| f.iter().any(|x| leaf(x) == p));
+            let outputs = cand.output_fields.iter().any(|f| leaf(f) == p);
+            if !(feeds || outputs) {
+                continue;
+            }
+            let w = self.graph.next.get(&(id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims.get(id).copied().unwrap_or(0.0) * 0.5;
+            if best.as_ref().is_none_or(|(s, b)| score > *s || (score == *s && cand.id < b.id)) {
+                best = Some((score, cand.clone()));
+            }
+        }
+        best.map(|(_, a)| a)
+    }
+
+    /// Fill and execute one call; on success the step is on the path. `nesting` bounds Reverse-Chain
+    /// insertions. Returns whether the call succeeded.
+    fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
+    where
+        'b: 's,
+    {
+        Box::pin(async move {
+            st.stats.planner_calls += 1;
+            let mut filled: Filled = self.planner.fill(&st.ctx, api).await?;
+            if !filled.missing.is_empty() {
+                // Reverse Chain: call an API that provides the missing argument first.
+                let mut inserted = false;
+                if nesting < 2 && st.ctx.path.len() + 1 < self.settings.max_depth {
+                    let missing = filled.missing[0].clone();
+                    if let Some(provider) = self.provider_for(st, api, &missing) {
+                        st.emit(TraceEvent::Insert { api: api.id.clone(), argument: missing.clone(), provider: provider.id.clone() }).await;
+                        if self.call_api(st, &provider, nesting + 1).await? {
+                            inserted = true;
+                            st.stats.planner_calls += 1;
+                            filled = self.planner.fill(&st.ctx, api).await?;
+                        }
+                    }
+                }
+                if !filled.missing.is_empty() {
+                    let message = format!("{} needs {} and no earlier output or API can provide it; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" });
+                    st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
+                    if st.needs_input.is_none() {
+                        st.needs_input = Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
+                    }
+                    st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: format!("missing {}", filled.missing.join(", ")) });
+                    let _ = inserted;
+                    return Ok(false);
+                }
+            }
+            Ok(self.execute(st, api, filled).await)
+        })
+    }
+
+    /// Send one call; push it on the path when it succeeds with a usable response.
+    async fn execute(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled) -> bool {
+        let Some(node) = self.graph.apis.get(&api.id) else { return false };
+        let spec = CallSpec::from_node(node);
+        let label = format!("var{}", st.next_label);
+        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone() }).await;
+        st.calls_made += 1;
+        st.stats.http_calls += 1;
+        let t = Instant::now();
+        let result = self.executor.call(&spec, &filled.arguments, &st.outputs).await;
+        st.stats.http_ms += t.elapsed().as_secs_f64() * 1000.0;
+        let outcome = match result {
+            Ok(o) => o,
+            Err(error) => {
+                st.stats.failed_calls += 1;
+                st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+                return false;
+            }
+        };
+        if let Some(problem) = bad_response(&outcome.response) {
+            st.stats.failed_calls += 1;
+            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: problem.clone() });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem } }).await;
+            return false;
+        }
+        let next_params: Vec<String> = self.graph.successors(&api.id, self.settings.top_k).iter().filter_map(|s| self.apis.get(&s.id)).flat_map(|a| a.params.iter().map(|p| p.name.clone())).collect();
+        let observation = compress(&outcome.response, &keep_set(&st.ctx.request, next_params.iter().map(String::as_str)), self.settings.observation_chars);
+        st.emit(TraceEvent::Response {
+            label: label.clone(),
+            api: api.id.clone(),
+            status: outcome.status,
+            attempts: outcome.attempts,
+            elapsed_ms: outcome.elapsed_ms,
+            observation: observation.clone(),
+            response: outcome.response.clone(),
+        })
+        .await;
+        let repeat = st.ctx.calls_of(&api.id);
+        st.outputs.insert(label.clone(), outcome.response.clone());
+        st.sent.insert(label.clone(), outcome.arguments);
+        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response: outcome.response, repeat });
+        st.next_label = st.ctx.path.len() + 1;
+        true
+    }
+
+    /// Replay a remembered chain: references kept, other arguments re-filled from this request.
+    async fn replay(&self, st: &mut RunState<'_>, chain: &[MemoryStep]) -> std::result::Result<(), String> {
+        for step in chain {
+            let api = self.apis.get(&step.api).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
+            let mut f = fill_arguments(&st.ctx, &api);
+            for (name, source) in &step.sources {
+                if matches!(source, ArgSource::Output { .. }) {
+                    if let Some(v) = step.arguments.get(name) {
+                        f.arguments.insert(name.clone(), v.clone());
+                        f.sources.insert(name.clone(), source.clone());
+                        f.missing.retain(|m| m != name);
+                    }
+                }
+            }
+            if !f.missing.is_empty() {
+                return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
+            }
+            if !self.execute(st, &api, f).await {
+                return Err(format!("the call to {} failed", api.name));
+            }
+        }
+        let j = judge_path(&st.ctx);
+        if !j.pass {
+            return Err(j.reason);
+        }
+        Ok(())
+    }
+
+    async fn conclude(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
+        let judgement = if st.ctx.path.is_empty() {
+            None
+        } else if recalled {
+            Some(judge_path(&st.ctx))
+        } else {
+            st.stats.planner_calls += 1;
+            Some(self.planner.judge(&st.ctx).await?)
+        };
+        if let Some(j) = &judgement {
+            st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
+        }
+        let passed = judgement.as_ref().is_some_and(|j| j.pass);
+        // Only a missing value blocked the run (no tool failed): ask the user; otherwise give up
+        // (the report still names the missing value).
+        let status = if st.ctx.path.is_empty() {
+            if st.needs_input.is_some() && st.stats.failed_calls == 0 {
+                Status::NeedsInput
+            } else {
+                Status::GaveUp
+            }
+        } else if st.needs_input.is_some() && !passed {
+            Status::NeedsInput
+        } else {
+            Status::Answered
+        };
+        let answer = match status {
+            Status::Answered => {
+                if !recalled {
+                    st.stats.planner_calls += 1;
+                }
+                let a = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.planner.answer(&st.ctx).await? };
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
+            Status::NeedsInput => st.needs_input.as_ref().map(|n| n.message.clone()).unwrap_or_default(),
+            Status::GaveUp => {
+                let reason = match &ended {
+                    Ended::GaveUp(r) => r.clone(),
+                    Ended::Finished => "no API call succeeded".to_string(),
+                };
+                st.emit(TraceEvent::GiveUp { reason: reason.clone() }).await;
+                reason
+            }
+        };
+        // Learn: dynamic weights from the judgement, long-term memory of judged-good runs.
+        if let Some(j) = judgement.as_ref().filter(|_| !recalled) {
+            if self.settings.learn {
+                if let Some(store) = &self.store {
+                    let deltas: Vec<(String, f64)> = j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
+                    weights::apply_evaluation(store.as_ref(), &deltas, self.weights).await?;
+                }
+            }
+            if j.pass && self.settings.remember {
+                if let Some(mem) = &self.memory {
+                    let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
+                    mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
+                }
+            }
+        }
+        let chain = st
+            .ctx
+            .path
+            .iter()
+            .map(|s| ChainCall { label: s.label.clone(), api: s.api.id.clone(), name: s.api.name.clone(), arguments: s.arguments.clone(), sent: st.sent.get(&s.label).cloned().unwrap_or_default() })
+            .collect();
+        st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
+        st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);
+        Ok(RunReport { request: st.ctx.request.clone(), status, answer, chain, needs_input: st.needs_input.clone(), judgement, trace: st.trace, stats: st.stats })
+    }
+}

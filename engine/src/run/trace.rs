@@ -1,0 +1,46 @@
+//! The trace of a run: every step, serializable and streamable as it happens.
+
+use crate::exec::CallError;
+use crate::plan::{Decision, Judgement};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A candidate as the trace shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offered {
+    pub id: String,
+    pub source: crate::plan::Source,
+    pub weight: f64,
+    pub similarity: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// Seed tools retrieved for a (sub)task.
+    Retrieve { subtask: String, seeds: Vec<(String, f64)> },
+    /// A long-term memory recalled for the request.
+    Recall { request: String, score: f32, chain: Vec<String>, replayed: bool },
+    /// A replayed memory failed; the search takes over.
+    RecallFailed { reason: String },
+    /// The planner's decision at a node.
+    Choose { depth: usize, offered: Vec<Offered>, decision: Decision },
+    /// A call about to be sent (references still in `arguments`).
+    Call { label: String, api: String, arguments: Map<String, Value> },
+    /// Its response: `observation` is what the planner sees; `response` is the full body.
+    Response { label: String, api: String, status: u16, attempts: u32, elapsed_ms: f64, observation: String, response: Value },
+    /// A call that failed (nothing was added to the path).
+    CallFailed { api: String, arguments: Map<String, Value>, error: CallError },
+    /// Reverse-Chain completion: `provider` is called first to supply `argument` of `api`.
+    Insert { api: String, argument: String, provider: String },
+    /// Going back one step.
+    Backtrack { api: String, reason: String },
+    /// A reflection round: resume from a step, or restart without some tools.
+    Reflect { round: usize, mode: String, reason: String, resume_at: Option<usize>, excluded_tools: Vec<String> },
+    /// The planner's verdict on the path.
+    Judge { judgement: Judgement },
+    /// The run needs a value only the user can give.
+    NeedsInput { api: String, missing: Vec<String> },
+    Finish { answer: String },
+    GiveUp { reason: String },
+}

@@ -1,0 +1,55 @@
+//! Rendered prompts are snapshot-tested: a change to a prompt file or to how the context is
+//! rendered shows up as a reviewed snapshot diff.
+
+use serde_json::json;
+use std::sync::Arc;
+use toolgraph_engine::plan::llm::{render_choose, render_fill, render_judge};
+use toolgraph_engine::plan::values::RequestValues;
+use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Source, Step};
+use toolgraph_schema::ParamDoc;
+
+fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
+    Arc::new(ApiView { id: format!("travel/booking-com15/{name}"), name: name.into(), tool: "booking-com15".into(), category: "travel".into(), description: format!("{name}: booking.com endpoint"), params, output_fields: vec![], availability: Some(0.9) })
+}
+
+fn p(name: &str, ty: &str, required: bool, d: &str) -> ParamDoc {
+    ParamDoc { name: name.into(), ty: ty.into(), description: d.into(), required, default: None }
+}
+
+fn context() -> Context {
+    let r = "Today is October 13th, 2024. Rent a car at the San Diego Marriott La Jolla tomorrow at 8 AM.";
+    let mut c = Context::new(r, RequestValues::extract(r, chrono::NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+    c.path.push(Step {
+        api: api("Search_Car_Location", vec![p("query", "string", true, "a place")]),
+        label: "var1".into(),
+        arguments: json!({"query": "San Diego Marriott La Jolla"}).as_object().unwrap().clone(),
+        sources: Default::default(),
+        observation: r#"[{"coordinates":{"latitude":32.87,"longitude":-117.21},"name":"San Diego Marriott La Jolla"}]"#.into(),
+        response: json!([]),
+        repeat: 0,
+    });
+    c.dead_ends.push(DeadEnd { api: "travel/booking-com15/Search_Taxi".into(), arguments: Default::default(), reason: "missing pick_up_place_id".into() });
+    c.notes.push("round 1: step 2 returned nothing usable".into());
+    c
+}
+
+#[test]
+fn choose_prompt() {
+    let rent = api("Search_Car_Rentals", vec![]);
+    let cands = vec![
+        Candidate { id: rent.id.clone(), source: Source::Graph, weight: 0.875, similarity: 0.93, api: Some(rent) },
+        Candidate { id: "END".into(), source: Source::Graph, weight: 0.125, similarity: 0.0, api: None },
+    ];
+    insta::assert_snapshot!(render_choose(&context(), &cands));
+}
+
+#[test]
+fn fill_prompt() {
+    let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd"), p("currency_code", "string", false, "")]);
+    insta::assert_snapshot!(render_fill(&context(), &rent));
+}
+
+#[test]
+fn judge_prompt() {
+    insta::assert_snapshot!(render_judge(&context()));
+}

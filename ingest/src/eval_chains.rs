@@ -1,0 +1,499 @@
+//! `toolgraph eval chains`: learn from trajectories, plan new ones. The `--train` chains
+//! (ComplexFuncBench format) are ingested as trajectories into a fresh store (graph, API vectors,
+//! long-term memory); every `--test` chain's request is then planned and executed against the
+//! replay sandbox serving the test chains' recorded responses. Without `--test`, k-fold over
+//! `--train`. Methods: `graph` (the engine), `retrieve-greedy` and `dfs-no-graph` (baselines), all
+//! with the deterministic planner, in one run on the same folds.
+
+use crate::complexfuncbench::{read_chains, read_specs, run_of_chain, tool_of_host, tools_lines, Chain, Spec};
+use crate::pipeline::{self, Inputs, NoProgress};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use toolgraph_engine::adapters::embedded::EmbeddedStore;
+use toolgraph_engine::embed::Embedder;
+use toolgraph_engine::exec::refs;
+use toolgraph_engine::exec::{ExecSettings, Executor};
+use toolgraph_engine::graph::GraphStore;
+use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::plan::ArgSource;
+use toolgraph_engine::retrieval::cache::EmbeddingCache;
+use toolgraph_engine::retrieval::hybrid::Retriever;
+use toolgraph_engine::retrieval::index::index_graph;
+use toolgraph_engine::retrieval::metrics::quantile;
+use toolgraph_engine::run::memory::{Memory, MemoryStep};
+use toolgraph_engine::run::{Engine, Mode, RunReport, RunSettings, Status};
+use toolgraph_schema::Settings;
+use toolgraph_server::sandbox::{self, normalize, Faults, Library, Recording, Sandbox};
+
+/// The category ComplexFuncBench APIs are filed under.
+pub const CATEGORY: &str = "Travel";
+
+pub struct ChainEvalOptions {
+    pub train: PathBuf,
+    pub test: Option<PathBuf>,
+    pub spec: PathBuf,
+    pub folds: usize,
+    pub methods: Vec<Mode>,
+    /// Evaluate at most this many test chains per fold (all when `None`).
+    pub limit: Option<usize>,
+    pub run: RunSettings,
+    /// Embedding cache (speeds up repeated evaluations).
+    pub cache: Option<PathBuf>,
+}
+
+/// Scores of one method.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MethodScores {
+    pub method: String,
+    pub chains: usize,
+    pub call_precision: f64,
+    pub call_recall: f64,
+    pub call_f1: f64,
+    pub edge_precision: f64,
+    pub edge_recall: f64,
+    pub edge_f1: f64,
+    pub argument_accuracy: f64,
+    pub exact_match: f64,
+    pub success: f64,
+    pub answered: usize,
+    pub needs_input: usize,
+    pub gave_up: usize,
+    pub recalled: usize,
+    pub planner_calls_mean: f64,
+    pub planner_calls_p50: f64,
+    pub engine_ms_p50: f64,
+    pub engine_ms_p99: f64,
+    pub embed_ms_p50: f64,
+    pub sandbox_ms_p50: f64,
+    pub http_calls_mean: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChainReport {
+    pub train_chains: usize,
+    pub test_chains: usize,
+    pub folds: usize,
+    pub skipped: Vec<String>,
+    pub methods: Vec<MethodScores>,
+    pub seconds: f64,
+}
+
+/// A gold call: name, arguments with references, arguments resolved.
+pub struct GoldCall {
+    pub name: String,
+    pub arguments: Map<String, Value>,
+    pub resolved: Map<String, Value>,
+}
+
+pub struct Gold {
+    pub request: String,
+    pub calls: Vec<GoldCall>,
+}
+
+/// A chain's request and calls, references resolved against its recorded outputs.
+pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
+    let mut outputs: HashMap<String, Value> = HashMap::new();
+    let mut calls = Vec::new();
+    for (i, c) in chain.output.iter().enumerate() {
+        let args = c.arguments.as_object().cloned().unwrap_or_default();
+        let resolved = refs::resolve(&args, &outputs).map_err(|e| format!("output[{i}]: {e}"))?;
+        if let (Some(l), Some(r)) = (&c.label, &c.response) {
+            outputs.insert(l.clone(), r.clone());
+        }
+        calls.push(GoldCall { name: c.name.clone(), arguments: args, resolved });
+    }
+    Ok(Gold { request: chain.input.trim().to_string(), calls })
+}
+
+/// The chains' recorded calls for the sandbox (references resolved against the chain's outputs).
+pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<String>) {
+    let by_name: HashMap<&str, &Spec> = specs.iter().map(|s| (s.name.as_str(), s)).collect();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (ci, chain) in chains.iter().enumerate() {
+        let mut outputs: HashMap<String, Value> = HashMap::new();
+        for (i, c) in chain.output.iter().enumerate() {
+            let Some(spec) = by_name.get(c.name.as_str()) else {
+                errors.push(format!("chain {ci} output[{i}]: API `{}` is not in the spec", c.name));
+                continue;
+            };
+            let args = c.arguments.as_object().cloned().unwrap_or_default();
+            match refs::resolve(&args, &outputs) {
+                Ok(resolved) => {
+                    if let Some(r) = &c.response {
+                        out.push(Recording {
+                            api: c.name.clone(),
+                            route: format!("{}{}", spec.host, spec.endpoint),
+                            required: spec.query_parameters.iter().filter(|(_, p)| p.required).map(|(n, _)| n.clone()).collect(),
+                            arguments: resolved,
+                            response: r.clone(),
+                        });
+                    }
+                }
+                Err(e) => errors.push(format!("chain {ci} output[{i}]: {e}")),
+            }
+            if let (Some(l), Some(r)) = (&c.label, &c.response) {
+                outputs.insert(l.clone(), r.clone());
+            }
+        }
+    }
+    (out, errors)
+}
+
+/// Labels an argument value references.
+fn labels_in(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect(),
+        Value::Array(a) => a.iter().flat_map(labels_in).collect(),
+        Value::Object(m) => m.values().flat_map(labels_in).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Data-flow edges (producer name → consumer name) of a chain given as (label, name, args).
+fn flow_edges(calls: &[(String, String, &Map<String, Value>)]) -> Vec<(String, String)> {
+    let names: HashMap<&str, &str> = calls.iter().map(|(l, n, _)| (l.as_str(), n.as_str())).collect();
+    let mut out = Vec::new();
+    for (_, name, args) in calls {
+        let mut labels: Vec<String> = args.values().flat_map(labels_in).collect();
+        labels.sort();
+        labels.dedup();
+        for l in labels {
+            if let Some(p) = names.get(l.as_str()) {
+                out.push((p.to_string(), name.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// |a ∩ b| as multisets.
+fn overlap<T: Ord + Clone>(a: &[T], b: &[T]) -> usize {
+    let mut counts: BTreeMap<T, i64> = BTreeMap::new();
+    for x in a {
+        *counts.entry(x.clone()).or_default() += 1;
+    }
+    let mut n = 0;
+    for x in b {
+        if let Some(c) = counts.get_mut(x) {
+            if *c > 0 {
+                *c -= 1;
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+fn args_equal(gold: &Map<String, Value>, sent: &Map<String, Value>) -> (usize, usize) {
+    let same = gold.iter().filter(|(k, v)| sent.get(*k).is_some_and(|s| normalize(s) == normalize(v))).count();
+    (same, gold.len())
+}
+
+#[derive(Default)]
+struct Tally {
+    chains: usize,
+    pred_calls: usize,
+    gold_calls: usize,
+    call_hits: usize,
+    pred_edges: usize,
+    gold_edges: usize,
+    edge_hits: usize,
+    args_same: usize,
+    args_total: usize,
+    exact: usize,
+    success: usize,
+    answered: usize,
+    needs_input: usize,
+    gave_up: usize,
+    recalled: usize,
+    planner_calls: Vec<f64>,
+    engine_ms: Vec<f64>,
+    embed_ms: Vec<f64>,
+    sandbox_ms: Vec<f64>,
+    http_calls: Vec<f64>,
+}
+
+impl Tally {
+    fn add(&mut self, gold: &Gold, run: &RunReport) {
+        self.chains += 1;
+        let pred_names: Vec<String> = run.chain.iter().map(|c| c.name.clone()).collect();
+        let gold_names: Vec<String> = gold.calls.iter().map(|c| c.name.clone()).collect();
+        self.pred_calls += pred_names.len();
+        self.gold_calls += gold_names.len();
+        self.call_hits += overlap(&gold_names, &pred_names);
+        let gold_flow: Vec<(String, String, &Map<String, Value>)> = gold.calls.iter().enumerate().map(|(i, c)| (format!("var{}", i + 1), c.name.clone(), &c.arguments)).collect();
+        let pred_flow: Vec<(String, String, &Map<String, Value>)> = run.chain.iter().map(|c| (c.label.clone(), c.name.clone(), &c.arguments)).collect();
+        let ge = flow_edges(&gold_flow);
+        let pe = flow_edges(&pred_flow);
+        self.gold_edges += ge.len();
+        self.pred_edges += pe.len();
+        self.edge_hits += overlap(&ge, &pe);
+        // Align by name in order; compare resolved gold arguments with those sent.
+        let mut used = vec![false; run.chain.len()];
+        let mut all_same = run.chain.len() == gold.calls.len();
+        for (gi, g) in gold.calls.iter().enumerate() {
+            let m = run.chain.iter().enumerate().find(|(i, c)| !used[*i] && c.name == g.name).map(|(i, _)| i);
+            let (same, total) = match m {
+                Some(i) => {
+                    used[i] = true;
+                    if i != gi {
+                        all_same = false;
+                    }
+                    args_equal(&g.resolved, &run.chain[i].sent)
+                }
+                None => (0, g.resolved.len()),
+            };
+            if same != total || m.is_none() {
+                all_same = false;
+            }
+            self.args_same += same;
+            self.args_total += total;
+        }
+        if all_same {
+            self.exact += 1;
+        }
+        if let Some(last) = gold.calls.last() {
+            if run.chain.iter().any(|c| c.name == last.name && { let (s, t) = args_equal(&last.resolved, &c.sent); s == t }) {
+                self.success += 1;
+            }
+        }
+        match run.status {
+            Status::Answered => self.answered += 1,
+            Status::NeedsInput => self.needs_input += 1,
+            Status::GaveUp => self.gave_up += 1,
+        }
+        if run.stats.recalled {
+            self.recalled += 1;
+        }
+        self.planner_calls.push(run.stats.planner_calls as f64);
+        self.engine_ms.push(run.stats.engine_ms);
+        self.embed_ms.push(run.stats.embed_ms);
+        self.sandbox_ms.push(run.stats.http_ms);
+        self.http_calls.push(run.stats.http_calls as f64);
+    }
+
+    fn scores(&mut self, method: &str) -> MethodScores {
+        let div = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let f1 = |p: f64, r: f64| if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) };
+        let (cp, cr) = (div(self.call_hits, self.pred_calls), div(self.call_hits, self.gold_calls));
+        let (ep, er) = (div(self.edge_hits, self.pred_edges), div(self.edge_hits, self.gold_edges));
+        for v in [&mut self.planner_calls, &mut self.engine_ms, &mut self.embed_ms, &mut self.sandbox_ms] {
+            v.sort_by(f64::total_cmp);
+        }
+        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        MethodScores {
+            method: method.to_string(),
+            chains: self.chains,
+            call_precision: cp,
+            call_recall: cr,
+            call_f1: f1(cp, cr),
+            edge_precision: ep,
+            edge_recall: er,
+            edge_f1: f1(ep, er),
+            argument_accuracy: div(self.args_same, self.args_total),
+            exact_match: div(self.exact, self.chains),
+            success: div(self.success, self.chains),
+            answered: self.answered,
+            needs_input: self.needs_input,
+            gave_up: self.gave_up,
+            recalled: self.recalled,
+            planner_calls_mean: mean(&self.planner_calls),
+            planner_calls_p50: quantile(&self.planner_calls, 0.5),
+            engine_ms_p50: quantile(&self.engine_ms, 0.5),
+            engine_ms_p99: quantile(&self.engine_ms, 0.99),
+            embed_ms_p50: quantile(&self.embed_ms, 0.5),
+            sandbox_ms_p50: quantile(&self.sandbox_ms, 0.5),
+            http_calls_mean: mean(&self.http_calls),
+        }
+    }
+}
+
+/// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
+pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<(Arc<dyn GraphStore>, Arc<Retriever>, Arc<Memory>), crate::IngestError> {
+    let io = |e: std::io::Error| crate::IngestError::Input(format!("writing under {}: {e}", dir.display()));
+    let tools_path = dir.join("tools.jsonl");
+    let runs_path = dir.join("runs.jsonl");
+    let mut tw = std::io::BufWriter::new(std::fs::File::create(&tools_path).map_err(io)?);
+    for line in tools_lines(specs, CATEGORY) {
+        writeln!(tw, "{line}").map_err(io)?;
+    }
+    tw.flush().map_err(io)?;
+    let tools: BTreeMap<String, String> = specs.iter().map(|s| (s.name.clone(), tool_of_host(&s.host))).collect();
+    let mut rw = std::io::BufWriter::new(std::fs::File::create(&runs_path).map_err(io)?);
+    for (i, c) in train.iter().enumerate() {
+        if let Ok(run) = run_of_chain(i, c, &tools, CATEGORY) {
+            writeln!(rw, "{}", serde_json::to_string(&run).unwrap_or_default()).map_err(io)?;
+        }
+    }
+    rw.flush().map_err(io)?;
+    drop(rw);
+    let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.join("graph.redb"))?);
+    store.setup().await?;
+    let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], ..Inputs::default() };
+    pipeline::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
+    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..settings.vectors.clone() })?;
+    index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache, settings.retrieval.index_chunk, false, |_, _| {}).await?;
+    let retriever = Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
+    let memory = Arc::new(Memory::open(vectors.clone(), embedder.dim()).await?);
+    // Long-term memory: every training request with its chain (arguments that reference an
+    // earlier output keep the reference; the rest are re-filled when replayed).
+    let snapshot = store.node_snapshot().await?;
+    let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
+    let requests: Vec<String> = train.iter().map(|c| c.input.trim().to_string()).collect();
+    let vecs = embedder.embed(requests.clone()).await?;
+    for (c, (req, v)) in train.iter().zip(requests.iter().zip(vecs)) {
+        let mut steps = Vec::new();
+        for call in &c.output {
+            let Some(id) = id_of.get(call.name.as_str()) else { continue };
+            let arguments = call.arguments.as_object().cloned().unwrap_or_default();
+            let sources = arguments
+                .iter()
+                .map(|(k, v)| {
+                    let src = match v.as_str().and_then(|s| refs::references(s).first().map(|r| r.to_string())) {
+                        Some(r) => {
+                            let (label, path) = r.split_once('.').unwrap_or((r.as_str(), ""));
+                            ArgSource::Output { label: label.to_string(), path: path.to_string() }
+                        }
+                        None => ArgSource::Request { kind: "recorded".into() },
+                    };
+                    (k.clone(), src)
+                })
+                .collect();
+            steps.push(MemoryStep { api: id.to_string(), arguments, sources });
+        }
+        memory.remember(req, v, steps).await?;
+    }
+    Ok((store, retriever, memory))
+}
+
+/// Run the evaluation; `progress(done, total)` after each test chain of each method.
+pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ChainReport, crate::IngestError> {
+    let started = Instant::now();
+    let max = 1 << 30;
+    let specs = read_specs(&opts.spec, max).map_err(|e| crate::IngestError::Input(e.to_string()))?;
+    let train_all = read_chains(&opts.train, max).map_err(|e| crate::IngestError::Input(e.to_string()))?;
+    let test_all = match &opts.test {
+        Some(t) => Some(read_chains(t, max).map_err(|e| crate::IngestError::Input(e.to_string()))?),
+        None => None,
+    };
+    let cache = match &opts.cache {
+        Some(p) => Some(EmbeddingCache::open(p)?),
+        None => None,
+    };
+    // Folds: (train, test) index sets over the chains.
+    let folds: Vec<(Vec<&Chain>, Vec<&Chain>)> = match &test_all {
+        Some(test) => vec![(train_all.iter().collect(), test.iter().collect())],
+        None => {
+            let k = opts.folds.max(2);
+            (0..k).map(|f| (train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(), train_all.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, c)| c).collect())).collect()
+        }
+    };
+    let mut report = ChainReport { train_chains: train_all.len(), test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()), folds: folds.len(), ..Default::default() };
+    let mut tallies: Vec<Tally> = opts.methods.iter().map(|_| Tally::default()).collect();
+    let total: usize = folds.iter().map(|(_, t)| opts.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.methods.len();
+    let mut done = 0;
+    for (fi, (train, test)) in folds.iter().enumerate() {
+        let dir = tempfile_dir(fi)?;
+        let (store, retriever, memory) = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
+        let snapshot = Arc::new(store.snapshot().await?);
+        let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
+        let owned: Vec<Chain> = test.iter().map(|c| clone_chain(c)).collect();
+        let (recs, errors) = recordings(&owned, &specs);
+        report.skipped.extend(errors);
+        let sb = Sandbox::new(Library::new(recs), Faults::default());
+        let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| crate::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
+        let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, ..ExecSettings::default() })?;
+        for (mi, mode) in opts.methods.iter().enumerate() {
+            let run_settings = RunSettings { mode: *mode, use_memory: *mode == Mode::Graph && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
+            let engine = Engine::new(snapshot.clone(), Some(store.clone()), retriever.clone(), Some(memory.clone()), exec.clone(), Arc::new(DeterministicPlanner::default()), run_settings, settings.weights);
+            for chain in &test {
+                let gold = match gold_of(chain) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        report.skipped.push(format!("test chain: {e}"));
+                        continue;
+                    }
+                };
+                let r = engine.run(&gold.request, Map::new(), None).await?;
+                tallies[mi].add(&gold, &r);
+                done += 1;
+                progress(done, total);
+            }
+        }
+        let _ = stop.send(());
+    }
+    report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(m.name())).collect();
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn clone_chain(c: &Chain) -> Chain {
+    Chain {
+        input: c.input.clone(),
+        output: c
+            .output
+            .iter()
+            .map(|o| crate::complexfuncbench::ChainCall { name: o.name.clone(), arguments: o.arguments.clone(), label: o.label.clone(), errors: o.errors.clone(), response: o.response.clone() })
+            .collect(),
+    }
+}
+
+fn tempfile_dir(fold: usize) -> Result<TempDir, crate::IngestError> {
+    let base = std::env::temp_dir().join(format!("toolgraph-eval-{}-{fold}-{}", std::process::id(), Instant::now().elapsed().as_nanos()));
+    std::fs::create_dir_all(&base).map_err(|e| crate::IngestError::Input(format!("cannot create {}: {e}", base.display())))?;
+    Ok(TempDir(base))
+}
+
+/// A folder removed when dropped.
+struct TempDir(PathBuf);
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The report as a markdown table.
+pub fn markdown(r: &ChainReport) -> String {
+    let mut s = format!(
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.train_chains, r.test_chains, r.folds
+    );
+    for m in &r.methods {
+        s.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {:.1} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.embed_ms_p50, m.sandbox_ms_p50
+        ));
+    }
+    if !r.skipped.is_empty() {
+        s.push_str(&format!("\n{} record(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flow_edges_and_overlap() {
+        let a = json!({"q": "x"}).as_object().unwrap().clone();
+        let b = json!({"lat": "$var1.coordinates.latitude$", "lon": "$var1.coordinates.longitude$"}).as_object().unwrap().clone();
+        let calls = vec![("var1".to_string(), "Loc".to_string(), &a), ("var2".to_string(), "Rent".to_string(), &b)];
+        assert_eq!(flow_edges(&calls), vec![("Loc".to_string(), "Rent".to_string())]);
+        assert_eq!(overlap(&["a", "a", "b"], &["a", "b", "b"]), 2);
+        let (s, t) = args_equal(json!({"d": "2024-10-14", "n": 2}).as_object().unwrap(), json!({"d": "2024-10-14", "n": "2", "x": 1}).as_object().unwrap());
+        assert_eq!((s, t), (2, 2));
+    }
+}

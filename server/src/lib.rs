@@ -1,0 +1,4 @@
+//! toolgraph's HTTP surfaces. The engine stays free of any server framework; this crate holds the
+//! replay sandbox (recorded tool responses, fault injection) and, later, the daemon.
+
+pub mod sandbox;
