@@ -2,7 +2,9 @@
 # Fresh machine → a tool graph on the embedded store (no server), from the shared public data:
 # fetch assets, build, ingest ToolBench answers + StableToolBench queries + RapidAPI tool docs
 # (and embed every API for retrieval: ~10 min the first time, cached after),
-# then show the graph's counts and the most likely first calls of a chain.
+# then show the graph's counts and the most likely first calls of a chain; then learn the
+# ComplexFuncBench chains, plan and execute a request through the replay sandbox, and measure
+# graph search against the baselines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${TOOLGRAPH_SHARED_DATA:-../shared/data}
@@ -20,3 +22,22 @@ echo "most likely first calls (successors of START):"
 $BIN graph neighbors START -k 5
 echo "seed tools for a request (hybrid retrieval over every API):"
 $BIN search "what will the weather be in Paris tomorrow" -k 5
+
+# Plan and execute: learn the ComplexFuncBench chains (real recorded responses) into their own
+# embedded stores, serve those responses from the replay sandbox, and ask for a chain.
+CFB="$DATA/complexfuncbench"
+$BIN convert complexfuncbench --data "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" \
+  --out .tgdata/cfb.jsonl --tools-out .tgdata/cfb-tools.jsonl >/dev/null
+export TOOLGRAPH__VECTORS__URI=embedded:.tgdata/cfb-vectors
+CFB_STORE=embedded:.tgdata/cfb-graph.redb
+$BIN --store "$CFB_STORE" ingest --tools .tgdata/cfb-tools.jsonl --trajectories .tgdata/cfb.jsonl >/dev/null
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+$BIN sandbox --chains "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --port "$PORT" 2>/dev/null &
+SANDBOX=$!
+trap 'kill $SANDBOX 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+echo "plan and execute a request (replay sandbox on 127.0.0.1:$PORT):"
+$BIN --store "$CFB_STORE" ask --rewrite "https://=http://127.0.0.1:$PORT/" \
+  "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?"
+echo "graph search against the baselines, 5-fold over the chains (.tgdata/eval/chains.md):"
+$BIN eval chains --train "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --folds 5 --report .tgdata/eval/chains.json

@@ -165,6 +165,9 @@ enum EvalCmd {
         /// Turn long-term memory off for the graph method.
         #[arg(long)]
         no_memory: bool,
+        /// Retrieve seeds for the whole request only, not also per subtask (faster, less recall).
+        #[arg(long)]
+        no_subtask_retrieval: bool,
     },
     /// Seed-tool retrieval (bm25, dense, hybrid) on ToolBench / StableToolBench query files.
     Retrieval {
@@ -407,7 +410,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory }) => {
+        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory, no_subtask_retrieval }) => {
             let s = load_settings(&cli)?;
             let embedder = load_embedder(&s).await?;
             let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
@@ -421,7 +424,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 folds: *folds,
                 methods: methods.iter().map(|m| mode_of(m)).collect(),
                 limit: *limit,
-                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, ..Default::default() },
+                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, retrieve_subtasks: !no_subtask_retrieval, ..Default::default() },
                 cache,
             };
             let mut last = Instant::now();
@@ -495,7 +498,16 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         Arc::new(toolgraph_engine::plan::deterministic::DeterministicPlanner::default())
     };
     let run_settings = toolgraph_engine::run::RunSettings { mode: mode_of(&args.mode), learn: !args.no_learn, remember: !args.no_learn, ..Default::default() };
-    let engine = toolgraph_engine::run::Engine::new(snapshot, Some(graph), retriever, Some(memory), exec, planner, run_settings, s.weights);
+    let engine = toolgraph_engine::run::Engine::new(toolgraph_engine::run::EngineParts {
+        graph: snapshot,
+        store: Some(graph),
+        retriever,
+        memory: Some(memory),
+        executor: exec,
+        planner,
+        settings: run_settings,
+        weights: s.weights,
+    });
     let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
     let r = engine.run(&args.request, given, None).await?;
     use std::io::Write;

@@ -9,7 +9,7 @@ use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::trace::TraceEvent;
-use toolgraph_engine::run::{Engine, Mode, RunSettings, Status};
+use toolgraph_engine::run::{Engine, EngineParts, Mode, RunSettings, Status};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
 use toolgraph_ingest::eval_chains::{gold_of, learn, recordings};
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
@@ -37,14 +37,15 @@ async fn world() -> World {
     let d = data().join("complexfuncbench");
     let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
     let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
-    let (test, train): (Vec<(usize, &Chain)>, Vec<(usize, &Chain)>) = chains.iter().enumerate().partition(|(i, _)| i % 7 == 3 && *i < 140);
-    let train: Vec<&Chain> = train.into_iter().map(|(_, c)| c).collect();
+    let held_out = |i: usize| i % 7 == 3 && i < 140;
+    let train: Vec<&Chain> = chains.iter().enumerate().filter(|(i, _)| !held_out(*i)).map(|(_, c)| c).collect();
+    let test: Vec<usize> = (0..chains.len()).filter(|i| held_out(*i)).collect();
     let s = settings();
     let embedder: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"));
     let dir = tempfile::tempdir().unwrap();
     let (store, retriever, memory) = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
     let snapshot = Arc::new(store.snapshot().await.unwrap());
-    let test: Vec<Chain> = test.into_iter().map(|(i, _)| read_one(&chains, i)).collect();
+    let test: Vec<Chain> = test.into_iter().map(|i| read_one(&chains, i)).collect();
     World { _dir: dir, engine_parts: (snapshot, store, retriever, memory), test, specs }
 }
 
@@ -54,14 +55,21 @@ fn read_one(chains: &[Chain], i: usize) -> Chain {
 }
 
 async fn engine(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
-    let (recs, errors) = recordings(&w.test, &w.specs);
+    engine_with(w, faults, exec, run, Vec::new()).await
+}
+
+/// Like [`engine`], with `extra` recordings replacing the chains' own.
+async fn engine_with(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings, extra: Vec<toolgraph_server::sandbox::Recording>) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
+    let (mut recs, errors) = recordings(&w.test, &w.specs);
+    recs.extend(extra);
     assert!(errors.is_empty(), "{errors:?}");
     let sb = Sandbox::new(Library::new(recs), faults);
     let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], ..exec }).unwrap();
     let (g, store, retriever, memory) = w.engine_parts.clone();
     let s = settings();
-    (Engine::new(g, Some(store), retriever, Some(memory), exec, Arc::new(DeterministicPlanner::default()), run, s.weights), stop, sb)
+    let parts = EngineParts { graph: g, store: Some(store), retriever, memory: Some(memory), executor: exec, planner: Arc::new(DeterministicPlanner::default()), settings: run, weights: s.weights };
+    (Engine::new(parts), stop, sb)
 }
 
 fn quick_exec() -> ExecSettings {
@@ -88,7 +96,7 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
             assert_eq!(toolgraph_server::sandbox::normalize(&r.chain[i].sent[k]), toolgraph_server::sandbox::normalize(v), "call {i} argument {k}");
         }
     }
-    assert!(r.stats.recalled == false && r.stats.http_calls >= 3);
+    assert!(!r.stats.recalled && r.stats.http_calls >= 3);
     assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Retrieve { .. })));
     assert!(matches!(r.trace.last(), Some(TraceEvent::Finish { .. })));
     let _ = stop.send(());
@@ -186,4 +194,27 @@ async fn graph_search_beats_both_baselines_on_held_out_chains() {
         let _ = stop.send(());
     }
     assert!(scores[0].1 > scores[1].1 && scores[0].1 > scores[2].1, "call F1: {scores:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_step_is_judged_bad_and_reflection_resumes_before_it() {
+    let w = world().await;
+    let gold = gold_of(&w.test[0]).unwrap();
+    // The first rental search answers with nothing.
+    let (recs, _) = recordings(&w.test[..1], &w.specs);
+    let mut empty = recs.into_iter().find(|r| r.api == "Search_Car_Rentals").unwrap();
+    empty.response = json!([]);
+    let emptied = empty.arguments.clone();
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine_with(&w, Faults::default(), quick_exec(), run, vec![empty]).await;
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    let reflect = r.trace.iter().find_map(|t| match t { TraceEvent::Reflect { mode, resume_at, reason, .. } => Some((mode.clone(), *resume_at, reason.clone())), _ => None });
+    let (mode, at, reason) = reflect.unwrap_or_else(|| panic!("no reflection: {:#?}", r.trace));
+    assert_eq!((mode.as_str(), at), ("resume", Some(1)), "{reason}");
+    assert!(reason.contains("Search_Car_Rentals") && reason.contains("empty"), "{reason}");
+    assert_eq!(r.stats.reflections, 1);
+    // The empty call is not on the final path, and the location step before it was kept.
+    assert_eq!(r.chain[0].name, "Search_Car_Location");
+    assert!(r.chain.iter().all(|c| c.sent != emptied), "{:#?}", r.chain);
+    let _ = stop.send(());
 }

@@ -63,8 +63,8 @@ fn ctx() -> Context {
 
 fn candidates() -> Vec<Candidate> {
     vec![
-        Candidate { id: "travel/booking/Search_Hotel_Destination".into(), source: Source::Retriever, weight: 0.0, similarity: 1.0, api: Some(api("Search_Hotel_Destination")) },
-        Candidate { id: "END".into(), source: Source::Graph, weight: 0.2, similarity: 0.0, api: None },
+        Candidate { id: "travel/booking/Search_Hotel_Destination".into(), source: Source::Retriever, weight: 0.0, similarity: 1.0, hint: 0.0, api: Some(api("Search_Hotel_Destination")) },
+        Candidate { id: "END".into(), source: Source::Graph, weight: 0.2, similarity: 0.0, hint: 0.0, api: None },
     ]
 }
 

@@ -37,8 +37,8 @@ fn context() -> Context {
 fn choose_prompt() {
     let rent = api("Search_Car_Rentals", vec![]);
     let cands = vec![
-        Candidate { id: rent.id.clone(), source: Source::Graph, weight: 0.875, similarity: 0.93, api: Some(rent) },
-        Candidate { id: "END".into(), source: Source::Graph, weight: 0.125, similarity: 0.0, api: None },
+        Candidate { id: rent.id.clone(), source: Source::Graph, weight: 0.875, similarity: 0.93, hint: 0.0, api: Some(rent) },
+        Candidate { id: "END".into(), source: Source::Graph, weight: 0.125, similarity: 0.0, hint: 0.0, api: None },
     ];
     insta::assert_snapshot!(render_choose(&context(), &cands));
 }

@@ -26,7 +26,7 @@ use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::retrieval::metrics::quantile;
 use toolgraph_engine::run::memory::{Memory, MemoryStep};
-use toolgraph_engine::run::{Engine, Mode, RunReport, RunSettings, Status};
+use toolgraph_engine::run::{Engine, EngineParts, Mode, RunReport, RunSettings, Status};
 use toolgraph_schema::Settings;
 use toolgraph_server::sandbox::{self, normalize, Faults, Library, Recording, Sandbox};
 
@@ -69,8 +69,25 @@ pub struct MethodScores {
     pub engine_ms_p50: f64,
     pub engine_ms_p99: f64,
     pub embed_ms_p50: f64,
+    /// Seed retrieval, part of engine time.
+    pub retrieve_ms_p50: f64,
     pub sandbox_ms_p50: f64,
     pub http_calls_mean: f64,
+}
+
+/// One planned chain next to its gold chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChainDetail {
+    pub method: String,
+    pub request: String,
+    pub gold: Vec<String>,
+    pub planned: Vec<String>,
+    pub status: String,
+    pub failed_calls: u64,
+    /// Score of the nearest memory, and whether it was replayed.
+    pub recall: Option<(f32, bool)>,
+    /// Why a replay or the first failed call failed.
+    pub first_failure: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -81,6 +98,8 @@ pub struct ChainReport {
     pub skipped: Vec<String>,
     pub methods: Vec<MethodScores>,
     pub seconds: f64,
+    /// Every test chain of every method (written to the JSON report).
+    pub details: Vec<ChainDetail>,
 }
 
 /// A gold call: name, arguments with references, arguments resolved.
@@ -215,6 +234,7 @@ struct Tally {
     planner_calls: Vec<f64>,
     engine_ms: Vec<f64>,
     embed_ms: Vec<f64>,
+    retrieve_ms: Vec<f64>,
     sandbox_ms: Vec<f64>,
     http_calls: Vec<f64>,
 }
@@ -274,6 +294,7 @@ impl Tally {
         self.planner_calls.push(run.stats.planner_calls as f64);
         self.engine_ms.push(run.stats.engine_ms);
         self.embed_ms.push(run.stats.embed_ms);
+        self.retrieve_ms.push(run.stats.retrieve_ms);
         self.sandbox_ms.push(run.stats.http_ms);
         self.http_calls.push(run.stats.http_calls as f64);
     }
@@ -283,7 +304,7 @@ impl Tally {
         let f1 = |p: f64, r: f64| if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) };
         let (cp, cr) = (div(self.call_hits, self.pred_calls), div(self.call_hits, self.gold_calls));
         let (ep, er) = (div(self.edge_hits, self.pred_edges), div(self.edge_hits, self.gold_edges));
-        for v in [&mut self.planner_calls, &mut self.engine_ms, &mut self.embed_ms, &mut self.sandbox_ms] {
+        for v in [&mut self.planner_calls, &mut self.engine_ms, &mut self.embed_ms, &mut self.retrieve_ms, &mut self.sandbox_ms] {
             v.sort_by(f64::total_cmp);
         }
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
@@ -308,6 +329,7 @@ impl Tally {
             engine_ms_p50: quantile(&self.engine_ms, 0.5),
             engine_ms_p99: quantile(&self.engine_ms, 0.99),
             embed_ms_p50: quantile(&self.embed_ms, 0.5),
+            retrieve_ms_p50: quantile(&self.retrieve_ms, 0.5),
             sandbox_ms_p50: quantile(&self.sandbox_ms, 0.5),
             http_calls_mean: mean(&self.http_calls),
         }
@@ -411,7 +433,16 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, ..ExecSettings::default() })?;
         for (mi, mode) in opts.methods.iter().enumerate() {
             let run_settings = RunSettings { mode: *mode, use_memory: *mode == Mode::Graph && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
-            let engine = Engine::new(snapshot.clone(), Some(store.clone()), retriever.clone(), Some(memory.clone()), exec.clone(), Arc::new(DeterministicPlanner::default()), run_settings, settings.weights);
+            let engine = Engine::new(EngineParts {
+                graph: snapshot.clone(),
+                store: Some(store.clone()),
+                retriever: retriever.clone(),
+                memory: Some(memory.clone()),
+                executor: exec.clone(),
+                planner: Arc::new(DeterministicPlanner::default()),
+                settings: run_settings,
+                weights: settings.weights,
+            });
             for chain in &test {
                 let gold = match gold_of(chain) {
                     Ok(g) => g,
@@ -422,6 +453,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                 };
                 let r = engine.run(&gold.request, Map::new(), None).await?;
                 tallies[mi].add(&gold, &r);
+                report.details.push(detail(mode.name(), &gold, &r));
                 done += 1;
                 progress(done, total);
             }
@@ -431,6 +463,30 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(m.name())).collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
+    use toolgraph_engine::run::trace::TraceEvent;
+    let recall = r.trace.iter().find_map(|t| match t {
+        TraceEvent::Recall { score, replayed, .. } => Some((*score, *replayed)),
+        _ => None,
+    });
+    let first_failure = r.trace.iter().find_map(|t| match t {
+        TraceEvent::RecallFailed { reason } => Some(format!("replay: {reason}")),
+        TraceEvent::CallFailed { api, error, .. } => Some(format!("{api}: {error}")),
+        TraceEvent::NeedsInput { api, missing } => Some(format!("{api} needs {}", missing.join(", "))),
+        _ => None,
+    });
+    ChainDetail {
+        method: method.to_string(),
+        request: gold.request.chars().take(300).collect(),
+        gold: gold.calls.iter().map(|c| c.name.clone()).collect(),
+        planned: r.chain.iter().map(|c| c.name.clone()).collect(),
+        status: format!("{:?}", r.status).to_lowercase(),
+        failed_calls: r.stats.failed_calls,
+        recall,
+        first_failure,
+    }
 }
 
 fn clone_chain(c: &Chain) -> Chain {
@@ -466,13 +522,13 @@ impl Drop for TempDir {
 /// The report as a markdown table.
 pub fn markdown(r: &ChainReport) -> String {
     let mut s = format!(
-        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.train_chains, r.test_chains, r.folds
     );
     for m in &r.methods {
         s.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {:.1} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
-            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.embed_ms_p50, m.sandbox_ms_p50
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
         ));
     }
     if !r.skipped.is_empty() {

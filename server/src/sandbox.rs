@@ -125,9 +125,13 @@ impl Library {
         let route = r.route.trim_start_matches('/').to_string();
         let slot = self.routes.entry(route).or_insert_with(|| ApiRecordings { api: r.api.clone(), required: r.required.clone(), entries: Vec::new() });
         let args = normalized_args(&r.arguments);
-        if !slot.entries.iter().any(|e| e.args == args) {
-            slot.entries.push(Entry { args, response: Arc::new(r.response) });
-            self.recordings += 1;
+        match slot.entries.iter_mut().find(|e| e.args == args) {
+            // The same call recorded again: the later recording wins.
+            Some(e) => e.response = Arc::new(r.response),
+            None => {
+                slot.entries.push(Entry { args, response: Arc::new(r.response) });
+                self.recordings += 1;
+            }
         }
     }
 
@@ -150,7 +154,7 @@ impl Library {
         if let Some(e) = slot.entries.iter().find(|e| e.args == want) {
             return Ok(e.response.clone());
         }
-        let required_match = |e: &&Entry| slot.required.iter().all(|r| e.args.get(r).is_some() && e.args.get(r) == want.get(r));
+        let required_match = |e: &&Entry| slot.required.iter().all(|r| e.args.contains_key(r) && e.args.get(r) == want.get(r));
         let shared = |e: &Entry| e.args.iter().filter(|(k, v)| want.get(*k) == Some(*v)).count();
         slot.entries
             .iter()

@@ -74,7 +74,11 @@ impl FastEmbedder {
         let options = InitOptionsUserDefined::new()
             .with_environment(env)
             .with_max_length(settings.max_length)
-            .with_intra_threads(settings.threads.max(1));
+            .with_intra_threads(settings.threads.max(1))
+            // ONNX Runtime's pool threads spin after each run by default, taking the cores that
+            // the engine, the stores and the HTTP server share with it; they sleep instead.
+            .with_session_config("session.intra_op.allow_spinning", "0")
+            .with_session_config("session.inter_op.allow_spinning", "0");
         let mut embedding = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EngineError::store(BACKEND, ErrorClass::Permanent, format!("cannot load model from {}: {e}", dir.display())))?;
         let probe = embedding

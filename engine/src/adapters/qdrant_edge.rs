@@ -66,6 +66,21 @@ fn id_of(payload: &Map<String, Value>) -> String {
 }
 
 impl EdgeVectorStore {
+    /// A nearest-neighbour query for the `k` best points satisfying `conditions`.
+    fn nearest(&self, vector: &[f32], k: usize, conditions: &Conditions, with_payload: WithPayloadInterface) -> Result<QueryRequest> {
+        Ok(QueryRequest {
+            prefetches: Vec::new(),
+            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
+            filter: to_filter(conditions)?,
+            score_threshold: None,
+            limit: k,
+            offset: 0,
+            params: Some(SearchParams { hnsw_ef: Some(self.hnsw_ef.max(k)), ..Default::default() }),
+            with_vector: WithVector::Bool(false),
+            with_payload,
+        })
+    }
+
     /// `hnsw_ef`: beam width of HNSW search (recall against exact search rises with it).
     pub fn open(root: &Path, hnsw_ef: usize) -> Result<Self> {
         std::fs::create_dir_all(root).map_err(|e| err(format!("cannot create {}: {e}", root.display())))?;
@@ -222,21 +237,21 @@ impl VectorStore for EdgeVectorStore {
         .await
     }
 
+    async fn search_ids(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<(String, f32)>> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let request = self.nearest(vector, k, conditions, WithPayloadInterface::Fields(vec![json_path(ID_KEY)?]))?;
+        let shard = self.shard(collection)?;
+        let points = shard.query(request).map_err(err)?;
+        Ok(points.into_iter().map(|p| (id_of(&payload_of(p.payload)), p.score)).collect())
+    }
+
     async fn search(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<VectorHit>> {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let request = QueryRequest {
-            prefetches: Vec::new(),
-            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
-            filter: to_filter(conditions)?,
-            score_threshold: None,
-            limit: k,
-            offset: 0,
-            params: Some(SearchParams { hnsw_ef: Some(self.hnsw_ef.max(k)), ..Default::default() }),
-            with_vector: WithVector::Bool(false),
-            with_payload: WithPayloadInterface::Bool(true),
-        };
+        let request = self.nearest(vector, k, conditions, WithPayloadInterface::Bool(true))?;
         // Search runs on the calling thread: it is sub-millisecond, and the blocking pool's hop
         // would cost more than it saves.
         let shard = self.shard(collection)?;

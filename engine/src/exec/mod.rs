@@ -115,7 +115,8 @@ pub struct CallOutcome {
     pub arguments: Map<String, Value>,
 }
 
-fn kind(ty: &str) -> &'static str {
+/// The JSON kind of a documented parameter type (`NUMBER` → number, `ENUM` → string, …).
+pub fn kind(ty: &str) -> &'static str {
     let t = ty.trim().to_ascii_lowercase();
     if t.starts_with("int") {
         "integer"
@@ -207,9 +208,26 @@ pub fn response_problem(v: &Value) -> Option<String> {
 /// `keep` (words of the request, parameter names of likely next calls) and id-like fields first,
 /// lists cut to their first items, then the text is truncated.
 pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> String {
-    let full = response.to_string();
-    if full.chars().count() <= limit {
-        return full;
+    // Serialize at most limit·4 + 1 bytes to learn whether it fits (large responses stop early).
+    struct Capped(Vec<u8>, usize);
+    impl std::io::Write for Capped {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + b.len() > self.1 {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Capped(Vec::new(), limit.saturating_mul(4).saturating_add(1));
+    if serde_json::to_writer(&mut w, response).is_ok() {
+        let full = String::from_utf8_lossy(&w.0).into_owned();
+        if full.chars().count() <= limit {
+            return full;
+        }
     }
     fn wanted(key: &str, keep: &HashSet<String>) -> bool {
         let k = key.to_ascii_lowercase();
@@ -239,7 +257,7 @@ pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> Strin
         }
     }
     let pruned = prune(response, keep, 0).to_string();
-    let text = if pruned.len() > 2 { pruned } else { full };
+    let text = if pruned.len() > 2 { pruned } else { response.to_string() };
     text.chars().take(limit).collect()
 }
 
@@ -300,7 +318,8 @@ impl Executor {
     }
 
     /// Resolve references, validate, then call with retries.
-    pub async fn call(&self, spec: &CallSpec, args: &Map<String, Value>, outputs: &std::collections::HashMap<String, Value>) -> Result<CallOutcome, CallError> {
+    /// `outputs`: earlier calls' responses by label (owned or borrowed).
+    pub async fn call<V: std::borrow::Borrow<Value> + Sync>(&self, spec: &CallSpec, args: &Map<String, Value>, outputs: &std::collections::HashMap<String, V>) -> Result<CallOutcome, CallError> {
         let resolved = refs::resolve(args, outputs).map_err(|e| CallError::UnresolvedReference { message: e.to_string() })?;
         let valid = validate(&spec.params, &resolved).map_err(|problems| CallError::InvalidArguments { problems })?;
         let started = Instant::now();

@@ -5,6 +5,7 @@
 //! index takes its first element (`$var1.coordinates.latitude$` on a list of places).
 
 use serde_json::{Map, Value};
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 /// Why a reference could not be resolved.
@@ -36,11 +37,11 @@ pub fn lookup<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     }
 }
 
-fn resolve_one(reference: &str, outputs: &HashMap<String, Value>) -> Result<Value, String> {
+fn resolve_one<V: Borrow<Value>>(reference: &str, outputs: &HashMap<String, V>) -> Result<Value, String> {
     let mut parts = reference.split('.');
     let label = parts.next().unwrap_or_default();
     let path: Vec<&str> = parts.collect();
-    let out = outputs.get(label).ok_or_else(|| format!("names `{label}`, which no earlier call produced"))?;
+    let out = outputs.get(label).map(Borrow::borrow).ok_or_else(|| format!("names `{label}`, which no earlier call produced"))?;
     lookup(out, &path).cloned().ok_or_else(|| format!("has no value at `{}` in the output of `{label}`", path.join(".")))
 }
 
@@ -66,7 +67,7 @@ pub fn references(s: &str) -> Vec<&str> {
     out
 }
 
-fn resolve_value(arg: &str, v: &Value, outputs: &HashMap<String, Value>) -> Result<Value, RefError> {
+fn resolve_value<V: Borrow<Value>>(arg: &str, v: &Value, outputs: &HashMap<String, V>) -> Result<Value, RefError> {
     let fail = |reference: &str, reason: String| RefError { argument: arg.to_string(), reference: reference.to_string(), reason };
     match v {
         Value::String(s) if is_reference(s) => {
@@ -98,7 +99,7 @@ fn resolve_value(arg: &str, v: &Value, outputs: &HashMap<String, Value>) -> Resu
 }
 
 /// Resolve every reference in `args` against the outputs of earlier calls (by label).
-pub fn resolve(args: &Map<String, Value>, outputs: &HashMap<String, Value>) -> Result<Map<String, Value>, RefError> {
+pub fn resolve<V: Borrow<Value>>(args: &Map<String, Value>, outputs: &HashMap<String, V>) -> Result<Map<String, Value>, RefError> {
     let mut out = Map::new();
     for (k, v) in args {
         out.insert(k.clone(), resolve_value(k, v, outputs)?);

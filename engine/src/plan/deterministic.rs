@@ -2,7 +2,8 @@
 //!
 //! - choose: score = (graph weight + w₀) × (similarity + s₀) × (0.5 + 0.5·availability), halved per
 //!   earlier call of the same API for retriever candidates; `END` scores its weight × (s₀ + 0.5).
-//!   The best wins; below `min_score` the run finishes (or gives up at the root).
+//!   A step that recalled memories made scores × (1 + 2·recall score). The best wins; below
+//!   `min_score` the run finishes (or gives up at the root).
 //! - fill (SoAy's I/O coupling first): a parameter takes a field of an earlier output with its name
 //!   (or whose name it ends with: `pick_up_latitude` ← `latitude`), else a typed value of the
 //!   request (dates in order, start/end aware; times; counted numbers; names; quoted strings;
@@ -17,7 +18,7 @@ use crate::Result;
 use async_trait::async_trait;
 use chrono::Duration;
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Tuning of the deterministic planner.
@@ -29,11 +30,15 @@ pub struct DeterministicSettings {
     pub similarity_floor: f64,
     /// Below this score nothing is worth calling.
     pub min_score: f64,
+    /// How much a recalled memory's vote multiplies a candidate's score: × (1 + h·hint).
+    pub hint_weight: f64,
+    /// γ of the seed score (similarity + s₀)^γ · (1 + START weight).
+    pub seed_sharpness: f64,
 }
 
 impl Default for DeterministicSettings {
     fn default() -> Self {
-        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001 }
+        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0 }
     }
 }
 
@@ -50,12 +55,18 @@ impl DeterministicPlanner {
 
     /// The score of one candidate in `ctx` (public for the trace and tests).
     pub fn score(&self, ctx: &Context, c: &Candidate) -> f64 {
-        match &c.api {
+        let memory = 1.0 + self.settings.hint_weight * c.hint;
+        memory * match &c.api {
             None => c.weight * (self.settings.similarity_floor + 0.5),
             Some(api) => {
                 let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
                 let repeats = ctx.calls_of(&api.id) as i32;
                 let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
+                if ctx.path.is_empty() {
+                    // The seed serves the request: similarity (sharpened) decides, and the START
+                    // edge — how often chains begin there, whatever they served — is a mild prior.
+                    return memory * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness) * (1.0 + c.weight) * avail;
+                }
                 (c.weight + self.settings.weight_floor) * (c.similarity + self.settings.similarity_floor) * avail * repeat
             }
         }
@@ -66,47 +77,114 @@ fn norm(s: &str) -> String {
     s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
-/// Find a field for `param` in `v`: `(path, exact)`; arrays are entered at their first element and
-/// the index left out of the path (references take the first element there).
-fn find_field(v: &Value, param: &str) -> Option<(String, bool)> {
-    let want = norm(param);
-    if want.is_empty() {
-        return None;
+/// The scalar fields of a response in breadth-first order, normalized name → path; arrays are
+/// entered at their first element and the index left out of the path (references take the first
+/// element there). Built once per step; argument filling looks fields up here.
+#[derive(Debug, Default)]
+pub struct FieldIndex {
+    entries: Vec<(String, String)>,
+    first: HashMap<String, usize>,
+    /// Answers already given, by parameter name (a run asks for the same parameters often).
+    memo: std::sync::Mutex<HashMap<String, Option<(String, bool)>>>,
+}
+
+impl PartialEq for FieldIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
     }
-    let mut queue: VecDeque<(&Value, String, usize)> = VecDeque::from([(v, String::new(), 0)]);
-    let mut suffix: Option<String> = None;
-    let mut seen = 0;
-    while let Some((node, path, depth)) = queue.pop_front() {
-        seen += 1;
-        if seen > 400 || depth > 6 {
-            break;
-        }
-        match node {
-            Value::Object(m) => {
-                for (k, sub) in m {
-                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                    let nk = norm(k);
-                    let scalar = !sub.is_object() && !sub.is_array() && !sub.is_null();
-                    if scalar && nk == want {
-                        return Some((p, true));
-                    }
-                    if scalar && suffix.is_none() && nk.len() >= 3 && (want.ends_with(&nk) || (want.len() >= 4 && nk.ends_with(&want))) {
-                        suffix = Some(p.clone());
-                    }
-                    if sub.is_object() || sub.is_array() {
-                        queue.push_back((sub, p, depth + 1));
+}
+
+impl FieldIndex {
+    pub fn build(v: &Value) -> Self {
+        let mut idx = FieldIndex::default();
+        let mut queue: VecDeque<(&Value, String, usize)> = VecDeque::from([(v, String::new(), 0)]);
+        let mut seen = 0;
+        while let Some((node, path, depth)) = queue.pop_front() {
+            seen += 1;
+            if seen > 400 || depth > 6 {
+                break;
+            }
+            match node {
+                Value::Object(m) => {
+                    for (k, sub) in m {
+                        let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                        if sub.is_object() || sub.is_array() {
+                            queue.push_back((sub, p, depth + 1));
+                        } else if !sub.is_null() {
+                            let nk = norm(k);
+                            idx.first.entry(nk.clone()).or_insert(idx.entries.len());
+                            idx.entries.push((nk, p));
+                        }
                     }
                 }
-            }
-            Value::Array(items) => {
-                if let Some(first) = items.first() {
-                    queue.push_back((first, path, depth + 1));
+                Value::Array(items) => {
+                    if let Some(first) = items.first() {
+                        queue.push_back((first, path, depth + 1));
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
+        idx
     }
-    suffix.map(|p| (p, false))
+
+    /// A field for `param`: `(path, exact)`: the same name, else the first whose name the
+    /// parameter ends with (`pick_up_latitude` ← `latitude`, `fromId` ← `id`) or that ends with it.
+    pub fn find(&self, param: &str) -> Option<(String, bool)> {
+        if let Some(hit) = self.memo.lock().ok().and_then(|m| m.get(param).cloned()) {
+            return hit;
+        }
+        let found = self.search(param);
+        if let Ok(mut m) = self.memo.lock() {
+            m.insert(param.to_string(), found.clone());
+        }
+        found
+    }
+
+    fn search(&self, param: &str) -> Option<(String, bool)> {
+        let want = norm(param);
+        if want.is_empty() {
+            return None;
+        }
+        if let Some(&i) = self.first.get(&want) {
+            return Some((self.entries[i].1.clone(), true));
+        }
+        self.entries
+            .iter()
+            .find(|(nk, _)| {
+                let id_link = nk == "id" && want.len() > 2 && want.ends_with("id");
+                id_link || nk.len() >= 3 && (want.ends_with(nk.as_str()) || (want.len() >= 4 && nk.ends_with(&want)))
+            })
+            .map(|(_, p)| (p.clone(), false))
+    }
+}
+
+fn find_field(ctx: &Context, step: &super::Step, param: &str) -> Option<(String, bool)> {
+    match ctx.fields.get(&step.label) {
+        Some(idx) => idx.find(param),
+        None => FieldIndex::build(&step.response).find(param),
+    }
+}
+
+/// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
+/// `toId`, `drop_off_*`, `destination`): with two producers, the start takes the earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Start,
+    End,
+    Neutral,
+}
+
+fn role(name: &str) -> Role {
+    let n = name.to_ascii_lowercase();
+    let to_prefix = name.starts_with("to") && name[2..].chars().next().is_some_and(|c| c.is_uppercase() || c == '_');
+    if ["from", "pick", "origin", "src", "source", "start"].iter().any(|k| n.starts_with(k)) {
+        Role::Start
+    } else if to_prefix || ["drop", "dest", "return", "end"].iter().any(|k| n.starts_with(k)) {
+        Role::End
+    } else {
+        Role::Neutral
+    }
 }
 
 fn is_name_param(name: &str, description: &str) -> bool {
@@ -130,7 +208,29 @@ fn used_strings(ctx: &Context) -> HashSet<String> {
 }
 
 /// Fill one parameter from the request's typed values; `repeat` = earlier calls of the same API.
-fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>) -> Option<(Value, &'static str)> {
+/// A value the request labels with the parameter's name ("latitude: 35.77" for
+/// `pick_up_latitude`); the start of a span takes the first, the end the second.
+fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize) -> Option<String> {
+    let want = norm(&p.name);
+    let hits: Vec<&String> = values.labelled.iter().filter(|(l, _)| l.len() >= 2 && (want == *l || want.ends_with(l.as_str()))).map(|(_, v)| v).collect();
+    let mut dedup: Vec<&String> = Vec::new();
+    for h in hits {
+        if dedup.last() != Some(&h) {
+            dedup.push(h);
+        }
+    }
+    let i = match role(&p.name) {
+        Role::End => 1 + 2 * repeat,
+        Role::Start => 2 * repeat,
+        Role::Neutral => repeat,
+    };
+    dedup.get(i).or(dedup.last()).map(|v| v.to_string())
+}
+
+fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>, avoid: &HashSet<String>) -> Option<(Value, &'static str)> {
+    if let Some(v) = labelled(values, p, repeat) {
+        return Some((Value::String(v), "labelled"));
+    }
     if is_date_param(&p.name, &p.description) {
         if values.dates.is_empty() {
             return None;
@@ -154,12 +254,18 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
         return values.urls.first().map(|e| (Value::String(e.clone()), "url"));
     }
     if is_name_param(&p.name, &p.description) {
+        // The first name not used yet (nor failed with this API), else the call's turn.
+        let fresh = |s: &&String| !avoid.contains(&s.to_ascii_lowercase());
         let pick = values
             .names
             .iter()
+            .filter(fresh)
             .find(|s| !used.contains(&s.to_ascii_lowercase()))
-            .or_else(|| (!values.names.is_empty()).then(|| &values.names[repeat % values.names.len()]))
-            .or_else(|| values.quoted.first())?;
+            .or_else(|| {
+                let left: Vec<&String> = values.names.iter().filter(fresh).collect();
+                (!left.is_empty()).then(|| left[repeat % left.len()])
+            })
+            .or_else(|| values.quoted.iter().find(fresh))?;
         return Some((Value::String(pick.clone()), "name"));
     }
     None
@@ -205,27 +311,27 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
             continue;
         }
-        // Earlier outputs, most recent first: exact names first, then suffix matches.
-        let mut found: Option<(String, String, bool)> = None;
-        for step in ctx.path.iter().rev() {
-            if let Some((path, exact)) = find_field(&step.response, &p.name) {
-                if exact {
-                    found = Some((step.label.clone(), path, true));
-                    break;
-                }
-                if found.is_none() {
-                    found = Some((step.label.clone(), path, false));
-                }
-            }
+        // Earlier outputs: exact names before suffix matches; of several producers, a start
+        // parameter takes the earliest, others the most recent.
+        let matches: Vec<(String, String, bool)> = ctx.path.iter().filter_map(|step| find_field(ctx, step, &p.name).map(|(path, exact)| (step.label.clone(), path, exact))).collect();
+        let any_exact = matches.iter().any(|m| m.2);
+        let pool: Vec<&(String, String, bool)> = matches.iter().filter(|m| m.2 == any_exact).collect();
+        let found = match role(&p.name) {
+            Role::Start => pool.first(),
+            _ => pool.last(),
         }
-        // Dates and times the user gave win over fields of earlier outputs.
-        let literal_first = (is_date_param(&p.name, &p.description) && !ctx.values.dates.is_empty()) || (is_time_param(&p.name) && !ctx.values.times.is_empty());
+        .map(|m| (*m).clone());
+        // Values the user gave (dates, times, labelled values) win over fields of earlier outputs.
+        let literal_first = (is_date_param(&p.name, &p.description) && !ctx.values.dates.is_empty())
+            || (is_time_param(&p.name) && !ctx.values.times.is_empty())
+            || labelled(&ctx.values, p, repeat).is_some();
         if let Some((label, path, _)) = found.filter(|_| !literal_first) {
             out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
             continue;
         }
-        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used) {
+        let avoid: HashSet<String> = ctx.dead_ends.iter().filter(|d| d.api == api.id).filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase)).collect();
+        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid) {
             if p.required || kind != "name" {
                 out.arguments.insert(p.name.clone(), v);
                 out.sources.insert(p.name.clone(), ArgSource::Request { kind: kind.to_string() });
@@ -442,17 +548,17 @@ mod tests {
         let planner = DeterministicPlanner::default();
         let mut c = ctx("find hotels");
         let a = api("a", vec![]);
-        let root = vec![Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, api: None }, Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, api: Some(a.clone()) }];
+        let root = vec![Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None }, Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) }];
         assert!(matches!(planner.choose(&c, &root).await.unwrap(), Decision::Call { index: 1, .. }), "END is never chosen before the first call");
         c.path.push(Step { api: api("x", vec![]), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({"a": 1}), repeat: 0 });
         let cands = vec![
-            Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, api: Some(a.clone()) },
-            Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, api: None },
+            Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) },
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None },
         ];
         assert!(matches!(planner.choose(&c, &cands).await.unwrap(), Decision::Finish { .. }));
         let cands = vec![
-            Candidate { id: "a".into(), source: Source::Graph, weight: 0.6, similarity: 0.5, api: Some(a) },
-            Candidate { id: "END".into(), source: Source::Graph, weight: 0.4, similarity: 0.0, api: None },
+            Candidate { id: "a".into(), source: Source::Graph, weight: 0.6, similarity: 0.5, hint: 0.0, api: Some(a) },
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.4, similarity: 0.0, hint: 0.0, api: None },
         ];
         // a: (0.6 + 0.05) · (0.5 + 0.1) = 0.39 > END: 0.4 · 0.6 = 0.24
         assert_eq!(planner.choose(&c, &cands).await.unwrap(), Decision::Call { index: 0, reason: "score 0.390 (weight 0.600, similarity 0.500)".into() });

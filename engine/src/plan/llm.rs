@@ -128,28 +128,16 @@ pub fn choose_schema(n: usize) -> Value {
     })
 }
 
-fn json_type(ty: &str) -> &'static str {
-    let t = ty.to_ascii_lowercase();
-    if t.starts_with("int") {
-        "integer"
-    } else if t.starts_with("number") || t.starts_with("float") || t.starts_with("double") {
-        "number"
-    } else if t.starts_with("bool") {
-        "boolean"
-    } else if t.starts_with("array") || t.starts_with("list") {
-        "array"
-    } else {
-        "string"
-    }
-}
-
 /// JSON schema of an API's arguments: declared types, or a string (a `$label.path$` reference).
 pub fn fill_schema(api: &ApiView) -> Value {
     let props: Map<String, Value> = api
         .params
         .iter()
         .map(|p| {
-            let t = json_type(&p.ty);
+            let t = match crate::exec::kind(&p.ty) {
+                "object" => "string",
+                k => k,
+            };
             let schema = if t == "string" { json!({"type": "string"}) } else { json!({"type": [t, "string"]}) };
             (p.name.clone(), schema)
         })
@@ -430,7 +418,7 @@ mod tests {
     use std::sync::Arc;
 
     fn cand(n: usize) -> Vec<Candidate> {
-        (0..n).map(|i| Candidate { id: format!("a{i}"), source: Source::Graph, weight: 0.5, similarity: 0.5, api: None }).collect()
+        (0..n).map(|i| Candidate { id: format!("a{i}"), source: Source::Graph, weight: 0.5, similarity: 0.5, hint: 0.0, api: None }).collect()
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub struct Candidate {
     pub weight: f64,
     /// Retrieval similarity to the (sub)task, max-normalized to [0, 1].
     pub similarity: f64,
+    /// Evidence from recalled long-term memories: the best recall score of a remembered chain
+    /// that made this same step (0 when none).
+    #[serde(default)]
+    pub hint: f64,
     /// The API, absent for `END`.
     pub api: Option<Arc<ApiView>>,
 }
@@ -152,10 +156,14 @@ pub struct Context {
     pub dead_ends: Vec<DeadEnd>,
     /// Tools (ids) excluded by reflection.
     pub excluded_tools: Vec<String>,
+    /// APIs (ids) excluded by reflection (where excluding their whole tool would leave nothing).
+    pub excluded_apis: Vec<String>,
     /// Failure reasons carried into a resumed round.
     pub notes: Vec<String>,
     /// Values the user gave for parameters (`needs_input` answers), by parameter name.
     pub given: Map<String, Value>,
+    /// Field indexes of the path's responses by label (built once per step by the engine).
+    pub fields: HashMap<String, Arc<deterministic::FieldIndex>>,
 }
 
 impl Context {
@@ -167,8 +175,10 @@ impl Context {
             path: Vec::new(),
             dead_ends: Vec::new(),
             excluded_tools: Vec::new(),
+            excluded_apis: Vec::new(),
             notes: Vec::new(),
             given: Map::new(),
+            fields: HashMap::new(),
         }
     }
 

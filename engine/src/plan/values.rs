@@ -25,6 +25,8 @@ pub struct RequestValues {
     pub names: Vec<String>,
     pub emails: Vec<String>,
     pub urls: Vec<String>,
+    /// Values named in the text: "latitude: 35.77", "Hotel ID: 6374805" → (normalized label, text).
+    pub labelled: Vec<(String, String)>,
 }
 
 const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
@@ -169,8 +171,22 @@ impl RequestValues {
                 used[i] = true;
                 continue;
             }
-            // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th"
+            // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" /
+            // "November 10-13, 2024" (a range: two dates)
             if let Some(m) = month_of(toks[i].text) {
+                if let Some((a, b)) = toks.get(i + 1).and_then(|t| t.text.split_once('-')).and_then(|(a, b)| Some((day_number(a)?, day_number(b)?))) {
+                    let y = (i + 2..(i + 5).min(toks.len())).find_map(|j| year_number(toks[j].text)).unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                    if let (Some(d1), Some(d2)) = (NaiveDate::from_ymd_opt(y, m, a), NaiveDate::from_ymd_opt(y, m, b)) {
+                        absolute.push((i, d1));
+                        absolute.push((i + 1, d2));
+                        used[i] = true;
+                        used[i + 1] = true;
+                        if toks.get(i + 2).is_some_and(|t| year_number(t.text).is_some()) {
+                            used[i + 2] = true;
+                        }
+                        continue;
+                    }
+                }
                 let day_after = toks.get(i + 1).and_then(|t| day_number(t.text));
                 let day_before = i.checked_sub(1).and_then(|j| day_number(toks[j].text).filter(|_| !used[j]));
                 let (day, first, last) = match (day_after, day_before) {
@@ -180,7 +196,9 @@ impl RequestValues {
                 };
                 let year = toks.get(last + 1).and_then(|t| year_number(t.text));
                 let last = if year.is_some() { last + 1 } else { last };
-                let y = year.unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                // "October 5th to 12th, 2024": the year may come a few words later.
+                let ahead = (last + 1..(last + 5).min(toks.len())).find_map(|j| year_number(toks[j].text));
+                let y = year.or(ahead).unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
                 if let Some(d) = NaiveDate::from_ymd_opt(y, m, day) {
                     absolute.push((first, d));
                     for u in used.iter_mut().take(last + 1).skip(first) {
@@ -189,6 +207,20 @@ impl RequestValues {
                 }
             }
         }
+        // "from October 5th to 12th": a bare day after "to" continues the month of the date before.
+        for i in 1..toks.len() {
+            if used[i] || !matches!(lower[i - 1].as_str(), "to" | "until" | "through" | "till" | "and") {
+                continue;
+            }
+            let Some(day) = day_number(toks[i].text).filter(|_| toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) || toks[i].punct.is_some()) else { continue };
+            if let Some((_, prev)) = absolute.iter().rev().find(|(p, _)| *p < i && i - *p <= 4) {
+                if let Some(d) = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| d > prev) {
+                    absolute.push((i, d));
+                    used[i] = true;
+                }
+            }
+        }
+        absolute.sort_by_key(|(p, _)| *p);
         // "Today is <date>" sets today; it is not itself a date to use.
         let mut today = fallback_today;
         let mut dates: Vec<(usize, NaiveDate)> = Vec::new();
@@ -220,13 +252,22 @@ impl RequestValues {
                 } else {
                     Some(1)
                 }
-            } else if w == "today" && !(lower.get(i + 1).is_some_and(|n| n == "is")) && !dates.iter().any(|(p, _)| *p == i + 1) {
+            } else if w == "today" && lower.get(i + 1).is_none_or(|n| n != "is") && !dates.iter().any(|(p, _)| *p == i + 1) {
                 Some(0).filter(|_| v.today.is_none() || prev(1) == "for" || prev(1) == "from")
             } else if (w == "days" || w == "day" || w == "weeks" || w == "week") && prev(2) == "in" {
                 let n = small_number(prev(1)).or_else(|| prev(1).parse().ok()).unwrap_or(1.0) as i64;
                 Some(if w.starts_with("week") { 7 * n } else { n })
             } else if w == "week" && prev(1) == "next" {
                 Some(7)
+            } else if w == "later" && matches!(prev(1), "day" | "days" | "week" | "weeks") {
+                let n = small_number(prev(2)).or_else(|| prev(2).parse().ok()).unwrap_or(1.0) as i64;
+                let n = if prev(1).starts_with("week") { 7 * n } else { n };
+                // Relative to the latest date mentioned before it.
+                let before = dates.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
+                if let Some(b) = before {
+                    dates.push((i, b + Duration::days(n)));
+                }
+                None
             } else if let Some((_, day)) = WEEKDAYS.iter().find(|(d, _)| *d == w) {
                 (!used[i]).then(|| (next_weekday(today, *day) - today).num_days())
             } else {
@@ -277,6 +318,23 @@ impl RequestValues {
                 rest = &after[e + close.len_utf8()..];
             }
         }
+        // Labelled values: "latitude: 35.7721", "Hotel ID: 6374805", "(longitude: 140.386, ...)".
+        for i in 1..toks.len() {
+            if toks[i - 1].punct != Some(':') || toks[i].text.is_empty() {
+                continue;
+            }
+            let value = toks[i].text.trim_matches(|c: char| c == '(' || c == ')');
+            if value.is_empty() || !value.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') {
+                continue;
+            }
+            let one: String = toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+            let two = if i >= 2 && toks[i - 2].punct.is_none() { format!("{}{one}", toks[i - 2].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>()) } else { one.clone() };
+            v.labelled.push((two, value.to_string()));
+            if one != v.labelled.last().map(|l| l.0.clone()).unwrap_or_default() {
+                v.labelled.push((one, value.to_string()));
+            }
+            used[i] = true;
+        }
         // Emails and URLs.
         for t in &toks {
             let w = t.text;
@@ -299,7 +357,9 @@ impl RequestValues {
             }
             let mut j = i;
             let mut words = vec![toks[i].text];
-            while toks[j].punct.is_none() && j + 1 < toks.len() {
+            // An initial ("John F. Kennedy") does not end a name.
+            let initial = |t: &Tok<'_>| t.text.len() == 1 && t.text.chars().all(|c| c.is_ascii_uppercase()) && t.punct == Some('.');
+            while (toks[j].punct.is_none() || initial(&toks[j])) && j + 1 < toks.len() {
                 let n = toks[j + 1].text;
                 if !used[j + 1] && is_capitalised(n) && !is_stop_name(n) || (n.chars().all(|c| c.is_ascii_digit()) && n.len() <= 3 && !used[j + 1]) {
                     words.push(n);
@@ -315,8 +375,9 @@ impl RequestValues {
                     break;
                 }
             }
-            let name = words.join(" ");
-            if !(starts_sentence && words.len() == 1) && !v.names.contains(&name) {
+            let name = words.iter().enumerate().map(|(k, w)| if initial(&toks[i + k]) && k + 1 < words.len() { format!("{w}.") } else { w.to_string() }).collect::<Vec<_>>().join(" ");
+            let lone_sentence_start = starts_sentence && words.len() == 1;
+            if !lone_sentence_start && !v.names.contains(&name) {
                 v.names.push(name);
             }
             i = j + 1;
@@ -389,6 +450,22 @@ mod tests {
         let v = RequestValues::extract("Today is Friday, March 1st 2024. What is on next Monday at noon?", d(2020, 1, 1));
         assert_eq!(v.dates, vec![d(2024, 3, 4)]);
         assert_eq!(v.times, vec!["12:00"]);
+    }
+
+    #[test]
+    fn ranges_later_and_labels() {
+        let v = RequestValues::extract("My two friends and I are planning a trip to Vancouver from November 10-13, 2024.", d(2030, 1, 1));
+        assert_eq!(v.dates, vec![d(2024, 11, 10), d(2024, 11, 13)]);
+        assert_eq!(v.names, vec!["Vancouver"]);
+        let v = RequestValues::extract("I'm on vacation from October 5th to 12th, 2024, flying from Berlin to Barcelona.", d(2030, 1, 1));
+        assert_eq!(v.dates, vec![d(2024, 10, 5), d(2024, 10, 12)]);
+        let v = RequestValues::extract("I'll pick up the car at 10 AM on October 10, 2024 at Narita International Airport in Tokyo (longitude: 140.386, latitude: 35.7721) and return it three days later at Kansai (longitude: 135.243, latitude: 34.4362). Stay at the Lestel Maru (Hotel ID: 6374805).", d(2030, 1, 1));
+        assert_eq!(v.dates, vec![d(2024, 10, 10), d(2024, 10, 13)]);
+        let lat: Vec<&str> = v.labelled.iter().filter(|(l, _)| l == "latitude").map(|(_, x)| x.as_str()).collect();
+        assert_eq!(lat, ["35.7721", "34.4362"]);
+        assert!(v.labelled.contains(&("hotelid".to_string(), "6374805".to_string())), "{:?}", v.labelled);
+        let v = RequestValues::extract("I will return it at John F. Kennedy International Airport tomorrow.", d(2024, 1, 1));
+        assert_eq!(v.names, vec!["John F. Kennedy International Airport"]);
     }
 
     #[test]

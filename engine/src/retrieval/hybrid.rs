@@ -202,7 +202,7 @@ impl Retriever {
                     c = c.with(field, v);
                 }
             }
-            self.vectors.search(&self.collection, vector, n, &c).await?.into_iter().map(|h| Hit { id: h.id, score: h.score }).collect()
+            self.vectors.search_ids(&self.collection, vector, n, &c).await?.into_iter().map(|(id, score)| Hit { id, score }).collect()
         };
         let mut hits = match method {
             Method::Bm25 => lexical,

@@ -9,7 +9,7 @@ pub mod trace;
 
 use crate::exec::{compress, keep_set, CallError, CallSpec, Executor};
 use crate::graph::{weights, GraphStore};
-use crate::plan::deterministic::{bad_response, canonical, fill_arguments, judge_path};
+use crate::plan::deterministic::{canonical, fill_arguments, judge_path};
 use crate::plan::values::RequestValues;
 use crate::plan::{ApiView, ArgSource, Candidate, Context, DeadEnd, Decision, Filled, Judgement, Planner, Source, Step};
 use crate::retrieval::hybrid::{Method, Retriever};
@@ -54,6 +54,8 @@ pub struct RunSettings {
     pub top_k: usize,
     /// Seed tools retrieved per (sub)task.
     pub seeds: usize,
+    /// Also retrieve for each subtask (more recall, one more embedding and search per subtask).
+    pub retrieve_subtasks: bool,
     /// Retriever candidates below this similarity (max-normalized) are not offered.
     pub min_similarity: f64,
     pub max_depth: usize,
@@ -65,6 +67,10 @@ pub struct RunSettings {
     pub use_memory: bool,
     /// Cosine similarity at which a recalled memory is replayed.
     pub memory_threshold: f32,
+    /// Memories recalled as hints for the search (their chains' steps get a vote).
+    pub memory_hints: usize,
+    /// Cosine similarity from which a recalled memory votes.
+    pub hint_threshold: f32,
     /// Store judged-good runs in long-term memory.
     pub remember: bool,
     /// Apply the judgement's score changes to the graph's dynamic weights.
@@ -79,6 +85,7 @@ impl Default for RunSettings {
             mode: Mode::Graph,
             top_k: 5,
             seeds: 10,
+            retrieve_subtasks: true,
             min_similarity: 0.5,
             max_depth: 10,
             max_calls: 30,
@@ -87,6 +94,8 @@ impl Default for RunSettings {
             reflection_rounds: 2,
             use_memory: true,
             memory_threshold: 0.9,
+            memory_hints: 3,
+            hint_threshold: 0.6,
             remember: true,
             learn: true,
             observation_chars: 1024,
@@ -135,6 +144,8 @@ pub struct RunStats {
     pub http_ms: f64,
     /// Time embedding the request.
     pub embed_ms: f64,
+    /// Time in seed retrieval (lexical + vector search; part of engine_ms).
+    pub retrieve_ms: f64,
     /// total − http − embed: what the engine itself spent.
     pub engine_ms: f64,
 }
@@ -167,11 +178,12 @@ pub struct Engine {
 /// Where a run stands while it searches.
 struct RunState<'a> {
     ctx: Context,
-    outputs: HashMap<String, Value>,
     trace: Vec<TraceEvent>,
     sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
     stats: RunStats,
     sims: HashMap<String, f64>,
+    /// (from, to) steps of recalled memories' chains (START for the first) → best recall score.
+    hints: HashMap<(String, String), f64>,
     seeds: Vec<String>,
     started: Instant,
     calls_made: usize,
@@ -194,19 +206,24 @@ enum Ended {
     GaveUp(String),
 }
 
+/// What an [`Engine`] is made of.
+pub struct EngineParts {
+    /// The tool graph, loaded once (search reads it in memory).
+    pub graph: Arc<GraphSnapshot>,
+    /// Where dynamic-weight updates go (`None`: never learn).
+    pub store: Option<Arc<dyn GraphStore>>,
+    pub retriever: Arc<Retriever>,
+    pub memory: Option<Arc<Memory>>,
+    pub executor: Executor,
+    pub planner: Arc<dyn Planner>,
+    pub settings: RunSettings,
+    pub weights: WeightSettings,
+}
+
 impl Engine {
-    pub fn new(
-        graph: Arc<GraphSnapshot>,
-        store: Option<Arc<dyn GraphStore>>,
-        retriever: Arc<Retriever>,
-        memory: Option<Arc<Memory>>,
-        executor: Executor,
-        planner: Arc<dyn Planner>,
-        settings: RunSettings,
-        weights: WeightSettings,
-    ) -> Self {
-        let apis = graph.apis.values().filter(|a| a.status == STATUS_ACTIVE).map(|a| (a.id.clone(), Arc::new(ApiView::from_node(a)))).collect();
-        Engine { graph, apis, store, retriever, memory, executor, planner, settings, weights }
+    pub fn new(p: EngineParts) -> Self {
+        let apis = p.graph.apis.values().filter(|a| a.status == STATUS_ACTIVE).map(|a| (a.id.clone(), Arc::new(ApiView::from_node(a)))).collect();
+        Engine { graph: p.graph, apis, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights }
     }
 
     pub fn settings(&self) -> &RunSettings {
@@ -231,11 +248,11 @@ impl Engine {
         ctx.given = given;
         let mut st = RunState {
             ctx,
-            outputs: HashMap::new(),
             trace: Vec::new(),
             sink,
             stats: RunStats::default(),
             sims: HashMap::new(),
+            hints: HashMap::new(),
             seeds: Vec::new(),
             started,
             calls_made: 0,
@@ -250,7 +267,19 @@ impl Engine {
         // Long-term memory: a close enough hit is replayed with zero planning calls.
         if self.settings.use_memory {
             if let Some(mem) = &self.memory {
-                if let Some(hit) = mem.recall(&vector, 1).await?.into_iter().next() {
+                let hits = mem.recall(&vector, self.settings.memory_hints.max(1)).await?;
+                // Memories below the replay threshold still vote for the steps their chains made.
+                for h in hits.iter().filter(|h| h.score >= self.settings.hint_threshold) {
+                    let mut prev = START_ID.to_string();
+                    for step in &h.entry.chain {
+                        let e = st.hints.entry((prev.clone(), step.api.clone())).or_insert(0.0);
+                        *e = e.max(h.score as f64);
+                        prev = step.api.clone();
+                    }
+                    let e = st.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
+                    *e = e.max(h.score as f64);
+                }
+                if let Some(hit) = hits.into_iter().next() {
                     let replay = hit.score >= self.settings.memory_threshold;
                     st.emit(TraceEvent::Recall { request: hit.entry.request.clone(), score: hit.score, chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(), replayed: replay }).await;
                     if replay {
@@ -262,7 +291,7 @@ impl Engine {
                             Err(reason) => {
                                 st.emit(TraceEvent::RecallFailed { reason }).await;
                                 st.ctx.path.clear();
-                                st.outputs.clear();
+                                st.ctx.fields.clear();
                                 st.sent.clear();
                                 st.next_label = 1;
                             }
@@ -277,7 +306,9 @@ impl Engine {
         let subtasks = self.planner.decompose(&st.ctx).await?;
         st.ctx.subtasks = subtasks.clone();
         let mut texts = vec![request.to_string()];
-        texts.extend(subtasks.iter().filter(|s| s.as_str() != request).cloned());
+        if self.settings.retrieve_subtasks && subtasks.len() > 1 {
+            texts.extend(subtasks.iter().filter(|s| s.as_str() != request).cloned());
+        }
         let t = Instant::now();
         let mut vectors = vec![vector.clone()];
         if texts.len() > 1 {
@@ -286,7 +317,9 @@ impl Engine {
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
         let pool = self.settings.seeds.max(50);
         for (text, v) in texts.iter().zip(&vectors) {
+            let t = Instant::now();
             let hits = self.retriever.search_with_vector(text, v, pool, &Filter::default(), Method::Hybrid, None).await?;
+            st.stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
             let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             let mut seeds = Vec::new();
             for h in &hits {
@@ -303,11 +336,12 @@ impl Engine {
             st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
         }
 
-        let mut best: Option<(f64, Context, HashMap<String, Value>, HashMap<String, Map<String, Value>>)> = None;
+        // The best judged path so far: grade, context, arguments as sent.
+        type Best = (f64, Context, HashMap<String, Map<String, Value>>);
+        let mut best: Option<Best> = None;
         let mut round = 0;
-        let mut resume: Option<usize> = None;
         let ended = loop {
-            let ended = self.search(&mut st, resume.take()).await?;
+            let ended = self.search(&mut st).await?;
             if st.ctx.path.is_empty() || round >= self.settings.reflection_rounds || self.out_of_budget(&st).is_some() {
                 break ended;
             }
@@ -317,7 +351,7 @@ impl Engine {
                 break ended;
             }
             if best.as_ref().is_none_or(|b| j.grade > b.0) {
-                best = Some((j.grade, st.ctx.clone(), st.outputs.clone(), st.sent.clone()));
+                best = Some((j.grade, st.ctx.clone(), st.sent.clone()));
             }
             round += 1;
             st.stats.reflections += 1;
@@ -329,18 +363,33 @@ impl Engine {
                     self.truncate(&mut st, i);
                     st.ctx.notes.push(format!("round {round}: {}", j.reason));
                     st.emit(TraceEvent::Reflect { round, mode: "resume".into(), reason: j.reason.clone(), resume_at: Some(i), excluded_tools: vec![] }).await;
-                    resume = Some(i);
                 }
                 _ => {
-                    let mut excluded = j.irrelevant_tools.clone();
-                    if excluded.is_empty() {
-                        if let Some(first) = st.ctx.path.first() {
-                            excluded.push(first.api.tool.clone());
+                    // Restart without the tools judged irrelevant; a tool that holds every seed
+                    // (one-tool domains) loses only the APIs of the bad steps instead.
+                    let mut excluded = Vec::new();
+                    let bad_apis: Vec<String> = match j.first_bad_step {
+                        Some(i) => st.ctx.path[i..].iter().map(|s| s.api.id.clone()).collect(),
+                        None => st.ctx.path.iter().map(|s| s.api.id.clone()).collect(),
+                    };
+                    for t in &j.irrelevant_tools {
+                        let holds_all = !st.seeds.is_empty() && st.seeds.iter().all(|id| self.apis.get(id).is_some_and(|a| &a.tool == t));
+                        if holds_all {
+                            for id in bad_apis.iter().filter(|id| self.apis.get(*id).is_some_and(|a| &a.tool == t)) {
+                                if !st.ctx.excluded_apis.contains(id) {
+                                    st.ctx.excluded_apis.push(id.clone());
+                                    excluded.push(id.clone());
+                                }
+                            }
+                        } else if !st.ctx.excluded_tools.contains(t) {
+                            st.ctx.excluded_tools.push(t.clone());
+                            excluded.push(t.clone());
                         }
                     }
-                    for t in &excluded {
-                        if !st.ctx.excluded_tools.contains(t) {
-                            st.ctx.excluded_tools.push(t.clone());
+                    if excluded.is_empty() {
+                        if let Some(first) = bad_apis.first() {
+                            st.ctx.excluded_apis.push(first.clone());
+                            excluded.push(first.clone());
                         }
                     }
                     st.ctx.notes.push(format!("round {round}: {}", j.reason));
@@ -350,24 +399,23 @@ impl Engine {
             }
         };
         // A failed reflection keeps the best path seen.
-        if let Some((grade, ctx, outputs, sent)) = best {
+        if let Some((grade, ctx, sent)) = best {
             let now = judge_path(&st.ctx).grade;
             if st.ctx.path.is_empty() || grade > now {
                 let trace = std::mem::take(&mut st.ctx.dead_ends);
                 st.ctx = ctx;
                 st.ctx.dead_ends.extend(trace);
-                st.outputs = outputs;
                 st.sent = sent;
             }
         }
-        self.conclude(st, if matches!(ended, Ended::Finished) { Ended::Finished } else { ended }, &vector, false).await
+        self.conclude(st, ended, &vector, false).await
     }
 
     fn truncate(&self, st: &mut RunState<'_>, len: usize) {
         while st.ctx.path.len() > len {
             if let Some(s) = st.ctx.path.pop() {
-                st.outputs.remove(&s.label);
                 st.sent.remove(&s.label);
+                st.ctx.fields.remove(&s.label);
             }
         }
         st.next_label = st.ctx.path.len() + 1;
@@ -388,24 +436,35 @@ impl Engine {
 
     fn candidate(&self, st: &RunState<'_>, id: &str, source: Source, weight: f64) -> Option<Candidate> {
         if id == END_ID {
-            return Some(Candidate { id: END_ID.into(), source, weight, similarity: 0.0, api: None });
+            let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
+            let hint = st.hints.get(&(from, END_ID.to_string())).copied().unwrap_or(0.0);
+            return Some(Candidate { id: END_ID.into(), source, weight, similarity: 0.0, hint, api: None });
         }
         let api = self.apis.get(id)?;
-        if st.ctx.excluded_tools.contains(&api.tool) {
+        if st.ctx.excluded_tools.contains(&api.tool) || st.ctx.excluded_apis.contains(&api.id) {
             return None;
         }
-        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims.get(id).copied().unwrap_or(0.0), api: Some(api.clone()) })
+        let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
+        let hint = st.hints.get(&(from, id.to_string())).copied().unwrap_or(0.0);
+        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims.get(id).copied().unwrap_or(0.0), hint, api: Some(api.clone()) })
     }
 
-    /// Whether calling `api` now would repeat a call on the path or a dead end (same arguments).
-    fn would_repeat(&self, st: &RunState<'_>, api: &ApiView) -> bool {
+    /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
+    /// that repeats a call on the path or a dead end.
+    fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
+        // Only an API already on the path or at a dead end can repeat a call.
+        if !st.ctx.path.iter().any(|s| s.api.id == api.id) && !st.ctx.dead_ends.iter().any(|d| d.api == api.id) {
+            return Some(format!("{}|", api.id));
+        }
         let f = fill_arguments(&st.ctx, api);
         let key = canonical(&f.arguments);
-        st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key) || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key)
+        let repeats = st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key) || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
+        (!repeats).then(|| format!("{}|{key}", api.id))
     }
 
-    /// The candidates at the current node (the root when the path is empty).
-    fn candidates(&self, st: &RunState<'_>) -> Vec<Candidate> {
+    /// The candidates at the current node (the root when the path is empty), each with the key of
+    /// the call it would be (an API failed with some arguments may be offered with others).
+    fn candidates(&self, st: &RunState<'_>) -> Vec<(Candidate, String)> {
         let k = self.settings.top_k.max(1);
         let mut out: Vec<Candidate> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
@@ -438,6 +497,19 @@ impl Engine {
             }
             (Some(_), false) => {}
         }
+        // Steps recalled memories made from here join (as graph evidence: they are observed chains).
+        let from = at.clone().unwrap_or_else(|| START_ID.to_string());
+        let mut hinted: Vec<(&String, f64)> = st.hints.iter().filter(|((f, _), _)| *f == from).map(|((_, t), s)| (t, *s)).collect();
+        hinted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        for (to, _) in hinted {
+            if to == END_ID && at.is_none() {
+                continue;
+            }
+            let w = self.graph.next.get(&(from.clone(), to.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+            if let Some(c) = self.candidate(st, to, Source::Graph, w) {
+                push(&mut out, &mut seen, c);
+            }
+        }
         if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
             let mut ranked: Vec<(&String, &f64)> = st.sims.iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
@@ -451,12 +523,16 @@ impl Engine {
                 }
             }
         }
-        out.retain(|c| c.api.as_ref().is_none_or(|a| !self.would_repeat(st, a)));
-        out
+        out.into_iter()
+            .filter_map(|c| match &c.api {
+                None => Some((c, END_ID.to_string())),
+                Some(a) => self.variant(st, a).map(|k| (c, k)),
+            })
+            .collect()
     }
 
-    /// Depth-first search from the current path (or from `resume`'s prefix).
-    async fn search(&self, st: &mut RunState<'_>, _resume: Option<usize>) -> Result<Ended> {
+    /// Depth-first search from the current path (empty, or the prefix a reflection resumes from).
+    async fn search(&self, st: &mut RunState<'_>) -> Result<Ended> {
         // Candidates tried at each depth of the current path.
         let mut tried: Vec<HashSet<String>> = vec![HashSet::new(); st.ctx.path.len() + 1];
         let greedy = self.settings.mode == Mode::RetrieveGreedy;
@@ -466,10 +542,10 @@ impl Engine {
             }
             let depth = st.ctx.path.len();
             tried.resize(depth + 1, HashSet::new());
-            let offered: Vec<Candidate> = if depth >= self.settings.max_depth {
-                Vec::new()
+            let (offered, keys): (Vec<Candidate>, Vec<String>) = if depth >= self.settings.max_depth {
+                (Vec::new(), Vec::new())
             } else {
-                self.candidates(st).into_iter().filter(|c| !tried[depth].contains(&c.id)).collect()
+                self.candidates(st).into_iter().filter(|(_, k)| !tried[depth].contains(k)).unzip()
             };
             if offered.is_empty() && depth >= self.settings.max_depth {
                 return Ok(Ended::Finished);
@@ -485,7 +561,7 @@ impl Engine {
             let index = match decision {
                 Decision::Finish { .. } if depth > 0 => return Ok(Ended::Finished),
                 Decision::Finish { reason } | Decision::GiveUp { reason } if depth == 0 => return Ok(Ended::GaveUp(reason)),
-                Decision::GiveUp { .. } => return Ok(Ended::Finished),
+                Decision::GiveUp { reason } => return Ok(Ended::GaveUp(reason)),
                 Decision::Backtrack { reason } => {
                     if depth == 0 || greedy {
                         return Ok(if depth == 0 { Ended::GaveUp(reason) } else { Ended::Finished });
@@ -499,7 +575,7 @@ impl Engine {
             let Some(chosen) = offered.get(index).cloned() else {
                 continue;
             };
-            tried[depth].insert(chosen.id.clone());
+            tried[depth].insert(keys[index].clone());
             let Some(api) = chosen.api.clone() else {
                 return Ok(Ended::Finished);
             };
@@ -515,8 +591,8 @@ impl Engine {
 
     async fn backtrack(&self, st: &mut RunState<'_>, tried: &mut Vec<HashSet<String>>, reason: String) {
         if let Some(s) = st.ctx.path.pop() {
-            st.outputs.remove(&s.label);
             st.sent.remove(&s.label);
+            st.ctx.fields.remove(&s.label);
             st.next_label = st.ctx.path.len() + 1;
             st.stats.backtracks += 1;
             st.ctx.dead_ends.push(DeadEnd { api: s.api.id.clone(), arguments: s.arguments.clone(), reason: reason.clone() });
@@ -535,8 +611,14 @@ impl Engine {
             if *id == api.id || st.ctx.excluded_tools.contains(&cand.tool) {
                 continue;
             }
-            let feeds = self.graph.feeds.get(&(id.clone(), api.id.clone())).is_some_and(|f| f.iter().any(|x| leaf(x) == p));
-            let outputs = cand.output_fields.iter().any(|f| leaf(f) == p);
+            // The parameter's name, or one it ends with (`pick_up_latitude` ← `coordinates.latitude`).
+            let provides = |f: &str| {
+                let l = leaf(f).replace(['_', '-'], "");
+                let want = p.replace(['_', '-'], "");
+                l == want || (l.len() >= 3 && want.ends_with(&l)) || (l == "id" && want.len() > 2 && want.ends_with("id"))
+            };
+            let feeds = self.graph.feeds.get(&(id.clone(), api.id.clone())).is_some_and(|f| f.iter().any(|x| provides(x)));
+            let outputs = cand.output_fields.iter().any(|f| provides(f));
             if !(feeds || outputs) {
                 continue;
             }
@@ -596,7 +678,9 @@ impl Engine {
         st.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();
-        let result = self.executor.call(&spec, &filled.arguments, &st.outputs).await;
+        let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), &s.response)).collect();
+        let result = self.executor.call(&spec, &filled.arguments, &outputs).await;
+        drop(outputs);
         st.stats.http_ms += t.elapsed().as_secs_f64() * 1000.0;
         let outcome = match result {
             Ok(o) => o,
@@ -607,7 +691,9 @@ impl Engine {
                 return false;
             }
         };
-        if let Some(problem) = bad_response(&outcome.response) {
+        // An error-shaped response is a failed call; an empty one goes on the path, where the
+        // judgement finds it and reflection resumes from it.
+        if let Some(problem) = crate::exec::response_problem(&outcome.response) {
             st.stats.failed_calls += 1;
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: problem.clone() });
             st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem } }).await;
@@ -626,7 +712,7 @@ impl Engine {
         })
         .await;
         let repeat = st.ctx.calls_of(&api.id);
-        st.outputs.insert(label.clone(), outcome.response.clone());
+        st.ctx.fields.insert(label.clone(), Arc::new(crate::plan::deterministic::FieldIndex::build(&outcome.response)));
         st.sent.insert(label.clone(), outcome.arguments);
         st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response: outcome.response, repeat });
         st.next_label = st.ctx.path.len() + 1;
@@ -684,6 +770,8 @@ impl Engine {
             }
         } else if st.needs_input.is_some() && !passed {
             Status::NeedsInput
+        } else if matches!(ended, Ended::GaveUp(_)) && !passed {
+            Status::GaveUp
         } else {
             Status::Answered
         };

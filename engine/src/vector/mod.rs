@@ -82,6 +82,10 @@ pub trait VectorStore: Send + Sync {
     async fn set_payload(&self, collection: &str, id: &str, payload: Map<String, Value>) -> Result<bool>;
     /// The `k` nearest points to `vector` that satisfy `conditions`, best first.
     async fn search(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<VectorHit>>;
+    /// Like [`Self::search`], ids and scores only (backends skip reading payloads).
+    async fn search_ids(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<(String, f32)>> {
+        Ok(self.search(collection, vector, k, conditions).await?.into_iter().map(|h| (h.id, h.score)).collect())
+    }
     /// Every point's id and the payload `fields` asked for (for incremental re-indexing).
     async fn scan(&self, collection: &str, fields: &[&str]) -> Result<Vec<(String, Map<String, Value>)>>;
     async fn count(&self, collection: &str) -> Result<usize>;

@@ -1,0 +1,111 @@
+//! `toolgraph sandbox`, `toolgraph ask` and `toolgraph eval chains` as a user runs them: the
+//! binary learns ComplexFuncBench chains, the replay sandbox (a real HTTP server, started as its
+//! own process) serves their recorded responses, and `ask` plans and executes a request over HTTP.
+
+mod common;
+use common::*;
+use std::process::{Child, Stdio};
+
+struct Sandbox(Child);
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_sandbox(port: u16) -> Sandbox {
+    let d = data().join("complexfuncbench");
+    let child = bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &port.to_string()]).stderr(Stdio::null()).spawn().unwrap();
+    let sb = Sandbox(child);
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return sb;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the sandbox did not listen on {port}");
+}
+
+#[test]
+fn ask_plans_and_executes_a_chain_through_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data().join("complexfuncbench");
+    let runs = dir.path().join("cfb.jsonl");
+    let tools = dir.path().join("cfb-tools.jsonl");
+    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
+    let store = format!("embedded:{}", dir.path().join("g.redb").display());
+    run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _sb = start_sandbox(port);
+    // Unknown calls get the API's error shape, unknown routes a 404.
+    let request = "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
+    let rewrite = format!("https://=http://127.0.0.1:{port}/");
+    let ask = |extra: &[&str]| {
+        let mut c = bin_in(dir.path());
+        c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--json"]).args(extra);
+        c.output().unwrap()
+    };
+    let out = ask(&[]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["status"], "answered");
+    let names: Vec<&str> = r["chain"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names[..2], ["Search_Car_Location", "Search_Car_Rentals"], "{r:#}");
+    assert_eq!(r["chain"][0]["sent"]["query"], "Los Angeles International Airport");
+    assert_eq!(r["chain"][1]["arguments"]["pick_up_latitude"], "$var1.coordinates.latitude$");
+    assert_eq!(r["chain"][1]["sent"]["pick_up_date"], "2024-11-16");
+    let types: Vec<&str> = r["trace"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+    for t in ["retrieve", "choose", "call", "response", "judge", "finish"] {
+        assert!(types.contains(&t), "trace lacks {t}: {types:?}");
+    }
+    // The judged-good run was remembered: asked again, it is replayed with no planner decision.
+    let out = ask(&[]);
+    let r2: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r2["stats"]["recalled"], true, "{:#}", r2["trace"][0]);
+    assert_eq!(r2["stats"]["planner_calls"], 0);
+    assert_eq!(r2["chain"].as_array().unwrap().len(), names.len());
+
+    // The human-readable form.
+    let mut c = bin_in(dir.path());
+    let out = c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--no-learn"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("status: Answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "), "{text}");
+
+    // Nothing to learn from yet: a clear message, not a crash.
+    let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
+    let out = bin_in(dir.path()).arg("--store").arg(&empty).args(["ask", "hello"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run `toolgraph ingest` first"));
+}
+
+#[test]
+fn eval_chains_reports_every_method_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data().join("complexfuncbench");
+    let report = dir.path().join("chains.json");
+    let out = run_ok(
+        bin_in(dir.path())
+            .args(["eval", "chains", "--train"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .args(["--folds", "2", "--limit", "8", "--report"])
+            .arg(&report),
+    );
+    let r = read_json(&report);
+    assert_eq!(r["folds"], 2);
+    let methods: Vec<&str> = r["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["graph", "retrieve-greedy", "dfs-no-graph"]);
+    for m in r["methods"].as_array().unwrap() {
+        assert_eq!(m["chains"], 16, "{m}");
+        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success"] {
+            let v = m[k].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{k} = {v}");
+        }
+    }
+    let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
+    assert!(md.contains("| graph |") && md.contains("| dfs-no-graph |"), "{md}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("call F1"));
+}
