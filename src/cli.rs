@@ -165,9 +165,9 @@ enum EvalCmd {
         /// Turn long-term memory off for the graph method.
         #[arg(long)]
         no_memory: bool,
-        /// Retrieve seeds for the whole request only, not also per subtask (faster, less recall).
+        /// Also retrieve seeds per subtask, not only for the whole request.
         #[arg(long)]
-        no_subtask_retrieval: bool,
+        subtask_retrieval: bool,
     },
     /// Seed-tool retrieval (bm25, dense, hybrid) on ToolBench / StableToolBench query files.
     Retrieval {
@@ -410,7 +410,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory, no_subtask_retrieval }) => {
+        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory, subtask_retrieval }) => {
             let s = load_settings(&cli)?;
             let embedder = load_embedder(&s).await?;
             let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
@@ -424,7 +424,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 folds: *folds,
                 methods: methods.iter().map(|m| mode_of(m)).collect(),
                 limit: *limit,
-                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, retrieve_subtasks: !no_subtask_retrieval, ..Default::default() },
+                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, retrieve_subtasks: *subtask_retrieval, ..Default::default() },
                 cache,
             };
             let mut last = Instant::now();

@@ -85,7 +85,7 @@ impl Default for RunSettings {
             mode: Mode::Graph,
             top_k: 5,
             seeds: 10,
-            retrieve_subtasks: true,
+            retrieve_subtasks: false,
             min_similarity: 0.5,
             max_depth: 10,
             max_calls: 30,
