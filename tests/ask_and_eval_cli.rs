@@ -30,12 +30,7 @@ fn start_sandbox(port: u16) -> Sandbox {
 #[test]
 fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();
-    let d = data().join("complexfuncbench");
-    let runs = dir.path().join("cfb.jsonl");
-    let tools = dir.path().join("cfb-tools.jsonl");
-    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-    let store = format!("embedded:{}", dir.path().join("g.redb").display());
-    run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    let (store, _) = ingest_complexfuncbench(dir.path());
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let _sb = start_sandbox(port);

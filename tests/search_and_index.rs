@@ -16,12 +16,7 @@ fn ids(v: &serde_json::Value) -> Vec<String> {
 #[test]
 fn ingest_indexes_and_search_ranks_real_apis() {
     let dir = tempfile::tempdir().unwrap();
-    let d = data().join("complexfuncbench");
-    let runs = dir.path().join("cfb.jsonl");
-    let tools = dir.path().join("cfb-tools.jsonl");
-    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-    let store = format!("embedded:{}", dir.path().join("g.redb").display());
-    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    let (store, out) = ingest_complexfuncbench(dir.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("40 APIs, 40 embedded"), "{err}");
 

@@ -166,3 +166,16 @@ impl Drop for Falkor {
             .output();
     }
 }
+
+/// Convert the ComplexFuncBench chains and ingest them (docs + runs, APIs embedded) into an
+/// embedded store under `dir`, with the vectors and embedding cache of [`bin_in`]; returns the
+/// store URI and the ingest's output.
+pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
+    let d = data().join("complexfuncbench");
+    let runs = dir.join("cfb.jsonl");
+    let tools = dir.join("cfb-tools.jsonl");
+    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
+    let store = format!("embedded:{}", dir.join("g.redb").display());
+    let out = run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    (store, out)
+}
