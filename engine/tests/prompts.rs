@@ -25,7 +25,7 @@ fn context() -> Context {
         arguments: json!({"query": "San Diego Marriott La Jolla"}).as_object().unwrap().clone(),
         sources: Default::default(),
         observation: r#"[{"coordinates":{"latitude":32.87,"longitude":-117.21},"name":"San Diego Marriott La Jolla"}]"#.into(),
-        response: json!([]),
+        response: json!([]).into(),
         repeat: 0,
     });
     c.dead_ends.push(DeadEnd { api: "travel/booking-com15/Search_Taxi".into(), arguments: Default::default(), reason: "missing pick_up_place_id".into() });

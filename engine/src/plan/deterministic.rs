@@ -527,7 +527,7 @@ mod tests {
             arguments: f.arguments,
             sources: f.sources,
             observation: String::new(),
-            response: json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]),
+            response: json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]).into(),
             repeat: 0,
         });
         let mut with_default = p("currency", "string", true);
@@ -550,7 +550,7 @@ mod tests {
         let a = api("a", vec![]);
         let root = vec![Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None }, Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) }];
         assert!(matches!(planner.choose(&c, &root).await.unwrap(), Decision::Call { index: 1, .. }), "END is never chosen before the first call");
-        c.path.push(Step { api: api("x", vec![]), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({"a": 1}), repeat: 0 });
+        c.path.push(Step { api: api("x", vec![]), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({"a": 1}).into(), repeat: 0 });
         let cands = vec![
             Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) },
             Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None },
@@ -570,7 +570,7 @@ mod tests {
     fn judgement_marks_the_first_bad_step() {
         let mut c = ctx("x");
         for (i, r) in [json!({"data": [1]}), json!({"status": false, "message": "bad id"}), json!([])].into_iter().enumerate() {
-            c.path.push(Step { api: api(&format!("a{i}"), vec![]), label: format!("var{}", i + 1), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: r, repeat: 0 });
+            c.path.push(Step { api: api(&format!("a{i}"), vec![]), label: format!("var{}", i + 1), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: r.into(), repeat: 0 });
         }
         let j = judge_path(&c);
         assert!(!j.pass);

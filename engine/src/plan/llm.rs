@@ -446,7 +446,7 @@ mod tests {
         assert!(parse_fill(&json!({}), &api).unwrap_err().contains("required `q`"));
         assert_eq!(parse_fill(&json!({"q": "Rome"}), &api).unwrap()["q"], json!("Rome"));
         let mut ctx = Context::new("r", Default::default());
-        ctx.path.push(super::super::Step { api: Arc::new(api), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({}), repeat: 0 });
+        ctx.path.push(super::super::Step { api: Arc::new(api), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({}).into(), repeat: 0 });
         let ok = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 2}], "reason": "ok"});
         assert_eq!(parse_judgement(&ok, &ctx).unwrap().deltas, vec![("c/t/a".to_string(), 2.0)]);
         let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "zzz", "delta": 2}], "reason": ""});

@@ -132,8 +132,8 @@ pub struct Step {
     pub sources: HashMap<String, ArgSource>,
     /// The response the planner sees (compressed to the configured length).
     pub observation: String,
-    /// The full response.
-    pub response: Value,
+    /// The full response (shared with the trace).
+    pub response: Arc<Value>,
     /// How many earlier steps of the path called the same API.
     pub repeat: usize,
 }
@@ -184,7 +184,7 @@ impl Context {
 
     /// Outputs of the path by label, for resolving references.
     pub fn outputs(&self) -> HashMap<String, Value> {
-        self.path.iter().map(|s| (s.label.clone(), s.response.clone())).collect()
+        self.path.iter().map(|s| (s.label.clone(), (*s.response).clone())).collect()
     }
 
     /// How often the path already called `api_id`.

@@ -678,7 +678,7 @@ impl Engine {
         st.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();
-        let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), &s.response)).collect();
+        let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
         let result = self.executor.call(&spec, &filled.arguments, &outputs).await;
         drop(outputs);
         st.stats.http_ms += t.elapsed().as_secs_f64() * 1000.0;
@@ -701,6 +701,7 @@ impl Engine {
         }
         let next_params: Vec<String> = self.graph.successors(&api.id, self.settings.top_k).iter().filter_map(|s| self.apis.get(&s.id)).flat_map(|a| a.params.iter().map(|p| p.name.clone())).collect();
         let observation = compress(&outcome.response, &keep_set(&st.ctx.request, next_params.iter().map(String::as_str)), self.settings.observation_chars);
+        let response = Arc::new(outcome.response);
         st.emit(TraceEvent::Response {
             label: label.clone(),
             api: api.id.clone(),
@@ -708,13 +709,13 @@ impl Engine {
             attempts: outcome.attempts,
             elapsed_ms: outcome.elapsed_ms,
             observation: observation.clone(),
-            response: outcome.response.clone(),
+            response: response.clone(),
         })
         .await;
         let repeat = st.ctx.calls_of(&api.id);
-        st.ctx.fields.insert(label.clone(), Arc::new(crate::plan::deterministic::FieldIndex::build(&outcome.response)));
+        st.ctx.fields.insert(label.clone(), Arc::new(crate::plan::deterministic::FieldIndex::build(&response)));
         st.sent.insert(label.clone(), outcome.arguments);
-        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response: outcome.response, repeat });
+        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
         st.next_label = st.ctx.path.len() + 1;
         true
     }

@@ -28,7 +28,7 @@ pub enum TraceEvent {
     /// A call about to be sent (references still in `arguments`).
     Call { label: String, api: String, arguments: Map<String, Value> },
     /// Its response: `observation` is what the planner sees; `response` is the full body.
-    Response { label: String, api: String, status: u16, attempts: u32, elapsed_ms: f64, observation: String, response: Value },
+    Response { label: String, api: String, status: u16, attempts: u32, elapsed_ms: f64, observation: String, response: std::sync::Arc<Value> },
     /// A call that failed (nothing was added to the path).
     CallFailed { api: String, arguments: Map<String, Value>, error: CallError },
     /// Reverse-Chain completion: `provider` is called first to supply `argument` of `api`.
