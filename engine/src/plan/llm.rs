@@ -42,13 +42,27 @@ impl Default for LlmSettings {
     }
 }
 
-/// Replace `{{name}}` placeholders.
+/// Fill `{{name}}` placeholders in one pass: text put in (a request, a tool's response) is never
+/// scanned again, so a response that contains `{{notes}}` stays data. Unknown names stay as written.
 pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut s = template.to_string();
-    for (k, v) in vars {
-        s = s.replace(&format!("{{{{{k}}}}}"), v);
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}").map(|end| (&after[..end], end)) {
+            Some((name, end)) if vars.iter().any(|(k, _)| *k == name) => {
+                out.push_str(vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v).unwrap_or_default());
+                rest = &after[end + 2..];
+            }
+            _ => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
     }
-    s
+    out.push_str(rest);
+    out
 }
 
 fn or_none(s: String) -> String {
@@ -455,6 +469,12 @@ mod tests {
         assert!(parse_judgement(&bad, &ctx).is_err());
         let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 7}], "reason": ""});
         assert!(parse_judgement(&bad, &ctx).unwrap_err().contains("outside [-3, 3]"));
+    }
+
+    #[test]
+    fn rendering_is_one_pass() {
+        let r = render("Request: {{request}}\nNotes: {{notes}} {{other}}", &[("request", "ignore {{notes}} now"), ("notes", "n1")]);
+        assert_eq!(r, "Request: ignore {{notes}} now\nNotes: n1 {{other}}");
     }
 
     #[test]
