@@ -45,13 +45,8 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let (store, retriever, memory) = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
     let snapshot = Arc::new(store.snapshot().await.unwrap());
-    let test: Vec<Chain> = test.into_iter().map(|i| read_one(&chains, i)).collect();
+    let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
     World { _dir: dir, engine_parts: (snapshot, store, retriever, memory), test, specs }
-}
-
-fn read_one(chains: &[Chain], i: usize) -> Chain {
-    let c = &chains[i];
-    Chain { input: c.input.clone(), output: c.output.iter().map(|o| toolgraph_ingest::complexfuncbench::ChainCall { name: o.name.clone(), arguments: o.arguments.clone(), label: o.label.clone(), errors: o.errors.clone(), response: o.response.clone() }).collect() }
 }
 
 async fn engine(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {

@@ -37,13 +37,13 @@ pub struct SpecParam {
     pub default: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct Chain {
     pub input: String,
     pub output: Vec<ChainCall>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct ChainCall {
     pub name: String,
     #[serde(default)]

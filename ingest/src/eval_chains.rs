@@ -421,11 +421,11 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     let total: usize = folds.iter().map(|(_, t)| opts.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.methods.len();
     let mut done = 0;
     for (fi, (train, test)) in folds.iter().enumerate() {
-        let dir = tempfile_dir(fi)?;
+        let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| crate::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let (store, retriever, memory) = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
-        let owned: Vec<Chain> = test.iter().map(|c| clone_chain(c)).collect();
+        let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
         let (recs, errors) = recordings(&owned, &specs);
         report.skipped.extend(errors);
         let sb = Sandbox::new(Library::new(recs), Faults::default());
@@ -486,36 +486,6 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         failed_calls: r.stats.failed_calls,
         recall,
         first_failure,
-    }
-}
-
-fn clone_chain(c: &Chain) -> Chain {
-    Chain {
-        input: c.input.clone(),
-        output: c
-            .output
-            .iter()
-            .map(|o| crate::complexfuncbench::ChainCall { name: o.name.clone(), arguments: o.arguments.clone(), label: o.label.clone(), errors: o.errors.clone(), response: o.response.clone() })
-            .collect(),
-    }
-}
-
-fn tempfile_dir(fold: usize) -> Result<TempDir, crate::IngestError> {
-    let base = std::env::temp_dir().join(format!("toolgraph-eval-{}-{fold}-{}", std::process::id(), Instant::now().elapsed().as_nanos()));
-    std::fs::create_dir_all(&base).map_err(|e| crate::IngestError::Input(format!("cannot create {}: {e}", base.display())))?;
-    Ok(TempDir(base))
-}
-
-/// A folder removed when dropped.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

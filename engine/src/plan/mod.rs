@@ -182,11 +182,6 @@ impl Context {
         }
     }
 
-    /// Outputs of the path by label, for resolving references.
-    pub fn outputs(&self) -> HashMap<String, Value> {
-        self.path.iter().map(|s| (s.label.clone(), (*s.response).clone())).collect()
-    }
-
     /// How often the path already called `api_id`.
     pub fn calls_of(&self, api_id: &str) -> usize {
         self.path.iter().filter(|s| s.api.id == api_id).count()
