@@ -5,6 +5,7 @@
 //! Every step goes to the trace, and to a stream when one is given.
 
 pub mod memory;
+mod providers;
 pub mod trace;
 
 use crate::exec::{compress, keep_set, CallError, CallSpec, Executor};
@@ -166,6 +167,7 @@ pub struct RunReport {
 pub struct Engine {
     graph: Arc<GraphSnapshot>,
     apis: HashMap<String, Arc<ApiView>>,
+    providers: providers::Providers,
     store: Option<Arc<dyn GraphStore>>,
     retriever: Arc<Retriever>,
     memory: Option<Arc<Memory>>,
@@ -223,7 +225,8 @@ pub struct EngineParts {
 impl Engine {
     pub fn new(p: EngineParts) -> Self {
         let apis = p.graph.apis.values().filter(|a| a.status == STATUS_ACTIVE).map(|a| (a.id.clone(), Arc::new(ApiView::from_node(a)))).collect();
-        Engine { graph: p.graph, apis, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights }
+        let providers = providers::Providers::build(&apis, &p.graph.feeds);
+        Engine { graph: p.graph, apis, providers, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights }
     }
 
     pub fn settings(&self) -> &RunSettings {
@@ -604,28 +607,15 @@ impl Engine {
     /// An API that can provide parameter `param` of `api` (Reverse Chain): a FEEDS edge naming the
     /// field, else an API whose documented output has that field; best by graph weight, similarity.
     fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
-        let p = param.to_ascii_lowercase();
-        let leaf = |f: &str| f.rsplit('.').next().unwrap_or(f).to_ascii_lowercase();
         let mut best: Option<(f64, Arc<ApiView>)> = None;
-        for (id, cand) in &self.apis {
-            if *id == api.id || st.ctx.excluded_tools.contains(&cand.tool) {
+        for (cand, feeds) in self.providers.candidates(&api.id, param) {
+            if st.ctx.excluded_tools.contains(&cand.tool) {
                 continue;
             }
-            // The parameter's name, or one it ends with (`pick_up_latitude` ← `coordinates.latitude`).
-            let provides = |f: &str| {
-                let l = leaf(f).replace(['_', '-'], "");
-                let want = p.replace(['_', '-'], "");
-                l == want || (l.len() >= 3 && want.ends_with(&l)) || (l == "id" && want.len() > 2 && want.ends_with("id"))
-            };
-            let feeds = self.graph.feeds.get(&(id.clone(), api.id.clone())).is_some_and(|f| f.iter().any(|x| provides(x)));
-            let outputs = cand.output_fields.iter().any(|f| provides(f));
-            if !(feeds || outputs) {
-                continue;
-            }
-            let w = self.graph.next.get(&(id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
-            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims.get(id).copied().unwrap_or(0.0) * 0.5;
+            let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims.get(&cand.id).copied().unwrap_or(0.0) * 0.5;
             if best.as_ref().is_none_or(|(s, b)| score > *s || (score == *s && cand.id < b.id)) {
-                best = Some((score, cand.clone()));
+                best = Some((score, cand));
             }
         }
         best.map(|(_, a)| a)

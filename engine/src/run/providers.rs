@@ -1,0 +1,109 @@
+//! Which APIs can provide a parameter (Reverse Chain), indexed once per engine so a missing
+//! argument costs a few hash lookups instead of a scan of every API.
+//!
+//! A field provides parameter `p` when its last path segment, lower-cased without `_`/`-`, equals
+//! `p` so normalized, or is a suffix of it of 3+ characters (`pick_up_latitude` ← `coordinates.latitude`),
+//! or is `id` and `p` ends with `id` (`hotel_id` ← `id`).
+
+use crate::plan::ApiView;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A field's or parameter's comparable form.
+pub(crate) fn normalize(name: &str) -> String {
+    let leaf = name.rsplit('.').next().unwrap_or(name);
+    leaf.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+}
+
+/// Whether a field's normalized leaf `leaf` provides a parameter normalized as `want`.
+pub(crate) fn provides(leaf: &str, want: &str) -> bool {
+    leaf == want || (leaf.len() >= 3 && want.ends_with(leaf)) || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
+}
+
+/// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
+fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
+    let suffixes = want.char_indices().map(move |(i, _)| &want[i..]).filter(move |s| s.len() == want.len() || s.len() >= 3);
+    let id = (want.len() > 2 && want.ends_with("id")).then_some("id");
+    suffixes.chain(id)
+}
+
+/// An index of the active APIs by the fields they output and the FEEDS edges into each API.
+#[derive(Default)]
+pub(crate) struct Providers {
+    by_leaf: HashMap<String, Vec<Arc<ApiView>>>,
+    /// Target id → (source API, normalized fields that edge carries).
+    feeds_into: HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>>,
+}
+
+impl Providers {
+    pub(crate) fn build(apis: &HashMap<String, Arc<ApiView>>, feeds: &BTreeMap<(String, String), Vec<String>>) -> Self {
+        let mut by_leaf: HashMap<String, Vec<Arc<ApiView>>> = HashMap::new();
+        for api in apis.values() {
+            let mut leaves: Vec<String> = api.output_fields.iter().map(|f| normalize(f)).collect();
+            leaves.sort();
+            leaves.dedup();
+            for l in leaves {
+                by_leaf.entry(l).or_default().push(api.clone());
+            }
+        }
+        let mut feeds_into: HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>> = HashMap::new();
+        for ((from, to), fields) in feeds {
+            if let Some(src) = apis.get(from) {
+                feeds_into.entry(to.clone()).or_default().push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));
+            }
+        }
+        Providers { by_leaf, feeds_into }
+    }
+
+    /// Every API (other than `target`) that can provide parameter `param` of `target`, with
+    /// whether a FEEDS edge into `target` carries it (else only its documented outputs do).
+    pub(crate) fn candidates(&self, target: &str, param: &str) -> Vec<(Arc<ApiView>, bool)> {
+        let want = normalize(param);
+        let mut out: HashMap<&str, (Arc<ApiView>, bool)> = HashMap::new();
+        for (src, fields) in self.feeds_into.get(target).into_iter().flatten() {
+            if src.id != target && fields.iter().any(|l| provides(l, &want)) {
+                out.insert(src.id.as_str(), (src.clone(), true));
+            }
+        }
+        for leaf in leaves_for(&want) {
+            for api in self.by_leaf.get(leaf).into_iter().flatten() {
+                if api.id != target {
+                    out.entry(api.id.as_str()).or_insert_with(|| (api.clone(), false));
+                }
+            }
+        }
+        out.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(id: &str, outputs: &[&str]) -> Arc<ApiView> {
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: String::new(), description: String::new(), params: vec![], output_fields: outputs.iter().map(|s| s.to_string()).collect(), availability: None })
+    }
+
+    #[test]
+    fn finds_exact_suffix_and_id_providers_and_feeds() {
+        let mut apis = HashMap::new();
+        for a in [api("geo", &["coordinates.latitude", "name"]), api("hotels", &["data.id"]), api("lat", &["lat"]), api("target", &["latitude"])] {
+            apis.insert(a.id.clone(), a);
+        }
+        let mut feeds = BTreeMap::new();
+        feeds.insert(("lat".to_string(), "target".to_string()), vec!["lat".to_string()]);
+        let p = Providers::build(&apis, &feeds);
+        let ids = |t: &str, param: &str| {
+            let mut v: Vec<(String, bool)> = p.candidates(t, param).into_iter().map(|(a, f)| (a.id.clone(), f)).collect();
+            v.sort();
+            v
+        };
+        // Suffix of 3+ characters; the target itself never provides its own parameter.
+        assert_eq!(ids("target", "pick_up_latitude"), vec![("geo".to_string(), false)]);
+        // `id` provides any *_id; "lat" (FEEDS into target) provides "lat".
+        assert_eq!(ids("target", "hotel_id"), vec![("hotels".to_string(), false)]);
+        assert_eq!(ids("target", "lat"), vec![("lat".to_string(), true)]);
+        // Two-character leaves other than `id` are never suffix matches.
+        assert!(ids("target", "xyz").is_empty());
+    }
+}
