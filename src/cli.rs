@@ -490,7 +490,7 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     );
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
-    let exec = toolgraph_engine::exec::Executor::new(toolgraph_engine::exec::ExecSettings { rewrites, ..Default::default() })?;
+    let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
     let planner: Arc<dyn Planner> = if args.planner == "llm" {
         let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
         Arc::new(toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: args.llm_url.clone(), model: args.llm_model.clone(), ..Default::default() }, key)?)
@@ -531,6 +531,22 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         toolgraph_engine::run::Status::NeedsInput => ExitCode::from(3),
         toolgraph_engine::run::Status::GaveUp => ExitCode::from(2),
     })
+}
+
+/// Execution settings from the config, with `--rewrite` targets on this machine allow-listed (the
+/// user pointed the calls there, e.g. at the replay sandbox).
+fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> toolgraph_engine::exec::ExecSettings {
+    let mut e = s.exec.clone();
+    for (_, to) in &rewrites {
+        let host = to.split("://").nth(1).unwrap_or(to).split('/').next().unwrap_or_default();
+        if host.starts_with("127.") || host.starts_with("localhost") {
+            e.allow_private.push("127.0.0.0/8".into());
+        } else if host.starts_with("[::1]") {
+            e.allow_private.push("::1/128".into());
+        }
+    }
+    e.rewrites.extend(rewrites);
+    e
 }
 
 async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {

@@ -430,7 +430,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         report.skipped.extend(errors);
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| crate::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
-        let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, ..ExecSettings::default() })?;
+        let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
         for (mi, mode) in opts.methods.iter().enumerate() {
             let run_settings = RunSettings { mode: *mode, use_memory: *mode == Mode::Graph && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
             let engine = Engine::new(EngineParts {

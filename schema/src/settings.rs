@@ -11,6 +11,10 @@ pub struct Settings {
     pub embed: EmbedSettings,
     pub vectors: VectorSettings,
     pub retrieval: RetrievalSettings,
+    #[serde(default)]
+    pub exec: ExecSettings,
+    #[serde(default)]
+    pub server: ServerSettings,
 }
 
 /// Where API vectors and long-term memories live.
@@ -93,4 +97,96 @@ pub struct IngestSettings {
     pub max_record_bytes: u64,
     /// Errors kept in the report (all are counted).
     pub max_reported_errors: usize,
+}
+
+/// Execution limits and where calls really go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExecSettings {
+    /// Time limit of one attempt, milliseconds.
+    pub timeout_ms: u64,
+    /// Retries after the first attempt for transient failures (timeouts, connection errors, 5xx,
+    /// 429, malformed JSON).
+    pub retries: u32,
+    /// First backoff, doubled per retry, milliseconds.
+    pub backoff_ms: u64,
+    /// Longest `Retry-After` honoured, milliseconds (longer ones are capped).
+    pub max_retry_after_ms: u64,
+    /// Largest response body read, bytes.
+    pub max_response_bytes: usize,
+    /// Responses longer than this many characters are compressed for the planner.
+    pub compress_chars: usize,
+    /// URL prefix rewrites `[from, to]` (e.g. a RapidAPI host to the replay sandbox).
+    pub rewrites: Vec<(String, String)>,
+    /// Non-public networks tool calls may reach anyway (`127.0.0.1/32`, `10.0.0.0/8`); every other
+    /// loopback, private, link-local … address is refused (SSRF guard, see `toolgraph_engine::exec::guard`).
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        ExecSettings {
+            timeout_ms: 10_000,
+            retries: 3,
+            backoff_ms: 200,
+            max_retry_after_ms: 10_000,
+            max_response_bytes: 1 << 20,
+            compress_chars: 1024,
+            rewrites: Vec::new(),
+            allow_private: Vec::new(),
+        }
+    }
+}
+
+/// The daemon (`toolgraph serve`). API keys are never here: they come from `TOOLGRAPH_API_KEYS`
+/// (comma-separated) or the file named by `TOOLGRAPH_API_KEYS_FILE` (one per line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    /// Without API keys the daemon only starts on a loopback address unless this is true.
+    pub allow_anonymous: bool,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Longest request text, characters.
+    pub max_request_chars: usize,
+    /// Time limit of one HTTP request (a streamed run: until its headers), milliseconds.
+    pub request_timeout_ms: u64,
+    /// Runs executing at once; beyond that, 503 with Retry-After.
+    pub max_in_flight: usize,
+    /// Per API key (or client address without keys): sustained requests per second and burst.
+    pub rate_per_s: f64,
+    pub rate_burst: f64,
+    /// Past runs kept for `GET /v1/runs/{id}` and sessions kept (oldest dropped first).
+    pub runs_kept: usize,
+    pub sessions_kept: usize,
+    /// Turns of a session carried into the next run's context.
+    pub session_turns: usize,
+    /// How long shutdown waits for in-flight runs, seconds.
+    pub shutdown_grace_s: u64,
+    /// Retry-After sent with 503 (busy) answers, seconds.
+    pub retry_after_s: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            allow_anonymous: false,
+            max_body_bytes: 1 << 20,
+            max_request_chars: 4000,
+            request_timeout_ms: 150_000,
+            max_in_flight: 64,
+            rate_per_s: 50.0,
+            rate_burst: 100.0,
+            runs_kept: 1000,
+            sessions_kept: 1000,
+            session_turns: 5,
+            shutdown_grace_s: 30,
+            retry_after_s: 1,
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! with backoff for transient failures, honouring `Retry-After` on 429/503; bounded response
 //! bodies; long responses compressed for the planner while the full response stays in the trace.
 
+pub mod guard;
 pub mod refs;
 
 use serde::{Deserialize, Serialize};
@@ -31,39 +32,7 @@ impl CallSpec {
     }
 }
 
-/// Execution limits and where calls really go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExecSettings {
-    /// Time limit of one attempt, milliseconds.
-    pub timeout_ms: u64,
-    /// Retries after the first attempt for transient failures (timeouts, connection errors, 5xx,
-    /// 429, malformed JSON).
-    pub retries: u32,
-    /// First backoff, doubled per retry, milliseconds.
-    pub backoff_ms: u64,
-    /// Longest `Retry-After` honoured, milliseconds (longer ones are capped).
-    pub max_retry_after_ms: u64,
-    /// Largest response body read, bytes.
-    pub max_response_bytes: usize,
-    /// Responses longer than this many characters are compressed for the planner.
-    pub compress_chars: usize,
-    /// URL prefix rewrites `[from, to]` (e.g. a RapidAPI host to the replay sandbox).
-    pub rewrites: Vec<(String, String)>,
-}
-
-impl Default for ExecSettings {
-    fn default() -> Self {
-        ExecSettings {
-            timeout_ms: 10_000,
-            retries: 3,
-            backoff_ms: 200,
-            max_retry_after_ms: 10_000,
-            max_response_bytes: 1 << 20,
-            compress_chars: 1024,
-            rewrites: Vec::new(),
-        }
-    }
-}
+pub use toolgraph_schema::ExecSettings;
 
 /// One problem with the arguments of a call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,6 +242,7 @@ pub fn keep_set<'a>(text: &str, params: impl IntoIterator<Item = &'a str>) -> Ha
 pub struct Executor {
     client: reqwest::Client,
     settings: ExecSettings,
+    guard: std::sync::Arc<guard::Guard>,
 }
 
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -282,17 +252,25 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 impl Executor {
     pub fn new(settings: ExecSettings) -> crate::Result<Self> {
+        let guard = std::sync::Arc::new(guard::Guard::new(&settings.allow_private).map_err(|e| crate::EngineError::Config(format!("exec.allow_private: {e}")))?);
         let client = reqwest::Client::builder()
+            .dns_resolver(std::sync::Arc::new(guard::GuardedResolver(guard.clone())))
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(settings.timeout_ms.max(1)))
             .connect_timeout(Duration::from_millis(settings.timeout_ms.clamp(1, 5_000)))
             .user_agent(concat!("toolgraph/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| crate::EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Executor { client, settings })
+        Ok(Executor { client, settings, guard })
     }
 
     pub fn settings(&self) -> &ExecSettings {
         &self.settings
+    }
+
+    /// The SSRF guard calls go through (also used to check URLs of tools being registered).
+    pub fn guard(&self) -> &guard::Guard {
+        &self.guard
     }
 
     fn url_of(&self, spec: &CallSpec, args: &mut Map<String, Value>) -> Result<reqwest::Url, CallError> {
@@ -325,6 +303,7 @@ impl Executor {
         let started = Instant::now();
         let mut rest = valid.clone();
         let url = self.url_of(spec, &mut rest)?;
+        self.guard.check_url(&url).await.map_err(|message| CallError::BadRequest { message: format!("{} refused: {message}", spec.api_id) })?;
         let method = reqwest::Method::from_bytes(spec.method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let mut last = String::new();
         let mut attempts = 0;

@@ -338,6 +338,19 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
                 continue;
             }
         }
+        // An earlier turn of the conversation (most recent first): "book the first one".
+        let from_earlier = ctx.earlier.iter().rev().find_map(|e| {
+            let (path, _) = e.fields.find(&p.name)?;
+            let parts: Vec<&str> = path.split('.').collect();
+            crate::exec::refs::lookup(&e.response, &parts).filter(|v| !v.is_null()).map(|v| (e, path.clone(), v.clone()))
+        });
+        if let Some((e, path, v)) = from_earlier {
+            if p.required {
+                out.arguments.insert(p.name.clone(), v);
+                out.sources.insert(p.name.clone(), ArgSource::Earlier { turn: e.turn, api: e.api.clone(), path });
+                continue;
+            }
+        }
         if p.required {
             if let Some(d) = p.default.as_ref().filter(|d| !d.is_null() && d.as_str() != Some("")) {
                 out.arguments.insert(p.name.clone(), d.clone());
@@ -512,6 +525,20 @@ mod tests {
 
     fn ctx(text: &str) -> Context {
         Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()))
+    }
+
+    #[test]
+    fn a_later_turn_takes_what_the_request_lacks_from_earlier_turns() {
+        let mut c = ctx("Book the first one for me");
+        let book = api("book", vec![p("hotel_id", "number", true), p("currency", "string", false)]);
+        assert_eq!(fill_arguments(&c, &book).missing, vec!["hotel_id".to_string()]);
+        let older = Arc::new(json!({"data": [{"hotel_id": 7}]}));
+        let newer = Arc::new(json!({"data": {"hotels": [{"hotel_id": 42, "name": "Ritz"}]}}));
+        c.earlier = vec![crate::plan::Earlier::new(1, "hotels in Rome", "search", older), crate::plan::Earlier::new(2, "hotels in Paris", "search", newer)];
+        let f = fill_arguments(&c, &book);
+        assert_eq!(f.arguments["hotel_id"], json!(42), "the most recent turn wins");
+        assert!(matches!(&f.sources["hotel_id"], ArgSource::Earlier { turn: 2, .. }));
+        assert!(!f.arguments.contains_key("currency"), "optional parameters are not filled from earlier turns");
     }
 
     #[test]

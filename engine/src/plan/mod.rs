@@ -109,6 +109,9 @@ pub enum ArgSource {
     Default,
     /// Given by the user (needs_input answers) or by an LLM.
     Given,
+    /// A field of an output from an earlier turn of the session (a literal value: references
+    /// point only into this run's path).
+    Earlier { turn: usize, api: String, path: String },
 }
 
 /// Filled arguments of one call.
@@ -164,6 +167,26 @@ pub struct Context {
     pub given: Map<String, Value>,
     /// Field indexes of the path's responses by label (built once per step by the engine).
     pub fields: HashMap<String, Arc<deterministic::FieldIndex>>,
+    /// Outputs of earlier turns of a conversation (most recent last): arguments no value of this
+    /// request provides may come from them.
+    pub earlier: Vec<Earlier>,
+}
+
+/// One output of an earlier turn of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Earlier {
+    pub turn: usize,
+    pub request: String,
+    pub api: String,
+    pub response: Arc<Value>,
+    pub fields: Arc<deterministic::FieldIndex>,
+}
+
+impl Earlier {
+    pub fn new(turn: usize, request: &str, api: &str, response: Arc<Value>) -> Self {
+        let fields = Arc::new(deterministic::FieldIndex::build(&response));
+        Earlier { turn, request: request.to_string(), api: api.to_string(), response, fields }
+    }
 }
 
 impl Context {
@@ -179,6 +202,7 @@ impl Context {
             notes: Vec::new(),
             given: Map::new(),
             fields: HashMap::new(),
+            earlier: Vec::new(),
         }
     }
 

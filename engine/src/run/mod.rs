@@ -161,6 +161,10 @@ pub struct RunReport {
     pub judgement: Option<Judgement>,
     pub trace: Vec<TraceEvent>,
     pub stats: RunStats,
+    /// The full response of each chain call, in chain order (the trace holds them too); what a
+    /// session carries into its next turn.
+    #[serde(skip)]
+    pub responses: Vec<Arc<Value>>,
 }
 
 /// The orchestration engine over one loaded graph.
@@ -245,10 +249,22 @@ impl Engine {
     /// Run `request` to an answer, a give-up or a `needs_input`. `given` holds values the user
     /// supplied for parameters (the answer to an earlier `needs_input`).
     pub async fn run(&self, request: &str, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
+        self.run_turn(request, given, Vec::new(), sink).await
+    }
+
+    /// [`Engine::run`] as one turn of a conversation: `earlier` holds outputs of the session's
+    /// earlier turns, which may fill arguments this request gives no value for.
+    pub async fn run_turn(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
         let started = Instant::now();
         let today = chrono::Utc::now().date_naive();
         let mut ctx = Context::new(request, RequestValues::extract(request, today));
         ctx.given = given;
+        let mut turns: Vec<(usize, &str)> = earlier.iter().map(|e| (e.turn, e.request.as_str())).collect();
+        turns.dedup();
+        for (turn, req) in turns {
+            ctx.notes.push(format!("earlier turn {turn} of this conversation asked: {req}"));
+        }
+        ctx.earlier = earlier;
         let mut st = RunState {
             ctx,
             trace: Vec::new(),
@@ -808,6 +824,7 @@ impl Engine {
             .collect();
         st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
         st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);
-        Ok(RunReport { request: st.ctx.request.clone(), status, answer, chain, needs_input: st.needs_input.clone(), judgement, trace: st.trace, stats: st.stats })
+        let responses = st.ctx.path.iter().map(|s| s.response.clone()).collect();
+        Ok(RunReport { request: st.ctx.request.clone(), status, answer, chain, needs_input: st.needs_input.clone(), judgement, trace: st.trace, stats: st.stats, responses })
     }
 }

@@ -1,0 +1,201 @@
+//! SSRF guard: tool URLs (registered or executed) must not reach loopback, link-local, private,
+//! shared (CGNAT), unspecified, multicast or broadcast addresses unless an operator allow-lists
+//! them (`exec.allow_private`, e.g. `127.0.0.1/32` for the replay sandbox).
+//!
+//! Checked twice: before a call (IP literals and names resolved once, so a refusal is a clear,
+//! non-retried error) and inside the HTTP client's resolver, so a name that re-resolves to a
+//! private address between the check and the connection (DNS rebinding) is still refused.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+/// An allow-listed network: an address and a prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// `10.0.0.0/8`, `127.0.0.1` (a single address), `fd00::/8`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (a, p) = match s.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s.trim(), None),
+        };
+        let addr: IpAddr = a.parse().map_err(|_| format!("`{s}` is not an IP address or CIDR network"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?,
+            None => max,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => mask_eq(&net.octets(), &ip.octets(), self.prefix),
+            (IpAddr::V6(net), IpAddr::V6(ip)) => mask_eq(&net.octets(), &ip.octets(), self.prefix),
+            _ => false,
+        }
+    }
+}
+
+fn mask_eq(a: &[u8], b: &[u8], prefix: u8) -> bool {
+    let full = (prefix / 8) as usize;
+    if a[..full] != b[..full] {
+        return false;
+    }
+    let rest = prefix % 8;
+    rest == 0 || (a[full] ^ b[full]) & (0xffu8 << (8 - rest)) == 0
+}
+
+/// IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+/// Why `ip` is not a public address, if it is not.
+pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(v4) => v4_kind(v4),
+        IpAddr::V6(v6) => v6_kind(v6),
+    }
+}
+
+fn v4_kind(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() {
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local")
+    } else if ip.is_unspecified() || o[0] == 0 {
+        Some("unspecified")
+    } else if ip.is_broadcast() || ip.is_multicast() || o[0] >= 240 {
+        Some("broadcast/multicast/reserved")
+    } else if o[0] == 100 && (64..128).contains(&o[1]) {
+        Some("shared (CGNAT)")
+    } else {
+        None
+    }
+}
+
+fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
+    let s = ip.segments();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_unspecified() {
+        Some("unspecified")
+    } else if s[0] & 0xffc0 == 0xfe80 {
+        Some("link-local")
+    } else if s[0] & 0xfe00 == 0xfc00 {
+        Some("private (unique local)")
+    } else if ip.is_multicast() {
+        Some("multicast")
+    } else {
+        None
+    }
+}
+
+/// The policy: which non-public addresses may be reached anyway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guard {
+    allow: Vec<Cidr>,
+}
+
+impl Guard {
+    pub fn new(allow: &[String]) -> Result<Self, String> {
+        Ok(Guard { allow: allow.iter().map(|s| Cidr::parse(s)).collect::<Result<_, _>>()? })
+    }
+
+    /// `Err(reason)` when `ip` may not be reached.
+    pub fn check_ip(&self, ip: IpAddr) -> Result<(), String> {
+        match non_public(ip) {
+            Some(kind) if !self.allow.iter().any(|c| c.contains(ip)) => Err(format!("{ip} is a {kind} address (allow-list it in exec.allow_private to call it)")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Check a URL's host: an IP literal directly, a name by resolving it (every address must pass).
+    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
+        let host = url.host_str().ok_or_else(|| format!("URL `{}` has no host", redact(url)))?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return self.check_ip(ip);
+        }
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port)).await.map_err(|e| format!("cannot resolve {bare}: {e}"))?.collect();
+        if addrs.is_empty() {
+            return Err(format!("{bare} resolves to no address"));
+        }
+        for a in addrs {
+            self.check_ip(a.ip()).map_err(|e| format!("{bare} resolves to {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A URL without its query string (query strings may hold keys).
+pub fn redact(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_password(None).ok();
+    u.to_string()
+}
+
+/// The HTTP client's resolver: answers only with addresses the guard allows.
+pub(crate) struct GuardedResolver(pub Arc<Guard>);
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = addrs.iter().copied().filter(|a| guard.check_ip(a.ip()).is_ok()).collect();
+            if allowed.is_empty() {
+                let why = addrs.first().map(|a| guard.check_ip(a.ip()).err().unwrap_or_default()).unwrap_or_else(|| "no address".into());
+                return Err(format!("refused: {host} resolves to {why}").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_public_ranges_are_refused_unless_allow_listed() {
+        let g = Guard::new(&[]).unwrap();
+        for ip in ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0", "100.64.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "255.255.255.255"] {
+            assert!(g.check_ip(ip.parse().unwrap()).is_err(), "{ip} must be refused");
+        }
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
+            assert!(g.check_ip(ip.parse().unwrap()).is_ok(), "{ip} is public");
+        }
+        let g = Guard::new(&["127.0.0.1/32".into(), "10.0.0.0/8".into()]).unwrap();
+        assert!(g.check_ip("127.0.0.1".parse().unwrap()).is_ok());
+        assert!(g.check_ip("::ffff:127.0.0.1".parse().unwrap()).is_ok());
+        assert!(g.check_ip("127.0.0.2".parse().unwrap()).is_err());
+        assert!(g.check_ip("10.200.0.9".parse().unwrap()).is_ok());
+        assert!(g.check_ip("169.254.169.254".parse().unwrap()).unwrap_err().contains("link-local"));
+        assert!(Guard::new(&["10.0.0.0/33".into()]).is_err());
+        assert!(Guard::new(&["localhost".into()]).is_err());
+    }
+
+    #[tokio::test]
+    async fn names_are_checked_by_what_they_resolve_to() {
+        let g = Guard::new(&[]).unwrap();
+        let e = g.check_url(&reqwest::Url::parse("http://localhost:9/x?key=secret").unwrap()).await.unwrap_err();
+        assert!(e.contains("localhost resolves to") && e.contains("loopback"), "{e}");
+        assert!(!e.contains("secret"));
+        assert!(g.check_url(&reqwest::Url::parse("http://[::1]:9/").unwrap()).await.is_err());
+    }
+}
