@@ -48,6 +48,9 @@ enum Command {
     Ask(AskArgs),
     /// Serve recorded tool responses over HTTP (the replay sandbox), with optional fault injection.
     Sandbox(SandboxArgs),
+    /// Run the daemon: orchestration over HTTP (SSE streaming), sessions, tool registration,
+    /// Cypher inspection, health, readiness and metrics.
+    Serve(ServeArgs),
     /// Rank APIs for a request (seed-tool retrieval).
     Search {
         /// The request text.
@@ -79,14 +82,8 @@ enum Command {
 struct AskArgs {
     /// The request.
     request: String,
-    /// Who decides: the deterministic planner (default) or an OpenAI-compatible LLM.
-    #[arg(long, default_value = "deterministic", value_parser = ["deterministic", "llm"])]
-    planner: String,
-    /// OpenAI-compatible base URL for --planner llm (key from TOOLGRAPH_LLM_API_KEY(_FILE)).
-    #[arg(long, env = "TOOLGRAPH_LLM_URL", default_value = "http://127.0.0.1:8080/v1")]
-    llm_url: String,
-    #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local")]
-    llm_model: String,
+    #[command(flatten)]
+    planner: PlannerArgs,
     /// graph (default), dfs-no-graph or retrieve-greedy.
     #[arg(long, default_value = "graph", value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
     mode: String,
@@ -102,6 +99,32 @@ struct AskArgs {
     /// Print the whole run report (trace included) as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// Who decides in `ask` and `serve`.
+#[derive(Args, Clone)]
+struct PlannerArgs {
+    /// Who decides: the deterministic planner (default) or an OpenAI-compatible LLM.
+    #[arg(long, default_value = "deterministic", value_parser = ["deterministic", "llm"])]
+    planner: String,
+    /// OpenAI-compatible base URL for --planner llm (key from TOOLGRAPH_LLM_API_KEY(_FILE)).
+    #[arg(long, env = "TOOLGRAPH_LLM_URL", default_value = "http://127.0.0.1:8080/v1")]
+    llm_url: String,
+    #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local")]
+    llm_model: String,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Port (overrides server.port).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to listen on (overrides server.host). Without API keys only loopback is allowed
+    /// unless server.allow_anonymous is set.
+    #[arg(long)]
+    host: Option<String>,
+    #[command(flatten)]
+    planner: PlannerArgs,
 }
 
 #[derive(Args)]
@@ -443,6 +466,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Ask(args) => ask(&cli, args).await,
         Command::Sandbox(args) => sandbox(args).await,
+        Command::Serve(args) => serve(&cli, args).await,
         Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
             let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
             for e in &c.errors {
@@ -474,7 +498,6 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, serde_json::Value)
 }
 
 async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
-    use toolgraph_engine::plan::Planner;
     let s = load_settings(cli)?;
     let graph = open_store(&s).await?;
     let snapshot = Arc::new(graph.snapshot().await?);
@@ -491,12 +514,7 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
-    let planner: Arc<dyn Planner> = if args.planner == "llm" {
-        let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
-        Arc::new(toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: args.llm_url.clone(), model: args.llm_model.clone(), ..Default::default() }, key)?)
-    } else {
-        Arc::new(toolgraph_engine::plan::deterministic::DeterministicPlanner::default())
-    };
+    let planner = planner_of(&args.planner)?;
     let run_settings = toolgraph_engine::run::RunSettings { mode: mode_of(&args.mode), learn: !args.no_learn, remember: !args.no_learn, ..Default::default() };
     let engine = toolgraph_engine::run::Engine::new(toolgraph_engine::run::EngineParts {
         graph: snapshot,
@@ -547,6 +565,79 @@ fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> toolgraph_eng
     }
     e.rewrites.extend(rewrites);
     e
+}
+
+fn planner_of(args: &PlannerArgs) -> Result<Arc<dyn toolgraph_engine::plan::Planner>> {
+    Ok(if args.planner == "llm" {
+        let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
+        Arc::new(toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: args.llm_url.clone(), model: args.llm_model.clone(), ..Default::default() }, key)?)
+    } else {
+        Arc::new(toolgraph_engine::plan::deterministic::DeterministicPlanner::default())
+    })
+}
+
+async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
+    use toolgraph_server::daemon::{limits::ApiKeys, Backends, Daemon};
+    let mut s = load_settings(cli)?;
+    if let Some(p) = args.port {
+        s.server.port = p;
+    }
+    if let Some(h) = &args.host {
+        s.server.host = h.clone();
+    }
+    let keys = ApiKeys::from_env().map_err(|e| anyhow::anyhow!(e))?;
+    let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
+    if keys.is_empty() && !ip.is_loopback() && !s.server.allow_anonymous {
+        bail!("no API keys (TOOLGRAPH_API_KEYS or TOOLGRAPH_API_KEYS_FILE) for a daemon listening on {ip}: set keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
+    }
+    let graph = open_store(&s).await?;
+    graph.setup().await?;
+    let vectors = store::open_vectors(&s.vectors)?;
+    let embedder = load_embedder(&s).await?;
+    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), embedder.dim()).await?);
+    let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
+    let executor = toolgraph_engine::exec::Executor::new(s.exec.clone())?;
+    let planner = planner_of(&args.planner)?;
+    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: Default::default(), settings: s.clone(), cache };
+    // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
+    let b = &backends;
+    toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;
+    let daemon = Daemon::new(backends, keys.clone()).await?;
+    let listener = tokio::net::TcpListener::bind((ip, s.server.port)).await.with_context(|| format!("cannot listen on {ip}:{}", s.server.port))?;
+    let addr = listener.local_addr()?;
+    eprintln!(
+        "toolgraph daemon on http://{addr} (graph: {}, vectors: {}, planner: {}, {} API keys{})",
+        s.store.uri,
+        s.vectors.uri,
+        args.planner.planner,
+        keys.len(),
+        if keys.is_empty() { ", anonymous" } else { "" }
+    );
+    toolgraph_server::daemon::serve(listener, daemon, shutdown_signal()).await?;
+    eprintln!("toolgraph daemon stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C or SIGTERM (what container runtimes send).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(t) => t,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {

@@ -289,67 +289,7 @@ fn params(required: Vec<RawParam>, optional: Vec<RawParam>) -> Vec<ParamDoc> {
     required.into_iter().map(|p| conv(p, true)).chain(optional.into_iter().map(|p| conv(p, false))).collect()
 }
 
-/// Field names an example response or output schema shows, as dotted paths (`coordinates.latitude`).
-pub fn output_fields(v: &Value) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    collect_fields(v, "", &mut out, 0);
-    out.into_iter().collect()
-}
-
-fn collect_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>, depth: usize) {
-    if depth > 6 || out.len() > 256 {
-        return;
-    }
-    match v {
-        Value::Object(m) => {
-            // A JSON-schema node: walk its properties / items rather than its keywords.
-            if is_schema_node(m) {
-                if let Some(props) = m.get("properties").and_then(Value::as_object) {
-                    for (k, sub) in props {
-                        let path = join(prefix, k);
-                        out.insert(path.clone());
-                        collect_fields(sub, &path, out, depth + 1);
-                    }
-                }
-                if let Some(items) = m.get("items").filter(|i| i.is_object()) {
-                    collect_fields(items, prefix, out, depth + 1);
-                }
-                return;
-            }
-            for (k, sub) in m {
-                if k == "_list_length" {
-                    continue;
-                }
-                let path = join(prefix, k);
-                out.insert(path.clone());
-                collect_fields(sub, &path, out, depth + 1);
-            }
-        }
-        Value::Array(items) => {
-            if let Some(first) = items.first() {
-                collect_fields(first, prefix, out, depth + 1);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn is_schema_node(m: &serde_json::Map<String, Value>) -> bool {
-    const TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "null"];
-    const KEYWORDS: &[&str] = &[
-        "type", "title", "description", "enum", "required", "properties", "items", "format", "default",
-        "example", "examples", "nullable", "additionalProperties",
-    ];
-    m.get("type").and_then(Value::as_str).is_some_and(|t| TYPES.contains(&t)) && m.keys().all(|k| KEYWORDS.contains(&k.as_str()))
-}
-
-fn join(prefix: &str, k: &str) -> String {
-    if prefix.is_empty() {
-        k.to_string()
-    } else {
-        format!("{prefix}.{k}")
-    }
-}
+pub use toolgraph_schema::output_fields;
 
 fn api_doc_of_tool(tool: &RawTool, category: &str, a: RawApi) -> ApiDoc {
     let mut fields = Vec::new();

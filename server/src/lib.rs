@@ -1,4 +1,5 @@
 //! toolgraph's HTTP surfaces. The engine stays free of any server framework; this crate holds the
-//! replay sandbox (recorded tool responses, fault injection) and, later, the daemon.
+//! replay sandbox (recorded tool responses, fault injection) and the daemon (`toolgraph serve`).
 
+pub mod daemon;
 pub mod sandbox;

@@ -246,6 +246,15 @@ impl Engine {
         &self.planner
     }
 
+    /// The graph the engine searches (loaded when it was built).
+    pub fn graph(&self) -> &Arc<GraphSnapshot> {
+        &self.graph
+    }
+
+    pub fn retriever(&self) -> &Arc<Retriever> {
+        &self.retriever
+    }
+
     /// Run `request` to an answer, a give-up or a `needs_input`. `given` holds values the user
     /// supplied for parameters (the answer to an earlier `needs_input`).
     pub async fn run(&self, request: &str, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {

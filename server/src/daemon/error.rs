@@ -1,0 +1,133 @@
+//! The one error contract: every error body is `{"message", "code", "type"}`; 429 and 503 carry
+//! `Retry-After`. Messages never hold secrets (API keys are not echoed, URLs lose their queries).
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable machine-readable code (`invalid_request`, `not_found`, `rate_limited`, …).
+    pub code: &'static str,
+    pub message: String,
+    pub retry_after_s: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    message: &'a str,
+    code: &'a str,
+    #[serde(rename = "type")]
+    ty: &'a str,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into(), retry_after_s: None }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+    pub fn unavailable(code: &'static str, message: impl Into<String>, retry_after_s: u64) -> Self {
+        ApiError { retry_after_s: Some(retry_after_s), ..Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message) }
+    }
+    pub fn with_retry_after(mut self, s: u64) -> Self {
+        self.retry_after_s = Some(s);
+        self
+    }
+
+    /// The error class (`type`): who has to act.
+    pub fn kind(&self) -> &'static str {
+        match self.status.as_u16() {
+            401 | 403 => "authentication_error",
+            404 => "not_found_error",
+            409 => "conflict_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            504 => "timeout_error",
+            s if s < 500 => "invalid_request_error",
+            _ => "api_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&Body { message: &self.message, code: self.code, ty: self.kind() }).unwrap_or_default();
+        let mut r = (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+        if let Some(s) = self.retry_after_s {
+            if let Ok(v) = HeaderValue::from_str(&s.max(1).to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        r
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"),
+            _ => ApiError::invalid(format!("invalid JSON body: {}", r.body_text())),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::invalid(format!("invalid query string: {}", r.body_text()))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::invalid(format!("invalid path: {}", r.body_text()))
+    }
+}
+
+impl From<toolgraph_engine::EngineError> for ApiError {
+    fn from(e: toolgraph_engine::EngineError) -> Self {
+        use toolgraph_engine::ErrorClass;
+        match (&e, e.class()) {
+            (toolgraph_engine::EngineError::NotFound(m), _) => ApiError::not_found(m.clone()),
+            (toolgraph_engine::EngineError::Unsupported { .. }, _) => ApiError::invalid(e.to_string()),
+            (_, ErrorClass::BadInput) => ApiError::invalid(e.to_string()),
+            (_, ErrorClass::Transient) => ApiError::unavailable("backend_unavailable", e.to_string(), 1),
+            _ => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+/// `Json` whose rejections follow the error contract.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::Json(v) = axum::Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(v))
+    }
+}

@@ -1,0 +1,132 @@
+//! API keys and per-key rate limits.
+//!
+//! Keys come from `TOOLGRAPH_API_KEYS` (comma-separated) or the file named by
+//! `TOOLGRAPH_API_KEYS_FILE` (one per line, `#` comments); only their SHA-256 digests are kept in
+//! memory, and a presented key is compared by digest in constant time. Keys are never logged.
+
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The accepted keys, as digests.
+#[derive(Clone, Default)]
+pub struct ApiKeys {
+    digests: Vec<[u8; 32]>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKeys({} keys)", self.digests.len())
+    }
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl ApiKeys {
+    pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(keys: I) -> Self {
+        let digests = keys.into_iter().map(|k| k.as_ref().trim().to_string()).filter(|k| !k.is_empty() && !k.starts_with('#')).map(|k| digest(&k)).collect();
+        ApiKeys { digests }
+    }
+
+    /// From `TOOLGRAPH_API_KEYS` / `TOOLGRAPH_API_KEYS_FILE`; an unreadable file is an error that
+    /// names the variable, not the file's content.
+    pub fn from_env() -> Result<Self, String> {
+        let mut keys: Vec<String> = std::env::var("TOOLGRAPH_API_KEYS").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
+        if let Ok(path) = std::env::var("TOOLGRAPH_API_KEYS_FILE") {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("TOOLGRAPH_API_KEYS_FILE ({path}): {e}"))?;
+            keys.extend(text.lines().map(str::to_string));
+        }
+        Ok(ApiKeys::new(keys))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.digests.len()
+    }
+
+    /// The identity of a valid key (a short digest prefix, safe to use as a map key or in
+    /// metrics), or `None`.
+    pub fn check(&self, presented: &str) -> Option<String> {
+        let d = digest(presented.trim());
+        let mut hit = false;
+        for k in &self.digests {
+            // Constant time per comparison; every key is compared.
+            let diff = k.iter().zip(d.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            hit |= diff == 0;
+        }
+        hit.then(|| d[..6].iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+/// Token buckets per identity (key digest, or client address without keys).
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+/// Identities kept before idle full buckets are dropped (bounds memory under many clients).
+const MAX_BUCKETS: usize = 10_000;
+
+impl RateLimiter {
+    pub fn new(rate_per_s: f64, burst: f64) -> Self {
+        RateLimiter { rate: rate_per_s.max(0.0), burst: burst.max(1.0), buckets: Mutex::new(HashMap::new()) }
+    }
+
+    /// Take one token for `who`; `Err(seconds)` until the next token when the bucket is empty.
+    pub fn take(&self, who: &str) -> Result<(), u64> {
+        if self.rate <= 0.0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if b.len() >= MAX_BUCKETS && !b.contains_key(who) {
+            let (rate, burst) = (self.rate, self.burst);
+            b.retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * rate < burst);
+        }
+        let e = b.entry(who.to_string()).or_insert((self.burst, now));
+        e.0 = (e.0 + now.duration_since(e.1).as_secs_f64() * self.rate).min(self.burst);
+        e.1 = now;
+        if e.0 >= 1.0 {
+            e.0 -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - e.0) / self.rate).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_by_digest() {
+        let k = ApiKeys::new(["alpha-key", " beta-key ", "", "# comment"]);
+        assert_eq!(k.len(), 2);
+        assert!(k.check("alpha-key").is_some());
+        assert!(k.check("beta-key").is_some());
+        assert!(k.check("gamma").is_none());
+        assert_ne!(k.check("alpha-key"), k.check("beta-key"));
+        assert!(!format!("{k:?}").contains("alpha"));
+    }
+
+    #[test]
+    fn buckets_refill_at_the_rate_and_answer_when_to_retry() {
+        let r = RateLimiter::new(1.0, 2.0);
+        assert!(r.take("a").is_ok());
+        assert!(r.take("a").is_ok());
+        assert_eq!(r.take("a"), Err(1));
+        assert!(r.take("b").is_ok(), "buckets are per identity");
+        let off = RateLimiter::new(0.0, 1.0);
+        for _ in 0..100 {
+            assert!(off.take("a").is_ok());
+        }
+    }
+}
