@@ -43,7 +43,7 @@ async fn world() -> World {
     let s = settings();
     let embedder: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"));
     let dir = tempfile::tempdir().unwrap();
-    let (store, retriever, memory) = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
+    let toolgraph_ingest::eval_chains::Learned { store, retriever, memory, .. } = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
     let snapshot = Arc::new(store.snapshot().await.unwrap());
     let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
     World { _dir: dir, engine_parts: (snapshot, store, retriever, memory), test, specs }

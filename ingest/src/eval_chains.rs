@@ -336,8 +336,16 @@ impl Tally {
     }
 }
 
+/// What [`learn`] built.
+pub struct Learned {
+    pub store: Arc<dyn GraphStore>,
+    pub vectors: Arc<dyn toolgraph_engine::vector::VectorStore>,
+    pub retriever: Arc<Retriever>,
+    pub memory: Arc<Memory>,
+}
+
 /// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
-pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<(Arc<dyn GraphStore>, Arc<Retriever>, Arc<Memory>), crate::IngestError> {
+pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, crate::IngestError> {
     let io = |e: std::io::Error| crate::IngestError::Input(format!("writing under {}: {e}", dir.display()));
     let tools_path = dir.join("tools.jsonl");
     let runs_path = dir.join("runs.jsonl");
@@ -391,7 +399,7 @@ pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Sett
         }
         memory.remember(req, v, steps).await?;
     }
-    Ok((store, retriever, memory))
+    Ok(Learned { store, vectors, retriever, memory })
 }
 
 /// Run the evaluation; `progress(done, total)` after each test chain of each method.
@@ -422,7 +430,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     let mut done = 0;
     for (fi, (train, test)) in folds.iter().enumerate() {
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| crate::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let (store, retriever, memory) = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
+        let Learned { store, retriever, memory, .. } = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
         let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
