@@ -123,6 +123,9 @@ struct ServeArgs {
     /// unless server.allow_anonymous is set.
     #[arg(long)]
     host: Option<String>,
+    /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
+    #[arg(long = "rewrite", value_name = "FROM=TO")]
+    rewrites: Vec<String>,
     #[command(flatten)]
     planner: PlannerArgs,
 }
@@ -596,7 +599,8 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let embedder = load_embedder(&s).await?;
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), embedder.dim()).await?);
     let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
-    let executor = toolgraph_engine::exec::Executor::new(s.exec.clone())?;
+    let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    let executor = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
     let planner = planner_of(&args.planner)?;
     let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: Default::default(), settings: s.clone(), cache };
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.

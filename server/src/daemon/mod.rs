@@ -95,6 +95,7 @@ impl<T> Bounded<T> {
 /// The daemon's shared state.
 pub struct Daemon {
     backends: Backends,
+    queries: Arc<dyn Embedder>,
     engine: RwLock<Arc<Engine>>,
     /// Serializes registrations, invalidations and imports (each re-indexes and reloads).
     admin: tokio::sync::Mutex<()>,
@@ -110,10 +111,13 @@ pub struct Daemon {
     started: Instant,
 }
 
-/// Build an engine over the graph and API index as they are now.
-async fn build_engine(b: &Backends) -> toolgraph_engine::Result<Engine> {
+/// Request texts whose embeddings are kept (a repeated request skips the model).
+const QUERY_CACHE: usize = 10_000;
+
+/// Build an engine over the graph and API index as they are now; `queries` embeds requests.
+async fn build_engine(b: &Backends, queries: &Arc<dyn Embedder>) -> toolgraph_engine::Result<Engine> {
     let snapshot = Arc::new(b.store.snapshot().await?);
-    let retriever = Arc::new(Retriever::load(b.vectors.clone(), b.embedder.clone(), None, b.settings.retrieval.clone()).await?);
+    let retriever = Arc::new(Retriever::load(b.vectors.clone(), queries.clone(), None, b.settings.retrieval.clone()).await?);
     Ok(Engine::new(EngineParts {
         graph: snapshot,
         store: Some(b.store.clone()),
@@ -128,11 +132,13 @@ async fn build_engine(b: &Backends) -> toolgraph_engine::Result<Engine> {
 
 impl Daemon {
     pub async fn new(backends: Backends, keys: ApiKeys) -> toolgraph_engine::Result<Arc<Self>> {
-        let engine = build_engine(&backends).await?;
+        let queries: Arc<dyn Embedder> = Arc::new(toolgraph_engine::embed::Memoized::new(backends.embedder.clone(), QUERY_CACHE));
+        let engine = build_engine(&backends, &queries).await?;
         let s = &backends.settings.server;
         let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Ok(Arc::new(Daemon {
             engine: RwLock::new(Arc::new(engine)),
+            queries,
             admin: tokio::sync::Mutex::new(()),
             runs: Mutex::new(Bounded::new(s.runs_kept)),
             sessions: Mutex::new(Bounded::new(s.sessions_kept)),
@@ -160,7 +166,7 @@ impl Daemon {
     async fn reload(&self) -> toolgraph_engine::Result<()> {
         let b = &self.backends;
         toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), b.settings.retrieval.index_chunk, false, |_, _| {}).await?;
-        let engine = build_engine(b).await?;
+        let engine = build_engine(b, &self.queries).await?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
         Ok(())
     }

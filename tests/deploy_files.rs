@@ -1,0 +1,113 @@
+//! deploy/ cannot run here (no container engine), so its files are checked for what would break
+//! them: compose services, secrets and mounts that exist; Kubernetes objects whose selectors,
+//! probes, config map and secret names agree; and the daemon config they ship is the one the
+//! settings loader accepts (the same loader the tests use).
+
+use serde_norway::Value as Yaml;
+use std::path::PathBuf;
+
+fn deploy() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+fn yaml(rel: &str) -> Yaml {
+    let p = deploy().join(rel);
+    serde_norway::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn s<'a>(v: &'a Yaml, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for k in path {
+        cur = match k.parse::<usize>() {
+            Ok(i) => &cur[i],
+            Err(_) => &cur[*k],
+        };
+    }
+    cur.as_str().unwrap_or_else(|| panic!("{path:?} is not a string: {cur:?}"))
+}
+
+#[test]
+fn the_daemon_config_loads_and_points_at_the_server_backends() {
+    let file = deploy().join("toolgraph.daemon.toml");
+    let st = toolgraph_engine::settings::load(Some(&file), &[]).unwrap();
+    assert_eq!(st.store.uri, "neo4j://neo4j:7687");
+    assert!(st.vectors.uri.starts_with("qdrant:http://qdrant:"));
+    assert!(toolgraph_engine::store::open_vectors(&st.vectors).is_ok());
+    assert_eq!(st.server.host, "0.0.0.0");
+    assert!(st.exec.allow_private.is_empty(), "production refuses private tool URLs");
+    let dockerfile = std::fs::read_to_string(deploy().join("Dockerfile")).unwrap();
+    assert!(dockerfile.contains("COPY deploy/toolgraph.daemon.toml /etc/toolgraph/toolgraph.toml"));
+    assert!(dockerfile.contains(&format!("EXPOSE {}", st.server.port)));
+    assert!(dockerfile.contains(&st.embed.model_dir.replace("/minilm", "")), "the image holds the model where the config says");
+}
+
+#[test]
+fn compose_runs_neo4j_qdrant_and_the_daemon_with_declared_secrets() {
+    let c = yaml("compose.yaml");
+    assert!(s(&c, &["services", "neo4j", "image"]).starts_with("neo4j:5"));
+    assert!(s(&c, &["services", "qdrant", "image"]).starts_with("qdrant/qdrant:"));
+    let t = &c["services"]["toolgraph"];
+    let context = deploy().join(s(t, &["build", "context"]));
+    assert!(context.join(s(t, &["build", "dockerfile"])).exists(), "the Dockerfile is where compose builds from");
+    for dep in ["neo4j", "qdrant"] {
+        assert_eq!(s(t, &["depends_on", dep, "condition"]), "service_healthy");
+    }
+    let health: Vec<&str> = t["healthcheck"]["test"].as_sequence().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    assert!(health.iter().any(|h| h.contains("/readyz")));
+    let mount = t["volumes"][0].as_str().unwrap();
+    let (src, rest) = mount.split_once(':').unwrap();
+    assert!(deploy().join(src).exists(), "{src} exists");
+    assert_eq!(rest.split(':').next().unwrap(), s(t, &["environment", "TOOLGRAPH_CONFIG"]));
+    let declared = c["secrets"].as_mapping().unwrap();
+    for (name, svc) in c["services"].as_mapping().unwrap() {
+        for sec in svc["secrets"].as_sequence().into_iter().flatten() {
+            assert!(declared.contains_key(sec), "{name:?} uses undeclared secret {sec:?}");
+        }
+    }
+    // Secret files named by the daemon's environment are ones compose mounts.
+    for var in ["TOOLGRAPH_NEO4J_PASSWORD_FILE", "TOOLGRAPH_API_KEYS_FILE"] {
+        let path = s(t, &["environment", var]);
+        let name = path.strip_prefix("/run/secrets/").unwrap();
+        assert!(t["secrets"].as_sequence().unwrap().iter().any(|v| v.as_str() == Some(name)), "{var} → {name}");
+    }
+}
+
+#[test]
+fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
+    let cm = yaml("k8s/configmap.yaml");
+    let dep = yaml("k8s/deployment.yaml");
+    let svc = yaml("k8s/service.yaml");
+    let pdb = yaml("k8s/pdb.yaml");
+    let secret = yaml("k8s/secret.example.yaml");
+    assert_eq!(s(&cm, &["data", "toolgraph.toml"]), std::fs::read_to_string(deploy().join("toolgraph.daemon.toml")).unwrap(), "the ConfigMap holds deploy/toolgraph.daemon.toml verbatim");
+    assert_eq!((s(&dep, &["apiVersion"]), s(&dep, &["kind"])), ("apps/v1", "Deployment"));
+    assert!(dep["spec"]["replicas"].as_u64().unwrap() >= 2);
+    let labels = &dep["spec"]["template"]["metadata"]["labels"];
+    for sel in [&dep["spec"]["selector"]["matchLabels"], &svc["spec"]["selector"], &pdb["spec"]["selector"]["matchLabels"]] {
+        for (k, v) in sel.as_mapping().unwrap() {
+            assert_eq!(&labels[k], v, "selector {k:?} matches the pods");
+        }
+    }
+    let c = &dep["spec"]["template"]["spec"]["containers"][0];
+    let port_name = s(c, &["ports", "0", "name"]);
+    assert_eq!(s(c, &["readinessProbe", "httpGet", "path"]), "/readyz");
+    assert_eq!(s(c, &["livenessProbe", "httpGet", "path"]), "/healthz");
+    assert_eq!(s(c, &["readinessProbe", "httpGet", "port"]), port_name);
+    let st = toolgraph_engine::settings::load(Some(&deploy().join("toolgraph.daemon.toml")), &[]).unwrap();
+    assert_eq!(c["ports"][0]["containerPort"].as_u64().unwrap(), st.server.port as u64);
+    assert_eq!(s(&svc, &["spec", "ports", "0", "targetPort"]), port_name);
+    // Volumes: the config map and the secret by name; env paths inside their mounts.
+    let volumes = dep["spec"]["template"]["spec"]["volumes"].as_sequence().unwrap();
+    let vol = |n: &str| volumes.iter().find(|v| v["name"].as_str() == Some(n)).unwrap();
+    assert_eq!(s(vol("config"), &["configMap", "name"]), s(&cm, &["metadata", "name"]));
+    assert_eq!(s(vol("secrets"), &["secret", "secretName"]), s(&secret, &["metadata", "name"]));
+    let mount = |n: &str| c["volumeMounts"].as_sequence().unwrap().iter().find(|m| m["name"].as_str() == Some(n)).map(|m| s(m, &["mountPath"]).to_string()).unwrap();
+    let env = |n: &str| c["env"].as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(n)).map(|e| s(e, &["value"]).to_string()).unwrap();
+    assert_eq!(env("TOOLGRAPH_CONFIG"), format!("{}/toolgraph.toml", mount("config")));
+    for (var, key) in [("TOOLGRAPH_NEO4J_PASSWORD_FILE", "neo4j_password"), ("TOOLGRAPH_API_KEYS_FILE", "api_keys")] {
+        assert_eq!(env(var), format!("{}/{key}", mount("secrets")));
+        assert!(secret["stringData"].get(key).is_some(), "the secret has {key}");
+    }
+    let grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > st.server.shutdown_grace_s, "Kubernetes waits longer than the daemon drains");
+}
