@@ -109,6 +109,17 @@ impl EdgeVectorStore {
         let shard = self.shard(name)?;
         tokio::task::spawn_blocking(move || f(&shard)).await.map_err(err)?
     }
+
+    /// A write, flushed to disk before it returns: qdrant-edge 0.7 does not replay its WAL when a
+    /// shard is loaded, so an unflushed write would be lost if the process died (kill -9).
+    async fn write<T: Send + 'static>(&self, name: &str, f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static) -> Result<T> {
+        self.blocking(name, move |shard| {
+            let r = f(shard)?;
+            shard.flush();
+            Ok(r)
+        })
+        .await
+    }
 }
 
 /// Open an existing shard; its write-ahead log is locked by one process at a time.
@@ -180,7 +191,7 @@ impl VectorStore for EdgeVectorStore {
         if points.is_empty() {
             return Ok(());
         }
-        self.blocking(collection, move |shard| {
+        self.write(collection, move |shard| {
             let list = points
                 .into_iter()
                 .map(|p| {
@@ -202,7 +213,7 @@ impl VectorStore for EdgeVectorStore {
 
     async fn delete(&self, collection: &str, ids: &[String]) -> Result<()> {
         let ids: Vec<PointId> = ids.iter().map(|i| PointId::NumId(point_number(i))).collect();
-        self.blocking(collection, move |shard| {
+        self.write(collection, move |shard| {
             shard.update(UpdateOperation::PointOperation(PointOperations::DeletePoints { ids })).map_err(err)
         })
         .await
@@ -212,7 +223,7 @@ impl VectorStore for EdgeVectorStore {
         let Some(filter) = to_filter(conditions)? else {
             return Err(EngineError::Config("refusing to delete a whole collection with an empty filter".into()));
         };
-        self.blocking(collection, move |shard| {
+        self.write(collection, move |shard| {
             let n = count_matching(shard, Some(filter.clone()))?;
             if n > 0 {
                 shard.update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter))).map_err(err)?;
@@ -224,7 +235,7 @@ impl VectorStore for EdgeVectorStore {
 
     async fn set_payload(&self, collection: &str, id: &str, payload: Map<String, Value>) -> Result<bool> {
         let pid = PointId::NumId(point_number(id));
-        self.blocking(collection, move |shard| {
+        self.write(collection, move |shard| {
             if shard.retrieve(&[pid], Some(WithPayloadInterface::Bool(false)), Some(WithVector::Bool(false))).map_err(err)?.is_empty() {
                 return Ok(false);
             }
