@@ -28,12 +28,15 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// Vectors by text, and the texts in the order they came in.
+type Seen = (std::collections::HashMap<String, Vec<f32>>, std::collections::VecDeque<String>);
+
 /// An [`Embedder`] that remembers the vectors of the last `capacity` texts it embedded (FIFO), so
 /// a repeated request skips the model. Vectors are the inner model's, bit for bit.
 pub struct Memoized {
     inner: std::sync::Arc<dyn Embedder>,
     capacity: usize,
-    seen: std::sync::Mutex<(std::collections::HashMap<String, Vec<f32>>, std::collections::VecDeque<String>)>,
+    seen: std::sync::Mutex<Seen>,
 }
 
 impl Memoized {

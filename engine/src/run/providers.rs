@@ -27,12 +27,15 @@ fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
     suffixes.chain(id)
 }
 
+/// Source APIs with the normalized fields their FEEDS edge carries, by target id.
+type FeedsInto = HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>>;
+
 /// An index of the active APIs by the fields they output and the FEEDS edges into each API.
 #[derive(Default)]
 pub(crate) struct Providers {
     by_leaf: HashMap<String, Vec<Arc<ApiView>>>,
     /// Target id → (source API, normalized fields that edge carries).
-    feeds_into: HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>>,
+    feeds_into: FeedsInto,
 }
 
 impl Providers {
@@ -46,7 +49,7 @@ impl Providers {
                 by_leaf.entry(l).or_default().push(api.clone());
             }
         }
-        let mut feeds_into: HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>> = HashMap::new();
+        let mut feeds_into: FeedsInto = HashMap::new();
         for ((from, to), fields) in feeds {
             if let Some(src) = apis.get(from) {
                 feeds_into.entry(to.clone()).or_default().push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));

@@ -316,9 +316,12 @@ fn schema_type(s: &Value) -> String {
     }
 }
 
+/// Registrations by operation (`GET /pets`), and the operations skipped with why.
+pub type Imported = (Vec<(String, Registration)>, Vec<Value>);
+
 /// The operations of an OpenAPI 3 document as registrations (with example arguments from the
 /// document's `example`/`default` values), and the ones that cannot be registered, with why.
-pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<(Vec<(String, Registration)>, Vec<Value>), ApiError> {
+pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, ApiError> {
     let version = doc.get("openapi").and_then(Value::as_str).unwrap_or_default();
     if !version.starts_with('3') {
         return Err(ApiError::unprocessable("invalid_openapi", "not an OpenAPI 3 document (`openapi: 3.x` missing)"));
