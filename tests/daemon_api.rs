@@ -222,6 +222,13 @@ fn weather_recordings() -> Vec<Recording> {
             arguments: serde_json::from_value(json!({"city": "Oslo", "days": 2})).unwrap(),
             response: json!({"status": true, "data": {"days": [{"day": 1, "high_c": 3}, {"day": 2, "high_c": 5}]}}),
         },
+        Recording {
+            api: "forecast".into(),
+            route: "weather.example.com/forecast".into(),
+            required: vec!["city".into()],
+            arguments: serde_json::from_value(json!({"city": "Paris", "days": 2})).unwrap(),
+            response: json!({"status": true, "data": {"days": [{"day": 1, "high_c": 14}, {"day": 2, "high_c": 16}]}}),
+        },
     ]
 }
 
@@ -313,6 +320,26 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     assert_eq!(imported["admitted"][0]["id"], "weather/weather_example/forecast");
     assert_eq!(imported["skipped"][0]["code"], "example_required", "{imported}");
     error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).json(&json!({"swagger": "2.0"})).send().await.unwrap(), 422, "invalid_openapi").await;
+
+    // A conversation: the second turn names no city; the session's first turn found one.
+    let t1: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();
+    assert_eq!(t1["status"], "answered", "{t1}");
+    let t2: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("authorization", key)
+        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?", "session_id": t1["session_id"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(t2["status"], "answered", "{t2}");
+    assert_eq!(t2["chain"][0]["api"], "weather/weather_example/forecast", "{t2}");
+    assert_eq!(t2["chain"][0]["sent"]["city"], "Paris", "the city comes from the earlier turn: {t2}");
+    // Without the session the same request has no city to give.
+    let alone: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "and the daily forecast highs for the next 2 days there?"})).send().await.unwrap().json().await.unwrap();
+    assert_ne!(alone["status"], "answered", "{alone}");
 
     // Invalidating removes it from search.
     http.patch(format!("{url}/v1/tools/{id}")).header("authorization", key).json(&json!({"status": "invalid"})).send().await.unwrap();
