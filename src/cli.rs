@@ -422,7 +422,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 None => None,
             };
             let mut last = Instant::now();
-            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, embedder, &cache, &store, toolgraph_ingest::eval_retrieval::EvalOptions { lexical_weight: s.retrieval.lexical_weight, graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)) }, |n| {
+            let r = toolgraph_ingest::eval_retrieval::run(tools, queries, embedder, &cache, &store, toolgraph_ingest::eval_retrieval::EvalOptions { lexical_weight: s.retrieval.lexical_weight, tool_boost: s.retrieval.tool_boost, graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)) }, |n| {
                 if last.elapsed() >= Duration::from_secs(5) {
                     tracing::info!("embedded {n} corpus texts");
                     last = Instant::now();

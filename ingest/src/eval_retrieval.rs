@@ -9,7 +9,7 @@ use crate::catalog::{self, Catalog};
 use crate::error::RecordError;
 use crate::read;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +17,7 @@ use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::retrieval::bm25::Bm25Index;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::exact::ExactIndex;
-use toolgraph_engine::retrieval::fusion::weighted;
+use toolgraph_engine::retrieval::fusion::{tool_boost, weighted};
 use toolgraph_engine::retrieval::hybrid::GraphPrior;
 use toolgraph_engine::retrieval::index::{sync_collection, IndexDoc, SyncReport};
 use toolgraph_engine::vector::{CollectionSpec, Conditions, VectorStore};
@@ -117,6 +117,8 @@ pub struct RetrievalReport {
     pub dense_recall_at_10_vs_exact: f64,
     pub index: SyncReport,
     pub lexical_weight: f32,
+    #[serde(default)]
+    pub tool_boost: f32,
     /// group → method → scores; group `all` averages every query.
     pub groups: BTreeMap<String, BTreeMap<String, MethodScores>>,
     pub elapsed_s: f64,
@@ -161,6 +163,8 @@ fn ids(hits: &[Hit]) -> Vec<String> {
 /// How `hybrid` fuses, and the graph (with the prior's strength) for `hybrid+graph`.
 pub struct EvalOptions<'a> {
     pub lexical_weight: f32,
+    /// `retrieval.tool_boost` (sibling boost after fusion).
+    pub tool_boost: f32,
     pub graph: Option<(&'a toolgraph_schema::GraphSnapshot, f32)>,
 }
 
@@ -174,7 +178,7 @@ pub async fn run(
     options: EvalOptions<'_>,
     progress: impl FnMut(usize),
 ) -> Result<RetrievalReport, crate::IngestError> {
-    let EvalOptions { lexical_weight, graph } = options;
+    let EvalOptions { lexical_weight, tool_boost: boost, graph } = options;
     let started = Instant::now();
     let mut cat = Catalog::default();
     for t in tools {
@@ -216,6 +220,13 @@ pub async fn run(
     let index = sync_collection(vectors, &spec, index_docs, embedder.as_ref(), Some(cache), 1024, |_, _| {}).await?;
 
     let bm25 = Bm25Index::build(&docs)?;
+    let tool_of: HashMap<&str, &str> = docs.iter().map(|d| (d.id.as_str(), d.tool.as_str())).collect();
+    let hybrid = |b: &[Hit], d: &[Hit], k: usize| {
+        let mut fused = weighted(b, d, CANDIDATES, lexical_weight);
+        tool_boost(&mut fused, |id| tool_of.get(id).copied(), boost);
+        fused.truncate(k);
+        fused
+    };
     let exact = ExactIndex::new(docs.clone(), &corpus_vectors);
     let mut hnsw_recall = Vec::new();
     // The graph prior keyed like the corpus (normalized tool + API names); no chosen tools yet at
@@ -258,13 +269,13 @@ pub async fn run(
                 .collect();
             let d_ms = t.elapsed().as_secs_f64() * 1000.0;
             let t = Instant::now();
-            let h = weighted(&b, &d, K_MAX, lexical_weight);
+            let h = hybrid(&b, &d, K_MAX);
             let h_ms = b_ms + d_ms + t.elapsed().as_secs_f64() * 1000.0;
             let truth: HashSet<String> = ids(&exact.search(v, 10, &filter)).into_iter().collect();
             hnsw_recall.push(recall_at(&ids(&d), &truth, 10));
             let hg = prior.as_ref().map(|(p, strength)| {
                 let t = Instant::now();
-                let mut fused = weighted(&b, &d, CANDIDATES, lexical_weight);
+                let mut fused = hybrid(&b, &d, CANDIDATES);
                 p.apply(&mut fused, *strength);
                 fused.truncate(K_MAX);
                 (fused, b_ms + d_ms + t.elapsed().as_secs_f64() * 1000.0)
@@ -295,6 +306,7 @@ pub async fn run(
         dense_recall_at_10_vs_exact: hnsw_recall.iter().sum::<f64>() / hnsw_recall.len().max(1) as f64,
         index,
         lexical_weight,
+        tool_boost: boost,
         groups,
         elapsed_s: started.elapsed().as_secs_f64(),
     })
@@ -319,8 +331,8 @@ pub fn markdown(r: &RetrievalReport) -> String {
         }
     }
     s.push_str(&format!(
-        "\n`dense` searches {} (recall@10 against exact search {:.3}); `hybrid` = {:.1}·BM25 + {:.1}·dense, each max-normalized, over {} candidates per list.\n",
-        r.vector_backend, r.dense_recall_at_10_vs_exact, r.lexical_weight, 1.0 - r.lexical_weight, CANDIDATES
+        "\n`dense` searches {} (recall@10 against exact search {:.3}); `hybrid` = {:.1}·BM25 + {:.1}·dense, each max-normalized, over {} candidates per list, then each candidate + {:.1} × the best fused score of its tool.\n",
+        r.vector_backend, r.dense_recall_at_10_vs_exact, r.lexical_weight, 1.0 - r.lexical_weight, CANDIDATES, r.tool_boost
     ));
     s.push_str(&format!("Query embedding p50: {:.2} ms per query (excluded from the latencies above).\n", r.query_embedding_ms_p50));
     if let Some(rate) = r.corpus_embedding_sentences_per_s {

@@ -43,6 +43,10 @@ pub struct RetrievalSettings {
     pub graph_prior: f32,
     /// Texts per embedding-and-write chunk while indexing.
     pub index_chunk: usize,
+    /// Sibling boost: each fused candidate gains this share of the best fused score of its tool
+    /// (requests often need several APIs of one tool); 0 turns it off.
+    #[serde(default)]
+    pub tool_boost: f32,
 }
 
 /// The sentence-embedding model (fastembed over ONNX Runtime, files on local disk).

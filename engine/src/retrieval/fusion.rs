@@ -4,9 +4,12 @@
 //!   `w·lexical + (1-w)·dense`; a document missing from a list gets that list's lowest score.
 //! - [`rrf`]: reciprocal rank fusion, score(d) = Σ_lists 1 / (c + rank(d)), rank from 1.
 //!
-//! Measured on StableToolBench (463 queries, 46,641 APIs, MiniLM): weighted with w = 0.6 gives
-//! NDCG@5 45.3 against 40.9 for RRF (c = 60), and beats both inputs on every query group; RRF
-//! lost to BM25 on two groups because it ignores how far ahead the top lexical hits are.
+//! - [`tool_boost`]: after fusion, siblings of a strong hit move up (each hit + μ × its tool's best).
+//!
+//! Measured on StableToolBench (463 queries, 46,641 APIs, MiniLM, qdrant-edge): weighted with
+//! w = 0.6 and a sibling boost of 0.4 gives NDCG@5 44.0 (43.4 without the boost) and beats both
+//! inputs on every query group; RRF lost to BM25 on two groups because it ignores how far ahead
+//! the top lexical hits are.
 
 use super::Hit;
 use std::collections::HashMap;
@@ -48,6 +51,28 @@ pub fn weighted(lexical: &[Hit], dense: &[Hit], k: usize, lexical_weight: f32) -
     out
 }
 
+/// Sibling boost: every hit gains `mu` × the best score among the hits of its tool (`tool_of`;
+/// hits without a tool are left alone), then the list is sorted again. APIs of a tool that holds
+/// a strong hit move up together.
+pub fn tool_boost<K: std::hash::Hash + Eq>(hits: &mut [Hit], tool_of: impl Fn(&str) -> Option<K>, mu: f32) {
+    if mu <= 0.0 || hits.is_empty() {
+        return;
+    }
+    let tools: Vec<Option<K>> = hits.iter().map(|h| tool_of(&h.id)).collect();
+    let mut best: HashMap<&K, f32> = HashMap::new();
+    for (h, t) in hits.iter().zip(&tools) {
+        if let Some(t) = t {
+            let e = best.entry(t).or_insert(f32::NEG_INFINITY);
+            *e = e.max(h.score);
+        }
+    }
+    let boosts: Vec<f32> = tools.iter().map(|t| t.as_ref().and_then(|t| best.get(t)).map(|b| mu * b).unwrap_or(0.0)).collect();
+    for (h, b) in hits.iter_mut().zip(boosts) {
+        h.score += b;
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+}
+
 pub fn rrf(lists: &[&[Hit]], k: usize, c: f32) -> Vec<Hit> {
     let mut scores: HashMap<&str, f32> = HashMap::new();
     for list in lists {
@@ -74,6 +99,20 @@ mod tests {
         assert_eq!(fused[0].id, "y"); // ranks 2 and 1
         assert_eq!(fused[1].id, "x"); // ranks 1 and 3
         assert_eq!(fused.len(), 3);
+    }
+
+    #[test]
+    fn siblings_of_a_strong_hit_move_up_together() {
+        let h = |id: &str, s: f32| Hit { id: id.into(), score: s };
+        let mut hits = vec![h("a1", 1.0), h("b1", 0.8), h("c1", 0.7), h("a2", 0.6)];
+        let tool = |id: &str| Some(id[..1].to_string());
+        tool_boost(&mut hits, tool, 0.5);
+        // a1 1.5, b1 1.2, a2 0.6 + 0.5 = 1.1 passes c1 0.7 + 0.35 = 1.05.
+        let order: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(order, ["a1", "b1", "a2", "c1"], "{hits:?}");
+        let mut same = vec![h("x", 0.5)];
+        tool_boost(&mut same, |_| None::<String>, 0.3);
+        assert_eq!(same[0].score, 0.5);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! tool / status, with an optional graph prior.
 
 use super::bm25::Bm25Index;
-use super::fusion::weighted;
+use super::fusion::{tool_boost, weighted};
 use super::index::{IndexDoc, TEXT_KEY};
 use super::{ApiText, Filter, Hit};
 use crate::embed::Embedder;
@@ -207,7 +207,11 @@ impl Retriever {
         let mut hits = match method {
             Method::Bm25 => lexical,
             Method::Dense => dense,
-            Method::Hybrid => weighted(&lexical, &dense, n, self.settings.lexical_weight),
+            Method::Hybrid => {
+                let mut fused = weighted(&lexical, &dense, n, self.settings.lexical_weight);
+                tool_boost(&mut fused, |id| self.info.get(id).map(|r| r.tool.as_str()), self.settings.tool_boost);
+                fused
+            }
         };
         if let Some(p) = prior {
             p.apply(&mut hits, self.settings.graph_prior);
