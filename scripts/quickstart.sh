@@ -3,7 +3,8 @@
 # fetch assets, build, ingest ToolBench answers + StableToolBench queries + RapidAPI tool docs
 # (and embed every API for retrieval: ~10 min the first time, cached after),
 # then show the graph's counts and the most likely first calls of a chain; then learn the
-# ComplexFuncBench chains, plan and execute a request through the replay sandbox, and measure
+# ComplexFuncBench chains, plan and execute a request through the replay sandbox (CLI, then the
+# daemon over HTTP and SSE), and measure
 # graph search against the baselines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +40,29 @@ for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && brea
 echo "plan and execute a request (replay sandbox on 127.0.0.1:$PORT):"
 $BIN --store "$CFB_STORE" ask --rewrite "https://=http://127.0.0.1:$PORT/" \
   "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?"
+echo "the daemon: the same request over HTTP, then streamed as Server-Sent Events:"
+DPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+$BIN --store "$CFB_STORE" serve --port "$DPORT" --rewrite "https://=http://127.0.0.1:$PORT/" 2>/dev/null &
+DAEMON=$!
+trap 'kill $SANDBOX $DAEMON 2>/dev/null || true' EXIT
+python3 - "$DPORT" <<'PY'
+import json, sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(300):
+    try:
+        urllib.request.urlopen(base + "/readyz", timeout=2)
+        break
+    except Exception:
+        time.sleep(0.2)
+req = {"request": "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?"}
+def post(path):
+    r = urllib.request.Request(base + path, data=json.dumps(req).encode(), headers={"content-type": "application/json"})
+    return urllib.request.urlopen(r, timeout=120).read().decode()
+r = json.loads(post("/v1/orchestrate"))
+print("  status:", r["status"], "| chain:", " -> ".join(c["name"] for c in r["chain"]), "| run", r["run_id"])
+events = [l[7:] for l in post("/v1/orchestrate?stream=true").splitlines() if l.startswith("event: ")]
+print("  streamed events:", len(events), "(" + events[0], "…", events[-1] + ")")
+PY
+kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true
 echo "graph search against the baselines, 5-fold over the chains (.tgdata/eval/chains.md):"
 $BIN eval chains --train "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --folds 5 --report .tgdata/eval/chains.json
