@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 DATA=${TOOLGRAPH_SHARED_DATA:-../shared/data}
 bash scripts/setup.sh
 cargo build --release --bin toolgraph
-BIN=target/release/toolgraph
+BIN=${CARGO_TARGET_DIR:-target}/release/toolgraph
 $BIN ingest \
   --toolbench "$DATA/toolbench/answer" \
   --queries "$DATA"/stabletoolbench/queries/*.json \

@@ -84,9 +84,9 @@ struct AskArgs {
     request: String,
     #[command(flatten)]
     planner: PlannerArgs,
-    /// graph (default), dfs-no-graph or retrieve-greedy.
-    #[arg(long, default_value = "graph", value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
-    mode: String,
+    /// graph, dfs-no-graph or retrieve-greedy (default: run.mode of the config, graph).
+    #[arg(long, value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
+    mode: Option<String>,
     /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
     #[arg(long = "rewrite", value_name = "FROM=TO")]
     rewrites: Vec<String>,
@@ -450,7 +450,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 folds: *folds,
                 methods: methods.iter().map(|m| mode_of(m)).collect(),
                 limit: *limit,
-                run: toolgraph_engine::run::RunSettings { use_memory: !no_memory, retrieve_subtasks: *subtask_retrieval, ..Default::default() },
+                run: toolgraph_engine::run::RunSettings { use_memory: s.run.use_memory && !no_memory, retrieve_subtasks: s.run.retrieve_subtasks || *subtask_retrieval, ..s.run.clone() },
                 cache,
             };
             let mut last = Instant::now();
@@ -518,7 +518,12 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
     let planner = planner_of(&args.planner)?;
-    let run_settings = toolgraph_engine::run::RunSettings { mode: mode_of(&args.mode), learn: !args.no_learn, remember: !args.no_learn, ..Default::default() };
+    let run_settings = toolgraph_engine::run::RunSettings {
+        mode: args.mode.as_deref().map(mode_of).unwrap_or(s.run.mode),
+        learn: s.run.learn && !args.no_learn,
+        remember: s.run.remember && !args.no_learn,
+        ..s.run.clone()
+    };
     let engine = toolgraph_engine::run::Engine::new(toolgraph_engine::run::EngineParts {
         graph: snapshot,
         store: Some(graph),
@@ -602,7 +607,7 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let executor = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
     let planner = planner_of(&args.planner)?;
-    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: Default::default(), settings: s.clone(), cache };
+    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache };
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
     let b = &backends;
     toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;

@@ -35,6 +35,18 @@ pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Setting
     if r.candidates == 0 || r.index_chunk == 0 || s.vectors.hnsw_ef == 0 {
         return Err(EngineError::Config("retrieval.candidates, retrieval.index_chunk and vectors.hnsw_ef must be > 0".into()));
     }
+    let run = &s.run;
+    if run.top_k == 0 || run.max_depth == 0 || run.max_calls == 0 || run.max_planner_calls == 0 {
+        return Err(EngineError::Config("run.top_k, run.max_depth, run.max_calls and run.max_planner_calls must be > 0".into()));
+    }
+    for (name, v) in [("run.memory_threshold", run.memory_threshold as f64), ("run.hint_threshold", run.hint_threshold as f64), ("run.min_similarity", run.min_similarity)] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(EngineError::Config(format!("{name} must be within 0..=1")));
+        }
+    }
+    if s.server.max_in_flight == 0 || s.server.max_body_bytes == 0 {
+        return Err(EngineError::Config("server.max_in_flight and server.max_body_bytes must be > 0".into()));
+    }
     Ok(s)
 }
 
@@ -48,6 +60,10 @@ mod tests {
         assert!(s.store.uri.starts_with("embedded:"));
         assert!(s.weights.alpha > 0.0 && (0.0..=1.0).contains(&s.weights.beta));
         assert!(s.ingest.max_record_bytes >= 1 << 20);
+        // defaults.toml and the structs' Default agree (a library user gets what the CLI gets).
+        assert_eq!(s.run, toolgraph_schema::RunSettings::default());
+        assert_eq!(s.exec, toolgraph_schema::ExecSettings::default());
+        assert_eq!(s.server, toolgraph_schema::ServerSettings::default());
     }
 
     #[test]
@@ -74,5 +90,10 @@ mod tests {
         assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("beta"));
         std::fs::write(&f, "[retrieval]\nlexical_weight = 1.5\n").unwrap();
         assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("lexical_weight"));
+        std::fs::write(&f, "[run]\nmode = \"dfs-no-graph\"\nmax_calls = 7\n").unwrap();
+        let r = load(Some(&f), &[]).unwrap().run;
+        assert_eq!((r.mode, r.max_calls, r.top_k), (toolgraph_schema::Mode::DfsNoGraph, 7, 5), "unset keys keep their defaults");
+        std::fs::write(&f, "[run]\nmemory_threshold = 2.0\n").unwrap();
+        assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("run.memory_threshold"));
     }
 }

@@ -12,6 +12,8 @@ pub struct Settings {
     pub vectors: VectorSettings,
     pub retrieval: RetrievalSettings,
     #[serde(default)]
+    pub run: RunSettings,
+    #[serde(default)]
     pub exec: ExecSettings,
     #[serde(default)]
     pub server: ServerSettings,
@@ -194,3 +196,84 @@ impl Default for ServerSettings {
         }
     }
 }
+
+/// How candidates are found: the full engine, or the baselines it is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Graph successors filled up from the retriever, depth-first with backtracking.
+    Graph,
+    /// Depth-first with backtracking, successors from retrieval only (DFSDT-like).
+    DfsNoGraph,
+    /// Top-k retrieval then greedy calls, no graph, no backtracking (ReAct-like).
+    RetrieveGreedy,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Graph => "graph",
+            Mode::DfsNoGraph => "dfs-no-graph",
+            Mode::RetrieveGreedy => "retrieve-greedy",
+        }
+    }
+}
+
+/// Budgets and switches of a run (`[run]` in the config).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSettings {
+    pub mode: Mode,
+    /// K: successors offered at a node.
+    pub top_k: usize,
+    /// Seed tools retrieved per (sub)task.
+    pub seeds: usize,
+    /// Also retrieve for each subtask (more recall, one more embedding and search per subtask).
+    pub retrieve_subtasks: bool,
+    /// Retriever candidates below this similarity (max-normalized) are not offered.
+    pub min_similarity: f64,
+    pub max_depth: usize,
+    /// Calls attempted (successful or not).
+    pub max_calls: usize,
+    pub max_planner_calls: usize,
+    pub wall_ms: u64,
+    pub reflection_rounds: usize,
+    pub use_memory: bool,
+    /// Cosine similarity at which a recalled memory is replayed.
+    pub memory_threshold: f32,
+    /// Memories recalled as hints for the search (their chains' steps get a vote).
+    pub memory_hints: usize,
+    /// Cosine similarity from which a recalled memory votes.
+    pub hint_threshold: f32,
+    /// Store judged-good runs in long-term memory.
+    pub remember: bool,
+    /// Apply the judgement's score changes to the graph's dynamic weights.
+    pub learn: bool,
+    /// Observations longer than this are compressed for the planner.
+    pub observation_chars: usize,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            mode: Mode::Graph,
+            top_k: 5,
+            seeds: 10,
+            retrieve_subtasks: false,
+            min_similarity: 0.5,
+            max_depth: 10,
+            max_calls: 30,
+            max_planner_calls: 200,
+            wall_ms: 120_000,
+            reflection_rounds: 2,
+            use_memory: true,
+            memory_threshold: 0.9,
+            memory_hints: 3,
+            hint_threshold: 0.6,
+            remember: true,
+            learn: true,
+            observation_chars: 1024,
+        }
+    }
+}
+
