@@ -93,7 +93,10 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let test: Vec<Chain> = chains.iter().enumerate().filter(|(i, _)| held_out(*i)).map(|(_, c)| c.clone()).collect();
     let dir = tempfile::tempdir().unwrap();
     let emb = embedder();
-    let s = settings();
+    let mut s = settings();
+    // A small body limit, so the oversized body below still fits the loopback socket buffers and
+    // the client reads the 413 instead of racing the server's close.
+    s.server.max_body_bytes = 64 * 1024;
     let Learned { store, vectors, memory, .. } = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
     let (recs, _) = recordings(&test, &specs);
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
@@ -190,7 +193,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x".repeat(5000)})).send().await.unwrap(), 400, "invalid_request").await;
     error_of(http.post(format!("{url}/v1/orchestrate")).body("{").header("content-type", "application/json").send().await.unwrap(), 400, "invalid_request").await;
     error_of(http.post(format!("{url}/v1/orchestrate")).body("{}").send().await.unwrap(), 415, "unsupported_media_type").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).header("content-type", "application/json").body(vec![b' '; 2 << 20]).send().await.unwrap(), 413, "body_too_large").await;
+    error_of(http.post(format!("{url}/v1/orchestrate")).header("content-type", "application/json").body(vec![b' '; 100 * 1024]).send().await.unwrap(), 413, "body_too_large").await;
     error_of(http.get(format!("{url}/nope")).send().await.unwrap(), 404, "not_found").await;
     error_of(http.get(format!("{url}/v1/orchestrate")).send().await.unwrap(), 405, "method_not_allowed").await;
 
@@ -351,7 +354,8 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     // A daemon that does not allow-list loopback refuses to register a tool on 127.0.0.1.
     let dir2 = tempfile::tempdir().unwrap();
     let strict = empty_backends(dir2.path(), emb.clone(), exec_to(None, false), |s| {
-        s.server.rate_per_s = 0.5;
+        // One token per 10 s: a slow machine cannot refill the bucket within this test.
+        s.server.rate_per_s = 0.1;
         s.server.rate_burst = 2.0;
     })
     .await;
@@ -380,12 +384,13 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     assert_eq!(http.post(format!("{url}/v1/tools")).json(&w).send().await.unwrap().status(), 201);
     let u = url.clone();
     let first = tokio::spawn(async move { reqwest::Client::new().post(format!("{u}/v1/orchestrate")).json(&json!({"request": "current weather in Paris"})).send().await.unwrap() });
-    for _ in 0..100 {
+    for _ in 0..1000 {
         if d.runs_in_flight() > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(d.runs_in_flight(), 1, "the first run is executing (its tool call takes 1.5 s)");
     let r = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "current weather in Paris"})).send().await.unwrap();
     assert!(r.headers().get("retry-after").is_some());
     error_of(r, 503, "busy").await;
