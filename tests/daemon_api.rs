@@ -323,6 +323,12 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     assert_eq!(imported["admitted"][0]["id"], "weather/weather_example/forecast");
     assert_eq!(imported["skipped"][0]["code"], "example_required", "{imported}");
     error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).json(&json!({"swagger": "2.0"})).send().await.unwrap(), 422, "invalid_openapi").await;
+    // The same document as YAML.
+    let yaml = serde_norway::to_string(&doc).unwrap();
+    let again: Value = http.post(format!("{url}/v1/tools/import-openapi?category=Weather")).header("authorization", key).header("content-type", "application/yaml").body(yaml).send().await.unwrap().json().await.unwrap();
+    assert_eq!(again["admitted"][0]["id"], "weather/weather_example/forecast", "{again}");
+    error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).header("content-type", "application/yaml").body("paths: [unclosed").send().await.unwrap(), 400, "invalid_request").await;
+    error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).header("content-type", "text/plain").body("x").send().await.unwrap(), 415, "unsupported_media_type").await;
 
     // A conversation: the second turn names no city; the session's first turn found one.
     let t1: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();

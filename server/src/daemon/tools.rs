@@ -262,9 +262,19 @@ pub(super) struct ImportQuery {
 
 const MAX_OPERATIONS: usize = 200;
 
-/// `POST /v1/tools/import-openapi?category=C`: body = an OpenAPI 3 document (JSON).
-pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, q: Result<Query<ImportQuery>, QueryRejection>, ApiJson(doc): ApiJson<Value>) -> Result<Json<Value>, ApiError> {
+/// `POST /v1/tools/import-openapi?category=C`: body = an OpenAPI 3 document, JSON or (with a
+/// `yaml` content type) YAML.
+pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<Value>, ApiError> {
     let q = q?.0;
+    let body = body.map_err(|r| if r.status() == StatusCode::PAYLOAD_TOO_LARGE { ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes") } else { ApiError::invalid(r.body_text()) })?;
+    let ty = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_ascii_lowercase();
+    let doc: Value = if ty.contains("yaml") {
+        serde_norway::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid YAML body: {e}")))?
+    } else if ty.contains("json") {
+        serde_json::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?
+    } else {
+        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the OpenAPI document as application/json or application/yaml"));
+    };
     let (registrations, mut skipped) = from_openapi(&doc, q.category.as_deref())?;
     let _admin = d.admin.lock().await;
     let mut admitted = Vec::new();
