@@ -338,6 +338,9 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
                 continue;
             }
         }
+        if !p.required {
+            continue;
+        }
         // An earlier turn of the conversation (most recent first): "book the first one".
         let from_earlier = ctx.earlier.iter().rev().find_map(|e| {
             let (path, _) = e.fields.find(&p.name)?;
@@ -345,20 +348,16 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             crate::exec::refs::lookup(&e.response, &parts).filter(|v| !v.is_null()).map(|v| (e, path.clone(), v.clone()))
         });
         if let Some((e, path, v)) = from_earlier {
-            if p.required {
-                out.arguments.insert(p.name.clone(), v);
-                out.sources.insert(p.name.clone(), ArgSource::Earlier { turn: e.turn, api: e.api.clone(), path });
-                continue;
-            }
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Earlier { turn: e.turn, api: e.api.clone(), path });
+            continue;
         }
-        if p.required {
-            if let Some(d) = p.default.as_ref().filter(|d| !d.is_null() && d.as_str() != Some("")) {
-                out.arguments.insert(p.name.clone(), d.clone());
-                out.sources.insert(p.name.clone(), ArgSource::Default);
-                continue;
-            }
-            out.missing.push(p.name.clone());
+        if let Some(d) = p.default.as_ref().filter(|d| !d.is_null() && d.as_str() != Some("")) {
+            out.arguments.insert(p.name.clone(), d.clone());
+            out.sources.insert(p.name.clone(), ArgSource::Default);
+            continue;
         }
+        out.missing.push(p.name.clone());
     }
     out
 }

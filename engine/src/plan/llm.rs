@@ -42,8 +42,8 @@ impl Default for LlmSettings {
     }
 }
 
-/// Fill `{{name}}` placeholders in one pass: text put in (a request, a tool's response) is never
-/// scanned again, so a response that contains `{{notes}}` stays data. Unknown names stay as written.
+/// Fill `{{name}}` placeholders in one pass. Text put in (a request, a tool's response) is not
+/// scanned again: a response that contains `{{notes}}` stays data. Unknown names stay as written.
 pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;

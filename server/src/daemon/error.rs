@@ -1,7 +1,7 @@
 //! The one error contract: every error body is `{"message", "code", "type"}`; 429 and 503 carry
 //! `Retry-After`. Messages never hold secrets (API keys are not echoed, URLs lose their queries).
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -49,6 +49,15 @@ impl ApiError {
         self.retry_after_s = Some(s);
         self
     }
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The contract's body (also what a stream's `error` event carries).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(Body { message: &self.message, code: self.code, ty: self.kind() }).unwrap_or_default()
+    }
 
     /// The error class (`type`): who has to act.
     pub fn kind(&self) -> &'static str {
@@ -74,7 +83,7 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&Body { message: &self.message, code: self.code, ty: self.kind() }).unwrap_or_default();
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut r = (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
         if let Some(s) = self.retry_after_s {
             if let Ok(v) = HeaderValue::from_str(&s.max(1).to_string()) {
@@ -85,10 +94,23 @@ impl IntoResponse for ApiError {
     }
 }
 
+fn too_large() -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes")
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => too_large(),
+            _ => ApiError::invalid(r.body_text()),
+        }
+    }
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         match r.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes"),
+            StatusCode::PAYLOAD_TOO_LARGE => too_large(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"),
             _ => ApiError::invalid(format!("invalid JSON body: {}", r.body_text())),
         }

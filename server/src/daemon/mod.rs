@@ -296,20 +296,20 @@ async fn readyz(State(d): State<Arc<Daemon>>) -> Result<Json<Value>, ApiError> {
     let limit = Duration::from_secs(3);
     let graph = tokio::time::timeout(limit, b.store.stats()).await;
     let vectors = tokio::time::timeout(limit, b.vectors.count(toolgraph_engine::vector::APIS)).await;
+    fn problem<T>(r: &Result<toolgraph_engine::Result<T>, tokio::time::error::Elapsed>) -> String {
+        match r {
+            Ok(Ok(_)) => "ok".into(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".into(),
+        }
+    }
     match (graph, vectors) {
         (Ok(Ok(g)), Ok(Ok(n))) => Ok(Json(json!({"status": "ready", "graph": b.store.backend(), "apis": g.apis, "vectors": b.vectors.backend(), "indexed": n}))),
-        (g, v) => {
-            let why = |r: Result<toolgraph_engine::Result<String>, tokio::time::error::Elapsed>| match r {
-                Ok(Ok(_)) => "ok".to_string(),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => "timed out".to_string(),
-            };
-            Err(ApiError::unavailable(
-                "not_ready",
-                format!("graph store ({}): {}; vector store ({}): {}", b.store.backend(), why(g.map(|r| r.map(|_| String::new()))), b.vectors.backend(), why(v.map(|r| r.map(|_| String::new())))),
-                d.settings().server.retry_after_s,
-            ))
-        }
+        (g, v) => Err(ApiError::unavailable(
+            "not_ready",
+            format!("graph store ({}): {}; vector store ({}): {}", b.store.backend(), problem(&g), b.vectors.backend(), problem(&v)),
+            d.settings().server.retry_after_s,
+        )),
     }
 }
 
@@ -417,9 +417,8 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
             let _permit = permit;
             execute(&dd, &engine, &rid, &sid, &request, given, earlier, None).await
         });
-        let (report, mut body) = task.await.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
-        body.insert("trace".into(), json!(report.trace));
-        return Ok(Json(Value::Object(body)).into_response());
+        let (_, stored) = task.await.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
+        return Ok(json_response(&stored));
     }
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
     let dd = d.clone();
@@ -440,17 +439,27 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         let run = async { execute(&dd, &engine, &rid, &sid, &request, given, earlier, Some(ttx)).await };
         let (result, ()) = tokio::join!(run, forward);
         let last = match result {
-            Ok((_, body)) => Event::default().event("result").data(Value::Object(body).to_string()),
-            Err(e) => Event::default().event("error").data(json!({"message": e.message, "code": e.code, "type": e.kind()}).to_string()),
+            Ok((body, _)) => Event::default().event("result").data(Value::Object(body).to_string()),
+            Err(e) => Event::default().event("error").data(e.body().to_string()),
         };
         let _ = tx.send(Ok(last)).await;
     });
     Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// Run one request of a session; store the run, update the session, count it.
+/// A JSON body from a stored value, serialized straight from it (no copy of the trace).
+fn json_response(v: &Value) -> Response {
+    match serde_json::to_vec(v) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => ApiError::internal(e.to_string()).into_response(),
+    }
+}
+
+/// Run one request of a session; store the run, update the session, count it. Returns the result
+/// body without the trace (what the stream's `result` event carries) and the stored run (the
+/// result with the request and the trace: the plain answer and `GET /v1/runs/{id}`).
 #[allow(clippy::too_many_arguments)]
-async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, request: &str, given: Map<String, Value>, earlier: Vec<Earlier>, sink: Option<mpsc::Sender<TraceEvent>>) -> Result<(RunReport, Map<String, Value>), ApiError> {
+async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, request: &str, given: Map<String, Value>, earlier: Vec<Earlier>, sink: Option<mpsc::Sender<TraceEvent>>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
     let result = engine.run_turn(request, given, earlier, sink.as_ref()).await;
@@ -473,7 +482,8 @@ async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, re
     let mut stored = body.clone();
     stored.insert("request".into(), json!(request));
     stored.insert("trace".into(), json!(report.trace));
-    d.runs.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.to_string(), Arc::new(Value::Object(stored)));
+    let stored = Arc::new(Value::Object(stored));
+    d.runs.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.to_string(), stored.clone());
     {
         let keep = d.settings().server.session_turns.max(1);
         let mut sessions = d.sessions.lock().unwrap_or_else(|p| p.into_inner());
@@ -488,13 +498,13 @@ async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, re
             s.last_used = Instant::now();
         }
     }
-    Ok((report, body))
+    Ok((body, stored))
 }
 
-async fn get_run(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let runs = d.runs.lock().unwrap_or_else(|p| p.into_inner());
-    let r = runs.map.get(&id).ok_or_else(|| ApiError::not_found(format!("no run {id} (only the last {} runs are kept)", d.settings().server.runs_kept)))?;
-    Ok(Json(r.as_ref().clone()))
+async fn get_run(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let r = d.runs.lock().unwrap_or_else(|p| p.into_inner()).map.get(&id).cloned();
+    let r = r.ok_or_else(|| ApiError::not_found(format!("no run {id} (only the last {} runs are kept)", d.settings().server.runs_kept)))?;
+    Ok(json_response(&r))
 }
 
 async fn create_session(State(d): State<Arc<Daemon>>) -> (StatusCode, Json<Value>) {
@@ -541,12 +551,5 @@ async fn cypher(State(d): State<Arc<Daemon>>, ApiJson(body): ApiJson<CypherReque
         Ok(rows) => Ok(Json(json!(rows))),
         Err(e) if e.class() == toolgraph_engine::ErrorClass::Transient => Err(e.into()),
         Err(e) => Err(ApiError::invalid(format!("{e}")).with_code("cypher_error")),
-    }
-}
-
-impl ApiError {
-    fn with_code(mut self, code: &'static str) -> Self {
-        self.code = code;
-        self
     }
 }

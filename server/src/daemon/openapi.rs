@@ -32,7 +32,7 @@ pub(super) async fn document() -> Json<Value> {
                     "given": {"type": "object", "description": "values for parameters (answers to needs_input)"},
                     "stream": {"type": "boolean", "description": "stream trace steps as Server-Sent Events (events: run, step, result, error)"}}},
                 "RunResult": {"type": "object", "properties": {
-                    "run_id": {"type": "string"}, "session_id": {"type": "string"},
+                    "run_id": {"type": "string"}, "session_id": {"type": "string"}, "request": {"type": "string"},
                     "status": {"enum": ["answered", "gave_up", "needs_input"]}, "answer": {"type": "string"},
                     "chain": {"type": "array"}, "needs_input": {"type": ["object", "null"]}, "judgement": {"type": ["object", "null"]},
                     "stats": {"type": "object"}, "trace": {"type": "array"}}},

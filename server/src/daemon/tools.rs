@@ -266,7 +266,7 @@ const MAX_OPERATIONS: usize = 200;
 /// `yaml` content type) YAML.
 pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<Value>, ApiError> {
     let q = q?.0;
-    let body = body.map_err(|r| if r.status() == StatusCode::PAYLOAD_TOO_LARGE { ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes") } else { ApiError::invalid(r.body_text()) })?;
+    let body = body?;
     let ty = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_ascii_lowercase();
     let doc: Value = if ty.contains("yaml") {
         serde_norway::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid YAML body: {e}")))?
