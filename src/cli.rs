@@ -278,10 +278,14 @@ enum ConvertCmd {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // neo4rs logs every new connection pool (and that `neo4j://` routing is "experimental") at
+    // info/warn level: quiet unless TOOLGRAPH_LOG names it.
+    let mut filter = std::env::var("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn,qdrant_edge=error".into());
+    if !filter.contains("neo4rs") {
+        filter.push_str(",neo4rs=error");
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn,qdrant_edge=error".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info,neo4rs=error".into()))
         .with_writer(std::io::stderr)
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -1,10 +1,10 @@
-//! The tool graph built from the shared public data, on the embedded store and on FalkorDB.
+//! The tool graph built from the shared public data, on the embedded store, FalkorDB and Neo4j.
 
 mod common;
 use common::*;
 
 #[test]
-fn shared_data_builds_the_same_graph_on_embedded_and_falkordb() {
+fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     let dir = tempfile::tempdir().unwrap();
     let embedded = format!("embedded:{}", dir.path().join("g.redb").display());
     let report_path = dir.path().join("report.json");
@@ -67,6 +67,38 @@ fn shared_data_builds_the_same_graph_on_embedded_and_falkordb() {
     let out = bin().arg("--store").arg(falkor.uri()).args(["graph", "cypher", "MATCH (n) DETACH DELETE n"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"));
+    drop(falkor);
+
+    // And into Neo4j: the same graph, the same report counts, and the same answers.
+    let neo = neo4j();
+    let neo_report = dir.path().join("neo4j-report.json");
+    run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(shared_ingest_args()).arg("--report").arg(&neo_report));
+    let without_timings = |mut r: serde_json::Value| {
+        for k in ["store", "elapsed_s", "runs_per_s"] {
+            r.as_object_mut().unwrap().remove(k);
+        }
+        r
+    };
+    assert_eq!(without_timings(read_json(&neo_report)), without_timings(report.clone()));
+    let c = snapshot_of(&neo.uri(), "toolgraph", Some(&neo));
+    assert_same_graph(&a, &c);
+    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "neighbors", "START", "-k", "3"]));
+    let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(), o.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>());
+    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "cypher", "MATCH (a:Api) RETURN count(a) AS n"]));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows["rows"][0][0], report["nodes"]["apis"], "{rows}");
+    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args([
+        "graph", "cypher", "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n", "--param", "t=\"data/theclique\"",
+    ]));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(rows["rows"][0][0].as_u64().unwrap() >= 4, "{rows}");
+    for write in ["CREATE (x:Api {id: 'intruder'})", "CALL db.createLabel('Intruder')"] {
+        let out = neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "cypher", write]).output().unwrap();
+        assert!(!out.status.success(), "{write}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"), "{write}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(snapshot_of(&neo.uri(), "toolgraph", Some(&neo)).apis.len(), a.apis.len());
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! An ingest killed mid-way (kill -9) and run again gives the same graph as one clean ingest.
+//! An ingest killed mid-way (kill -9) and run again gives the same graph as one clean ingest, on
+//! the embedded store, FalkorDB and Neo4j.
 
 mod common;
 use common::*;
@@ -51,7 +52,15 @@ fn ingest_cmd(store: &str, graph: &str, tools: &Path, runs: &Path) -> std::proce
 }
 
 fn count_runs(uri: &str, graph: &str) -> u64 {
-    let out = bin()
+    count_runs_with(uri, graph, None)
+}
+
+fn count_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
+    let mut c = bin();
+    if let Some(n) = neo {
+        n.env(&mut c);
+    }
+    let out = c
         .env("TOOLGRAPH__STORE__GRAPH", graph)
         .arg("--store")
         .arg(uri)
@@ -90,9 +99,13 @@ fn falkor_setup() -> FalkorSetup {
 
 /// Wait until `graph` has recorded some ingested runs; returns how many.
 fn wait_for_runs(uri: &str, graph: &str) -> u64 {
+    wait_for_runs_with(uri, graph, None)
+}
+
+fn wait_for_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
-        let seen = count_runs(uri, graph);
+        let seen = count_runs_with(uri, graph, neo);
         if seen > 0 {
             return seen;
         }
@@ -113,6 +126,29 @@ fn killed_falkordb_ingest_reruns_to_the_same_graph() {
 
     run_ok(&mut ingest_cmd(uri, "killed", tools, runs));
     assert_same_graph(clean, &snapshot(uri, "killed"));
+}
+
+#[test]
+fn killed_neo4j_ingest_reruns_to_the_same_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, runs) = write_corpus(dir.path(), TOTAL);
+    let neo = neo4j();
+    let uri = neo.uri();
+    // Neo4j community holds one database: the clean graph first, then wipe, then the killed ingest.
+    run_ok(neo.env(&mut ingest_cmd(&uri, "g", &tools, &runs)));
+    let clean = snapshot_of(&uri, "g", Some(&neo));
+    assert!(clean.feeds.len() >= 39, "{}", clean.feeds.len());
+    neo.wipe();
+
+    let mut child = neo.env(&mut ingest_cmd(&uri, "g", &tools, &runs)).spawn().unwrap();
+    let seen = wait_for_runs_with(&uri, "g", Some(&neo));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let after_kill = count_runs_with(&uri, "g", Some(&neo));
+    assert!(seen > 0 && after_kill < TOTAL as u64, "the kill did not land mid-way ({seen}, {after_kill})");
+
+    run_ok(neo.env(&mut ingest_cmd(&uri, "g", &tools, &runs)));
+    assert_same_graph(&clean, &snapshot_of(&uri, "g", Some(&neo)));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The GraphStore operations the engine uses, on the embedded store and on FalkorDB, with the
+//! The GraphStore operations the engine uses, on the embedded store, FalkorDB and Neo4j, with the
 //! same results: contributions, top-K successors, the dynamic-weight update and status changes.
 
 mod common;
@@ -113,27 +113,74 @@ fn the_embedded_store_survives_reopen() {
     assert_eq!(first, again);
 }
 
-/// Against a real Neo4j 5 (deploy/compose.yaml): runs when NEO4J_URI is set, e.g.
-/// `NEO4J_URI=neo4j://127.0.0.1:7687 TOOLGRAPH_NEO4J_PASSWORD=... cargo test --test store_operations neo4j`.
-/// It wipes the database it is pointed at.
+/// The same operations on a real Neo4j 5 (scripts/neo4j.sh; scripts/test.sh starts it for every run).
 #[test]
-fn neo4j_agrees_with_embedded_when_configured() {
-    let Ok(uri) = std::env::var("NEO4J_URI") else {
-        eprintln!("neo4j_agrees_with_embedded_when_configured: NEO4J_URI is not set; not run");
-        return;
-    };
+fn embedded_and_neo4j_agree_on_every_operation() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let embedded: Arc<dyn GraphStore> =
         Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.path().join("g.redb")).unwrap());
     let a = rt.block_on(exercise(embedded));
+    let neo = neo4j();
     let b = rt.block_on(async {
-        let password = toolgraph_engine::store::neo4j_password().expect("TOOLGRAPH_NEO4J_PASSWORD");
-        let user = std::env::var("NEO4J_USER").unwrap_or_else(|_| "neo4j".into());
-        let wipe = neo4rs::Graph::new(&uri, &user, secrecy::ExposeSecret::expose_secret(&password)).await.unwrap();
-        wipe.run(neo4rs::query("MATCH (n) DETACH DELETE n")).await.unwrap();
-        let store = toolgraph_engine::adapters::neo4j::connect(&uri, &user, &password, "neo4j", 2).await.unwrap();
+        let store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
         exercise(Arc::new(store)).await
     });
     assert_same_graph(&a, &b);
+}
+
+/// Read-only Cypher is enforced by the Neo4j server (READ access mode, server-side timeout), not
+/// only by the word check in front of it, and row limits hold.
+#[test]
+fn neo4j_refuses_writes_itself_and_enforces_limits() {
+    use toolgraph_engine::adapters::cypher::CypherRunner;
+    use toolgraph_engine::graph::CypherLimits;
+    let rt = runtime();
+    let neo = neo4j();
+    rt.block_on(async {
+        let store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
+        store.setup().await.unwrap();
+        let limits = CypherLimits { max_rows: 10, timeout_ms: 5_000 };
+        // Straight to the server, past the word check: the server refuses each write.
+        for q in [
+            "CREATE (:Intruder {id: 'x'}) RETURN 1",
+            "MERGE (:Intruder {id: 'x'})",
+            "MATCH (s:Start) SET s.hacked = true RETURN s.id",
+            "CREATE INDEX intruder_idx IF NOT EXISTS FOR (n:Intruder) ON (n.id)",
+            "CALL db.createLabel('Intruder')",
+        ] {
+            let e = store.runner().read_only(q, Default::default(), limits).await.expect_err(q);
+            assert_eq!(e.class(), toolgraph_engine::ErrorClass::BadInput, "{q}: {e}");
+            assert!(e.to_string().contains("Neo4j refused"), "{q}: {e}");
+        }
+        // Nothing was written.
+        let rows = store.cypher_read("MATCH (n:Intruder) RETURN count(n) AS n", Default::default(), limits).await.unwrap();
+        assert_eq!(rows.rows, vec![vec![serde_json::json!(0)]]);
+        let rows = store.cypher_read("MATCH (s:Start) RETURN s.hacked AS h", Default::default(), limits).await.unwrap();
+        assert_eq!(rows.rows, vec![vec![serde_json::Value::Null]]);
+        // Through the public entry point: a write procedure, dbms procedures and LOAD CSV, each with a clear error.
+        let e = store.cypher_read("CALL db.createLabel('Intruder')", Default::default(), limits).await.unwrap_err();
+        assert!(e.to_string().contains("read-only") || e.to_string().contains("refused"), "{e}");
+        for q in ["CALL dbms.components()", "LOAD CSV FROM 'file:///etc/passwd' AS l RETURN l", "CALL apoc.create.node(['X'], {})"] {
+            let e = store.cypher_read(q, Default::default(), limits).await.unwrap_err();
+            assert_eq!(e.class(), toolgraph_engine::ErrorClass::BadInput, "{q}: {e}");
+        }
+        // Row limit: 10 rows of 5000, marked truncated, columns in the query's order; the
+        // connection is usable right after.
+        let rows = store.cypher_read("UNWIND range(1, 5000) AS x RETURN x AS value, x * 2 AS double", Default::default(), limits).await.unwrap();
+        assert_eq!(rows.columns, vec!["value".to_string(), "double".to_string()]);
+        assert_eq!(rows.rows.len(), 10);
+        assert!(rows.truncated);
+        assert_eq!(rows.rows[9], vec![serde_json::json!(10), serde_json::json!(20)]);
+        // Time limit: the server stops a query that runs past it.
+        let started = std::time::Instant::now();
+        let slow = "UNWIND range(1, 2000000000) AS x WITH x WHERE x % 7 = 8 RETURN count(x) AS n";
+        let e = store.cypher_read(slow, Default::default(), CypherLimits { max_rows: 10, timeout_ms: 300 }).await.unwrap_err();
+        assert!(e.to_string().contains("300 ms limit"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        for _ in 0..3 {
+            let rows = store.cypher_read("RETURN 1 AS one", Default::default(), limits).await.unwrap();
+            assert_eq!(rows.rows, vec![vec![serde_json::json!(1)]]);
+        }
+    });
 }

@@ -179,3 +179,135 @@ pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
     let out = run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
     (store, out)
 }
+
+/// A Neo4j server for tests: the real database engine (`scripts/neo4j.sh`, jars from Maven Central).
+pub struct Neo4jServer {
+    pub port: u16,
+    password: String,
+    /// Set for a server this process started: its data folder, and whether to stop it on drop.
+    own: Option<tempfile::TempDir>,
+}
+
+impl Neo4jServer {
+    pub fn uri(&self) -> String {
+        format!("neo4j://127.0.0.1:{}", self.port)
+    }
+    pub fn password(&self) -> secrecy::SecretString {
+        secrecy::SecretString::from(self.password.clone())
+    }
+    /// The password as text, to check that it appears nowhere.
+    pub fn password_text(&self) -> String {
+        self.password.clone()
+    }
+    /// Give `cmd` what it needs to reach this server (the password, through the environment).
+    pub fn env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.env("TOOLGRAPH_NEO4J_PASSWORD", &self.password).env_remove("TOOLGRAPH_NEO4J_PASSWORD_FILE")
+    }
+
+    /// A server of this test's own on a free port, stopped when dropped (for tests that stop and
+    /// start it). It stops by itself if this process dies.
+    pub fn start_own() -> Neo4jServer {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let password = format!("test-{}-{}", std::process::id(), port);
+        let s = Neo4jServer { port, password, own: Some(dir) };
+        s.script("start");
+        s
+    }
+
+    fn script(&self, cmd: &str) {
+        let dir = self.own.as_ref().expect("only a server of our own is started or stopped here");
+        let out = Command::new("bash")
+            .arg(root().join("scripts/neo4j.sh"))
+            .args([cmd, &self.port.to_string()])
+            .env("TOOLGRAPH_NEO4J_DATA", dir.path())
+            .env("TOOLGRAPH_NEO4J_PASSWORD", &self.password)
+            .env_remove("TOOLGRAPH_NEO4J_PASSWORD_FILE")
+            .env("TOOLGRAPH_NEO4J_PARENT_PID", std::process::id().to_string())
+            .env("TOOLGRAPH_NEO4J_HEAP", "512m")
+            .env("TOOLGRAPH_NEO4J_PAGECACHE_MB", "128")
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "neo4j {cmd} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Stop a server of our own (its data stays for [`Neo4jServer::restart`]).
+    pub fn stop(&self) {
+        self.script("stop");
+    }
+    pub fn restart(&self) {
+        self.script("start");
+    }
+
+    /// Delete every node and relationship (constraints stay: setup is idempotent).
+    pub fn wipe(&self) {
+        runtime().block_on(async {
+            let g = neo4rs::Graph::new(self.uri(), "neo4j", self.password.clone()).unwrap();
+            g.run(neo4rs::query("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")).await.unwrap();
+        });
+    }
+}
+
+impl Drop for Neo4jServer {
+    fn drop(&mut self) {
+        if self.own.is_some() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.stop()));
+        }
+    }
+}
+
+/// The shared Neo4j of this test run, held exclusively and wiped: `NEO4J_URI` with
+/// `TOOLGRAPH_NEO4J_PASSWORD(_FILE)` (scripts/test.sh starts one and sets them), else one this test
+/// process starts once (on a free port; it stops when the process ends). Neo4j community has one
+/// database, so tests that use it take turns (a lock across threads and processes).
+pub struct Neo4jLease {
+    server: &'static Neo4jServer,
+    _lock: std::fs::File,
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Neo4jLease {
+    type Target = Neo4jServer;
+    fn deref(&self) -> &Neo4jServer {
+        self.server
+    }
+}
+
+pub fn neo4j() -> Neo4jLease {
+    static SERVER: std::sync::OnceLock<Neo4jServer> = std::sync::OnceLock::new();
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let server = SERVER.get_or_init(|| match std::env::var("NEO4J_URI") {
+        Ok(uri) => {
+            let port = uri.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).expect("NEO4J_URI is neo4j://127.0.0.1:PORT");
+            let password = toolgraph_engine::store::neo4j_password().expect("NEO4J_URI is set: set TOOLGRAPH_NEO4J_PASSWORD(_FILE) too");
+            Neo4jServer { port, password: secrecy::ExposeSecret::expose_secret(&password).to_string(), own: None }
+        }
+        Err(_) => {
+            let s = Neo4jServer::start_own();
+            // Never dropped (a static): the server stops when this process ends (parent watch).
+            eprintln!("NEO4J_URI is not set: started Neo4j on {} for this test process", s.uri());
+            s
+        }
+    });
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join(format!("toolgraph-neo4j-{}.lock", server.port)))
+        .unwrap();
+    lock.lock().unwrap();
+    server.wipe();
+    Neo4jLease { server, _lock: lock, _guard: guard }
+}
+
+/// Open a store by URI (Neo4j with `server`'s password) and take its snapshot.
+pub fn snapshot_of(uri: &str, graph: &str, server: Option<&Neo4jServer>) -> GraphSnapshot {
+    let Some(n) = server else { return snapshot(uri, graph) };
+    runtime().block_on(async {
+        let s = toolgraph_engine::settings::load(None, &[]).unwrap().store;
+        let store = toolgraph_engine::adapters::neo4j::connect(uri, "neo4j", &n.password(), &s.neo4j_database, s.batch_rows).await.unwrap();
+        toolgraph_engine::graph::GraphStore::snapshot(&store).await.unwrap()
+    })
+}

@@ -13,8 +13,8 @@
 //! Dialect differences, isolated in [`Dialect`]:
 //! - schema: Neo4j 5 gets uniqueness constraints (`CREATE CONSTRAINT … IF NOT EXISTS`), FalkorDB
 //!   gets range indexes (`CREATE INDEX FOR (n:L) ON (n.p)`, which errors when the index exists);
-//! - read-only user queries: FalkorDB runs them with `GRAPH.RO_QUERY`, Neo4j inside a transaction
-//!   that is always rolled back.
+//! - read-only user queries: FalkorDB runs them with `GRAPH.RO_QUERY`, Neo4j in a READ access-mode
+//!   transaction with a server-side timeout; on both the server refuses writes.
 
 use crate::graph::{ApiUpsert, ContributionBatch, CypherLimits, CypherRows, GraphStore};
 use crate::{EngineError, Result};
@@ -66,6 +66,8 @@ pub trait CypherRunner: Send + Sync {
     async fn read(&self, stmt: &Stmt) -> Result<Vec<Vec<Value>>>;
     /// Run a schema statement; `Ok(false)` when it failed only because the object already exists.
     async fn schema(&self, text: &str) -> Result<bool>;
+    /// One cheap round trip.
+    async fn ping(&self) -> Result<()>;
     /// A user's query, guaranteed not to change the graph, within limits.
     async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows>;
 }
@@ -512,6 +514,10 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
             feeds_edges: self.count(COUNT_FEEDS).await?,
             ingested_runs: self.count(COUNT_RUNS).await?,
         })
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.runner.ping().await
     }
 
     async fn set_weights_dirty(&self, dirty: bool) -> Result<()> {

@@ -154,6 +154,16 @@ impl CypherRunner for FalkorRunner {
         }
     }
 
+    async fn ping(&self) -> Result<()> {
+        let mut g = self.graph();
+        let q = g.ro_query("RETURN 1").with_timeout(3000);
+        tokio::time::timeout(std::time::Duration::from_secs(3), q.execute())
+            .await
+            .map_err(|_| EngineError::store(BACKEND, ErrorClass::Transient, "no answer from FalkorDB"))?
+            .map_err(store_err)?;
+        Ok(())
+    }
+
     async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
         let mut g = self.graph();
         let mut q = g.ro_query(query).with_timeout(limits.timeout_ms as i64);

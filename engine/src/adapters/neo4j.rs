@@ -1,6 +1,7 @@
 //! Neo4j adapter: the shared Cypher layer over Bolt (neo4rs). Every write runs in an explicit
-//! transaction; user queries run in a transaction that is always rolled back, so they cannot
-//! change the graph whatever they contain.
+//! transaction. User queries run in auto-commit transactions opened in READ access mode with a
+//! server-side timeout, so the server itself refuses anything that writes (the word check in
+//! [`super::cypher::refuse_writes`] only gives an earlier, clearer message).
 
 use super::cypher::{CypherRunner, CypherStore, Dialect, Stmt};
 use crate::graph::{CypherLimits, CypherRows};
@@ -18,7 +19,9 @@ pub struct Neo4jRunner {
     timeout: Duration,
 }
 
-/// Connect with Bolt to `uri` (`neo4j://host:port` or `bolt://host:port`).
+/// Connect with Bolt to `uri` (`neo4j://host:port` or `bolt://host:port`). Connections are made
+/// lazily: a server that is down now fails the first statement (a transient error), and the pool
+/// reconnects by itself once it is back.
 pub async fn connect(
     uri: &str,
     user: &str,
@@ -31,12 +34,20 @@ pub async fn connect(
         .user(user)
         .password(password.expose_secret())
         .db(database)
-        .max_connections(8)
-        .build().map_err(|e| EngineError::Config(format!("bad Neo4j settings for {uri}: {e}")))?;
-    let graph = Graph::connect(config).await.map_err(|e| {
+        .max_connections(16)
+        .connection_timeout(Duration::from_secs(5))
+        .tcp_keepalive(Some(Duration::from_secs(30)))
+        .build()
+        .map_err(|e| EngineError::Config(format!("bad Neo4j settings for {uri}: {e}")))?;
+    let graph = Graph::connect(config).map_err(|e| {
         EngineError::store(BACKEND, classify(&e), format!("cannot connect to {uri}: {}", redact(&e.to_string())))
     })?;
-    Ok(CypherStore::new(Neo4jRunner { graph, timeout: Duration::from_secs(300) }, batch_rows))
+    let runner = Neo4jRunner { graph, timeout: Duration::from_secs(300) };
+    // Fail now, with a clear message, when the server cannot be reached or refuses the password.
+    runner.ping(Duration::from_secs(10)).await.map_err(|e| {
+        EngineError::store(BACKEND, e.class(), format!("cannot reach Neo4j at {uri}: {e} (for development: scripts/neo4j.sh start)"))
+    })?;
+    Ok(CypherStore::new(runner, batch_rows))
 }
 
 /// Errors never carry the password, but the URI may carry user info: keep only what is safe.
@@ -50,9 +61,15 @@ fn redact(msg: &str) -> String {
 fn classify(e: &neo4rs::Error) -> ErrorClass {
     use neo4rs::Error as E;
     match e {
-        E::IOError { .. } | E::ConnectionError => ErrorClass::Transient,
+        E::IOError { .. } | E::ConnectionError | E::ConnectionTimedOut | E::IncompleteBoltExchange | E::RequestIgnoredError => {
+            ErrorClass::Transient
+        }
         E::Neo4j(inner) if inner.code().starts_with("Neo.TransientError") => ErrorClass::Transient,
         E::Neo4j(inner) if inner.code().starts_with("Neo.ClientError.Statement") => ErrorClass::BadInput,
+        // The pool could not open a connection (server down, restarting): worth a retry later.
+        E::UnexpectedMessage(m) | E::ServerUnavailableError(m) if m.contains("connection") || m.contains("pool") => {
+            ErrorClass::Transient
+        }
         _ => ErrorClass::Permanent,
     }
 }
@@ -80,11 +97,62 @@ pub fn query_of(text: &str, params: &Map<String, Value>) -> Result<Query> {
     Ok(q)
 }
 
+/// A user's query as the server must run it: READ access mode (the server refuses writes,
+/// schema changes and write procedures) and a transaction timeout the server enforces.
+pub fn read_only_query(text: &str, params: &Map<String, Value>, timeout_ms: u64) -> Result<Query> {
+    Ok(query_of(text, params)?.extra("tx_timeout", timeout_ms.clamp(1, i64::MAX as u64) as i64))
+}
+
+/// Why the server refused a user's query, in words a user can act on.
+fn refusal(e: neo4rs::Error, timeout_ms: u64) -> EngineError {
+    if let neo4rs::Error::Neo4j(inner) = &e {
+        let code = inner.code();
+        if code.contains("TransactionTimedOut") || code.contains("Transaction.TransactionTerminated") {
+            return EngineError::bad_input(format!("query ran past its {timeout_ms} ms limit (stopped by Neo4j)"));
+        }
+        if code.starts_with("Neo.ClientError") {
+            let msg = inner.message().lines().next().unwrap_or_default();
+            if code.contains("AccessMode") || code.contains("Forbidden") || msg.contains("read access mode") {
+                return EngineError::bad_input(format!("graph cypher is read-only: Neo4j refused the query ({code}: {msg})"));
+            }
+            return EngineError::bad_input(format!("Neo4j refused the query ({code}): {msg}"));
+        }
+    }
+    store_err(e)
+}
+
+/// neo4rs hands a row's columns over as a map, without the order of the query's RETURN clause:
+/// put them back in the order they appear in the query's last RETURN (`AS name` first, else the
+/// expression's text); columns not found there follow, alphabetically.
+pub fn column_order(query: &str, mut columns: Vec<String>) -> Vec<String> {
+    let upper = query.to_uppercase();
+    let tail_at = upper.rfind("RETURN").unwrap_or(0);
+    let tail = &query[tail_at..];
+    let position = |c: &str| {
+        let alias = tail.to_uppercase().find(&format!("AS {}", c.to_uppercase())).map(|p| p + 3);
+        alias.or_else(|| tail.find(c)).unwrap_or(usize::MAX)
+    };
+    columns.sort_by(|a, b| position(a).cmp(&position(b)).then_with(|| a.cmp(b)));
+    columns
+}
+
 impl Neo4jRunner {
     async fn timed<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         tokio::time::timeout(self.timeout, fut)
             .await
             .map_err(|_| EngineError::store(BACKEND, ErrorClass::Transient, "query timed out"))?
+    }
+
+    /// One round trip (`RETURN 1`) within `limit`.
+    pub async fn ping(&self, limit: Duration) -> Result<()> {
+        let fut = async {
+            let mut stream = self.graph.execute_read(neo4rs::query("RETURN 1 AS ok")).await.map_err(store_err)?;
+            while stream.next().await.map_err(store_err)?.is_some() {}
+            Ok(())
+        };
+        tokio::time::timeout(limit, fut)
+            .await
+            .map_err(|_| EngineError::store(BACKEND, ErrorClass::Transient, "no answer from Neo4j"))?
     }
 }
 
@@ -108,6 +176,8 @@ impl CypherRunner for Neo4jRunner {
         .await
     }
 
+    /// Our own statements (some of which write and return rows, such as a status change): an
+    /// auto-commit transaction in write mode.
     #[tracing::instrument(name = "store.neo4j.read", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn read(&self, stmt: &Stmt) -> Result<Vec<Vec<Value>>> {
         let q = query_of(stmt.text, &stmt.params)?;
@@ -123,33 +193,34 @@ impl CypherRunner for Neo4jRunner {
     }
 
     async fn schema(&self, text: &str) -> Result<bool> {
-        self.graph.run(neo4rs::query(text)).await.map_err(store_err)?;
+        self.timed(async { self.graph.run(neo4rs::query(text)).await.map_err(store_err) }).await?;
         Ok(true)
     }
 
+    async fn ping(&self) -> Result<()> {
+        Neo4jRunner::ping(self, Duration::from_secs(3)).await
+    }
+
     async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
-        let q = query_of(query, &params)?;
+        let q = read_only_query(query, &params, limits.timeout_ms)?;
         let fut = async {
-            let mut txn = self.graph.start_txn().await.map_err(store_err)?;
+            let mut stream = self.graph.execute_read(q).await.map_err(|e| refusal(e, limits.timeout_ms))?;
             let mut out = CypherRows::default();
-            {
-                let mut stream = txn.execute(q).await.map_err(store_err)?;
-                while let Some(row) = stream.next(txn.handle()).await.map_err(store_err)? {
-                    if out.rows.len() == limits.max_rows {
-                        out.truncated = true;
-                        break;
-                    }
-                    let map: Map<String, Value> = row.to().unwrap_or_default();
-                    if out.columns.is_empty() {
-                        out.columns = map.keys().cloned().collect();
-                    }
-                    out.rows.push(out.columns.iter().map(|c| map.get(c).cloned().unwrap_or(Value::Null)).collect());
+            while let Some(row) = stream.next().await.map_err(|e| refusal(e, limits.timeout_ms))? {
+                if out.columns.is_empty() {
+                    out.columns = column_order(query, row.keys().iter().map(|k| k.value.clone()).collect());
                 }
+                if out.rows.len() == limits.max_rows {
+                    // Dropping the stream resets its connection, which ends the query on the server.
+                    out.truncated = true;
+                    break;
+                }
+                out.rows.push(out.columns.iter().map(|c| row.get::<Value>(c).unwrap_or(Value::Null)).collect());
             }
-            txn.rollback().await.map_err(store_err)?;
             Ok(out)
         };
-        tokio::time::timeout(Duration::from_millis(limits.timeout_ms), fut)
+        // The server enforces the limit; this is the backstop for a server that does not answer.
+        tokio::time::timeout(Duration::from_millis(limits.timeout_ms.saturating_add(2000)), fut)
             .await
             .map_err(|_| EngineError::bad_input(format!("query ran past its {} ms limit", limits.timeout_ms)))?
     }
@@ -238,6 +309,15 @@ mod tests {
             serde_json::json!("a/b/c"), serde_json::json!(42), serde_json::json!(0.25),
             serde_json::json!(["q", "lang"]), Value::Null, Value::Null,
         ]);
+    }
+
+    #[test]
+    fn columns_follow_the_return_clause() {
+        let cols = |q: &str, c: &[&str]| column_order(q, c.iter().map(|s| s.to_string()).collect());
+        assert_eq!(cols("UNWIND range(1, 5) AS x RETURN x AS value, x * 2 AS double", &["double", "value"]), ["value", "double"]);
+        assert_eq!(cols("MATCH (b)-->(a) RETURN b.id, a.id", &["a.id", "b.id"]), ["b.id", "a.id"]);
+        assert_eq!(cols("MATCH (n) WITH n AS z RETURN count(z) AS n, 1 AS a", &["a", "n"]), ["n", "a"]);
+        assert_eq!(cols("RETURN 1", &["y", "x"]), ["x", "y"]);
     }
 
     #[test]

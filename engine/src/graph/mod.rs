@@ -105,6 +105,10 @@ pub trait GraphStore: Send + Sync {
     /// API, tool and category nodes only (no edges): what an ingest needs to resolve names.
     async fn node_snapshot(&self) -> Result<GraphSnapshot>;
     async fn stats(&self) -> Result<GraphStats>;
+    /// One cheap round trip to the backend: is it reachable now? (Embedded: always.)
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
     /// A marker that derived weights may be stale (set before writing counts, cleared after).
     async fn set_weights_dirty(&self, dirty: bool) -> Result<()>;
     async fn weights_dirty(&self) -> Result<bool>;

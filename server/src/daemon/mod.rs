@@ -109,7 +109,12 @@ pub struct Daemon {
     ids: AtomicU64,
     id_seed: u64,
     started: Instant,
+    /// When the graph store last answered (ms since `started`; 0: never checked).
+    graph_ok_at_ms: AtomicU64,
 }
+
+/// How long a graph store that answered is taken as reachable without asking again.
+const GRAPH_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Request texts whose embeddings are kept (a repeated request skips the model).
 const QUERY_CACHE: usize = 10_000;
@@ -150,6 +155,7 @@ impl Daemon {
             ids: AtomicU64::new(0),
             id_seed: seed,
             started: Instant::now(),
+            graph_ok_at_ms: AtomicU64::new(0),
             backends,
         }))
     }
@@ -169,6 +175,37 @@ impl Daemon {
         let engine = build_engine(b, &self.queries).await?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
         Ok(())
+    }
+
+    /// Refuse a run early, with a clear 503, when the graph store cannot be reached (a run would
+    /// call tools and then fail to learn). A store that answered in the last second is not asked
+    /// again; one that was down is asked on every request, so the daemon recovers by itself as
+    /// soon as the store is back.
+    async fn graph_reachable(&self) -> Result<(), ApiError> {
+        let now = self.started.elapsed().as_millis() as u64 + 1;
+        let last = self.graph_ok_at_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < GRAPH_CHECK_EVERY.as_millis() as u64 {
+            return Ok(());
+        }
+        let store = &self.backends.store;
+        match tokio::time::timeout(Duration::from_secs(3), store.ping()).await {
+            Ok(Ok(())) => {
+                self.graph_ok_at_ms.store(now, Ordering::Relaxed);
+                Ok(())
+            }
+            outcome => {
+                self.graph_ok_at_ms.store(0, Ordering::Relaxed);
+                let why = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "no answer in 3 s".to_string(),
+                };
+                Err(ApiError::unavailable(
+                    "graph_unavailable",
+                    format!("the graph store ({}) cannot be reached: {why}; retry shortly", store.backend()),
+                    self.settings().server.retry_after_s,
+                ))
+            }
+        }
     }
 
     /// A fresh id that is hard to guess: `prefix_` + 24 hex digits.
@@ -381,6 +418,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
     if d.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable("draining", "the daemon is shutting down", d.settings().server.retry_after_s));
     }
+    d.graph_reachable().await?;
     let stream = body.stream || q.stream.unwrap_or(false) || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     // The session: earlier outputs and given values (this request's given values join them).
     let (session_id, earlier, given) = {
