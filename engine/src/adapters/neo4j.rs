@@ -269,6 +269,7 @@ mod tests {
         };
         let ids = vec!["a/b/c".to_string()];
         let stmts = vec![
+            build::upsert_tools(std::slice::from_ref(&api)),
             build::upsert_apis(&[api]),
             build::ingested_keys(&ids),
             build::edge_counts(Some(&ids)),
