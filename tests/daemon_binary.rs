@@ -142,7 +142,7 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     let runs = dir.join("cfb.jsonl");
     let tools = dir.join("cfb-tools.jsonl");
     run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-    run_ok(&mut with_neo(bin_in(dir)).arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    run_ok(with_neo(bin_in(dir)).arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
 
     let sb_port = sandbox.port;
     let port = free_port();
