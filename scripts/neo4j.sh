@@ -39,8 +39,13 @@ fetch() {
     need_tools
     echo "fetching Neo4j from Maven Central into $NEO/lib (once)" >&2
     rm -rf "$NEO/lib"
-    mvn -q -B -Dstyle.color=never -f "$HERE/neo4j/pom.xml" -Dmaven.repo.local="$NEO/m2" \
-      dependency:copy-dependencies -DoutputDirectory="$NEO/lib" -DincludeScope=runtime >&2
+    mkdir -p "$NEO"
+    if ! mvn -q -B -Dstyle.color=never -f "$HERE/neo4j/pom.xml" -Dmaven.repo.local="$NEO/m2" \
+      dependency:copy-dependencies -DoutputDirectory="$NEO/lib" -DincludeScope=runtime >"$NEO/fetch.log" 2>&1; then
+      echo "Maven could not fetch Neo4j (log $NEO/fetch.log):" >&2
+      tail -30 "$NEO/fetch.log" >&2
+      exit 1
+    fi
     touch "$NEO/lib/.complete"
   fi
   if [ ! -f "$NEO/classes/Launcher.class" ] || [ "$HERE/neo4j/Launcher.java" -nt "$NEO/classes/Launcher.class" ]; then
