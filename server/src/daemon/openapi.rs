@@ -10,7 +10,7 @@ fn err(desc: &str) -> Value {
 pub(super) async fn document() -> Json<Value> {
     let errors = json!({
         "400": err("Invalid request"), "401": err("Missing or invalid API key"), "404": err("Not found"),
-        "413": err("Body too large"), "429": err("Rate limited (Retry-After)"), "503": err("Busy or not ready (Retry-After)"),
+        "413": err("Body too large"), "429": err("Rate limited (Retry-After)"), "503": err("Busy, draining, or the graph store cannot be reached (`graph_unavailable`); Retry-After"),
         "504": err("Timed out")
     });
     let with = |ok: Value| {
