@@ -537,15 +537,21 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         planner,
         settings: run_settings,
         weights: s.weights,
+        health: None,
     });
     let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
     let r = engine.run(&args.request, given, None).await?;
+    // The graph learns from this run too (counts; the chain when answered), once per run id.
+    let run_id = format!("cli_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+    if let Err(e) = engine.learn_from(&run_id, &r).await {
+        tracing::warn!(error = %e, "learning from the run failed");
+    }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r)?);
     } else {
-        let _ = writeln!(out, "status: {:?}", r.status);
+        let _ = writeln!(out, "status: {}", r.status.as_str());
         for c in &r.chain {
             let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
         }
@@ -560,6 +566,7 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         toolgraph_engine::run::Status::Answered => ExitCode::SUCCESS,
         toolgraph_engine::run::Status::NeedsInput => ExitCode::from(3),
         toolgraph_engine::run::Status::GaveUp => ExitCode::from(2),
+        toolgraph_engine::run::Status::Partial => ExitCode::from(4),
     })
 }
 

@@ -63,7 +63,7 @@ async fn engine_with(w: &World, faults: Faults, exec: ExecSettings, run: RunSett
     let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], allow_private: vec!["127.0.0.1/32".into()], ..exec }).unwrap();
     let (g, store, retriever, memory) = w.engine_parts.clone();
     let s = settings();
-    let parts = EngineParts { graph: g, store: Some(store), retriever, memory: Some(memory), executor: exec, planner: Arc::new(DeterministicPlanner::default()), settings: run, weights: s.weights };
+    let parts = EngineParts { graph: g, store: Some(store), retriever, memory: Some(memory), executor: exec, planner: Arc::new(DeterministicPlanner::default()), settings: run, weights: s.weights, health: None };
     (Engine::new(parts), stop, sb)
 }
 

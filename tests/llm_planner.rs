@@ -53,6 +53,7 @@ fn api(name: &str) -> Arc<ApiView> {
         params: vec![ParamDoc { name: "query".into(), ty: "string".into(), description: "a place".into(), required: true, default: None }, ParamDoc { name: "adults".into(), ty: "number".into(), description: String::new(), required: false, default: None }],
         output_fields: vec!["dest_id".into()],
         availability: Some(1.0),
+        ends: None,
     })
 }
 

@@ -67,8 +67,11 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     assert!(weights::apply_evaluation(store.as_ref(), &[(id("b"), 3.5)], params).await.is_err());
 
     // Invalidating an API takes it out of search.
-    assert!(store.set_api_status(&id("b"), STATUS_INVALID).await.unwrap());
-    assert!(!store.set_api_status("travel/maps/nope", STATUS_INVALID).await.unwrap());
+    let change = |api: &str, status: &str, probe: Option<&str>| toolgraph_schema::StatusChange { id: api.into(), status: status.into(), reason: format!("{status} in a test"), since: "2026-11-23T12:00:00Z".into(), probe: probe.map(str::to_string) };
+    // Degraded with a probe call, then invalid: the probe recorded before is kept.
+    assert!(store.set_api_status(&change(&id("b"), "degraded", Some(r#"{"q":"x"}"#))).await.unwrap());
+    assert!(store.set_api_status(&change(&id("b"), STATUS_INVALID, None)).await.unwrap());
+    assert!(!store.set_api_status(&change("travel/maps/nope", STATUS_INVALID, None)).await.unwrap());
     let succ = store.successors(&id("a"), 5).await.unwrap();
     assert_eq!(succ.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), vec![id("c")]);
 
@@ -78,6 +81,8 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     assert_eq!(snap.apis[&id("a")].availability(), Some(0.8));
     assert_eq!(snap.apis[&id("b")].score, 1.0);
     assert_eq!(snap.apis[&id("b")].status, STATUS_INVALID);
+    assert_eq!((snap.apis[&id("b")].status_reason.as_str(), snap.apis[&id("b")].status_since.as_str(), snap.apis[&id("b")].probe.as_str()), ("invalid in a test", "2026-11-23T12:00:00Z", r#"{"q":"x"}"#));
+    assert_eq!((snap.apis[&id("a")].status_reason.as_str(), snap.apis[&id("a")].probe.as_str()), ("", ""));
     snap
 }
 

@@ -9,7 +9,7 @@ use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Source, Step}
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
-    Arc::new(ApiView { id: format!("travel/booking-com15/{name}"), name: name.into(), tool: "booking-com15".into(), category: "travel".into(), description: format!("{name}: booking.com endpoint"), params, output_fields: vec![], availability: Some(0.9) })
+    Arc::new(ApiView { id: format!("travel/booking-com15/{name}"), name: name.into(), tool: "booking-com15".into(), category: "travel".into(), description: format!("{name}: booking.com endpoint"), params, output_fields: vec![], availability: Some(0.9), ends: None })
 }
 
 fn p(name: &str, ty: &str, required: bool, d: &str) -> ParamDoc {

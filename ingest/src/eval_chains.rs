@@ -61,6 +61,11 @@ pub struct MethodScores {
     pub exact_match: f64,
     pub success: f64,
     pub answered: usize,
+    pub partial: usize,
+    /// Gold successes among the runs the engine called `answered`: can `answered` be believed?
+    pub answered_precision: f64,
+    /// `answered` runs among the gold successes.
+    pub answered_recall: f64,
     pub needs_input: usize,
     pub gave_up: usize,
     pub recalled: usize,
@@ -88,6 +93,10 @@ pub struct ChainDetail {
     pub recall: Option<(f32, bool)>,
     /// Why a replay or the first failed call failed.
     pub first_failure: Option<String>,
+    /// The benchmark's success (final gold call with the gold arguments).
+    pub success: bool,
+    /// What the judge found not covered.
+    pub missing: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +109,20 @@ pub struct ChainReport {
     pub seconds: f64,
     /// Every test chain of every method (written to the JSON report).
     pub details: Vec<ChainDetail>,
+    /// Seed retrieval of the held-out requests' gold APIs: plain hybrid vs hybrid with the usage
+    /// vectors the training chains built, in one run on the same folds.
+    pub seed_recall: Vec<SeedRecall>,
+}
+
+/// Recall of the gold chain's APIs among the top-k seeds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeedRecall {
+    pub retrieval: String,
+    pub usage_weight: f32,
+    pub requests: usize,
+    pub recall_at_3: f64,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
 }
 
 /// A gold call: name, arguments with references, arguments resolved.
@@ -228,6 +251,8 @@ struct Tally {
     exact: usize,
     success: usize,
     answered: usize,
+    partial: usize,
+    answered_success: usize,
     needs_input: usize,
     gave_up: usize,
     recalled: usize,
@@ -278,13 +303,18 @@ impl Tally {
         if all_same {
             self.exact += 1;
         }
-        if let Some(last) = gold.calls.last() {
-            if run.chain.iter().any(|c| c.name == last.name && { let (s, t) = args_equal(&last.resolved, &c.sent); s == t }) {
-                self.success += 1;
-            }
+        let success = succeeded(gold, run);
+        if success {
+            self.success += 1;
         }
         match run.status {
-            Status::Answered => self.answered += 1,
+            Status::Answered => {
+                self.answered += 1;
+                if success {
+                    self.answered_success += 1;
+                }
+            }
+            Status::Partial => self.partial += 1,
             Status::NeedsInput => self.needs_input += 1,
             Status::GaveUp => self.gave_up += 1,
         }
@@ -321,6 +351,9 @@ impl Tally {
             exact_match: div(self.exact, self.chains),
             success: div(self.success, self.chains),
             answered: self.answered,
+            partial: self.partial,
+            answered_precision: div(self.answered_success, self.answered),
+            answered_recall: div(self.answered_success, self.success),
             needs_input: self.needs_input,
             gave_up: self.gave_up,
             recalled: self.recalled,
@@ -334,6 +367,11 @@ impl Tally {
             http_calls_mean: mean(&self.http_calls),
         }
     }
+}
+
+/// The benchmark's success: the final gold call made with the gold arguments.
+pub fn succeeded(gold: &Gold, run: &RunReport) -> bool {
+    gold.calls.last().is_some_and(|last| run.chain.iter().any(|c| c.name == last.name && { let (s, t) = args_equal(&last.resolved, &c.sent); s == t }))
 }
 
 /// What [`learn`] built.
@@ -378,6 +416,9 @@ pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Sett
     let requests: Vec<String> = train.iter().map(|c| c.input.trim().to_string()).collect();
     let vecs = embedder.embed(requests.clone()).await?;
     for (c, (req, v)) in train.iter().zip(requests.iter().zip(vecs)) {
+        // Usage vectors: the request joins every API of its chain.
+        let used: Vec<String> = c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
+        retriever.add_usage(&used, &v).await?;
         let mut steps = Vec::new();
         for call in &c.output {
             let Some(id) = id_of.get(call.name.as_str()) else { continue };
@@ -428,11 +469,42 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     let mut tallies: Vec<Tally> = opts.methods.iter().map(|_| Tally::default()).collect();
     let total: usize = folds.iter().map(|(_, t)| opts.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.methods.len();
     let mut done = 0;
+    // (label, usage weight, requests, recall sums @3/@5/@10)
+    let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
     for (fi, (train, test)) in folds.iter().enumerate() {
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| crate::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let Learned { store, retriever, memory, .. } = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
+        // Seed recall, plain hybrid against hybrid with usage vectors.
+        {
+            let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
+            let requests: Vec<String> = test.iter().map(|c| c.input.trim().to_string()).collect();
+            let vecs = embedder.embed(requests.clone()).await?;
+            let usage_weight = if settings.retrieval.usage_weight > 0.0 { settings.retrieval.usage_weight } else { 0.3 };
+            for (wi, (label, w)) in [("hybrid", 0.0f32), ("hybrid + usage vectors", usage_weight)].into_iter().enumerate() {
+                while seed_tallies.len() <= wi {
+                    seed_tallies.push((String::new(), 0.0, 0, [0.0f64; 3]));
+                }
+                let t = &mut seed_tallies[wi];
+                t.0 = label.to_string();
+                t.1 = w;
+                for ((c, req), v) in test.iter().zip(&requests).zip(&vecs) {
+                    let mut gold: Vec<&str> = c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).copied()).collect();
+                    gold.sort_unstable();
+                    gold.dedup();
+                    if gold.is_empty() {
+                        continue;
+                    }
+                    let hits = retriever.search_with_usage(req, v, 10, &Default::default(), toolgraph_engine::retrieval::hybrid::Method::Hybrid, None, w).await?;
+                    for (ki, k) in [3usize, 5, 10].into_iter().enumerate() {
+                        let found = gold.iter().filter(|g| hits.iter().take(k).any(|h| h.id == **g)).count();
+                        t.3[ki] += found as f64 / gold.len() as f64;
+                    }
+                    t.2 += 1;
+                }
+            }
+        }
         let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
         let (recs, errors) = recordings(&owned, &specs);
         report.skipped.extend(errors);
@@ -450,6 +522,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                 planner: Arc::new(DeterministicPlanner::default()),
                 settings: run_settings,
                 weights: settings.weights,
+                health: None,
             });
             for chain in &test {
                 let gold = match gold_of(chain) {
@@ -468,6 +541,13 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         }
         let _ = stop.send(());
     }
+    report.seed_recall = seed_tallies
+        .into_iter()
+        .map(|(retrieval, usage_weight, n, s)| {
+            let d = n.max(1) as f64;
+            SeedRecall { retrieval, usage_weight, requests: n, recall_at_3: s[0] / d, recall_at_5: s[1] / d, recall_at_10: s[2] / d }
+        })
+        .collect();
     report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(m.name())).collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -490,24 +570,32 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         request: gold.request.chars().take(300).collect(),
         gold: gold.calls.iter().map(|c| c.name.clone()).collect(),
         planned: r.chain.iter().map(|c| c.name.clone()).collect(),
-        status: format!("{:?}", r.status).to_lowercase(),
+        status: r.status.as_str().to_string(),
         failed_calls: r.stats.failed_calls,
         recall,
         first_failure,
+        success: succeeded(gold, r),
+        missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage)).unwrap_or_default(),
     }
 }
 
 /// The report as a markdown table.
 pub fn markdown(r: &ChainReport) -> String {
     let mut s = format!(
-        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.train_chains, r.test_chains, r.folds
     );
     for m in &r.methods {
         s.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
-            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
         ));
+    }
+    if !r.seed_recall.is_empty() {
+        s.push_str("\nSeed retrieval of the gold chains' APIs (held-out requests):\n\n| retrieval | usage weight | requests | recall@3 | recall@5 | recall@10 |\n|---|---:|---:|---:|---:|---:|\n");
+        for x in &r.seed_recall {
+            s.push_str(&format!("| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} |\n", x.retrieval, x.usage_weight, x.requests, x.recall_at_3, x.recall_at_5, x.recall_at_10));
+        }
     }
     if !r.skipped.is_empty() {
         s.push_str(&format!("\n{} record(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));

@@ -12,12 +12,12 @@ use crate::read::{self, Line};
 use crate::report::{EdgeCounts, IngestReport, NodeCounts, Tally};
 use crate::runs::{self, Sink};
 use crate::feeds;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use toolgraph_engine::graph::{weights, ApiCountDelta, ApiUpsert, ContributionBatch, EdgeDelta, GraphStore};
+use toolgraph_engine::graph::{weights, ApiUpsert, GraphStore};
 use toolgraph_schema::{Contribution, Settings, END_ID, START_ID};
 
 /// What to ingest.
@@ -280,35 +280,7 @@ fn read_all(
 }
 
 
-/// Sum a batch's runs into increments; edges START → first, …, last → END.
-pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {
-    let mut apis: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    let mut edges: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-    for r in runs {
-        for a in &r.attempts {
-            let e = apis.entry(a.api_id.as_str()).or_default();
-            e.0 += 1;
-            e.1 += a.ok as u64;
-        }
-        if r.chain.is_empty() {
-            continue;
-        }
-        let mut prev = START_ID;
-        for id in &r.chain {
-            *edges.entry((prev, id.as_str())).or_default() += 1;
-            prev = id.as_str();
-        }
-        *edges.entry((prev, END_ID)).or_default() += 1;
-    }
-    ContributionBatch {
-        keys: runs.iter().map(|r| r.key.clone()).collect(),
-        api_counts: apis
-            .into_iter()
-            .map(|(id, (calls, successes))| ApiCountDelta { id: id.to_string(), calls, successes })
-            .collect(),
-        edges: edges.into_iter().map(|((f, t), n)| EdgeDelta { from: f.to_string(), to: t.to_string(), n }).collect(),
-    }
-}
+pub use toolgraph_engine::graph::aggregate;
 
 /// Run an ingest into `store`.
 pub async fn ingest(

@@ -6,6 +6,21 @@ use std::collections::BTreeMap;
 /// Lifecycle state of an API.
 pub const STATUS_ACTIVE: &str = "active";
 pub const STATUS_INVALID: &str = "invalid";
+/// Failing lately: left out of search until a probe succeeds.
+pub const STATUS_DEGRADED: &str = "degraded";
+
+/// A change of an API's status, with why and since when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusChange {
+    pub id: String,
+    pub status: String,
+    pub reason: String,
+    /// RFC 3339 UTC.
+    pub since: String,
+    /// The call a probe replays to check the API again (JSON arguments); `None` keeps the one
+    /// recorded before.
+    pub probe: Option<String>,
+}
 
 /// An API node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +41,14 @@ pub struct ApiNode {
     pub successes: u64,
     /// Cumulative evaluation score s_i of the dynamic update.
     pub score: f64,
+    /// Why the status is what it is, and since when (RFC 3339); empty for APIs never changed.
+    #[serde(default)]
+    pub status_reason: String,
+    #[serde(default)]
+    pub status_since: String,
+    /// Arguments (JSON) of a call that worked, replayed by the health probe; empty when none.
+    #[serde(default)]
+    pub probe: String,
 }
 
 impl ApiNode {

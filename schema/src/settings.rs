@@ -17,6 +17,32 @@ pub struct Settings {
     pub exec: ExecSettings,
     #[serde(default)]
     pub server: ServerSettings,
+    #[serde(default)]
+    pub health: HealthSettings,
+}
+
+/// When an API that keeps failing leaves search, and how it comes back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HealthSettings {
+    /// Track API health at all (the daemon's runs; off: every API stays as it is).
+    pub enabled: bool,
+    /// This many failed calls in a row mark an API `degraded`.
+    pub consecutive_failures: u32,
+    /// …or its availability over the last `window` calls falls below `min_availability`
+    /// (once the window is full).
+    pub window: usize,
+    pub min_availability: f64,
+    /// How often degraded APIs are probed with their recorded example call.
+    pub probe_every_ms: u64,
+    /// After this many failed probes in a row a degraded API becomes `invalid` (0: never).
+    pub invalid_after_probes: u32,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        HealthSettings { enabled: true, consecutive_failures: 5, window: 20, min_availability: 0.2, probe_every_ms: 60_000, invalid_after_probes: 60 }
+    }
 }
 
 /// Where API vectors and long-term memories live.
@@ -49,6 +75,10 @@ pub struct RetrievalSettings {
     /// (requests often need several APIs of one tool); 0 turns it off.
     #[serde(default)]
     pub tool_boost: f32,
+    /// Usage vectors (Tool2Vec-style: the mean embedding of the requests whose answered chains
+    /// used an API): a hybrid candidate gains this × its max-normalized usage similarity; 0 off.
+    #[serde(default)]
+    pub usage_weight: f32,
 }
 
 /// The sentence-embedding model (fastembed over ONNX Runtime, files on local disk).

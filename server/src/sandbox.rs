@@ -173,6 +173,15 @@ pub struct Sandbox {
     served: AtomicU64,
     missed: AtomicU64,
     faulted: AtomicU64,
+    /// Route prefixes that are down: every request to them answers 503 (an outage to recover from).
+    outages: std::sync::RwLock<std::collections::BTreeSet<String>>,
+}
+
+/// `POST /_sandbox/outage`: take a route prefix down or bring it back.
+#[derive(Debug, Deserialize)]
+struct OutageRequest {
+    route: String,
+    down: bool,
 }
 
 /// Counters the sandbox exposes at `GET /_sandbox/stats`.
@@ -188,7 +197,21 @@ pub struct SandboxStats {
 
 impl Sandbox {
     pub fn new(library: Library, faults: Faults) -> Arc<Self> {
-        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0) })
+        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default() })
+    }
+
+    /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
+    pub fn set_outage(&self, route: &str, down: bool) {
+        let mut o = self.outages.write().unwrap_or_else(|p| p.into_inner());
+        if down {
+            o.insert(route.to_string());
+        } else {
+            o.remove(route);
+        }
+    }
+
+    fn is_down(&self, path: &str) -> bool {
+        self.outages.read().unwrap_or_else(|p| p.into_inner()).iter().any(|r| path.starts_with(r.as_str()))
     }
 
     pub fn stats(&self) -> SandboxStats {
@@ -228,6 +251,19 @@ async fn handle(State(sb): State<Arc<Sandbox>>, method: Method, uri: Uri, Query(
     let n = sb.counter.fetch_add(1, Ordering::Relaxed);
     if uri.path() == "/_sandbox/stats" {
         return json_response(StatusCode::OK, &serde_json::to_value(sb.stats()).unwrap_or_default());
+    }
+    if uri.path() == "/_sandbox/outage" && method == Method::POST {
+        return match serde_json::from_slice::<OutageRequest>(&body) {
+            Ok(o) if o.route.starts_with('/') && o.route.len() <= 500 => {
+                sb.set_outage(&o.route, o.down);
+                json_response(StatusCode::OK, &json!({"route": o.route, "down": o.down}))
+            }
+            _ => json_response(StatusCode::BAD_REQUEST, &json!({"status": false, "message": "body: {\"route\": \"/host/path\" (at most 500 characters), \"down\": true|false}"})),
+        };
+    }
+    if sb.is_down(uri.path()) {
+        sb.faulted.fetch_add(1, Ordering::Relaxed);
+        return json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"status": false, "message": "service unavailable (outage injected)"}));
     }
     if sb.faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(sb.faults.latency_ms)).await;

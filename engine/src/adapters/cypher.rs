@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use toolgraph_schema::{
-    ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, NextEdge, Successor,
+    ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, NextEdge, StatusChange, Successor,
     ToolNode, WeightRow, END_ID, START_ID,
 };
 
@@ -180,7 +180,8 @@ SET r.fields = f.fields, r.derived = true";
 
 pub const SET_STATUS: &str = "\
 MATCH (a:Api {id: $id})
-SET a.status = $status
+SET a.status = $status, a.status_reason = $reason, a.status_since = $since,
+    a.probe = coalesce($probe, a.probe, '')
 RETURN a.id AS id";
 
 pub const SUCCESSORS: &str = "\
@@ -195,10 +196,10 @@ MATCH (a:Api)
 RETURN a.id AS id, a.name AS name, a.tool AS tool, a.category AS category, a.description AS description,
        a.method AS method, a.url AS url, a.parameters AS parameters, a.required AS required,
        a.output_fields AS output_fields, a.status AS status, a.calls AS calls, a.successes AS successes,
-       a.score AS score";
+       a.score AS score, a.status_reason AS status_reason, a.status_since AS status_since, a.probe AS probe";
 const API_COLUMNS: &[&str] = &[
     "id", "name", "tool", "category", "description", "method", "url", "parameters", "required",
-    "output_fields", "status", "calls", "successes", "score",
+    "output_fields", "status", "calls", "successes", "score", "status_reason", "status_since", "probe",
 ];
 
 pub const ALL_TOOLS: &str =
@@ -301,8 +302,8 @@ pub mod build {
         Stmt::new(UPSERT_FEEDS, &[]).param("rows", serde_json::to_value(rows).unwrap_or_default())
     }
 
-    pub fn set_status(id: &str, status: &str) -> Stmt {
-        Stmt::new(SET_STATUS, &["id"]).param("id", json!(id)).param("status", json!(status))
+    pub fn set_status(c: &StatusChange) -> Stmt {
+        Stmt::new(SET_STATUS, &["id"]).param("id", json!(c.id)).param("status", json!(c.status)).param("reason", json!(c.reason)).param("since", json!(c.since)).param("probe", json!(c.probe))
     }
 
     pub fn successors(id: &str, k: usize) -> Stmt {
@@ -463,8 +464,8 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
         Ok(())
     }
 
-    async fn set_api_status(&self, id: &str, status: &str) -> Result<bool> {
-        Ok(!self.runner.read(&build::set_status(id, status)).await?.is_empty())
+    async fn set_api_status(&self, change: &StatusChange) -> Result<bool> {
+        Ok(!self.runner.read(&build::set_status(change)).await?.is_empty())
     }
 
     async fn successors(&self, id: &str, k: usize) -> Result<Vec<Successor>> {
@@ -513,6 +514,9 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
                 calls: as_u64(&r[11]),
                 successes: as_u64(&r[12]),
                 score: as_f64(&r[13]),
+                status_reason: as_str(&r[14]),
+                status_since: as_str(&r[15]),
+                probe: as_str(&r[16]),
             };
             snap.apis.insert(node.id.clone(), node);
         }

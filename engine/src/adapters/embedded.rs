@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toolgraph_schema::{
     sort_successors, ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats,
-    NextEdge, Successor, ToolNode, WeightRow, END_ID, START_ID, STATUS_ACTIVE, STATUS_INVALID,
+    NextEdge, StatusChange, Successor, ToolNode, WeightRow, END_ID, START_ID, STATUS_ACTIVE, STATUS_INVALID,
 };
 
 const BACKEND: &str = "embedded";
@@ -22,6 +22,8 @@ const APIS: TableDefinition<&str, &[u8]> = TableDefinition::new("apis");
 const API_STATS: TableDefinition<&str, (u64, u64, f64)> = TableDefinition::new("api_stats");
 /// API id → status.
 const API_STATUS: TableDefinition<&str, &str> = TableDefinition::new("api_status");
+/// API id → (status reason, since, probe arguments).
+const API_STATUS_INFO: TableDefinition<&str, (&str, &str, &str)> = TableDefinition::new("api_status_info");
 /// Tool id → JSON of [`ToolNode`].
 const TOOLS: TableDefinition<&str, &[u8]> = TableDefinition::new("tools");
 /// Category id → name.
@@ -106,6 +108,12 @@ fn read_snapshot(db: &Database, edges: bool) -> Result<GraphSnapshot> {
             let t_apis = tx.open_table(APIS).map_err(err)?;
             let t_stats = tx.open_table(API_STATS).map_err(err)?;
             let t_status = tx.open_table(API_STATUS).map_err(err)?;
+            // Absent in stores written before status reasons existed.
+            let t_info = match tx.open_table(API_STATUS_INFO) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(err(e)),
+            };
             for item in t_apis.iter().map_err(err)? {
                 let (k, v) = item.map_err(err)?;
                 let id = k.value();
@@ -117,6 +125,14 @@ fn read_snapshot(db: &Database, edges: bool) -> Result<GraphSnapshot> {
                     .map_err(err)?
                     .map(|g| g.value().to_string())
                     .unwrap_or_else(|| STATUS_ACTIVE.to_string());
+                let (status_reason, status_since, probe) = match &t_info {
+                    Some(t) => t.get(id).map_err(err)?.map(|g| {
+                        let (r, s, p) = g.value();
+                        (r.to_string(), s.to_string(), p.to_string())
+                    }),
+                    None => None,
+                }
+                .unwrap_or_default();
                 snap.apis.insert(
                     id.to_string(),
                     ApiNode {
@@ -134,6 +150,9 @@ fn read_snapshot(db: &Database, edges: bool) -> Result<GraphSnapshot> {
                         calls,
                         successes,
                         score,
+                        status_reason,
+                        status_since,
+                        probe,
                     },
                 );
             }
@@ -402,15 +421,19 @@ impl GraphStore for EmbeddedStore {
         .await
     }
 
-    async fn set_api_status(&self, id: &str, status: &str) -> Result<bool> {
-        let (id, status) = (id.to_string(), status.to_string());
+    async fn set_api_status(&self, change: &StatusChange) -> Result<bool> {
+        let c = change.clone();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
             let found = {
                 let mut t = tx.open_table(API_STATUS).map_err(err)?;
-                let exists = t.get(id.as_str()).map_err(err)?.is_some();
+                let exists = t.get(c.id.as_str()).map_err(err)?.is_some();
                 if exists {
-                    t.insert(id.as_str(), status.as_str()).map_err(err)?;
+                    t.insert(c.id.as_str(), c.status.as_str()).map_err(err)?;
+                    let mut info = tx.open_table(API_STATUS_INFO).map_err(err)?;
+                    let old_probe = info.get(c.id.as_str()).map_err(err)?.map(|g| g.value().2.to_string()).unwrap_or_default();
+                    let probe = c.probe.clone().unwrap_or(old_probe);
+                    info.insert(c.id.as_str(), (c.reason.as_str(), c.since.as_str(), probe.as_str())).map_err(err)?;
                 }
                 exists
             };

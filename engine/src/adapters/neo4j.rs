@@ -278,7 +278,7 @@ mod tests {
             build::set_weights(&[WeightRow { from: "START".into(), to: "a/b/c".into(), static_weight: 1.0, dynamic_weight: 1.0 }]),
             build::add_scores(&[("a/b/c".into(), -1.5)]),
             build::upsert_feeds(&[FeedsRow { from: "a/b/c".into(), to: "a/b/d".into(), fields: vec!["y".into()] }]),
-            build::set_status("a/b/c", "invalid"),
+            build::set_status(&toolgraph_schema::StatusChange { id: "a/b/c".into(), status: "invalid".into(), reason: "r".into(), since: "2026-01-01T00:00:00Z".into(), probe: None }),
             build::successors("a/b/c", 5),
             build::terminals(),
             build::set_meta("weights_dirty", "1"),

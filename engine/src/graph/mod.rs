@@ -6,8 +6,9 @@ use crate::Result;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::collections::BTreeMap;
 use toolgraph_schema::{
-    EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, Successor, WeightRow,
+    Contribution, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, StatusChange, Successor, WeightRow, END_ID, START_ID,
 };
 
 /// An API as written to a store: its documentation; counters and status are the store's.
@@ -53,6 +54,36 @@ pub struct ContributionBatch {
     pub edges: Vec<EdgeDelta>,
 }
 
+/// Sum a batch's runs into increments; edges START → first, …, last → END.
+pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {
+    let mut apis: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut edges: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for r in runs {
+        for a in &r.attempts {
+            let e = apis.entry(a.api_id.as_str()).or_default();
+            e.0 += 1;
+            e.1 += a.ok as u64;
+        }
+        if r.chain.is_empty() {
+            continue;
+        }
+        let mut prev = START_ID;
+        for id in &r.chain {
+            *edges.entry((prev, id.as_str())).or_default() += 1;
+            prev = id.as_str();
+        }
+        *edges.entry((prev, END_ID)).or_default() += 1;
+    }
+    ContributionBatch {
+        keys: runs.iter().map(|r| r.key.clone()).collect(),
+        api_counts: apis
+            .into_iter()
+            .map(|(id, (calls, successes))| ApiCountDelta { id: id.to_string(), calls, successes })
+            .collect(),
+        edges: edges.into_iter().map(|((f, t), n)| EdgeDelta { from: f.to_string(), to: t.to_string(), n }).collect(),
+    }
+}
+
 /// Rows of a read-only Cypher query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CypherRows {
@@ -96,8 +127,8 @@ pub trait GraphStore: Send + Sync {
     async fn add_scores(&self, deltas: &[(String, f64)]) -> Result<()>;
     /// Insert or update derived FEEDS edges.
     async fn upsert_feeds(&self, rows: &[FeedsRow]) -> Result<()>;
-    /// Change an API's status; false when no such API.
-    async fn set_api_status(&self, id: &str, status: &str) -> Result<bool>;
+    /// Change an API's status (with reason, time and probe); false when no such API.
+    async fn set_api_status(&self, change: &StatusChange) -> Result<bool>;
     /// Top-`k` successors of `id` by blended (dynamic) weight; invalid APIs are left out.
     async fn successors(&self, id: &str, k: usize) -> Result<Vec<Successor>>;
     /// The whole graph, for in-memory search and comparisons.

@@ -34,11 +34,14 @@ pub struct DeterministicSettings {
     pub hint_weight: f64,
     /// γ of the seed score (similarity + s₀)^γ · (1 + START weight).
     pub seed_sharpness: f64,
+    /// `END`'s score is multiplied by this while the request has an open requirement (a date,
+    /// time, count, compared option, asked-for quantity or completion no call covers yet).
+    pub open_end_factor: f64,
 }
 
 impl Default for DeterministicSettings {
     fn default() -> Self {
-        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0 }
+        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0, open_end_factor: 0.1 }
     }
 }
 
@@ -281,6 +284,13 @@ fn empty_response(v: &Value) -> bool {
     }
 }
 
+/// Requirements of the request no call covers yet that more calls could cover (names are left
+/// out: a name the request mentions in passing is no reason to go on calling).
+fn open_requirements(ctx: &Context) -> usize {
+    use super::coverage::Kind;
+    super::coverage::assess(ctx).iter().filter(|r| !r.covered() && r.kind != Kind::Name).count()
+}
+
 /// Whether a step's response says it failed or holds nothing.
 pub fn bad_response(v: &Value) -> Option<String> {
     if let Some(p) = response_problem(v) {
@@ -375,6 +385,8 @@ pub fn judge_path(ctx: &Context) -> Judgement {
             }
         }
     }
+    let coverage = super::coverage::assess(ctx);
+    let complete = super::coverage::complete(&coverage);
     let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
     for (i, s) in ctx.path.iter().enumerate() {
         match bad_response(&s.response) {
@@ -383,7 +395,9 @@ pub fn judge_path(ctx: &Context) -> Judgement {
                 *deltas.entry(s.api.id.clone()).or_default() -= 2.0;
             }
             None => {
-                let bonus = if fed.contains(s.label.as_str()) || i + 1 == ctx.path.len() { 1.0 } else { 0.0 };
+                // A step earns its bonus by feeding a later one, or by ending a complete path
+                // (the last step of an unfinished one did not finish anything).
+                let bonus = if fed.contains(s.label.as_str()) || (i + 1 == ctx.path.len() && complete) { 1.0 } else { 0.0 };
                 *deltas.entry(s.api.id.clone()).or_default() += 1.0 + bonus;
             }
         }
@@ -392,7 +406,9 @@ pub fn judge_path(ctx: &Context) -> Judgement {
         *deltas.entry(d.api.clone()).or_default() -= 1.0;
     }
     let n = ctx.path.len();
-    let grade = if n == 0 { 0.0 } else { (n - bad.len()) as f64 / n as f64 };
+    let covered = coverage.iter().filter(|r| r.covered()).count();
+    let coverage_share = if coverage.is_empty() { 1.0 } else { covered as f64 / coverage.len() as f64 };
+    let grade = if n == 0 { 0.0 } else { (n - bad.len()) as f64 / n as f64 * coverage_share };
     let irrelevant: Vec<String> = {
         let mut t: Vec<String> = bad.iter().map(|(i, _)| ctx.path[*i].api.tool.clone()).collect();
         t.sort();
@@ -402,29 +418,58 @@ pub fn judge_path(ctx: &Context) -> Judgement {
     let reason = match (n, bad.first()) {
         (0, _) => "no call succeeded".to_string(),
         (_, Some((i, why))) => format!("step {} ({}) returned nothing usable: {why}", i + 1, ctx.path[*i].api.name),
-        _ => format!("{n} calls, all with usable responses"),
+        _ if !complete => format!("{n} calls with usable responses, but the request is not covered: missing {}", super::coverage::missing_text(&coverage)),
+        _ => format!("{n} calls, all with usable responses, covering the request"),
     };
     Judgement {
-        pass: n > 0 && bad.is_empty(),
+        pass: n > 0 && bad.is_empty() && complete,
         grade,
         first_bad_step: bad.first().map(|(i, _)| *i),
         irrelevant_tools: irrelevant,
         deltas: deltas.into_iter().map(|(k, v)| (k, super::clamp_delta(v))).collect(),
         reason,
+        coverage,
     }
 }
 
-/// A plain answer: the chain and the last observation.
+/// The deterministic answer ([`super::answer::compose`]).
 pub fn plain_answer(ctx: &Context) -> String {
-    if ctx.path.is_empty() {
-        return "No API call succeeded for this request.".to_string();
-    }
-    let chain: Vec<&str> = ctx.path.iter().map(|s| s.api.name.as_str()).collect();
-    let last = ctx.path.last().map(|s| s.observation.as_str()).unwrap_or_default();
-    format!("Called {}. Result of {}: {}", chain.join(" → "), chain.last().copied().unwrap_or_default(), last)
+    super::answer::compose(ctx)
 }
 
-/// Split on sentence ends and "and then" / "then" / "also": each part that asks for something.
+/// Verbs that start a new request after "and" ("find the cheapest tickets and provide a seat map").
+const ASKING_VERBS: &[&str] = &["provide", "find", "book", "check", "arrange", "get", "show", "tell", "give", "recommend", "search", "look", "list", "compare", "reserve", "rent", "help"];
+
+/// Split `text` before each "and <verb>" / ", <verb>" whose verb asks for something.
+fn split_on_verbs(text: &str) -> Vec<&str> {
+    let mut cuts = vec![0];
+    let lower = text.to_ascii_lowercase();
+    for sep in [" and ", ", "] {
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(sep) {
+            let at = from + i;
+            let rest = &lower[at + sep.len()..];
+            let word: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+            if ASKING_VERBS.contains(&word.as_str()) {
+                cuts.push(at);
+            }
+            from = at + sep.len();
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out = Vec::new();
+    for (k, &c) in cuts.iter().enumerate() {
+        let end = cuts.get(k + 1).copied().unwrap_or(text.len());
+        let part = text[c..end].trim_start_matches(',').trim();
+        let part = part.strip_prefix("and ").unwrap_or(part);
+        out.push(part);
+    }
+    out
+}
+
+/// Split on sentence ends, "and then" / "then" / "also" and "and <verb>": each part that asks
+/// for something.
 pub fn split_request(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut cur = String::new();
@@ -437,7 +482,7 @@ pub fn split_request(text: &str) -> Vec<String> {
     parts.push(cur);
     let mut out = Vec::new();
     for p in parts {
-        for q in p.split(" and then ").flat_map(|x| x.split(" Then ")).flat_map(|x| x.split(" Also, ")) {
+        for q in p.split(" and then ").flat_map(|x| x.split(" Then ")).flat_map(|x| x.split(" Also, ")).flat_map(split_on_verbs) {
             let q = q.trim();
             if q.split_whitespace().count() >= 3 && !q.to_ascii_lowercase().starts_with("today is") {
                 out.push(q.to_string());
@@ -463,12 +508,14 @@ impl Planner for DeterministicPlanner {
 
     async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        // Finishing while the request names something no call covered yet is worth little.
+        let open = if !ctx.path.is_empty() && candidates.iter().any(Candidate::is_end) { open_requirements(ctx) } else { 0 };
         let best = candidates
             .iter()
             .enumerate()
             // Nothing is complete before the first call.
             .filter(|(_, c)| !(c.is_end() && ctx.path.is_empty()))
-            .map(|(i, c)| (i, self.score(ctx, c)))
+            .map(|(i, c)| (i, if c.is_end() && open > 0 { self.score(ctx, c) * self.settings.open_end_factor } else { self.score(ctx, c) }))
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         Ok(match best {
             None if ctx.path.is_empty() => Decision::GiveUp { reason: "no candidate API".into() },
@@ -519,7 +566,7 @@ mod tests {
         ParamDoc { name: name.into(), ty: ty.into(), description: String::new(), required, default: None }
     }
     fn api(id: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
-        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params, output_fields: vec![], availability: None })
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params, output_fields: vec![], availability: None, ends: None })
     }
 
     fn ctx(text: &str) -> Context {
@@ -609,5 +656,9 @@ mod tests {
     fn requests_split_into_subtasks() {
         assert_eq!(split_request("Today is May 1st. Find a hotel in Rome. Then list attractions near it."), vec!["Find a hotel in Rome.", "list attractions near it."]);
         assert_eq!(split_request("weather"), vec!["weather"]);
+        assert_eq!(
+            split_request("Could you find the cheapest air tickets for me and provide detailed flight info and a seat map?"),
+            vec!["Could you find the cheapest air tickets for me", "provide detailed flight info and a seat map?"]
+        );
     }
 }

@@ -168,10 +168,11 @@ pub fn judge_schema() -> Value {
             "grade": {"type": "number", "minimum": 0, "maximum": 1},
             "first_bad_step": {"type": ["integer", "null"]},
             "irrelevant_tools": {"type": "array", "items": {"type": "string"}},
+            "missing": {"type": "array", "items": {"type": "string"}},
             "scores": {"type": "array", "items": {"type": "object", "properties": {"api": {"type": "string"}, "delta": {"type": "number", "minimum": -3, "maximum": 3}}, "required": ["api", "delta"]}},
             "reason": {"type": "string"}
         },
-        "required": ["pass", "grade", "first_bad_step", "irrelevant_tools", "scores", "reason"]
+        "required": ["pass", "grade", "first_bad_step", "irrelevant_tools", "missing", "scores", "reason"]
     })
 }
 
@@ -248,7 +249,22 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
         let step = ctx.path.iter().find(|st| st.api.name == name || st.api.id == name).ok_or_else(|| format!("scored API `{name}` was not called"))?;
         deltas.push((step.api.id.clone(), delta));
     }
-    Ok(Judgement { pass, grade, first_bad_step, irrelevant_tools: irrelevant, deltas, reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect() })
+    // Parts of the request the model says no call served; the deterministic coverage checks join
+    // them, and the path passes only when both find nothing missing.
+    let mut coverage: Vec<super::coverage::Requirement> = v
+        .get("missing")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .take(10)
+        .map(|m| super::coverage::Requirement { kind: super::coverage::Kind::Judged, value: m.chars().take(200).collect(), covered_by: None })
+        .collect();
+    coverage.extend(super::coverage::assess(ctx));
+    let pass = pass && super::coverage::complete(&coverage);
+    Ok(Judgement { pass, grade, first_bad_step, irrelevant_tools: irrelevant, deltas, reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect(), coverage })
 }
 
 /// The OpenAI-compatible planner.
@@ -455,6 +471,7 @@ mod tests {
             params: vec![toolgraph_schema::ParamDoc { name: "q".into(), ty: "string".into(), description: String::new(), required: true, default: None }],
             output_fields: vec![],
             availability: None,
+            ends: None,
         };
         assert!(parse_fill(&json!({"x": 1}), &api).unwrap_err().contains("`x` is not a parameter"));
         assert!(parse_fill(&json!({}), &api).unwrap_err().contains("required `q`"));

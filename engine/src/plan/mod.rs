@@ -7,6 +7,8 @@
 //! the default, used by tests) and [`llm::LlmPlanner`] (any OpenAI-compatible endpoint, JSON-schema
 //! constrained answers, every answer validated before anything runs).
 
+pub mod answer;
+pub mod coverage;
 pub mod deterministic;
 pub mod llm;
 pub mod values;
@@ -32,6 +34,10 @@ pub struct ApiView {
     pub output_fields: Vec<String>,
     /// successes / calls seen in trajectories; `None` before any call.
     pub availability: Option<f64>,
+    /// The static weight of its `NEXT` edge to `END` (how often chains stop after it); `None`
+    /// when the graph has seen no chain through it.
+    #[serde(default)]
+    pub ends: Option<f64>,
 }
 
 impl ApiView {
@@ -45,6 +51,7 @@ impl ApiView {
             params: serde_json::from_str(&n.parameters).unwrap_or_default(),
             output_fields: n.output_fields.clone(),
             availability: n.availability(),
+            ends: None,
         }
     }
 }
@@ -170,6 +177,9 @@ pub struct Context {
     /// Outputs of earlier turns of a conversation (most recent last): arguments no value of this
     /// request provides may come from them.
     pub earlier: Vec<Earlier>,
+    /// Each subtask of a request that has several, with the APIs retrieval finds for it (best
+    /// first): a subtask none of whose APIs was called is not covered.
+    pub subtask_apis: Vec<(String, Vec<String>)>,
 }
 
 /// One output of an earlier turn of a session.
@@ -203,6 +213,7 @@ impl Context {
             given: Map::new(),
             fields: HashMap::new(),
             earlier: Vec::new(),
+            subtask_apis: Vec::new(),
         }
     }
 
@@ -225,6 +236,16 @@ pub struct Judgement {
     /// Per-API score change Δ ∈ [-3, 3] for the dynamic weights.
     pub deltas: Vec<(String, f64)>,
     pub reason: String,
+    /// What the request asks for and which call covers it ([`coverage`]); `pass` needs all.
+    #[serde(default)]
+    pub coverage: Vec<coverage::Requirement>,
+}
+
+impl Judgement {
+    /// Whether every requirement of the request is covered.
+    pub fn complete(&self) -> bool {
+        coverage::complete(&self.coverage)
+    }
 }
 
 /// Planner usage counters.

@@ -27,6 +27,9 @@ pub struct RequestValues {
     pub urls: Vec<String>,
     /// Values named in the text: "latitude: 35.77", "Hotel ID: 6374805" → (normalized label, text).
     pub labelled: Vec<(String, String)>,
+    /// Dates computed relative to the caller's today because the request does not say what day
+    /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
+    pub unanchored: Vec<NaiveDate>,
 }
 
 const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
@@ -275,6 +278,9 @@ impl RequestValues {
             };
             if let Some(days) = rel {
                 dates.push((i, today + Duration::days(days)));
+                if v.today.is_none() {
+                    v.unanchored.push(today + Duration::days(days));
+                }
             }
             i += 1;
         }

@@ -7,7 +7,7 @@ use super::fusion::{tool_boost, weighted};
 use super::index::{IndexDoc, TEXT_KEY};
 use super::{ApiText, Filter, Hit};
 use crate::embed::Embedder;
-use crate::vector::{Conditions, VectorStore, APIS};
+use crate::vector::{CollectionSpec, Conditions, VectorPoint, VectorStore, APIS, USAGE};
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -122,6 +122,8 @@ pub struct Retriever {
     embedder: Arc<dyn Embedder>,
     collection: String,
     settings: RetrievalSettings,
+    /// Usage vectors by API: (sum of request embeddings, count); mirrored in the `usage` collection.
+    usage: std::sync::RwLock<HashMap<String, (Vec<f32>, u64)>>,
 }
 
 fn str_of(p: &serde_json::Map<String, Value>, k: &str) -> String {
@@ -147,7 +149,49 @@ impl Retriever {
         let bm25 = tokio::task::spawn_blocking(move || Bm25Index::build(&docs))
             .await
             .map_err(|e| crate::EngineError::store("bm25", crate::ErrorClass::Permanent, e))??;
-        Ok(Retriever { bm25, info, vectors, embedder, collection, settings })
+        vectors.ensure(&CollectionSpec::new(USAGE, embedder.dim(), &[])).await?;
+        let mut usage = HashMap::new();
+        for (id, p) in vectors.scan(USAGE, &["sum", "n"]).await? {
+            let sum: Vec<f32> = p.get("sum").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_f64).map(|x| x as f32).collect()).unwrap_or_default();
+            let n = p.get("n").and_then(Value::as_u64).unwrap_or(0);
+            if n > 0 && sum.len() == embedder.dim() {
+                usage.insert(id, (sum, n));
+            }
+        }
+        Ok(Retriever { bm25, info, vectors, embedder, collection, settings, usage: std::sync::RwLock::new(usage) })
+    }
+
+    /// APIs with a usage vector.
+    pub fn usage_len(&self) -> usize {
+        self.usage.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Add `request`'s embedding to the usage vector of every API in `apis` (an answered chain).
+    pub async fn add_usage(&self, apis: &[String], request: &[f32]) -> Result<()> {
+        if request.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<&String> = apis.iter().collect();
+        ids.sort();
+        ids.dedup();
+        let mut points = Vec::with_capacity(ids.len());
+        {
+            let mut usage = self.usage.write().unwrap_or_else(|p| p.into_inner());
+            for id in ids {
+                let e = usage.entry(id.clone()).or_insert_with(|| (vec![0.0; request.len()], 0));
+                if e.0.len() != request.len() {
+                    continue;
+                }
+                e.0.iter_mut().zip(request).for_each(|(s, x)| *s += x);
+                e.1 += 1;
+                let norm = e.0.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+                let mut payload = serde_json::Map::new();
+                payload.insert("sum".into(), Value::from(e.0.iter().map(|x| *x as f64).collect::<Vec<f64>>()));
+                payload.insert("n".into(), Value::from(e.1));
+                points.push(VectorPoint { id: id.clone(), vector: e.0.iter().map(|x| x / norm).collect(), payload });
+            }
+        }
+        self.vectors.upsert(USAGE, points).await
     }
 
     pub fn len(&self) -> usize {
@@ -190,6 +234,21 @@ impl Retriever {
         method: Method,
         prior: Option<&GraphPrior>,
     ) -> Result<Vec<RankedApi>> {
+        self.search_with_usage(query, vector, k, filter, method, prior, self.settings.usage_weight).await
+    }
+
+    /// [`Self::search_with_vector`] with the usage vectors' weight given (0: plain hybrid).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn search_with_usage(
+        &self,
+        query: &str,
+        vector: &[f32],
+        k: usize,
+        filter: &Filter,
+        method: Method,
+        prior: Option<&GraphPrior>,
+        usage_weight: f32,
+    ) -> Result<Vec<RankedApi>> {
         let f = Self::normalized(filter);
         let n = self.settings.candidates.max(k);
         let lexical = if method == Method::Dense { Vec::new() } else { self.bm25.search(query, n, &f)? };
@@ -209,6 +268,20 @@ impl Retriever {
             Method::Dense => dense,
             Method::Hybrid => {
                 let mut fused = weighted(&lexical, &dense, n, self.settings.lexical_weight);
+                if usage_weight > 0.0 && self.usage_len() > 0 {
+                    // Candidates whose usage vector is near the request gain up to usage_weight ×
+                    // the best fused score (only APIs the filter admits are in `fused`).
+                    let usage = self.vectors.search_ids(USAGE, vector, n, &Conditions::default()).await?;
+                    let best = usage.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
+                    let top = fused.first().map(|h| h.score).unwrap_or(1.0);
+                    if best > 0.0 {
+                        let by_id: HashMap<&str, f32> = usage.iter().map(|(id, s)| (id.as_str(), s.max(0.0) / best)).collect();
+                        for h in fused.iter_mut() {
+                            h.score += usage_weight * top * by_id.get(h.id.as_str()).copied().unwrap_or(0.0);
+                        }
+                        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                    }
+                }
                 tool_boost(&mut fused, |id| self.info.get(id).map(|r| r.tool.as_str()), self.settings.tool_boost);
                 fused
             }

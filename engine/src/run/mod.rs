@@ -4,6 +4,8 @@
 //! give up — reflect on failure, remember what worked, update the dynamic weights, answer.
 //! Every step goes to the trace, and to a stream when one is given.
 
+pub mod health;
+pub mod learn;
 pub mod memory;
 mod providers;
 pub mod trace;
@@ -30,10 +32,27 @@ pub use toolgraph_schema::{Mode, RunSettings};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Judged complete: every call usable and every part of the request covered.
     Answered,
+    /// Some parts done: the answer says which are missing.
+    Partial,
     GaveUp,
     NeedsInput,
 }
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Answered => "answered",
+            Status::Partial => "partial",
+            Status::GaveUp => "gave_up",
+            Status::NeedsInput => "needs_input",
+        }
+    }
+}
+
+/// How many of the APIs retrieval finds for a subtask may serve it.
+const SUBTASK_APIS: usize = 5;
 
 /// What the user must give for the run to go on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +121,16 @@ pub struct Engine {
     planner: Arc<dyn Planner>,
     settings: RunSettings,
     weights: WeightSettings,
+    health: Option<Arc<health::Health>>,
+    /// Learning from runs is serialized (ledger check, counts, weights).
+    learning: tokio::sync::Mutex<()>,
+}
+
+/// What the graph took from one run: counts and edges, and status changes of failing APIs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunLearning {
+    pub learned: learn::Learned,
+    pub status_changes: Vec<toolgraph_schema::StatusChange>,
 }
 
 /// Where a run stands while it searches.
@@ -147,13 +176,80 @@ pub struct EngineParts {
     pub planner: Arc<dyn Planner>,
     pub settings: RunSettings,
     pub weights: WeightSettings,
+    /// API health shared across engines (`None`: no API is ever degraded).
+    pub health: Option<Arc<health::Health>>,
 }
 
 impl Engine {
     pub fn new(p: EngineParts) -> Self {
-        let apis = p.graph.apis.values().filter(|a| a.status == STATUS_ACTIVE).map(|a| (a.id.clone(), Arc::new(ApiView::from_node(a)))).collect();
+        let apis = p
+            .graph
+            .apis
+            .values()
+            .filter(|a| a.status == STATUS_ACTIVE)
+            .map(|a| {
+                let mut v = ApiView::from_node(a);
+                // How often observed chains stop after it (when any went through it).
+                let seen = !p.graph.successors(&a.id, 1).is_empty();
+                v.ends = seen.then(|| p.graph.next.get(&(a.id.clone(), END_ID.to_string())).map(|e| e.static_weight).unwrap_or(0.0));
+                (a.id.clone(), Arc::new(v))
+            })
+            .collect();
         let providers = providers::Providers::build(&apis, &p.graph.feeds);
-        Engine { graph: p.graph, apis, providers, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights }
+        Engine { graph: p.graph, apis, providers, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights, health: p.health, learning: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The same engine over a newer graph (counts, weights and statuses learned since).
+    pub fn rebuilt(&self, graph: Arc<GraphSnapshot>) -> Engine {
+        Engine::new(EngineParts {
+            graph,
+            store: self.store.clone(),
+            retriever: self.retriever.clone(),
+            memory: self.memory.clone(),
+            executor: self.executor.clone(),
+            planner: self.planner.clone(),
+            settings: self.settings.clone(),
+            weights: self.weights,
+            health: self.health.clone(),
+        })
+    }
+
+    pub fn health(&self) -> Option<&Arc<health::Health>> {
+        self.health.as_ref()
+    }
+
+    /// Learn from run `run_id` (its report): API health first (an API that keeps failing is
+    /// marked `degraded` in the graph, logged), then — with `run.learn` — calls, successes and the
+    /// answered chain into the graph's counts, once per run id ([`learn::learn_run`]).
+    pub async fn learn_from(&self, run_id: &str, report: &RunReport) -> Result<RunLearning> {
+        let mut out = RunLearning::default();
+        let Some(store) = &self.store else { return Ok(out) };
+        let _one = self.learning.lock().await;
+        if let Some(h) = &self.health {
+            for change in h.observe(&learn::sent_calls(report)) {
+                if store.set_api_status(&change).await? {
+                    tracing::warn!(api = %change.id, status = %change.status, reason = %change.reason, "API status changed");
+                    out.status_changes.push(change);
+                }
+            }
+        }
+        if self.settings.learn {
+            out.learned = learn::learn_run(store.as_ref(), run_id, report, self.weights).await?;
+            // The judgement's evaluation moves the dynamic weights (once: with the run's counts).
+            if out.learned.applied && !report.stats.recalled {
+                if let Some(j) = &report.judgement {
+                    let deltas: Vec<(String, f64)> = j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
+                    weights::apply_evaluation(store.as_ref(), &deltas, self.weights).await?;
+                }
+            }
+            // Retrieval learns too: the request joins the usage vectors of the chain's APIs.
+            if out.learned.applied && report.status == Status::Answered {
+                let v = self.retriever.embedder().embed(vec![report.request.clone()]).await?.pop().unwrap_or_default();
+                let apis: Vec<String> = report.chain.iter().map(|c| c.api.clone()).collect();
+                self.retriever.add_usage(&apis, &v).await?;
+            }
+        }
+        Ok(out)
     }
 
     pub fn settings(&self) -> &RunSettings {
@@ -257,7 +353,7 @@ impl Engine {
         let subtasks = self.planner.decompose(&st.ctx).await?;
         st.ctx.subtasks = subtasks.clone();
         let mut texts = vec![request.to_string()];
-        if self.settings.retrieve_subtasks && subtasks.len() > 1 {
+        if subtasks.len() > 1 {
             texts.extend(subtasks.iter().filter(|s| s.as_str() != request).cloned());
         }
         let t = Instant::now();
@@ -267,10 +363,18 @@ impl Engine {
         }
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
         let pool = self.settings.seeds.max(50);
-        for (text, v) in texts.iter().zip(&vectors) {
+        for (i, (text, v)) in texts.iter().zip(&vectors).enumerate() {
             let t = Instant::now();
             let hits = self.retriever.search_with_vector(text, v, pool, &Filter::default(), Method::Hybrid, None).await?;
             st.stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
+            if i > 0 {
+                // What serves this subtask, for the judge's coverage check.
+                let ids: Vec<String> = hits.iter().filter(|h| self.apis.contains_key(&h.id)).take(SUBTASK_APIS).map(|h| h.id.clone()).collect();
+                st.ctx.subtask_apis.push((text.clone(), ids));
+                if !self.settings.retrieve_subtasks {
+                    continue;
+                }
+            }
             let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             let mut seeds = Vec::new();
             for h in &hits {
@@ -307,6 +411,13 @@ impl Engine {
             round += 1;
             st.stats.reflections += 1;
             match j.first_bad_step {
+                None if !j.complete() => {
+                    // Every call was usable but the request is not covered: go on from the end
+                    // of the path, with what is missing in context.
+                    let missing = crate::plan::coverage::missing_text(&j.coverage);
+                    st.ctx.notes.push(format!("round {round}: not covered yet: {missing}"));
+                    st.emit(TraceEvent::Reflect { round, mode: "extend".into(), reason: j.reason.clone(), resume_at: Some(st.ctx.path.len()), excluded_tools: vec![] }).await;
+                }
                 Some(i) if i > 0 => {
                     // Resume from the first bad step: keep what came before, mark the bad call dead.
                     let bad = st.ctx.path[i].clone();
@@ -393,6 +504,9 @@ impl Engine {
         }
         let api = self.apis.get(id)?;
         if st.ctx.excluded_tools.contains(&api.tool) || st.ctx.excluded_apis.contains(&api.id) {
+            return None;
+        }
+        if self.health.as_ref().is_some_and(|h| h.is_degraded(id)) {
             return None;
         }
         let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
@@ -557,7 +671,7 @@ impl Engine {
     fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
         let mut best: Option<(f64, Arc<ApiView>)> = None;
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
-            if st.ctx.excluded_tools.contains(&cand.tool) {
+            if st.ctx.excluded_tools.contains(&cand.tool) || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id)) {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
@@ -661,7 +775,7 @@ impl Engine {
     /// Replay a remembered chain: references kept, other arguments re-filled from this request.
     async fn replay(&self, st: &mut RunState<'_>, chain: &[MemoryStep]) -> std::result::Result<(), String> {
         for step in chain {
-            let api = self.apis.get(&step.api).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
+            let api = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
             let mut f = fill_arguments(&st.ctx, &api);
             for (name, source) in &step.sources {
                 if matches!(source, ArgSource::Output { .. }) {
@@ -699,20 +813,24 @@ impl Engine {
             st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
         }
         let passed = judgement.as_ref().is_some_and(|j| j.pass);
-        // Only a missing value blocked the run (no tool failed): ask the user; otherwise give up
-        // (the report still names the missing value).
+        let some_good = st.ctx.path.iter().any(|s| crate::plan::deterministic::bad_response(&s.response).is_none());
+        // Answered only when judged complete. Only a missing value blocked the run (no tool
+        // failed): ask the user; some usable calls: partial; otherwise give up (the report still
+        // names the missing value).
         let status = if st.ctx.path.is_empty() {
             if st.needs_input.is_some() && st.stats.failed_calls == 0 {
                 Status::NeedsInput
             } else {
                 Status::GaveUp
             }
-        } else if st.needs_input.is_some() && !passed {
-            Status::NeedsInput
-        } else if matches!(ended, Ended::GaveUp(_)) && !passed {
-            Status::GaveUp
-        } else {
+        } else if passed {
             Status::Answered
+        } else if st.needs_input.is_some() && st.stats.failed_calls == 0 {
+            Status::NeedsInput
+        } else if some_good {
+            Status::Partial
+        } else {
+            Status::GaveUp
         };
         let answer = match status {
             Status::Answered => {
@@ -720,6 +838,16 @@ impl Engine {
                     st.stats.planner_calls += 1;
                 }
                 let a = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.planner.answer(&st.ctx).await? };
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
+            Status::Partial => {
+                if !recalled {
+                    st.stats.planner_calls += 1;
+                }
+                let done = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.planner.answer(&st.ctx).await? };
+                let missing = judgement.as_ref().map(|j| if j.complete() { j.reason.clone() } else { crate::plan::coverage::missing_text(&j.coverage) }).unwrap_or_default();
+                let a = format!("Partly done; not covered: {missing}.\n{done}");
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
             }
@@ -733,15 +861,10 @@ impl Engine {
                 reason
             }
         };
-        // Learn: dynamic weights from the judgement, long-term memory of judged-good runs.
-        if let Some(j) = judgement.as_ref().filter(|_| !recalled) {
-            if self.settings.learn {
-                if let Some(store) = &self.store {
-                    let deltas: Vec<(String, f64)> = j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
-                    weights::apply_evaluation(store.as_ref(), &deltas, self.weights).await?;
-                }
-            }
-            if j.pass && self.settings.remember {
+        // Long-term memory of runs judged complete (the graph learns in `learn_from`, once per run).
+        if judgement.is_some() && !recalled {
+            // Only a run judged complete is a plan worth recalling.
+            if status == Status::Answered && self.settings.remember {
                 if let Some(mem) = &self.memory {
                     let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;

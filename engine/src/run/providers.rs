@@ -84,7 +84,7 @@ mod tests {
     use super::*;
 
     fn api(id: &str, outputs: &[&str]) -> Arc<ApiView> {
-        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: String::new(), description: String::new(), params: vec![], output_fields: outputs.iter().map(|s| s.to_string()).collect(), availability: None })
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: String::new(), description: String::new(), params: vec![], output_fields: outputs.iter().map(|s| s.to_string()).collect(), availability: None, ends: None })
     }
 
     #[test]

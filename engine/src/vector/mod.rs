@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 pub const APIS: &str = "apis";
 /// The collection of long-term memories (request → chain).
 pub const MEMORY: &str = "memory";
+/// The collection of usage vectors: per API, the mean embedding of the requests it served.
+pub const USAGE: &str = "usage";
 /// Payload key that holds a point's string id (backends key points by number or UUID).
 pub const ID_KEY: &str = "id";
 

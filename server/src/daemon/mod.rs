@@ -42,9 +42,10 @@ use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::plan::{Earlier, Planner};
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
+use toolgraph_engine::run::health::Health;
 use toolgraph_engine::run::memory::Memory;
 use toolgraph_engine::run::trace::TraceEvent;
-use toolgraph_engine::run::{Engine, EngineParts, RunReport, RunSettings, Status};
+use toolgraph_engine::run::{Engine, EngineParts, RunReport, RunSettings};
 use toolgraph_engine::vector::VectorStore;
 use toolgraph_schema::Settings;
 
@@ -111,6 +112,10 @@ pub struct Daemon {
     started: Instant,
     /// When the graph store last answered (ms since `started`; 0: never checked).
     graph_ok_at_ms: AtomicU64,
+    /// API health across runs (and engine rebuilds).
+    pub health: Arc<Health>,
+    /// Runs were learned since the engine's graph was last loaded.
+    learned_since_refresh: AtomicBool,
 }
 
 /// How long a graph store that answered is taken as reachable without asking again.
@@ -120,7 +125,7 @@ const GRAPH_CHECK_EVERY: Duration = Duration::from_secs(1);
 const QUERY_CACHE: usize = 10_000;
 
 /// Build an engine over the graph and API index as they are now; `queries` embeds requests.
-async fn build_engine(b: &Backends, queries: &Arc<dyn Embedder>) -> toolgraph_engine::Result<Engine> {
+async fn build_engine(b: &Backends, queries: &Arc<dyn Embedder>, health: &Arc<Health>) -> toolgraph_engine::Result<Engine> {
     let snapshot = Arc::new(b.store.snapshot().await?);
     let retriever = Arc::new(Retriever::load(b.vectors.clone(), queries.clone(), None, b.settings.retrieval.clone()).await?);
     Ok(Engine::new(EngineParts {
@@ -132,13 +137,15 @@ async fn build_engine(b: &Backends, queries: &Arc<dyn Embedder>) -> toolgraph_en
         planner: b.planner.clone(),
         settings: b.run.clone(),
         weights: b.settings.weights,
+        health: Some(health.clone()),
     }))
 }
 
 impl Daemon {
     pub async fn new(backends: Backends, keys: ApiKeys) -> toolgraph_engine::Result<Arc<Self>> {
         let queries: Arc<dyn Embedder> = Arc::new(toolgraph_engine::embed::Memoized::new(backends.embedder.clone(), QUERY_CACHE));
-        let engine = build_engine(&backends, &queries).await?;
+        let health = Arc::new(Health::new(backends.settings.health.clone(), &backends.store.node_snapshot().await?));
+        let engine = build_engine(&backends, &queries, &health).await?;
         let s = &backends.settings.server;
         let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Ok(Arc::new(Daemon {
@@ -156,6 +163,8 @@ impl Daemon {
             id_seed: seed,
             started: Instant::now(),
             graph_ok_at_ms: AtomicU64::new(0),
+            health,
+            learned_since_refresh: AtomicBool::new(false),
             backends,
         }))
     }
@@ -172,9 +181,66 @@ impl Daemon {
     async fn reload(&self) -> toolgraph_engine::Result<()> {
         let b = &self.backends;
         toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), b.settings.retrieval.index_chunk, false, |_, _| {}).await?;
-        let engine = build_engine(b, &self.queries).await?;
+        let engine = build_engine(b, &self.queries, &self.health).await?;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
         Ok(())
+    }
+
+    /// Load the graph again (counts, weights and statuses learned from runs since), keeping the
+    /// rest of the engine; only when something was learned.
+    pub async fn refresh_graph(&self) -> toolgraph_engine::Result<bool> {
+        if !self.learned_since_refresh.swap(false, Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let snapshot = Arc::new(self.backends.store.snapshot().await?);
+        let engine = self.engine().rebuilt(snapshot);
+        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
+        Ok(true)
+    }
+
+    /// Probe every degraded API once with its recorded call: a success makes it active again, too
+    /// many failures in a row `invalid` (its memories deleted). Returns the changes made.
+    pub async fn probe_degraded(&self) -> toolgraph_engine::Result<Vec<toolgraph_schema::StatusChange>> {
+        let ids = self.health.degraded();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let snap = self.backends.store.node_snapshot().await?;
+        let mut changes = Vec::new();
+        for id in ids {
+            let Some(node) = snap.apis.get(&id) else { continue };
+            let args: Map<String, Value> = match serde_json::from_str(&node.probe) {
+                Ok(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            let spec = toolgraph_engine::exec::CallSpec::from_node(node);
+            let outcome = self.backends.executor.call(&spec, &args, &std::collections::HashMap::<String, Value>::new()).await;
+            let verdict = match outcome {
+                Ok(o) => match toolgraph_engine::exec::response_problem(&o.response) {
+                    None => Ok(format!("HTTP {} in {:.0} ms", o.status, o.elapsed_ms)),
+                    Some(p) => Err(p),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            let change = match verdict {
+                Ok(detail) => Some(self.health.probe_succeeded(&id, &detail)),
+                Err(detail) => self.health.probe_failed(&id, &detail),
+            };
+            if let Some(c) = change {
+                self.backends.store.set_api_status(&c).await?;
+                tracing::warn!(api = %c.id, status = %c.status, reason = %c.reason, "API status changed");
+                if c.status == toolgraph_schema::STATUS_INVALID {
+                    let n = self.backends.memory.forget_api(&c.id).await?;
+                    tracing::warn!(api = %c.id, memories_deleted = n, "invalid API's memories deleted");
+                }
+                changes.push(c);
+            }
+        }
+        if !changes.is_empty() {
+            let _admin = self.admin.lock().await;
+            self.reload().await?;
+        }
+        Ok(changes)
     }
 
     /// Refuse a run early, with a clear 503, when the graph store cannot be reached (a run would
@@ -218,6 +284,14 @@ impl Daemon {
         h.update(self.started.elapsed().as_nanos().to_le_bytes());
         let d = h.finalize();
         format!("{prefix}_{}", d[..12].iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    /// The run id of a client's idempotency key: stable across restarts (the graph's ledger
+    /// remembers learned runs by id), scoped to the key's text.
+    fn run_id_for_key(&self, key: &str) -> String {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(format!("toolgraph-idempotency:{key}").as_bytes());
+        format!("run_{}", d[..12].iter().map(|b| format!("{b:02x}")).collect::<String>())
     }
 
     /// Stop taking new runs: `/readyz` answers 503 from now on.
@@ -272,6 +346,8 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
     };
     let app = router(d.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+    let maintenance = tokio::spawn(maintain(d.clone(), stop_rx.clone()));
+    let _stop_maintenance = AbortOnDrop(maintenance);
     let mut stop = stop_rx;
     let deadline = async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -282,6 +358,39 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
         _ = deadline => {
             tracing::warn!("shutdown grace of {}s elapsed with {} runs in flight", grace.as_secs(), d.runs_in_flight());
             Ok(())
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How often the engine's graph is reloaded when runs taught it something.
+const REFRESH_EVERY: Duration = Duration::from_secs(5);
+
+/// Background upkeep until shutdown: reload the graph the runs changed; probe degraded APIs.
+async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let probe_every = Duration::from_millis(d.settings().health.probe_every_ms.max(100));
+    let tick = REFRESH_EVERY.min(probe_every);
+    let mut last_probe = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if let Err(e) = d.refresh_graph().await {
+            tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has");
+        }
+        if d.settings().health.enabled && last_probe.elapsed() >= probe_every {
+            last_probe = Instant::now();
+            if let Err(e) = d.probe_degraded().await {
+                tracing::warn!(error = %e, "probing degraded APIs failed");
+            }
         }
     }
 }
@@ -418,6 +527,23 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
     if d.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable("draining", "the daemon is shutting down", d.settings().server.retry_after_s));
     }
+    // A retried request (same Idempotency-Key) gets the run it already made: nothing runs, and
+    // the graph does not learn from it twice (the run id, derived from the key, is the ledger key).
+    let idempotent_id = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let k = v.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic())).ok_or_else(|| ApiError::invalid("Idempotency-Key: 1 to 200 visible ASCII characters"))?;
+            Some(d.run_id_for_key(k))
+        }
+    };
+    if let Some(id) = &idempotent_id {
+        let done = d.runs.lock().unwrap_or_else(|p| p.into_inner()).map.get(id).cloned();
+        if let Some(stored) = done {
+            let mut r = json_response(&stored);
+            r.headers_mut().insert("idempotent-replayed", header::HeaderValue::from_static("true"));
+            return Ok(r);
+        }
+    }
     d.graph_reachable().await?;
     let stream = body.stream || q.stream.unwrap_or(false) || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     // The session: earlier outputs and given values (this request's given values join them).
@@ -445,7 +571,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::unavailable("busy", format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight), d.settings().server.retry_after_s)
     })?;
-    let run_id = d.new_id("run");
+    let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
     let engine = d.engine();
     let request = body.request.clone();
     if !stream {
@@ -510,11 +636,17 @@ async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, re
             return Err(e.into());
         }
     };
-    let status = match report.status {
-        Status::Answered => "answered",
-        Status::GaveUp => "gave_up",
-        Status::NeedsInput => "needs_input",
-    };
+    let status = report.status.as_str();
+    // The graph learns from the run (counts, the answered chain, failing APIs); a failure to
+    // learn is logged, never the user's error.
+    match engine.learn_from(run_id, &report).await {
+        Ok(l) => {
+            if l.learned.applied || !l.status_changes.is_empty() {
+                d.learned_since_refresh.store(true, Ordering::SeqCst);
+            }
+        }
+        Err(e) => tracing::error!(run_id, error = %e, "learning from the run failed"),
+    }
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
     let body = result_body(run_id, session_id, &report);
     let mut stored = body.clone();

@@ -16,7 +16,8 @@ use toolgraph_engine::exec::{kind, response_problem, CallSpec};
 use toolgraph_engine::graph::ApiUpsert;
 use toolgraph_engine::retrieval::hybrid::Method;
 use toolgraph_engine::retrieval::Filter;
-use toolgraph_schema::{api_id, category_id, output_fields, tool_id, ParamDoc, STATUS_ACTIVE, STATUS_INVALID};
+use toolgraph_schema::{api_id, category_id, output_fields, tool_id, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
+use toolgraph_engine::run::health::now_rfc3339;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct SearchQuery {
@@ -51,7 +52,9 @@ pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String
     Ok(Json(json!({
         "id": a.id, "name": a.name, "tool": a.tool, "category": a.category, "description": a.description,
         "method": a.method, "url": a.url, "parameters": params, "output_fields": a.output_fields,
-        "status": a.status, "availability": a.availability(), "calls": a.calls, "successes": a.successes,
+        "status": a.status, "status_reason": a.status_reason, "status_since": a.status_since,
+        "degraded_now": d.health.is_degraded(&a.id),
+        "availability": a.availability(), "calls": a.calls, "successes": a.successes,
     })))
 }
 
@@ -225,7 +228,9 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str) -> Result<Ad
     };
     d.backends.store.upsert_apis(&[up]).await?;
     // It passed its test call: a re-registered API that was invalidated is active again.
-    d.backends.store.set_api_status(&id, STATUS_ACTIVE).await?;
+    let change = StatusChange { id: id.clone(), status: STATUS_ACTIVE.into(), reason: format!("registered; its test call answered HTTP {}", outcome.status), since: now_rfc3339(), probe: Some(Value::Object(outcome.arguments.clone()).to_string()) };
+    d.backends.store.set_api_status(&change).await?;
+    d.health.reset(&id);
     Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms })
 }
 
@@ -240,6 +245,9 @@ pub(super) async fn register(State(d): State<Arc<Daemon>>, ApiJson(r): ApiJson<R
 #[serde(deny_unknown_fields)]
 pub(super) struct Patch {
     status: String,
+    /// Why (kept on the API node as `status_reason`).
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Value>, ApiError> {
@@ -247,9 +255,16 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Path(id): Path<Stri
         return Err(ApiError::invalid(format!("status: `{}` is not `{STATUS_ACTIVE}` or `{STATUS_INVALID}`", p.status)));
     }
     let _admin = d.admin.lock().await;
-    if !d.backends.store.set_api_status(&id, &p.status).await? {
+    let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("set by an operator");
+    if reason.chars().count() > 500 {
+        return Err(ApiError::invalid("reason: at most 500 characters"));
+    }
+    let change = StatusChange { id: id.clone(), status: p.status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
+    if !d.backends.store.set_api_status(&change).await? {
         return Err(ApiError::not_found(format!("no API {id}")));
     }
+    d.health.reset(&id);
+    tracing::warn!(api = %id, status = %p.status, reason, "API status changed");
     let forgotten = if p.status == STATUS_INVALID { d.backends.memory.forget_api(&id).await? } else { 0 };
     d.reload().await?;
     Ok(Json(json!({"id": id, "status": p.status, "memories_deleted": forgotten})))

@@ -1,0 +1,340 @@
+//! Coverage of a request by a path: is every part of what was asked served by some call?
+//!
+//! A path whose calls all returned something is not necessarily done: it may stop after the
+//! location lookup of "compare the prices of renting a car tomorrow and the day after". The
+//! requirements a request names are checked one by one:
+//!
+//! - every **date**, **time** and **name** of the request is used by some call (an argument, as
+//!   sent, holds it), or — for names — appears in a response (a supplier named in the request
+//!   shows up among the results); dates the request only implies relative to an unstated today
+//!   are guesses and not required;
+//! - every **count** of people or rooms ("2 adults", "three rooms") is sent;
+//! - "compare", "both", "each", "respectively", "difference", "versus" need **a call per option**:
+//!   the final API called at least twice with different arguments;
+//! - the asked-for **quantity** (price, duration, rating, distance, availability) appears as a field
+//!   of some response;
+//! - the path **ends where chains end**: the graph has seen chains stop after the last API (its
+//!   static `END` weight), when the graph knows the API at all.
+//!
+//! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
+//! every requirement is covered; the deterministic planner does not finish while one is open.
+
+use super::Context;
+use crate::exec::refs;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// What kind of requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Date,
+    Time,
+    Name,
+    Count,
+    /// A call per compared option.
+    Each,
+    /// The asked-for quantity (price, duration, …) in some response.
+    Quantity,
+    /// The chain ends where observed chains end.
+    Completion,
+    /// A subtask of the request (a sentence that asks for something) served by one of the APIs
+    /// retrieval finds for it.
+    Subtask,
+    /// A part an LLM judge named as not served.
+    Judged,
+}
+
+/// One requirement of the request and the call that covers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Requirement {
+    pub kind: Kind,
+    /// What is required, as the user would read it (`2024-10-14`, `San Diego`, `price`).
+    pub value: String,
+    /// The label of the call that covers it (`var2`), `None` when nothing does.
+    pub covered_by: Option<String>,
+}
+
+impl Requirement {
+    pub fn covered(&self) -> bool {
+        self.covered_by.is_some()
+    }
+
+    /// How the answer names it when it is missing.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            Kind::Date => format!("the date {}", self.value),
+            Kind::Time => format!("the time {}", self.value),
+            Kind::Name => format!("\"{}\"", self.value),
+            Kind::Count => format!("the count {}", self.value),
+            Kind::Each => self.value.clone(),
+            Kind::Quantity => format!("the {} asked for", self.value),
+            Kind::Subtask => format!("\"{}\"", self.value),
+            Kind::Completion | Kind::Judged => self.value.clone(),
+        }
+    }
+}
+
+/// Whether every requirement is covered.
+pub fn complete(items: &[Requirement]) -> bool {
+    items.iter().all(Requirement::covered)
+}
+
+/// The requirements not covered, described for the answer ("the date 2024-10-15, the price asked for").
+pub fn missing_text(items: &[Requirement]) -> String {
+    items.iter().filter(|r| !r.covered()).map(Requirement::describe).collect::<Vec<_>>().join(", ")
+}
+
+/// Words of a request that ask for a quantity → field names that hold it.
+const QUANTITIES: &[(&[&str], &str, &[&str])] = &[
+    (&["price", "cost", "cheap", "expensive", "fare", "budget", "afford", "how much"], "price", &["price", "cost", "amount", "fare", "total"]),
+    (&["duration", "how long", "travel time", "fastest", "shortest flight"], "duration", &["duration", "traveltime", "totaltime"]),
+    (&["rating", "review", "rated", "score"], "rating", &["rating", "review", "score"]),
+    (&["distance", "how far", "nearest", "closest"], "distance", &["distance"]),
+];
+
+/// Words that count something an API takes as a number.
+const COUNTED: &[&str] = &["adult", "child", "children", "kid", "room", "guest", "passenger", "people", "person", "traveler", "traveller", "ticket", "seat", "member"];
+
+/// Words that ask for one call per option.
+const COMPARE: &[&str] = &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
+
+/// The last API must have ended at least this share of the chains through it.
+const MIN_END_WEIGHT: f64 = 0.05;
+
+/// Strings and numbers a response or argument holds (lower-cased), bounded.
+fn scalars(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    match v {
+        Value::String(s) => out.push(s.to_lowercase()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(a) => a.iter().for_each(|x| scalars(x, out, budget)),
+        Value::Object(m) => m.values().for_each(|x| scalars(x, out, budget)),
+        _ => {}
+    }
+}
+
+/// Normalized keys of a response (letters and digits, lower-cased), bounded.
+fn keys(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    match v {
+        Value::Array(a) => a.iter().take(3).for_each(|x| keys(x, out, budget)),
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.push(k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect());
+                keys(x, out, budget);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The quantities `request` asks for: (name, field keys).
+pub fn asked_quantities(request: &str) -> Vec<(&'static str, &'static [&'static str])> {
+    let lower = request.to_lowercase();
+    let ws = words(request);
+    QUANTITIES
+        .iter()
+        .filter(|(cues, _, _)| cues.iter().any(|c| if c.contains(' ') { lower.contains(c) } else { ws.iter().any(|w| w.starts_with(c)) }))
+        .map(|(_, name, fields)| (*name, *fields))
+        .collect()
+}
+
+/// Whether the request compares options ("compare", "both", "each", …).
+pub fn compares(request: &str) -> bool {
+    words(request).iter().any(|w| COMPARE.contains(&w.as_str()))
+}
+
+/// The arguments of each step as sent: references resolved against earlier responses (the
+/// planned value when a reference cannot be resolved).
+pub fn sent_arguments(ctx: &Context) -> Vec<Map<String, Value>> {
+    let mut outputs: HashMap<String, &Value> = HashMap::new();
+    let mut out = Vec::with_capacity(ctx.path.len());
+    for s in &ctx.path {
+        out.push(refs::resolve(&s.arguments, &outputs).unwrap_or_else(|_| s.arguments.clone()));
+        outputs.insert(s.label.clone(), s.response.as_ref());
+    }
+    out
+}
+
+fn push(out: &mut Vec<Requirement>, kind: Kind, value: String, covered_by: Option<String>) {
+    if !out.iter().any(|r| r.kind == kind && r.value == value) {
+        out.push(Requirement { kind, value, covered_by });
+    }
+}
+
+/// The requirements of `ctx.request` and which call of the path covers each.
+pub fn assess(ctx: &Context) -> Vec<Requirement> {
+    let sent = sent_arguments(ctx);
+    let labels: Vec<&str> = ctx.path.iter().map(|s| s.label.as_str()).collect();
+    // Per step: the scalar values it sent, the strings its response holds, its response's keys.
+    let args: Vec<Vec<String>> = sent
+        .iter()
+        .map(|m| {
+            let mut v = Vec::new();
+            let mut budget = 200;
+            m.values().for_each(|x| scalars(x, &mut v, &mut budget));
+            v
+        })
+        .collect();
+    let responses: Vec<Vec<String>> = ctx
+        .path
+        .iter()
+        .map(|s| {
+            let mut v = Vec::new();
+            let mut budget = 3000;
+            scalars(&s.response, &mut v, &mut budget);
+            v
+        })
+        .collect();
+    let covered_in = |pred: &dyn Fn(&str) -> bool, pool: &[Vec<String>]| -> Option<String> { pool.iter().position(|vals| vals.iter().any(|v| pred(v))).map(|i| labels[i].to_string()) };
+    let mut out: Vec<Requirement> = Vec::new();
+    let v = &ctx.values;
+    for d in v.dates.iter().filter(|d| !v.unanchored.contains(d)) {
+        let iso = d.format("%Y-%m-%d").to_string();
+        push(&mut out, Kind::Date, iso.clone(), covered_in(&|s| s.contains(&iso), &args));
+    }
+    for t in &v.times {
+        push(&mut out, Kind::Time, t.clone(), covered_in(&|s| s.contains(t.as_str()), &args));
+    }
+    for name in &v.names {
+        if name.chars().any(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let n = name.to_lowercase();
+        // An argument holding the name, or held by it ("London" for "London Heathrow Airport").
+        let in_args = covered_in(&|s| s.contains(&n) || (s.len() >= 4 && s.chars().any(char::is_alphabetic) && n.contains(s)), &args);
+        let by = in_args.or_else(|| covered_in(&|s| s.contains(&n), &responses));
+        push(&mut out, Kind::Name, name.clone(), by);
+    }
+    for c in &v.numbers {
+        let w = c.word.trim_end_matches('s');
+        if !COUNTED.iter().any(|k| *k == w || *k == c.word) || c.value.fract() != 0.0 {
+            continue;
+        }
+        let n = format!("{}", c.value as i64);
+        push(&mut out, Kind::Count, format!("{n} {}", c.word), covered_in(&|s| s == n || s == format!("{n}.0"), &args));
+    }
+    // A subtask is served by a call of one of its APIs, or by a count it names being sent
+    // ("We need one room." is served by the hotel search that sent room_qty = 1).
+    for (sub, ids) in &ctx.subtask_apis {
+        if ids.is_empty() {
+            continue;
+        }
+        let lower = sub.to_lowercase();
+        let by = ctx.path.iter().find(|s| ids.contains(&s.api.id)).map(|s| s.label.clone()).or_else(|| {
+            out.iter().filter(|r| r.kind == Kind::Count).find(|r| r.covered() && r.value.split_once(' ').is_some_and(|(_, w)| lower.contains(w))).and_then(|r| r.covered_by.clone())
+        });
+        push(&mut out, Kind::Subtask, sub.clone(), by);
+    }
+    // A step whose output feeds nothing later must be one observed chains stop after (a location
+    // lookup nobody used is an unfinished branch).
+    let fed: std::collections::HashSet<&str> = ctx
+        .path
+        .iter()
+        .flat_map(|s| s.arguments.values())
+        .filter_map(Value::as_str)
+        .flat_map(refs::references)
+        .map(|r| r.split('.').next().unwrap_or_default())
+        .collect();
+    for s in &ctx.path {
+        if !fed.contains(s.label.as_str()) && s.api.ends.is_some_and(|w| w < MIN_END_WEIGHT) {
+            push(&mut out, Kind::Completion, format!("observed chains go on after {}", s.api.name), None);
+        }
+    }
+    if let Some(last) = ctx.path.last() {
+        if compares(&ctx.request) {
+            let calls: Vec<usize> = ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
+            let distinct = calls.iter().map(|i| super::deterministic::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
+            let by = (distinct >= 2).then(|| last.label.clone());
+            push(&mut out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
+        }
+    } else if compares(&ctx.request) {
+        push(&mut out, Kind::Each, "a call per compared option".into(), None);
+    }
+    for (name, fields) in asked_quantities(&ctx.request) {
+        let by = ctx.path.iter().rev().find(|s| {
+            let mut ks = Vec::new();
+            let mut budget = 2000;
+            keys(&s.response, &mut ks, &mut budget);
+            ks.iter().any(|k| fields.iter().any(|f| k.contains(f)))
+        });
+        push(&mut out, Kind::Quantity, name.to_string(), by.map(|s| s.label.clone()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::values::RequestValues;
+    use crate::plan::{ApiView, Step};
+    use chrono::NaiveDate;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn api(id: &str, ends: Option<f64>) -> Arc<ApiView> {
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params: vec![], output_fields: vec![], availability: None, ends })
+    }
+
+    fn step(c: &mut Context, a: &Arc<ApiView>, args: Value, response: Value) {
+        let label = format!("var{}", c.path.len() + 1);
+        c.path.push(Step { api: a.clone(), label, arguments: args.as_object().cloned().unwrap_or_default(), sources: Default::default(), observation: String::new(), response: Arc::new(response), repeat: 0 });
+    }
+
+    const RENT: &str = "Today is October 13th, 2024. I want to rent a car for a day at the San Diego Marriott La Jolla. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
+
+    #[test]
+    fn a_correct_prefix_is_not_complete_and_the_full_chain_is() {
+        let mut c = Context::new(RENT, RequestValues::extract(RENT, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+        let loc = api("loc", Some(0.0));
+        let rent = api("rent", Some(0.6));
+        step(&mut c, &loc, json!({"query": "San Diego Marriott La Jolla"}), json!([{"name": "San Diego Marriott La Jolla", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]));
+        let items = assess(&c);
+        assert!(!complete(&items));
+        let missing = missing_text(&items);
+        for m in ["2024-10-14", "2024-10-15", "08:00", "price", "per compared option", "go on after loc"] {
+            assert!(missing.contains(m), "{m} should be missing: {missing}");
+        }
+        assert!(!missing.contains("Marriott"), "the name is covered: {missing}");
+        step(&mut c, &rent, json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-14", "drop_off_date": "2024-10-15", "pick_up_time": "08:00"}), json!({"data": {"search_results": [{"pricing_info": {"price": 45.3}}]}}));
+        let missing = missing_text(&assess(&c));
+        assert_eq!(missing, "a call of rent per compared option", "one rental search does not compare: {missing}");
+        step(&mut c, &rent, json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-15", "drop_off_date": "2024-10-16", "pick_up_time": "08:00"}), json!({"data": {"search_results": [{"pricing_info": {"price": 52.1}}]}}));
+        let items = assess(&c);
+        assert!(complete(&items), "{}", missing_text(&items));
+        assert_eq!(items.iter().find(|r| r.kind == Kind::Quantity).and_then(|r| r.covered_by.clone()).as_deref(), Some("var3"));
+    }
+
+    #[test]
+    fn guessed_dates_and_unasked_things_are_not_required() {
+        let text = "Find hotels in Rome starting tomorrow";
+        let c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+        assert!(assess(&c).iter().all(|r| r.kind == Kind::Name), "{:?}", assess(&c));
+        assert_eq!(asked_quantities("What is the cheapest flight?")[0].0, "price");
+        assert!(asked_quantities("Find a hotel in Paris").is_empty());
+        assert!(compares("Which is cheaper, A or B? Compare both.") && !compares("Book a flight"));
+    }
+
+    #[test]
+    fn counts_must_be_sent() {
+        let text = "Today is May 1st, 2025. Find a hotel in Tokyo for 2 adults on May 3rd, 2025.";
+        let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+        step(&mut c, &api("h", None), json!({"city": "Tokyo", "date": "2025-05-03"}), json!({"hotels": [{"name": "X"}]}));
+        assert_eq!(missing_text(&assess(&c)), "the count 2 adults");
+        c.path.clear();
+        step(&mut c, &api("h", None), json!({"city": "Tokyo", "date": "2025-05-03", "adults": 2}), json!({"hotels": [{"name": "X"}]}));
+        assert!(complete(&assess(&c)));
+    }
+}

@@ -1,0 +1,168 @@
+//! API health: an API whose calls keep failing leaves search (`degraded`) until a probe — its last
+//! call that worked, replayed — succeeds again; one that keeps failing its probes becomes
+//! `invalid`. Thresholds come from [`HealthSettings`]. The tracker only decides; the caller writes
+//! the status changes to the graph (and logs them).
+
+use super::learn::SentCall;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, RwLock};
+use toolgraph_schema::{GraphSnapshot, HealthSettings, StatusChange, STATUS_ACTIVE, STATUS_DEGRADED, STATUS_INVALID};
+
+/// Now, as the graph records status times.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[derive(Debug, Default)]
+struct ApiHealth {
+    consecutive: u32,
+    window: VecDeque<bool>,
+    /// The arguments of the last successful call (what a probe replays).
+    last_ok: Option<Map<String, Value>>,
+    failed_probes: u32,
+}
+
+/// Health of every API the engine called, shared by the engines a daemon builds over time.
+#[derive(Debug)]
+pub struct Health {
+    settings: HealthSettings,
+    apis: Mutex<HashMap<String, ApiHealth>>,
+    degraded: RwLock<HashSet<String>>,
+}
+
+impl Health {
+    /// A tracker that knows which APIs `graph` has degraded already.
+    pub fn new(settings: HealthSettings, graph: &GraphSnapshot) -> Self {
+        let degraded = graph.apis.values().filter(|a| a.status == STATUS_DEGRADED).map(|a| a.id.clone()).collect();
+        Health { settings, apis: Mutex::new(HashMap::new()), degraded: RwLock::new(degraded) }
+    }
+
+    pub fn settings(&self) -> &HealthSettings {
+        &self.settings
+    }
+
+    /// Whether search must leave `id` out.
+    pub fn is_degraded(&self, id: &str) -> bool {
+        self.settings.enabled && self.degraded.read().unwrap_or_else(|p| p.into_inner()).contains(id)
+    }
+
+    /// Record the calls of one run; returns the APIs that must now be marked `degraded`.
+    pub fn observe(&self, calls: &[SentCall]) -> Vec<StatusChange> {
+        if !self.settings.enabled {
+            return Vec::new();
+        }
+        let mut changes = Vec::new();
+        let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
+        let mut degraded = self.degraded.write().unwrap_or_else(|p| p.into_inner());
+        for c in calls {
+            let h = apis.entry(c.api.clone()).or_default();
+            h.consecutive = if c.ok { 0 } else { h.consecutive + 1 };
+            h.window.push_back(c.ok);
+            while h.window.len() > self.settings.window.max(1) {
+                h.window.pop_front();
+            }
+            if c.ok {
+                if let Some(a) = &c.arguments {
+                    h.last_ok = Some(a.clone());
+                }
+                continue;
+            }
+            if degraded.contains(&c.api) {
+                continue;
+            }
+            let ok = h.window.iter().filter(|x| **x).count();
+            let availability = ok as f64 / h.window.len().max(1) as f64;
+            let reason = if self.settings.consecutive_failures > 0 && h.consecutive >= self.settings.consecutive_failures {
+                Some(format!("{} calls in a row failed", h.consecutive))
+            } else if h.window.len() >= self.settings.window.max(1) && availability < self.settings.min_availability {
+                Some(format!("availability {availability:.2} over the last {} calls is below {}", h.window.len(), self.settings.min_availability))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                degraded.insert(c.api.clone());
+                h.failed_probes = 0;
+                changes.push(StatusChange {
+                    id: c.api.clone(),
+                    status: STATUS_DEGRADED.into(),
+                    reason,
+                    since: now_rfc3339(),
+                    probe: h.last_ok.as_ref().map(|a| Value::Object(a.clone()).to_string()),
+                });
+            }
+        }
+        changes
+    }
+
+    /// The degraded APIs now.
+    pub fn degraded(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.degraded.read().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// A probe of `id` worked: it is active again (the change to write).
+    pub fn probe_succeeded(&self, id: &str, detail: &str) -> StatusChange {
+        self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
+        let h = apis.entry(id.to_string()).or_default();
+        h.consecutive = 0;
+        h.window.clear();
+        h.failed_probes = 0;
+        StatusChange { id: id.into(), status: STATUS_ACTIVE.into(), reason: format!("probe succeeded: {detail}"), since: now_rfc3339(), probe: None }
+    }
+
+    /// A probe of `id` failed: `Some(change)` when the API is now to be marked `invalid`.
+    pub fn probe_failed(&self, id: &str, detail: &str) -> Option<StatusChange> {
+        let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
+        let h = apis.entry(id.to_string()).or_default();
+        h.failed_probes += 1;
+        let limit = self.settings.invalid_after_probes;
+        if limit == 0 || h.failed_probes < limit {
+            return None;
+        }
+        self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        Some(StatusChange { id: id.into(), status: STATUS_INVALID.into(), reason: format!("{} probes in a row failed; last: {detail}", h.failed_probes), since: now_rfc3339(), probe: None })
+    }
+
+    /// Forget what is known of `id` (an operator changed its status).
+    pub fn reset(&self, id: &str) {
+        self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.apis.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(api: &str, ok: bool) -> SentCall {
+        SentCall { api: api.into(), ok, arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()) }
+    }
+
+    #[test]
+    fn consecutive_failures_degrade_then_a_probe_restores() {
+        let h = Health::new(HealthSettings { consecutive_failures: 3, window: 100, ..HealthSettings::default() }, &GraphSnapshot::default());
+        assert!(h.observe(&[call("a", true), call("a", false), call("a", false)]).is_empty());
+        let c = h.observe(&[call("a", false)]);
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].status.as_str(), c[0].reason.as_str(), c[0].probe.as_deref()), (STATUS_DEGRADED, "3 calls in a row failed", Some(r#"{"q":"x"}"#)));
+        assert!(h.is_degraded("a"));
+        assert!(h.observe(&[call("a", false)]).is_empty(), "degraded once");
+        assert_eq!(h.probe_succeeded("a", "HTTP 200").status, STATUS_ACTIVE);
+        assert!(!h.is_degraded("a"));
+    }
+
+    #[test]
+    fn low_availability_over_a_full_window_degrades_and_failed_probes_invalidate() {
+        let h = Health::new(HealthSettings { consecutive_failures: 0, window: 4, min_availability: 0.5, invalid_after_probes: 2, ..HealthSettings::default() }, &GraphSnapshot::default());
+        assert!(h.observe(&[call("b", false), call("b", true), call("b", false)]).is_empty(), "window not full");
+        let c = h.observe(&[call("b", false)]);
+        assert!(c[0].reason.starts_with("availability 0.25 over the last 4 calls"), "{}", c[0].reason);
+        assert!(h.probe_failed("b", "HTTP 503").is_none());
+        assert_eq!(h.probe_failed("b", "HTTP 503").map(|c| c.status), Some(STATUS_INVALID.to_string()));
+        assert!(!h.is_degraded("b"));
+    }
+}

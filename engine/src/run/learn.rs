@@ -1,0 +1,98 @@
+//! The graph learns from the engine's own runs (thesis §3.5), as it learns from ingested
+//! trajectories: every call a run sent adds to its API's `calls` / `successes` (availability), and
+//! an `answered` run adds its chain to the `NEXT` counts (START → first, …, last → END) exactly as
+//! an ingested trajectory with that chain would. The run's id is the ledger key (`run:ID`), written
+//! in the same atomic write as the counts, so a replayed or retried run never counts twice. The
+//! weights of every source whose edges changed are recomputed.
+
+use super::trace::TraceEvent;
+use super::{RunReport, Status};
+use crate::exec::CallError;
+use crate::graph::{aggregate, weights, GraphStore};
+use crate::Result;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use toolgraph_schema::{Contribution, ResolvedCall, WeightSettings};
+
+/// One call a run sent to a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentCall {
+    pub api: String,
+    pub ok: bool,
+    /// The arguments as sent, for a successful call on the final chain (what a health probe can
+    /// replay); `None` otherwise.
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// The calls `report`'s run sent, in order. Calls refused before sending (invalid arguments, an
+/// unresolvable reference, an uncallable URL) say nothing about the API and are left out.
+pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
+    let mut out = Vec::new();
+    for e in &report.trace {
+        match e {
+            TraceEvent::Response { api, label, .. } => {
+                let arguments = report.chain.iter().find(|c| &c.label == label && &c.api == api).map(|c| c.sent.clone());
+                out.push(SentCall { api: api.clone(), ok: true, arguments });
+            }
+            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. } | CallError::Rejected { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, arguments: None }),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What the run contributes to the graph: its calls, and its chain when it was answered.
+pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
+    Contribution {
+        key: ledger_key(run_id),
+        attempts: sent_calls(report).into_iter().map(|c| ResolvedCall { api_id: c.api, ok: c.ok }).collect(),
+        chain: if report.status == Status::Answered { report.chain.iter().map(|c| c.api.clone()).collect() } else { Vec::new() },
+    }
+}
+
+/// The ledger key of a run.
+pub fn ledger_key(run_id: &str) -> String {
+    format!("run:{run_id}")
+}
+
+/// What learning from one run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    /// False when the run had been learned before (nothing changed).
+    pub applied: bool,
+    pub calls: u64,
+    pub successes: u64,
+    /// NEXT edge increments (0 unless the run was answered).
+    pub edges: u64,
+    /// Edges whose weights were recomputed.
+    pub weights_recomputed: u64,
+}
+
+/// Add run `run_id`'s contribution to the graph, once.
+pub async fn learn_run(store: &dyn GraphStore, run_id: &str, report: &RunReport, params: WeightSettings) -> Result<Learned> {
+    // A run that sent nothing is recorded too: a later run under the same id (a retry) must not
+    // count either.
+    let c = contribution(run_id, report);
+    if store.ingested_keys(std::slice::from_ref(&c.key)).await?.contains(&c.key) {
+        return Ok(Learned::default());
+    }
+    let batch = aggregate(std::slice::from_ref(&c));
+    let sources: Vec<String> = batch.edges.iter().map(|e| e.from.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    if !sources.is_empty() {
+        store.set_weights_dirty(true).await?;
+    }
+    store.apply_contributions(&batch).await?;
+    let mut recomputed = 0;
+    if !sources.is_empty() {
+        recomputed = weights::recompute(store, Some(&sources), params, 1000).await?;
+        store.set_weights_dirty(false).await?;
+    }
+    Ok(Learned {
+        applied: true,
+        calls: c.attempts.len() as u64,
+        successes: c.attempts.iter().filter(|a| a.ok).count() as u64,
+        edges: batch.edges.iter().map(|e| e.n).sum(),
+        weights_recomputed: recomputed as u64,
+    })
+}
