@@ -46,6 +46,15 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
             break;
         }
         let Value::Object(m) = node else { continue };
+        if value.is_none() {
+            // The currency beside the value wins over one found elsewhere.
+            if let Some(found) = m.iter().find(|(k, x)| fields.iter().any(|f| norm(k).contains(f)) && !norm(k).contains("currency") && number(x).is_some()) {
+                value = number(found.1);
+                if let Some(c) = m.iter().find(|(k, x)| norm(k) == "currency" && x.is_string()).or_else(|| m.iter().find(|(k, x)| norm(k).ends_with("currency") && !norm(k).starts_with("base") && x.is_string())) {
+                    currency = c.1.as_str().map(str::to_string);
+                }
+            }
+        }
         for (k, x) in m {
             let nk = norm(k);
             match x {
@@ -54,9 +63,7 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
                 Value::String(s) if label.is_none() && (nk.ends_with("name") || nk.contains("title")) && !nk.contains("currency") && !s.is_empty() && s.len() <= 120 => label = Some(s.clone()),
                 _ => {}
             }
-            if value.is_none() && fields.iter().any(|f| nk.contains(f)) && !nk.contains("currency") {
-                value = number(x);
-            }
+
         }
     }
     value.map(|value| Item { value, currency, label })

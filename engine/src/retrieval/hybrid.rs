@@ -161,6 +161,11 @@ impl Retriever {
         Ok(Retriever { bm25, info, vectors, embedder, collection, settings, usage: std::sync::RwLock::new(usage) })
     }
 
+    /// The configured weight of the usage vectors in hybrid search.
+    pub fn usage_weight(&self) -> f32 {
+        self.settings.usage_weight
+    }
+
     /// APIs with a usage vector.
     pub fn usage_len(&self) -> usize {
         self.usage.read().unwrap_or_else(|p| p.into_inner()).len()
@@ -268,18 +273,31 @@ impl Retriever {
             Method::Dense => dense,
             Method::Hybrid => {
                 let mut fused = weighted(&lexical, &dense, n, self.settings.lexical_weight);
-                if usage_weight > 0.0 && self.usage_len() > 0 {
+                if usage_weight > 0.0 && !vector.is_empty() {
                     // Candidates whose usage vector is near the request gain up to usage_weight ×
-                    // the best fused score (only APIs the filter admits are in `fused`).
-                    let usage = self.vectors.search_ids(USAGE, vector, n, &Conditions::default()).await?;
-                    let best = usage.iter().map(|(_, s)| *s).fold(0.0f32, f32::max);
-                    let top = fused.first().map(|h| h.score).unwrap_or(1.0);
-                    if best > 0.0 {
-                        let by_id: HashMap<&str, f32> = usage.iter().map(|(id, s)| (id.as_str(), s.max(0.0) / best)).collect();
-                        for h in fused.iter_mut() {
-                            h.score += usage_weight * top * by_id.get(h.id.as_str()).copied().unwrap_or(0.0);
+                    // the best fused score (cosine to the usage mean, max-normalized over the
+                    // candidates; computed in memory: the candidates are few).
+                    let usage = self.usage.read().unwrap_or_else(|p| p.into_inner());
+                    if !usage.is_empty() {
+                        let qn = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+                        let sims: Vec<f32> = fused
+                            .iter()
+                            .map(|h| match usage.get(&h.id) {
+                                Some((sum, _)) if sum.len() == vector.len() => {
+                                    let sn = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+                                    (sum.iter().zip(vector).map(|(a, b)| a * b).sum::<f32>() / (sn * qn)).max(0.0)
+                                }
+                                _ => 0.0,
+                            })
+                            .collect();
+                        let best = sims.iter().copied().fold(0.0f32, f32::max);
+                        let top = fused.first().map(|h| h.score).unwrap_or(1.0);
+                        if best > 0.0 {
+                            for (h, s) in fused.iter_mut().zip(sims) {
+                                h.score += usage_weight * top * s / best;
+                            }
+                            fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
                         }
-                        fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
                     }
                 }
                 tool_boost(&mut fused, |id| self.info.get(id).map(|r| r.tool.as_str()), self.settings.tool_boost);

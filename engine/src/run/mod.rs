@@ -365,7 +365,10 @@ impl Engine {
         let pool = self.settings.seeds.max(50);
         for (i, (text, v)) in texts.iter().zip(&vectors).enumerate() {
             let t = Instant::now();
-            let hits = self.retriever.search_with_vector(text, v, pool, &Filter::default(), Method::Hybrid, None).await?;
+            // A subtask's own APIs are what its words ask for (usage vectors left out: they pull
+            // in the APIs of whole chains, which would let one call cover several subtasks).
+            let usage = if i > 0 && !self.settings.retrieve_subtasks { 0.0 } else { self.retriever.usage_weight() };
+            let hits = self.retriever.search_with_usage(text, v, pool, &Filter::default(), Method::Hybrid, None, usage).await?;
             st.stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
             if i > 0 {
                 // What serves this subtask, for the judge's coverage check.

@@ -287,10 +287,11 @@ impl Daemon {
     }
 
     /// The run id of a client's idempotency key: stable across restarts (the graph's ledger
-    /// remembers learned runs by id), scoped to the key's text.
-    fn run_id_for_key(&self, key: &str) -> String {
+    /// remembers learned runs by id), scoped to the caller's API key (one client never sees
+    /// another's run by guessing its idempotency key).
+    fn run_id_for_key(&self, api_key: &str, key: &str) -> String {
         use sha2::Digest;
-        let d = sha2::Sha256::digest(format!("toolgraph-idempotency:{key}").as_bytes());
+        let d = sha2::Sha256::digest(format!("toolgraph-idempotency\u{0}{api_key}\u{0}{key}").as_bytes());
         format!("run_{}", d[..12].iter().map(|b| format!("{b:02x}")).collect::<String>())
     }
 
@@ -533,7 +534,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         None => None,
         Some(v) => {
             let k = v.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic())).ok_or_else(|| ApiError::invalid("Idempotency-Key: 1 to 200 visible ASCII characters"))?;
-            Some(d.run_id_for_key(k))
+            Some(d.run_id_for_key(presented_key(&headers).unwrap_or_default(), k))
         }
     };
     if let Some(id) = &idempotent_id {
