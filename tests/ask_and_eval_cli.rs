@@ -66,7 +66,7 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     let mut c = bin_in(dir.path());
     let out = c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--no-learn"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("status: Answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "), "{text}");
+    assert!(text.contains("status: answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "), "{text}");
 
     // Nothing to learn from yet: a clear message, not a crash.
     let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
@@ -95,11 +95,19 @@ fn eval_chains_reports_every_method_side_by_side() {
     assert_eq!(methods, ["graph", "retrieve-greedy", "dfs-no-graph"]);
     for m in r["methods"].as_array().unwrap() {
         assert_eq!(m["chains"], 16, "{m}");
-        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success"] {
+        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success", "answered_precision", "answered_recall"] {
             let v = m[k].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&v), "{k} = {v}");
         }
+        let outcomes: u64 = ["answered", "partial", "gave_up", "needs_input"].iter().map(|k| m[k].as_u64().unwrap()).sum();
+        assert_eq!(outcomes, 16, "every run has one outcome: {m}");
     }
+    // Seed retrieval, plain hybrid next to hybrid with usage vectors, on the same requests.
+    let seeds = r["seed_recall"].as_array().unwrap();
+    assert_eq!(seeds.len(), 2, "{seeds:?}");
+    assert_eq!((seeds[0]["usage_weight"].as_f64(), seeds[0]["requests"].as_u64()), (Some(0.0), Some(16)));
+    assert!(seeds[1]["usage_weight"].as_f64().unwrap() > 0.0);
+    assert!(seeds.iter().all(|s| (0.0..=1.0).contains(&s["recall_at_5"].as_f64().unwrap())));
     let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
     assert!(md.contains("| graph |") && md.contains("| dfs-no-graph |"), "{md}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("call F1"));

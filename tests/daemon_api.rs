@@ -42,6 +42,16 @@ fn exec_to(sandbox: Option<std::net::SocketAddr>, allow_loopback: bool) -> Execu
     .unwrap()
 }
 
+/// ComplexFuncBench's specs, the training chains and the 20 held-out ones (every 7th of the first 140).
+fn complexfuncbench_split() -> (Vec<toolgraph_ingest::complexfuncbench::Spec>, Vec<Chain>, Vec<Chain>) {
+    let d = data().join("complexfuncbench");
+    let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
+    let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
+    let held_out = |i: usize| i % 7 == 3 && i < 140;
+    let (test, train): (Vec<(usize, Chain)>, Vec<(usize, Chain)>) = chains.into_iter().enumerate().partition(|(i, _)| held_out(*i));
+    (specs, train.into_iter().map(|(_, c)| c).collect(), test.into_iter().map(|(_, c)| c).collect())
+}
+
 /// A daemon on 127.0.0.1:PORT; dropping the sender shuts it down.
 async fn start(backends: Backends, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
     let d = Daemon::new(backends, keys).await.unwrap();
@@ -85,12 +95,8 @@ fn sse_events(text: &str) -> Vec<(String, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
-    let d = data().join("complexfuncbench");
-    let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
-    let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
-    let held_out = |i: usize| i % 7 == 3 && i < 140;
-    let train: Vec<&Chain> = chains.iter().enumerate().filter(|(i, _)| !held_out(*i)).map(|(_, c)| c).collect();
-    let test: Vec<Chain> = chains.iter().enumerate().filter(|(i, _)| held_out(*i)).map(|(_, c)| c.clone()).collect();
+    let (specs, chains, test) = complexfuncbench_split();
+    let train: Vec<&Chain> = chains.iter().collect();
     let dir = tempfile::tempdir().unwrap();
     let emb = embedder();
     let mut s = settings();
@@ -439,12 +445,8 @@ fn expected_of(run: &Value, calls: &mut std::collections::BTreeMap<String, (u64,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored() {
-    let d = data().join("complexfuncbench");
-    let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
-    let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
-    let held_out = |i: usize| i % 7 == 3 && i < 140;
-    let train: Vec<&Chain> = chains.iter().enumerate().filter(|(i, _)| !held_out(*i)).map(|(_, c)| c).collect();
-    let test: Vec<Chain> = chains.iter().enumerate().filter(|(i, _)| held_out(*i)).map(|(_, c)| c.clone()).collect();
+    let (specs, chains, test) = complexfuncbench_split();
+    let train: Vec<&Chain> = chains.iter().collect();
     assert_eq!(test.len(), 20);
     let dir = tempfile::tempdir().unwrap();
     let emb = embedder();

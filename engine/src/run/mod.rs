@@ -395,7 +395,11 @@ impl Engine {
         }
 
         // The best judged path so far: grade, context, arguments as sent.
-        type Best = (f64, Context, HashMap<String, Map<String, Value>>);
+        // Paths rank by (fewer steps with unusable responses, then grade): an answer is built from
+        // usable responses only.
+        type Best = ((usize, f64), Context, HashMap<String, Map<String, Value>>);
+        let rank = |ctx: &Context, grade: f64| (ctx.path.iter().filter(|s| crate::plan::deterministic::bad_response(&s.response).is_some()).count(), grade);
+        let better = |a: (usize, f64), b: (usize, f64)| a.0 < b.0 || (a.0 == b.0 && a.1 > b.1);
         let mut best: Option<Best> = None;
         let mut round = 0;
         let ended = loop {
@@ -408,8 +412,9 @@ impl Engine {
             if j.pass {
                 break ended;
             }
-            if best.as_ref().is_none_or(|b| j.grade > b.0) {
-                best = Some((j.grade, st.ctx.clone(), st.sent.clone()));
+            let r = rank(&st.ctx, j.grade);
+            if best.as_ref().is_none_or(|b| better(r, b.0)) {
+                best = Some((r, st.ctx.clone(), st.sent.clone()));
             }
             round += 1;
             st.stats.reflections += 1;
@@ -464,9 +469,9 @@ impl Engine {
             }
         };
         // A failed reflection keeps the best path seen.
-        if let Some((grade, ctx, sent)) = best {
-            let now = judge_path(&st.ctx).grade;
-            if st.ctx.path.is_empty() || grade > now {
+        if let Some((seen, ctx, sent)) = best {
+            let now = rank(&st.ctx, judge_path(&st.ctx).grade);
+            if st.ctx.path.is_empty() || better(seen, now) {
                 let trace = std::mem::take(&mut st.ctx.dead_ends);
                 st.ctx = ctx;
                 st.ctx.dead_ends.extend(trace);
