@@ -48,8 +48,12 @@ fn complexfuncbench_split() -> (Vec<toolgraph_ingest::complexfuncbench::Spec>, V
     let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
     let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
     let held_out = |i: usize| i % 7 == 3 && i < 140;
-    let (test, train): (Vec<(usize, Chain)>, Vec<(usize, Chain)>) = chains.into_iter().enumerate().partition(|(i, _)| held_out(*i));
-    (specs, train.into_iter().map(|(_, c)| c).collect(), test.into_iter().map(|(_, c)| c).collect())
+    let mut train = Vec::new();
+    let mut test = Vec::new();
+    for (i, c) in chains.into_iter().enumerate() {
+        if held_out(i) { test.push(c) } else { train.push(c) }
+    }
+    (specs, train, test)
 }
 
 /// A daemon on 127.0.0.1:PORT; dropping the sender shuts it down.
