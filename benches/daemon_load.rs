@@ -67,7 +67,7 @@ fn main() {
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{sb_addr}/"))], allow_private: vec!["127.0.0.1/32".into()], timeout_ms: 300, retries: 2, backoff_ms: 10, max_retry_after_ms: 50, ..ExecSettings::default() }).unwrap();
         // Learning off so every level sees the same graph and memory.
         let run = RunSettings { learn: false, remember: false, ..RunSettings::default() };
-        let backends = Backends { store, vectors, embedder: emb, memory, executor: exec, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None };
+        let backends = Backends { store, vectors, embedder: emb, memory, executor: exec, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
         let daemon = Daemon::new(backends, ApiKeys::default()).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());

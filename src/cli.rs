@@ -84,9 +84,12 @@ struct AskArgs {
     request: String,
     #[command(flatten)]
     planner: PlannerArgs,
-    /// graph, dfs-no-graph or retrieve-greedy (default: run.mode of the config, graph).
-    #[arg(long, value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
+    /// graph, plan, dfs-no-graph or retrieve-greedy (default: run.mode of the config, graph).
+    #[arg(long, value_parser = ["graph", "plan", "dfs-no-graph", "retrieve-greedy"])]
     mode: Option<String>,
+    /// Target-first: call the API that answers first, complete its inputs backwards.
+    #[arg(long)]
+    backward: bool,
     /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
     #[arg(long = "rewrite", value_name = "FROM=TO")]
     rewrites: Vec<String>,
@@ -107,11 +110,16 @@ struct PlannerArgs {
     /// Who decides: the deterministic planner (default) or an OpenAI-compatible LLM.
     #[arg(long, default_value = "deterministic", value_parser = ["deterministic", "llm"])]
     planner: String,
-    /// OpenAI-compatible base URL for --planner llm (key from TOOLGRAPH_LLM_API_KEY(_FILE)).
-    #[arg(long, env = "TOOLGRAPH_LLM_URL", default_value = "http://127.0.0.1:8080/v1")]
-    llm_url: String,
-    #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local")]
-    llm_model: String,
+    /// For --planner llm: a model configured under [llm.models.NAME] (default: llm.default).
+    #[arg(long, value_name = "NAME")]
+    llm_model: Option<String>,
+    /// For --planner llm: an OpenAI-compatible base URL used instead of the configured models
+    /// (key from TOOLGRAPH_LLM_API_KEY or TOOLGRAPH_LLM_API_KEY_FILE).
+    #[arg(long, env = "TOOLGRAPH_LLM_URL", value_name = "URL")]
+    llm_url: Option<String>,
+    /// With --llm-url: the model name the endpoint expects.
+    #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local", value_name = "MODEL")]
+    llm_endpoint_model: String,
 }
 
 #[derive(Args)]
@@ -185,9 +193,12 @@ enum EvalCmd {
         /// At most this many test chains per fold.
         #[arg(long)]
         limit: Option<usize>,
-        /// Methods to compare.
-        #[arg(long, num_args = 1.., default_values = ["graph", "retrieve-greedy", "dfs-no-graph"], value_parser = ["graph", "dfs-no-graph", "retrieve-greedy"])]
+        /// Methods to compare (graph-backward: the graph search, target first; plan: one plan
+        /// from the solution library, falling back to the search).
+        #[arg(long, num_args = 1.., default_values = ["graph", "plan", "retrieve-greedy", "dfs-no-graph"], value_parser = ["graph", "graph-backward", "plan", "dfs-no-graph", "retrieve-greedy"])]
         methods: Vec<String>,
+        #[command(flatten)]
+        planner: PlannerArgs,
         /// Turn long-term memory off for the graph method.
         #[arg(long)]
         no_memory: bool,
@@ -440,8 +451,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, no_memory, subtask_retrieval }) => {
+        Command::Eval(EvalCmd::Chains { train, test, spec, report, folds, limit, methods, planner, no_memory, subtask_retrieval }) => {
             let s = load_settings(&cli)?;
+            let chosen = if planner.planner == "llm" { Some(models_of(&s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
             let embedder = load_embedder(&s).await?;
             let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
             if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
@@ -452,7 +464,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 test: test.clone(),
                 spec: spec.clone(),
                 folds: *folds,
-                methods: methods.iter().map(|m| mode_of(m)).collect(),
+                methods: methods.iter().map(|m| toolgraph_ingest::eval_chains::EvalMethod { name: m.clone(), mode: mode_of(m), backward: m == "graph-backward" }).collect(),
+                planner: chosen,
                 limit: *limit,
                 run: toolgraph_engine::run::RunSettings { use_memory: s.run.use_memory && !no_memory, retrieve_subtasks: s.run.retrieve_subtasks || *subtask_retrieval, ..s.run.clone() },
                 cache,
@@ -489,6 +502,7 @@ fn mode_of(m: &str) -> toolgraph_engine::run::Mode {
     match m {
         "dfs-no-graph" => toolgraph_engine::run::Mode::DfsNoGraph,
         "retrieve-greedy" => toolgraph_engine::run::Mode::RetrieveGreedy,
+        "plan" => toolgraph_engine::run::Mode::Plan,
         _ => toolgraph_engine::run::Mode::Graph,
     }
 }
@@ -521,9 +535,11 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
-    let planner = planner_of(&args.planner)?;
+    let categories: Vec<String> = snapshot.categories.values().map(|c| c.name.clone()).collect();
+    let planner = planner_of(&s, &args.planner, &categories)?;
     let run_settings = toolgraph_engine::run::RunSettings {
         mode: args.mode.as_deref().map(mode_of).unwrap_or(s.run.mode),
+        backward: s.run.backward || args.backward,
         learn: s.run.learn && !args.no_learn,
         remember: s.run.remember && !args.no_learn,
         ..s.run.clone()
@@ -586,13 +602,22 @@ fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> toolgraph_eng
     e
 }
 
-fn planner_of(args: &PlannerArgs) -> Result<Arc<dyn toolgraph_engine::plan::Planner>> {
-    Ok(if args.planner == "llm" {
-        let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
-        Arc::new(toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: args.llm_url.clone(), model: args.llm_model.clone(), ..Default::default() }, key)?)
-    } else {
-        Arc::new(toolgraph_engine::plan::deterministic::DeterministicPlanner::default())
+/// The models a command may use: the configured ones, or the one `--llm-url` names.
+fn models_of(s: &Settings, args: &PlannerArgs, categories: &[String]) -> Result<toolgraph_engine::plan::models::Models> {
+    use toolgraph_engine::plan::llm::{LlmPlanner, LlmSettings};
+    Ok(match &args.llm_url {
+        Some(url) => {
+            let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
+            let name = args.llm_model.clone().unwrap_or_else(|| "cli".into());
+            let p = LlmPlanner::new(LlmSettings { name: name.clone(), base_url: url.clone(), model: args.llm_endpoint_model.clone(), ..Default::default() }, key)?.with_categories(categories.to_vec());
+            toolgraph_engine::plan::models::Models::single(&name, p)
+        }
+        None => toolgraph_engine::plan::models::Models::from_config(&s.llm, categories)?,
     })
+}
+
+fn planner_of(s: &Settings, args: &PlannerArgs, categories: &[String]) -> Result<Arc<dyn toolgraph_engine::plan::Planner>> {
+    models_of(s, args, categories)?.planner(&args.planner, if args.planner == "llm" { args.llm_model.as_deref().filter(|_| args.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))
 }
 
 async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
@@ -617,8 +642,10 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let executor = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
-    let planner = planner_of(&args.planner)?;
-    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache };
+    let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
+    let models = Arc::new(models_of(&s, &args.planner, &categories)?);
+    let planner = models.planner(&args.planner.planner, if args.planner.planner == "llm" { args.planner.llm_model.as_deref().filter(|_| args.planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
+    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache, models: Some(models) };
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
     let b = &backends;
     toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;

@@ -92,7 +92,14 @@ fn eval_chains_reports_every_method_side_by_side() {
     let r = read_json(&report);
     assert_eq!(r["folds"], 2);
     let methods: Vec<&str> = r["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();
-    assert_eq!(methods, ["graph", "retrieve-greedy", "dfs-no-graph"]);
+    assert_eq!(methods, ["graph", "plan", "retrieve-greedy", "dfs-no-graph"]);
+    // Plan mode decides the plan at once: fewer planner decisions than the step-by-step search,
+    // and every plan-mode run says whether (and where) its plan handed over to the search.
+    let calls = |i: usize| r["methods"][i]["planner_calls_mean"].as_f64().unwrap();
+    assert!(calls(1) < calls(0), "plan {} vs graph {}", calls(1), calls(0));
+    let plan_runs: Vec<&serde_json::Value> = r["details"].as_array().unwrap().iter().filter(|d| d["method"] == "plan").collect();
+    assert_eq!(plan_runs.len(), 16);
+    assert!(plan_runs.iter().all(|d| d["recall"].as_array().is_some_and(|a| a[1] == true) || !d["plan"].as_array().unwrap().is_empty() || d["plan_fallback"].is_string()), "{plan_runs:?}");
     for m in r["methods"].as_array().unwrap() {
         assert_eq!(m["chains"], 16, "{m}");
         for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success", "answered_precision", "answered_recall"] {

@@ -111,7 +111,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (recs, _) = recordings(&test, &specs);
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None };
+    let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
     let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 
@@ -121,7 +121,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     assert_eq!(ready["status"], "ready");
     assert!(ready["apis"].as_u64().unwrap() > 10 && ready["indexed"].as_u64().unwrap() > 10, "{ready}");
     let doc: Value = http.get(format!("{url}/openapi.json")).send().await.unwrap().json().await.unwrap();
-    for p in ["/v1/orchestrate", "/v1/runs/{id}", "/v1/tools", "/v1/tools/search", "/v1/tools/import-openapi", "/v1/graph/cypher", "/readyz", "/metrics"] {
+    for p in ["/v1/orchestrate", "/v1/models", "/v1/runs/{id}", "/v1/tools", "/v1/tools/search", "/v1/tools/import-openapi", "/v1/graph/cypher", "/readyz", "/metrics"] {
         assert!(doc["paths"].get(p).is_some(), "{p} documented");
     }
 
@@ -163,6 +163,18 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     assert_eq!(ses["turns"].as_array().unwrap().len(), 3, "{ses}");
     assert_eq!(ses["given"]["currency_code"], "USD");
     error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "session_id": "ses_unknown"})).send().await.unwrap(), 404, "not_found").await;
+    // Per request: the mode and the planner; the configured models, never a key.
+    let planned: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request, "mode": "plan", "planner": "deterministic"})).send().await.unwrap().json().await.unwrap();
+    assert_eq!(planned["stats"]["planned"], json!(true), "{planned}");
+    assert!(planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(), "{planned}");
+    let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(), 400, "invalid_request").await;
+    assert!(e["message"].as_str().unwrap().contains("`mode`"), "{e}");
+    let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"})).send().await.unwrap(), 400, "invalid_request").await;
+    assert!(e["message"].as_str().unwrap().contains("configured: local"), "{e}");
+    let models: Value = http.get(format!("{url}/v1/models")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(models["default"], "local", "{models}");
+    assert_eq!(models["models"][0]["name"], "local");
+    assert!(models["models"][0]["key_set"].is_boolean() && models["models"][0].get("api_key").is_none(), "{models}");
     let created: Value = http.post(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
     let sid = created["session_id"].as_str().unwrap();
     assert_eq!(http.delete(format!("{url}/v1/sessions/{sid}")).send().await.unwrap().status(), 204);
@@ -254,7 +266,7 @@ async fn empty_backends(dir: &std::path::Path, emb: Arc<dyn Embedder>, executor:
     toolgraph_engine::retrieval::index::index_graph(store.as_ref(), vectors.as_ref(), emb.as_ref(), None, 64, false, |_, _| {}).await.unwrap();
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), emb.dim()).await.unwrap());
     let run = RunSettings { learn: false, ..RunSettings::default() };
-    Backends { store, vectors, embedder: emb, memory, executor, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None }
+    Backends { store, vectors, embedder: emb, memory, executor, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,7 +474,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let sb = Sandbox::new(Library::new(recs), Faults::default());
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: true, remember: false, ..RunSettings::default() };
-    let backends = Backends { store: store.clone(), vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None };
+    let backends = Backends { store: store.clone(), vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
     let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 

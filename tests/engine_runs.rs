@@ -28,12 +28,18 @@ struct World {
     engine_parts: (Arc<toolgraph_schema::GraphSnapshot>, Arc<dyn toolgraph_engine::GraphStore>, Arc<toolgraph_engine::retrieval::hybrid::Retriever>, Arc<toolgraph_engine::run::memory::Memory>),
     test: Vec<Chain>,
     specs: Vec<Spec>,
-    // Last: the stores above must close before their folder goes.
-    _dir: tempfile::TempDir,
+}
+
+/// One learned world for every test of this file (learning embeds ~600 requests; the tests only
+/// read it: none learns or remembers), in a folder under cargo's target tmp dir.
+static WORLD: tokio::sync::OnceCell<World> = tokio::sync::OnceCell::const_new();
+
+async fn world() -> &'static World {
+    WORLD.get_or_init(learn_world).await
 }
 
 /// Learn from every chain but the held-out ones (every 7th of the first 140).
-async fn world() -> World {
+async fn learn_world() -> World {
     let d = data().join("complexfuncbench");
     let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
     let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
@@ -42,11 +48,19 @@ async fn world() -> World {
     let test: Vec<usize> = (0..chains.len()).filter(|i| held_out(*i)).collect();
     let s = settings();
     let embedder: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"));
-    let dir = tempfile::tempdir().unwrap();
-    let toolgraph_ingest::eval_chains::Learned { store, retriever, memory, .. } = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
+    // Worlds of earlier runs of this file go first (a static is never dropped).
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("engine_runs_world_") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let dir = tmp.join(format!("engine_runs_world_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let toolgraph_ingest::eval_chains::Learned { store, retriever, memory, .. } = learn(&dir, &train, &specs, &s, embedder, None).await.unwrap();
     let snapshot = Arc::new(store.snapshot().await.unwrap());
     let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
-    World { _dir: dir, engine_parts: (snapshot, store, retriever, memory), test, specs }
+    World { engine_parts: (snapshot, store, retriever, memory), test, specs }
 }
 
 async fn engine(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
@@ -75,7 +89,7 @@ fn quick_exec() -> ExecSettings {
 async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     let w = world().await;
     let no_memory = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, _) = engine(&w, Faults::default(), quick_exec(), no_memory).await;
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), no_memory).await;
     // Held-out chain 3: rent a car at an airport, compare two pick-up days.
     let gold = gold_of(&w.test[0]).unwrap();
     assert!(gold.request.contains("rent a car"), "{}", gold.request);
@@ -104,7 +118,7 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
 
     // With long-term memory, the same family is replayed with zero planner decisions.
     let with_memory = RunSettings { learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, _) = engine(&w, Faults::default(), quick_exec(), with_memory).await;
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), with_memory).await;
     let r2 = e.run(&gold.request, Map::new(), None).await.unwrap();
     assert!(r2.stats.recalled, "{:#?}", r2.trace.first());
     assert_eq!(r2.stats.planner_calls, 0);
@@ -124,7 +138,7 @@ async fn faults_end_in_a_clear_trace_never_a_hang() {
         ("garbage", Faults { garbage_rate: 1.0, ..Faults::default() }),
         ("timeout", Faults { timeout_rate: 1.0, hang_ms: 2_000, ..Faults::default() }),
     ] {
-        let (e, stop, sb) = engine(&w, faults, quick_exec(), run.clone()).await;
+        let (e, stop, sb) = engine(w, faults, quick_exec(), run.clone()).await;
         let started = std::time::Instant::now();
         let r = tokio::time::timeout(std::time::Duration::from_secs(30), e.run(&gold.request, Map::new(), None)).await.expect("no hang").unwrap();
         assert_eq!(r.status, Status::GaveUp, "{name}: {r:#?}");
@@ -139,7 +153,7 @@ async fn faults_end_in_a_clear_trace_never_a_hang() {
         let _ = stop.send(());
     }
     // Some faults: retries and backtracking still reach the gold chain.
-    let (e, stop, sb) = engine(&w, Faults { server_error_rate: 0.2, throttle_rate: 0.1, garbage_rate: 0.1, seed: 11, ..Faults::default() }, quick_exec(), run.clone()).await;
+    let (e, stop, sb) = engine(w, Faults { server_error_rate: 0.2, throttle_rate: 0.1, garbage_rate: 0.1, seed: 11, ..Faults::default() }, quick_exec(), run.clone()).await;
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(r.chain.len(), 3);
@@ -151,7 +165,7 @@ async fn faults_end_in_a_clear_trace_never_a_hang() {
 async fn a_missing_argument_asks_the_user_and_the_answer_resumes() {
     let w = world().await;
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, _) = engine(&w, Faults::default(), quick_exec(), run).await;
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
     // No place is named: Search_Car_Location's `query` cannot come from the request or any API.
     let r = e.run("I want to rent a car tomorrow at 8 AM for a day and compare prices.", Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::NeedsInput, "{:#?}", r.trace);
@@ -175,7 +189,7 @@ async fn graph_search_beats_both_baselines_on_held_out_chains() {
     let mut scores = Vec::new();
     for mode in [Mode::Graph, Mode::RetrieveGreedy, Mode::DfsNoGraph] {
         let run = RunSettings { mode, use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-        let (e, stop, _) = engine(&w, Faults::default(), quick_exec(), run).await;
+        let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
         let (mut hit, mut pred, mut gold_n) = (0usize, 0usize, 0usize);
         for c in &w.test {
             let gold = gold_of(c).unwrap();
@@ -207,7 +221,7 @@ async fn an_empty_step_is_judged_bad_and_reflection_resumes_before_it() {
     empty.response = json!([]);
     let emptied = empty.arguments.clone();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, _) = engine_with(&w, Faults::default(), quick_exec(), run, vec![empty]).await;
+    let (e, stop, _) = engine_with(w, Faults::default(), quick_exec(), run, vec![empty]).await;
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
     let reflect = r.trace.iter().find_map(|t| match t { TraceEvent::Reflect { mode, resume_at, reason, .. } => Some((mode.clone(), *resume_at, reason.clone())), _ => None });
     let (mode, at, reason) = reflect.unwrap_or_else(|| panic!("no reflection: {:#?}", r.trace));
@@ -226,7 +240,7 @@ async fn a_run_that_stops_after_a_correct_prefix_is_partial_not_answered() {
     let w = world().await;
     let gold = gold_of(&w.test[0]).unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, sb) = engine(&w, Faults::default(), quick_exec(), run).await;
+    let (e, stop, sb) = engine(w, Faults::default(), quick_exec(), run).await;
     // The rental search is down: the location lookup works, the rest of the request cannot be done.
     let rentals = w.engine_parts.0.apis.values().find(|a| a.name == "Search_Car_Rentals").unwrap();
     sb.set_outage(&format!("/{}", rentals.url.trim_start_matches("https://")), true);

@@ -112,16 +112,22 @@ async fn twice_invalid_falls_back_to_the_deterministic_planner() {
 
 #[tokio::test]
 async fn arguments_are_checked_against_the_schema() {
-    let (url, script) = mock_openai_server(vec![(200, json!({"city": "Rome"})), (200, json!({"query": "Rome", "adults": 2}))]).await;
+    let (url, script) = mock_openai_server(vec![
+        (200, json!({"arguments": {"city": "Rome"}, "from_api": [], "ask_user": []})),
+        (200, json!({"arguments": {"query": "Rome", "adults": 2}, "from_api": [], "ask_user": []})),
+    ])
+    .await;
     let p = planner(&url);
-    let f = p.fill(&ctx(), &api("Search_Hotel_Destination")).await.unwrap();
+    let f = p.fill(&ctx(), &api("Search_Hotel_Destination"), &[]).await.unwrap();
     assert_eq!(f.arguments["query"], json!("Rome"));
     assert_eq!(f.arguments["adults"], json!(2));
     assert_eq!(p.usage().rejected, 1);
     let s = script.lock().unwrap();
     let schema = &s.requests[0].0["response_format"]["json_schema"]["schema"];
-    assert_eq!(schema["required"], json!(["query"]));
-    assert_eq!(schema["properties"]["adults"]["type"], json!(["number", "string"]));
+    assert_eq!(schema["required"], json!(["arguments", "from_api", "ask_user"]));
+    assert_eq!(schema["properties"]["arguments"]["properties"]["adults"]["type"], json!(["number", "string"]));
+    let retry = s.requests[1].0["messages"][1]["content"].as_str().unwrap();
+    assert!(retry.contains("`city` is not a parameter") && retry.contains("required `query` has no value"), "{retry}");
 }
 
 #[tokio::test]
@@ -149,7 +155,7 @@ async fn real_server_protocol_when_configured() {
     if let Decision::Call { index, .. } = d {
         assert!(index < 2);
     }
-    let f = p.fill(&c, &api("Search_Hotel_Destination")).await.unwrap();
+    let f = p.fill(&c, &api("Search_Hotel_Destination"), &[]).await.unwrap();
     assert!(f.arguments.contains_key("query"), "{f:?}");
     let u = p.usage();
     assert!(u.calls >= 2 && u.prompt_tokens > 0 && u.completion_tokens > 0, "{u:?}");

@@ -64,6 +64,7 @@ mod tests {
         assert_eq!(s.run, toolgraph_schema::RunSettings::default());
         assert_eq!(s.exec, toolgraph_schema::ExecSettings::default());
         assert_eq!(s.server, toolgraph_schema::ServerSettings::default());
+        assert_eq!(s.llm, toolgraph_schema::LlmConfig::default());
     }
 
     #[test]
@@ -74,6 +75,10 @@ mod tests {
         assert_eq!(s.store.neo4j_database, "neo4j");
         assert_eq!(s.vectors.uri, "qdrant:http://127.0.0.1:6334");
         assert!(crate::store::open_vectors(&s.vectors).is_ok(), "the example's vector store URI is one the opener accepts");
+        // Its models build (keys absent: none is needed to list them) and keep the default.
+        assert_eq!(s.llm.models["openai"].top_p, Some(1.0));
+        let models = crate::plan::models::Models::from_config(&s.llm, &[]).unwrap();
+        assert_eq!((models.default_name(), models.names()), ("local", vec!["local".to_string(), "openai".to_string()]));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 use serde_json::json;
 use std::sync::Arc;
-use toolgraph_engine::plan::llm::{render_choose, render_fill, render_judge};
+use toolgraph_engine::plan::llm::{render, render_choose, render_fill, render_judge, render_plan, DECOMPOSE};
+use toolgraph_engine::plan::program::SolutionView;
 use toolgraph_engine::plan::values::RequestValues;
-use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Source, Step};
+use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Offer, Source, Step};
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
@@ -46,7 +47,26 @@ fn choose_prompt() {
 #[test]
 fn fill_prompt() {
     let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd"), p("currency_code", "string", false, "")]);
-    insta::assert_snapshot!(render_fill(&context(), &rent));
+    let mut loc = (*api("Search_Car_Location", vec![p("query", "string", true, "a place")])).clone();
+    loc.output_fields = vec!["coordinates.latitude".into(), "coordinates.longitude".into(), "name".into()];
+    let offers = vec![Offer { param: "pick_up_latitude".into(), providers: vec![Arc::new(loc)] }];
+    insta::assert_snapshot!(render_fill(&context(), &rent, &offers));
+}
+
+#[test]
+fn decompose_prompt() {
+    insta::assert_snapshot!(render(DECOMPOSE, &[("request", &context().request), ("categories", "Travel, Data")]));
+}
+
+#[test]
+fn plan_prompt() {
+    let mut loc = (*api("Search_Car_Location", vec![p("query", "string", true, "a place")])).clone();
+    loc.output_fields = vec!["coordinates.latitude".into(), "coordinates.longitude".into()];
+    let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd")]);
+    let solutions = vec![SolutionView { index: 3, score: 1.2, apis: vec![Arc::new(loc), rent] }];
+    let mut ctx = context();
+    ctx.path.clear();
+    insta::assert_snapshot!(render_plan(&ctx, &solutions));
 }
 
 #[test]

@@ -33,12 +33,28 @@ use toolgraph_server::sandbox::{self, normalize, Faults, Library, Recording, San
 /// The category ComplexFuncBench APIs are filed under.
 pub const CATEGORY: &str = "Travel";
 
+/// A method compared: a search mode, target-first or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalMethod {
+    pub name: String,
+    pub mode: Mode,
+    pub backward: bool,
+}
+
+impl EvalMethod {
+    pub fn of(mode: Mode) -> Self {
+        EvalMethod { name: mode.name().to_string(), mode, backward: false }
+    }
+}
+
 pub struct ChainEvalOptions {
     pub train: PathBuf,
     pub test: Option<PathBuf>,
     pub spec: PathBuf,
     pub folds: usize,
-    pub methods: Vec<Mode>,
+    pub methods: Vec<EvalMethod>,
+    /// Who decides (the deterministic planner when `None`), e.g. a configured LLM.
+    pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
     /// Evaluate at most this many test chains per fold (all when `None`).
     pub limit: Option<usize>,
     pub run: RunSettings,
@@ -71,6 +87,12 @@ pub struct MethodScores {
     pub recalled: usize,
     pub planner_calls_mean: f64,
     pub planner_calls_p50: f64,
+    /// Completions asked of an LLM per request (0 with the deterministic planner).
+    #[serde(default)]
+    pub llm_calls_mean: f64,
+    /// Plan mode: runs whose plan passed without falling back to the search.
+    #[serde(default)]
+    pub plans_completed: usize,
     pub engine_ms_p50: f64,
     pub engine_ms_p99: f64,
     pub embed_ms_p50: f64,
@@ -97,6 +119,12 @@ pub struct ChainDetail {
     pub success: bool,
     /// What the judge found not covered.
     pub missing: String,
+    /// Plan mode: where and why the plan handed over to the search (`None`: it did not, or no plan mode).
+    #[serde(default)]
+    pub plan_fallback: Option<String>,
+    /// Plan mode: the plan's APIs.
+    #[serde(default)]
+    pub plan: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -256,6 +284,8 @@ struct Tally {
     needs_input: usize,
     gave_up: usize,
     recalled: usize,
+    plans_completed: usize,
+    llm_calls: Vec<f64>,
     planner_calls: Vec<f64>,
     engine_ms: Vec<f64>,
     embed_ms: Vec<f64>,
@@ -322,6 +352,10 @@ impl Tally {
             self.recalled += 1;
         }
         self.planner_calls.push(run.stats.planner_calls as f64);
+        self.llm_calls.push(run.stats.llm.values().map(|u| u.calls as f64).sum::<f64>() + 0.0);
+        if run.stats.planned && run.stats.plan_fallback_at.is_none() {
+            self.plans_completed += 1;
+        }
         self.engine_ms.push(run.stats.engine_ms);
         self.embed_ms.push(run.stats.embed_ms);
         self.retrieve_ms.push(run.stats.retrieve_ms);
@@ -359,6 +393,8 @@ impl Tally {
             recalled: self.recalled,
             planner_calls_mean: mean(&self.planner_calls),
             planner_calls_p50: quantile(&self.planner_calls, 0.5),
+            llm_calls_mean: mean(&self.llm_calls),
+            plans_completed: self.plans_completed,
             engine_ms_p50: quantile(&self.engine_ms, 0.5),
             engine_ms_p99: quantile(&self.engine_ms, 0.99),
             embed_ms_p50: quantile(&self.embed_ms, 0.5),
@@ -511,15 +547,16 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| crate::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
-        for (mi, mode) in opts.methods.iter().enumerate() {
-            let run_settings = RunSettings { mode: *mode, use_memory: *mode == Mode::Graph && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
+        for (mi, method) in opts.methods.iter().enumerate() {
+            let mode = &method.mode;
+            let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
             let engine = Engine::new(EngineParts {
                 graph: snapshot.clone(),
                 store: Some(store.clone()),
                 retriever: retriever.clone(),
                 memory: Some(memory.clone()),
                 executor: exec.clone(),
-                planner: Arc::new(DeterministicPlanner::default()),
+                planner: opts.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default())),
                 settings: run_settings,
                 weights: settings.weights,
                 health: None,
@@ -534,7 +571,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                 };
                 let r = engine.run(&gold.request, Map::new(), None).await?;
                 tallies[mi].add(&gold, &r);
-                report.details.push(detail(mode.name(), &gold, &r));
+                report.details.push(detail(&method.name, &gold, &r));
                 done += 1;
                 progress(done, total);
             }
@@ -548,7 +585,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
             SeedRecall { retrieval, usage_weight, requests: n, recall_at_3: s[0] / d, recall_at_5: s[1] / d, recall_at_10: s[2] / d }
         })
         .collect();
-    report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(m.name())).collect();
+    report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(&m.name)).collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -576,19 +613,27 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         first_failure,
         success: succeeded(gold, r),
         missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage)).unwrap_or_default(),
+        plan: r.trace.iter().find_map(|t| match t {
+            TraceEvent::Plan { steps, .. } => Some(steps.iter().map(|s| s.rsplit('/').next().unwrap_or(s).to_string()).collect()),
+            _ => None,
+        }).unwrap_or_default(),
+        plan_fallback: r.trace.iter().find_map(|t| match t {
+            TraceEvent::PlanFailed { step, reason } => Some(format!("step {step}: {reason}")),
+            _ => None,
+        }),
     }
 }
 
 /// The report as a markdown table.
 pub fn markdown(r: &ChainReport) -> String {
     let mut s = format!(
-        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.train_chains, r.test_chains, r.folds
     );
     for m in &r.methods {
         s.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
-            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.1} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.llm_calls_mean, m.plans_completed, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
         ));
     }
     if !r.seed_recall.is_empty() {

@@ -19,6 +19,64 @@ pub struct Settings {
     pub server: ServerSettings,
     #[serde(default)]
     pub health: HealthSettings,
+    #[serde(default)]
+    pub llm: LlmConfig,
+}
+
+/// The LLMs a deployment can use (`[llm]`, `[llm.models.NAME]`): any OpenAI-compatible endpoint.
+/// Requests pick one by name (`model`), else `default`. Keys never live here: each model names
+/// the environment variable or the file its key is read from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LlmConfig {
+    pub default: String,
+    /// Named models (names are lower-case: config keys are case-insensitive).
+    pub models: std::collections::BTreeMap<String, ModelSettings>,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        let mut models = std::collections::BTreeMap::new();
+        models.insert("local".to_string(), ModelSettings::default());
+        LlmConfig { default: "local".into(), models }
+    }
+}
+
+/// One OpenAI-compatible model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelSettings {
+    /// Base URL, e.g. `http://127.0.0.1:8080/v1` or `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The model name the endpoint expects.
+    pub model: String,
+    /// Environment variable holding the API key (empty: none).
+    pub api_key_env: String,
+    /// File holding the API key (read when the variable is unset; empty: none).
+    pub api_key_file: String,
+    pub temperature: f64,
+    /// Nucleus sampling; unset: the endpoint's default.
+    pub top_p: Option<f64>,
+    pub max_tokens: u32,
+    pub timeout_ms: u64,
+    /// Retries after the first attempt for transient failures.
+    pub retries: u32,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        ModelSettings {
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "local".into(),
+            api_key_env: "TOOLGRAPH_LLM_API_KEY".into(),
+            api_key_file: String::new(),
+            temperature: 0.0,
+            top_p: None,
+            max_tokens: 512,
+            timeout_ms: 60_000,
+            retries: 2,
+        }
+    }
 }
 
 /// When an API that keeps failing leaves search, and how it comes back.
@@ -237,6 +295,9 @@ pub enum Mode {
     DfsNoGraph,
     /// Top-k retrieval then greedy calls, no graph, no backtracking (ReAct-like).
     RetrieveGreedy,
+    /// A whole plan at once from the solution library (SoAy), executed; a failing step falls
+    /// back to the graph search from that step.
+    Plan,
 }
 
 impl Mode {
@@ -245,6 +306,7 @@ impl Mode {
             Mode::Graph => "graph",
             Mode::DfsNoGraph => "dfs-no-graph",
             Mode::RetrieveGreedy => "retrieve-greedy",
+            Mode::Plan => "plan",
         }
     }
 }
@@ -281,6 +343,18 @@ pub struct RunSettings {
     pub learn: bool,
     /// Observations longer than this are compressed for the planner.
     pub observation_chars: usize,
+    /// Reverse Chain: how deep provider calls may nest to fill missing arguments.
+    pub reverse_depth: usize,
+    /// Target-first planning: call the API that produces what the request asks for first and
+    /// complete its arguments backwards (Reverse Chain), then search on.
+    pub backward: bool,
+    /// Search each subtask of a decomposed request on its own (its own seeds, its own search), the
+    /// path shared so later subtasks can use earlier outputs.
+    pub per_subtask: bool,
+    /// Plan mode: solutions have at most this many APIs.
+    pub plan_max_steps: usize,
+    /// Plan mode: how many solutions are offered to the planner.
+    pub plan_solutions: usize,
 }
 
 impl Default for RunSettings {
@@ -303,6 +377,11 @@ impl Default for RunSettings {
             remember: true,
             learn: true,
             observation_chars: 1024,
+            reverse_depth: 3,
+            backward: false,
+            per_subtask: true,
+            plan_max_steps: 4,
+            plan_solutions: 5,
         }
     }
 }

@@ -101,7 +101,7 @@ const COUNTED: &[&str] = &["adult", "child", "children", "kid", "room", "guest",
 const COMPARE: &[&str] = &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
 
 /// The last API must have ended at least this share of the chains through it.
-const MIN_END_WEIGHT: f64 = 0.05;
+pub const MIN_END_WEIGHT: f64 = 0.05;
 
 /// Strings and numbers a response or argument holds (lower-cased), bounded.
 fn scalars(v: &Value, out: &mut Vec<String>, budget: &mut usize) {

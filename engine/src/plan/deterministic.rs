@@ -286,6 +286,13 @@ fn empty_response(v: &Value) -> bool {
 
 /// Requirements of the request no call covers yet that more calls could cover (names are left
 /// out: a name the request mentions in passing is no reason to go on calling).
+/// Whether a call made in subtask `i`'s search used one of the APIs retrieval found for it, and
+/// one observed chains end with (a location lookup alone does not serve "rent a car").
+fn subtask_served(ctx: &Context, i: usize) -> bool {
+    let Some((_, apis)) = ctx.subtask_apis.get(i) else { return true };
+    ctx.path.iter().skip(ctx.root).any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= super::coverage::MIN_END_WEIGHT))
+}
+
 fn open_requirements(ctx: &Context) -> usize {
     use super::coverage::Kind;
     super::coverage::assess(ctx).iter().filter(|r| !r.covered() && r.kind != Kind::Name).count()
@@ -473,9 +480,12 @@ fn split_on_verbs(text: &str) -> Vec<&str> {
 pub fn split_request(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut cur = String::new();
-    for ch in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(ch) = chars.next() {
         cur.push(ch);
-        if matches!(ch, '.' | '?' | '!' | ';') {
+        // A sentence ends at . ? ! ; followed by a space or the end (not inside an e-mail
+        // address, a URL or a number).
+        if matches!(ch, '.' | '?' | '!' | ';') && chars.peek().is_none_or(|c| c.is_whitespace()) {
             parts.push(std::mem::take(&mut cur));
         }
     }
@@ -495,39 +505,77 @@ pub fn split_request(text: &str) -> Vec<String> {
     out
 }
 
+/// The deterministic decomposition: [`split_request`]'s parts as subtasks (no category: retrieval
+/// decides where each belongs).
+pub fn subtasks_of(text: &str) -> Vec<super::Subtask> {
+    split_request(text).iter().enumerate().map(|(i, t)| super::Subtask::of_text(i, t)).collect()
+}
+
+/// The deterministic plan: the best-ranked solution whose first API the request can start (its
+/// required inputs all fillable from the request or the user's values), arguments filled as each
+/// step runs.
+pub fn best_plan(ctx: &Context, solutions: &[super::program::SolutionView]) -> Option<super::program::Plan> {
+    let s = solutions.iter().find(|s| s.apis.first().is_some_and(|a| fill_arguments(ctx, a).missing.is_empty()))?;
+    Some(super::program::Plan {
+        steps: s.apis.iter().map(|a| super::program::PlanStep { api: a.id.clone(), arguments: None, for_each: None, when: None }).collect(),
+        solution: Some(s.index),
+        source: "deterministic".into(),
+    })
+}
+
 #[async_trait]
 impl Planner for DeterministicPlanner {
     fn name(&self) -> &'static str {
         "deterministic"
     }
 
-    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>> {
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<super::Subtask>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        Ok(split_request(&ctx.request))
+        Ok(subtasks_of(&ctx.request))
+    }
+
+    async fn plan(&self, ctx: &Context, solutions: &[super::program::SolutionView]) -> Result<Option<super::program::Plan>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(best_plan(ctx, solutions))
     }
 
     async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         // Finishing while the request names something no call covered yet is worth little.
-        let open = if !ctx.path.is_empty() && candidates.iter().any(Candidate::is_end) { open_requirements(ctx) } else { 0 };
+        // Where the current (sub)task's search began: nothing is complete before its first call.
+        let at_root = ctx.path.len() <= ctx.root;
+        let open = if !at_root && candidates.iter().any(Candidate::is_end) {
+            match ctx.focus {
+                // A subtask before the last one is open until one of its own APIs answered.
+                Some(i) if i + 1 < ctx.subtasks.len() => usize::from(!subtask_served(ctx, i)),
+                _ => open_requirements(ctx),
+            }
+        } else {
+            0
+        };
+        // A subtask before the last one is done once served: the next subtask takes over.
+        if let Some(i) = ctx.focus.filter(|i| i + 1 < ctx.subtasks.len() && !at_root) {
+            if subtask_served(ctx, i) {
+                return Ok(Decision::Finish { reason: format!("subtask {} is served", i + 1) });
+            }
+        }
         let best = candidates
             .iter()
             .enumerate()
-            // Nothing is complete before the first call.
-            .filter(|(_, c)| !(c.is_end() && ctx.path.is_empty()))
+            .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| (i, if c.is_end() && open > 0 { self.score(ctx, c) * self.settings.open_end_factor } else { self.score(ctx, c) }))
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         Ok(match best {
-            None if ctx.path.is_empty() => Decision::GiveUp { reason: "no candidate API".into() },
+            None if at_root => Decision::GiveUp { reason: "no candidate API".into() },
             None => Decision::Finish { reason: "no candidate left".into() },
             Some((i, _)) if candidates[i].is_end() => Decision::Finish { reason: format!("END is the most likely successor (weight {:.3})", candidates[i].weight) },
-            Some((_, s)) if s < self.settings.min_score && ctx.path.is_empty() => Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
+            Some((_, s)) if s < self.settings.min_score && at_root => Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
             Some((_, s)) if s < self.settings.min_score => Decision::Finish { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
             Some((i, s)) => Decision::Call { index: i, reason: format!("score {s:.3} (weight {:.3}, similarity {:.3})", candidates[i].weight, candidates[i].similarity) },
         })
     }
 
-    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled> {
+    async fn fill(&self, ctx: &Context, api: &ApiView, _offers: &[super::Offer]) -> Result<Filled> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(fill_arguments(ctx, api))
     }
@@ -656,6 +704,8 @@ mod tests {
     fn requests_split_into_subtasks() {
         assert_eq!(split_request("Today is May 1st. Find a hotel in Rome. Then list attractions near it."), vec!["Find a hotel in Rome.", "list attractions near it."]);
         assert_eq!(split_request("weather"), vec!["weather"]);
+        // Dots inside addresses and numbers do not end a sentence.
+        assert_eq!(split_request("Book a room for anna@example.com at 4.5 stars on 2024-06-01."), vec!["Book a room for anna@example.com at 4.5 stars on 2024-06-01."]);
         assert_eq!(
             split_request("Could you find the cheapest air tickets for me and provide detailed flight info and a seat map?"),
             vec!["Could you find the cheapest air tickets for me", "provide detailed flight info and a seat map?"]

@@ -5,8 +5,9 @@
 //! and then replaced by the deterministic planner's decision — it is never executed.
 //! Transient HTTP failures (timeouts, connection errors, 429, 5xx) are retried with backoff.
 
-use super::deterministic::{fill_arguments, judge_path, plain_answer, split_request, DeterministicPlanner};
-use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Planner, Source, Usage};
+use super::deterministic::{fill_arguments, judge_path, plain_answer, subtasks_of, DeterministicPlanner};
+use super::program::{parse_plan, Plan, SolutionView};
+use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, Planner, ProviderPick, Source, Subtask, Usage};
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
@@ -22,10 +23,14 @@ pub const CHOOSE: &str = include_str!("../../prompts/choose.prompt.md");
 pub const FILL: &str = include_str!("../../prompts/fill.prompt.md");
 pub const JUDGE: &str = include_str!("../../prompts/judge.prompt.md");
 pub const ANSWER: &str = include_str!("../../prompts/answer.prompt.md");
+pub const PLAN: &str = include_str!("../../prompts/plan.prompt.md");
 
 /// Where and how to ask the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmSettings {
+    /// The configured name (`[llm.models.NAME]`): usage is counted under it.
+    #[serde(default)]
+    pub name: String,
     /// Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
     pub model: String,
@@ -34,11 +39,29 @@ pub struct LlmSettings {
     pub retries: u32,
     pub max_tokens: u32,
     pub temperature: f64,
+    #[serde(default)]
+    pub top_p: Option<f64>,
 }
 
 impl Default for LlmSettings {
     fn default() -> Self {
-        LlmSettings { base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0 }
+        LlmSettings { name: String::new(), base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0, top_p: None }
+    }
+}
+
+impl LlmSettings {
+    /// From a configured model.
+    pub fn of(name: &str, m: &toolgraph_schema::ModelSettings) -> Self {
+        LlmSettings { name: name.to_string(), base_url: m.base_url.clone(), model: m.model.clone(), timeout_ms: m.timeout_ms, retries: m.retries, max_tokens: m.max_tokens, temperature: m.temperature, top_p: m.top_p }
+    }
+
+    /// The name usage is counted under.
+    pub fn label(&self) -> &str {
+        if self.name.is_empty() {
+            &self.model
+        } else {
+            &self.name
+        }
     }
 }
 
@@ -117,11 +140,127 @@ pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
     )
 }
 
-pub fn render_fill(ctx: &Context, api: &ApiView) -> String {
+pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer]) -> String {
     let params = or_none(api.params.iter().map(|p| format!("- {} ({}, {}): {}", p.name, p.ty, if p.required { "required" } else { "optional" }, p.description)).collect::<Vec<_>>().join("\n"));
     let outputs = or_none(ctx.path.iter().map(|s| format!("{}: {}", s.label, s.observation)).collect::<Vec<_>>().join("\n"));
     let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
-    render(FILL, &[("request", &ctx.request), ("today", &today), ("api", &api.name), ("description", &api.description), ("params", &params), ("outputs", &outputs)])
+    let providers = or_none(
+        offers
+            .iter()
+            .filter(|o| !o.providers.is_empty())
+            .map(|o| format!("- {}: {}", o.param, o.providers.iter().map(|a| format!("{} (outputs {})", a.name, a.output_fields.iter().take(8).cloned().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let given = or_none(ctx.given.iter().map(|(k, v)| format!("- {k} = {v}")).collect::<Vec<_>>().join("\n"));
+    render(FILL, &[("request", &ctx.request), ("today", &today), ("api", &api.name), ("description", &api.description), ("params", &params), ("outputs", &outputs), ("providers", &providers), ("given", &given)])
+}
+
+/// The solutions as prompt lines: each API with its parameters and output fields.
+pub fn solution_lines(solutions: &[SolutionView]) -> String {
+    or_none(
+        solutions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let apis = s
+                    .apis
+                    .iter()
+                    .map(|a| {
+                        let params = a.params.iter().map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty)).collect::<Vec<_>>().join(", ");
+                        format!("    {} ({params}) → {} — {}", a.name, a.output_fields.iter().take(12).cloned().collect::<Vec<_>>().join(", "), a.description.chars().take(160).collect::<String>())
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                format!("[{i}] {}\n{apis}", s.apis.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(" → "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+pub fn render_plan(ctx: &Context, solutions: &[SolutionView]) -> String {
+    let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
+    let given = or_none(ctx.given.iter().map(|(k, v)| format!("- {k} = {v}")).collect::<Vec<_>>().join("\n"));
+    render(PLAN, &[("request", &ctx.request), ("today", &today), ("solutions", &solution_lines(solutions)), ("given", &given)])
+}
+
+/// JSON schema of a plan.
+pub fn plan_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "solution": {"type": ["integer", "null"]},
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": super::program::MAX_STEPS,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "api": {"type": "string"},
+                        "arguments": {"type": "object"},
+                        "for_each": {"type": ["string", "null"]},
+                        "if": {"type": ["object", "null"], "properties": {"ref": {"type": "string"}, "op": {"type": "string", "enum": ["exists", "nonempty", "eq", "ne", "gt", "lt"]}, "value": {}}, "required": ["ref", "op"]}
+                    },
+                    "required": ["api", "arguments"]
+                }
+            }
+        },
+        "required": ["steps"]
+    })
+}
+
+/// JSON schema of a decomposition.
+pub fn decompose_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "subtasks": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 5,
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "category": {"type": ["string", "null"]}, "request": {"type": "string"}},
+                    "required": ["name", "description", "category", "request"]
+                }
+            }
+        },
+        "required": ["subtasks"]
+    })
+}
+
+/// Check a decomposition: 1 to 5 subtasks, each with a name and a non-empty rewritten request.
+pub fn parse_subtasks(v: &Value) -> std::result::Result<Vec<Subtask>, String> {
+    let items = v.get("subtasks").and_then(Value::as_array).ok_or("`subtasks` must be a list")?;
+    if items.is_empty() || items.len() > 5 {
+        return Err(format!("need 1 to 5 subtasks, got {}", items.len()));
+    }
+    let cut = |x: Option<&Value>, n: usize| x.and_then(Value::as_str).map(|s| s.trim().chars().take(n).collect::<String>()).unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        // A bare string is a subtask too (older prompts, small models).
+        if let Some(text) = it.as_str() {
+            if text.trim().is_empty() {
+                return Err(format!("subtask {i} is empty"));
+            }
+            out.push(Subtask::of_text(i, text.trim()));
+            continue;
+        }
+        let request = cut(it.get("request"), 500);
+        if request.is_empty() {
+            return Err(format!("subtask {i} has no `request`"));
+        }
+        let name = cut(it.get("name"), 80);
+        out.push(Subtask {
+            name: if name.is_empty() { format!("subtask {}", i + 1) } else { name },
+            description: cut(it.get("description"), 300),
+            category: Some(cut(it.get("category"), 80)).filter(|c| !c.is_empty()),
+            request,
+        });
+    }
+    Ok(out)
 }
 
 pub fn render_judge(ctx: &Context) -> String {
@@ -143,7 +282,7 @@ pub fn choose_schema(n: usize) -> Value {
 }
 
 /// JSON schema of an API's arguments: declared types, or a string (a `$label.path$` reference).
-pub fn fill_schema(api: &ApiView) -> Value {
+pub fn arguments_schema(api: &ApiView) -> Value {
     let props: Map<String, Value> = api
         .params
         .iter()
@@ -156,8 +295,21 @@ pub fn fill_schema(api: &ApiView) -> Value {
             (p.name.clone(), schema)
         })
         .collect();
-    let required: Vec<&str> = api.params.iter().filter(|p| p.required).map(|p| p.name.as_str()).collect();
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    json!({"type": "object", "properties": props, "additionalProperties": false})
+}
+
+/// JSON schema of a fill: the arguments with values, the parameters that come from another API's
+/// output (Reverse Chain), and those only the user can give.
+pub fn fill_schema(api: &ApiView) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "arguments": arguments_schema(api),
+            "from_api": {"type": "array", "items": {"type": "object", "properties": {"param": {"type": "string"}, "api": {"type": "string"}, "field": {"type": "string"}}, "required": ["param", "api", "field"]}},
+            "ask_user": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["arguments", "from_api", "ask_user"]
+    })
 }
 
 pub fn judge_schema() -> Value {
@@ -195,9 +347,11 @@ pub fn parse_choice(v: &Value, candidates: &[Candidate]) -> std::result::Result<
     }
 }
 
-/// Check filled arguments: only known parameters, every required one present.
-pub fn parse_fill(v: &Value, api: &ApiView) -> std::result::Result<Map<String, Value>, String> {
-    let m = v.as_object().ok_or("arguments must be a JSON object")?;
+/// Check a fill: only known parameters; every required one has a value, a provider among those
+/// offered for it, or is asked of the user; references name earlier steps; no identifier is
+/// invented (an id-like value must appear in the request, the user's values or an earlier output).
+pub fn parse_fill(v: &Value, api: &ApiView, ctx: &Context, offers: &[Offer]) -> std::result::Result<Filled, String> {
+    let m = v.get("arguments").and_then(Value::as_object).ok_or("`arguments` must be a JSON object")?;
     let known: HashSet<&str> = api.params.iter().map(|p| p.name.as_str()).collect();
     let mut problems = Vec::new();
     for k in m.keys() {
@@ -205,13 +359,50 @@ pub fn parse_fill(v: &Value, api: &ApiView) -> std::result::Result<Map<String, V
             problems.push(format!("`{k}` is not a parameter of {}", api.name));
         }
     }
+    let labels: HashSet<&str> = ctx.path.iter().map(|s| s.label.as_str()).collect();
+    let mut f = Filled::default();
+    for (k, val) in m.iter().filter(|(_, v)| !v.is_null()) {
+        if let Some(t) = val.as_str() {
+            for r in crate::exec::refs::references(t) {
+                let l = r.split('.').next().unwrap_or_default();
+                if !labels.contains(l) {
+                    problems.push(format!("`{k}` references `{l}`, which is no earlier output"));
+                }
+            }
+        }
+        if let Some(why) = super::program::invented_id(ctx, k, val) {
+            problems.push(why);
+        }
+        f.arguments.insert(k.clone(), val.clone());
+    }
+    for p in v.get("from_api").and_then(Value::as_array).into_iter().flatten() {
+        let param = p.get("param").and_then(Value::as_str).unwrap_or_default();
+        let name = p.get("api").and_then(Value::as_str).unwrap_or_default();
+        let field = p.get("field").and_then(Value::as_str).unwrap_or_default();
+        if f.arguments.contains_key(param) {
+            continue;
+        }
+        let offered = offers.iter().find(|o| o.param == param).and_then(|o| o.providers.iter().find(|a| a.name == name || a.id == name));
+        match offered {
+            Some(a) => f.from_api.push(ProviderPick { param: param.to_string(), api: a.id.clone(), field: field.chars().take(200).collect() }),
+            None => problems.push(format!("`{name}` is not an API offered for `{param}`")),
+        }
+    }
+    for p in v.get("ask_user").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if known.contains(p) && !f.arguments.contains_key(p) && !f.from_api.iter().any(|x| x.param == p) {
+            f.ask_user.push(p.to_string());
+        }
+    }
     for p in api.params.iter().filter(|p| p.required) {
-        if m.get(&p.name).is_none_or(Value::is_null) {
-            problems.push(format!("required `{}` is missing", p.name));
+        let answered = f.arguments.contains_key(&p.name) || f.from_api.iter().any(|x| x.param == p.name) || f.ask_user.contains(&p.name);
+        if !answered {
+            problems.push(format!("required `{}` has no value, no provider and is not asked of the user", p.name));
+        } else if !f.arguments.contains_key(&p.name) {
+            f.missing.push(p.name.clone());
         }
     }
     if problems.is_empty() {
-        Ok(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        Ok(f)
     } else {
         Err(problems.join("; "))
     }
@@ -269,6 +460,8 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
 
 /// The OpenAI-compatible planner.
 pub struct LlmPlanner {
+    /// Tool categories the decomposition may name (from the graph).
+    categories: Vec<String>,
     client: reqwest::Client,
     settings: LlmSettings,
     key: Option<SecretString>,
@@ -290,6 +483,7 @@ impl LlmPlanner {
             .build()
             .map_err(|e| EngineError::Config(format!("cannot build the LLM HTTP client: {e}")))?;
         Ok(LlmPlanner {
+            categories: Vec::new(),
             client,
             settings,
             key,
@@ -299,6 +493,16 @@ impl LlmPlanner {
             completion_tokens: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
         })
+    }
+
+    /// The tool categories a decomposition may name (the graph's).
+    pub fn with_categories(mut self, categories: Vec<String>) -> Self {
+        self.categories = categories.into_iter().take(200).collect();
+        self
+    }
+
+    pub fn settings(&self) -> &LlmSettings {
+        &self.settings
     }
 
     /// One constrained completion: the parsed JSON content of the first choice.
@@ -311,6 +515,20 @@ impl LlmPlanner {
             "max_tokens": self.settings.max_tokens,
             "response_format": {"type": "json_schema", "json_schema": {"name": name, "strict": true, "schema": schema}},
         });
+        let mut body = body;
+        if let Some(p) = self.settings.top_p {
+            body["top_p"] = json!(p);
+        }
+        let label = self.settings.label().to_string();
+        let count = |prompt: u64, completion: u64| {
+            let _ = super::RUN_USAGE.try_with(|u| {
+                let mut u = u.lock().unwrap_or_else(|p| p.into_inner());
+                let e = u.entry(label.clone()).or_default();
+                e.calls += 1;
+                e.prompt_tokens += prompt;
+                e.completion_tokens += completion;
+            });
+        };
         let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
         let mut last = String::new();
         for attempt in 0..=self.settings.retries {
@@ -338,10 +556,10 @@ impl LlmPlanner {
                 return Err(EngineError::service("llm", ErrorClass::Permanent, format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())));
             }
             let v: Value = serde_json::from_str(&text).map_err(|e| EngineError::service("llm", ErrorClass::Permanent, format!("not a chat completion: {e}")))?;
-            if let Some(u) = v.get("usage") {
-                self.prompt_tokens.fetch_add(u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0), Ordering::Relaxed);
-                self.completion_tokens.fetch_add(u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0), Ordering::Relaxed);
-            }
+            let (pt, ct) = v.get("usage").map(|u| (u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0), u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0))).unwrap_or((0, 0));
+            self.prompt_tokens.fetch_add(pt, Ordering::Relaxed);
+            self.completion_tokens.fetch_add(ct, Ordering::Relaxed);
+            count(pt, ct);
             let content = v.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or_default();
             return Ok(serde_json::from_str(content.trim()).unwrap_or(Value::String(content.to_string())));
         }
@@ -372,18 +590,10 @@ impl Planner for LlmPlanner {
         "llm"
     }
 
-    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>> {
-        let schema = json!({"type": "object", "properties": {"subtasks": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5}}, "required": ["subtasks"]});
-        let got = self
-            .ask_valid("decompose", &render(DECOMPOSE, &[("request", &ctx.request)]), schema, |v| {
-                let items: Vec<String> = v.get("subtasks").and_then(Value::as_array).ok_or("`subtasks` must be a list")?.iter().filter_map(Value::as_str).map(|s| s.chars().take(500).collect()).filter(|s: &String| !s.trim().is_empty()).collect();
-                if items.is_empty() || items.len() > 5 {
-                    return Err(format!("need 1 to 5 subtasks, got {}", items.len()));
-                }
-                Ok(items)
-            })
-            .await?;
-        Ok(got.unwrap_or_else(|| split_request(&ctx.request)))
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<Subtask>> {
+        let prompt = render(DECOMPOSE, &[("request", &ctx.request), ("categories", &or_none(self.categories.join(", ")))]);
+        let got = self.ask_valid("decompose", &prompt, decompose_schema(), parse_subtasks).await?;
+        Ok(got.unwrap_or_else(|| subtasks_of(&ctx.request)))
     }
 
     async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
@@ -402,19 +612,49 @@ impl Planner for LlmPlanner {
         }
     }
 
-    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled> {
+    async fn fill(&self, ctx: &Context, api: &ApiView, offers: &[Offer]) -> Result<Filled> {
         let base = fill_arguments(ctx, api);
-        let got = self.ask_valid("fill", &render_fill(ctx, api), fill_schema(api), |v| parse_fill(v, api)).await?;
+        let got = self.ask_valid("fill", &render_fill(ctx, api, offers), fill_schema(api), |v| parse_fill(v, api, ctx, offers)).await?;
         Ok(match got {
-            Some(args) => {
-                let mut f = Filled::default();
-                for (k, v) in args {
-                    f.sources.insert(k.clone(), base.sources.get(&k).cloned().unwrap_or(super::ArgSource::Given));
-                    f.arguments.insert(k, v);
+            Some(mut f) => {
+                for (k, v) in &f.arguments {
+                    let source = match v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied()) {
+                        Some(r) => {
+                            let (label, path) = r.split_once('.').unwrap_or((r, ""));
+                            super::ArgSource::Output { label: label.to_string(), path: path.to_string() }
+                        }
+                        None => base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given),
+                    };
+                    f.sources.insert(k.clone(), source);
                 }
                 f
             }
             None => base,
+        })
+    }
+
+    fn wants_offers(&self) -> bool {
+        true
+    }
+
+    async fn plan(&self, ctx: &Context, solutions: &[SolutionView]) -> Result<Option<Plan>> {
+        if solutions.is_empty() {
+            return Ok(None);
+        }
+        let mut offered: Vec<std::sync::Arc<ApiView>> = Vec::new();
+        for a in solutions.iter().flat_map(|s| s.apis.iter()) {
+            if !offered.iter().any(|o| o.id == a.id) {
+                offered.push(a.clone());
+            }
+        }
+        let got = self.ask_valid("plan", &render_plan(ctx, solutions), plan_schema(), |v| parse_plan(v, ctx, &offered, "llm")).await?;
+        Ok(match got {
+            Some(mut p) => {
+                p.solution = p.solution.and_then(|i| solutions.get(i)).map(|s| s.index);
+                Some(p)
+            }
+            // Both answers invalid: the deterministic plan (never an unchecked one).
+            None => self.fallback.plan(ctx, solutions).await?,
         })
     }
 
@@ -473,10 +713,14 @@ mod tests {
             availability: None,
             ends: None,
         };
-        assert!(parse_fill(&json!({"x": 1}), &api).unwrap_err().contains("`x` is not a parameter"));
-        assert!(parse_fill(&json!({}), &api).unwrap_err().contains("required `q`"));
-        assert_eq!(parse_fill(&json!({"q": "Rome"}), &api).unwrap()["q"], json!("Rome"));
         let mut ctx = Context::new("r", Default::default());
+        let fill = |v: Value, ctx: &Context| parse_fill(&json!({"arguments": v, "from_api": [], "ask_user": []}), &api, ctx, &[]);
+        assert!(fill(json!({"x": 1}), &ctx).unwrap_err().contains("`x` is not a parameter"));
+        assert!(fill(json!({}), &ctx).unwrap_err().contains("required `q` has no value"));
+        assert_eq!(fill(json!({"q": "Rome"}), &ctx).unwrap().arguments["q"], json!("Rome"));
+        assert!(fill(json!({"q": "$var9.x$"}), &ctx).unwrap_err().contains("no earlier output"));
+        let asked = parse_fill(&json!({"arguments": {}, "from_api": [], "ask_user": ["q"]}), &api, &ctx, &[]).unwrap();
+        assert_eq!((asked.missing.clone(), asked.ask_user.clone()), (vec!["q".to_string()], vec!["q".to_string()]));
         ctx.path.push(super::super::Step { api: Arc::new(api), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({}).into(), repeat: 0 });
         let ok = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 2}], "reason": "ok"});
         assert_eq!(parse_judgement(&ok, &ctx).unwrap().deltas, vec![("c/t/a".to_string(), 2.0)]);

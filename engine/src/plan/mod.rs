@@ -11,6 +11,8 @@ pub mod answer;
 pub mod coverage;
 pub mod deterministic;
 pub mod llm;
+pub mod models;
+pub mod program;
 pub mod values;
 
 use crate::Result;
@@ -127,8 +129,50 @@ pub struct Filled {
     /// Values, possibly holding `$label.path$` references to earlier outputs.
     pub arguments: Map<String, Value>,
     pub sources: HashMap<String, ArgSource>,
-    /// Required parameters no source could fill.
+    /// Required parameters no source could fill (each gets a provider call, else the user is asked).
     pub missing: Vec<String>,
+    /// Missing parameters the planner says come from another API's output (Reverse Chain).
+    #[serde(default)]
+    pub from_api: Vec<ProviderPick>,
+    /// Missing parameters the planner says only the user can give (no provider is tried).
+    #[serde(default)]
+    pub ask_user: Vec<String>,
+}
+
+/// "Parameter `param` comes from API `api`'s output field `field`" (Reverse Chain).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderPick {
+    pub param: String,
+    /// API id.
+    pub api: String,
+    pub field: String,
+}
+
+/// The APIs that can provide one required parameter of the API being filled, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub param: String,
+    pub providers: Vec<Arc<ApiView>>,
+}
+
+/// A subtask of a request (thesis §4.3): what it asks, in which category, and a rewritten
+/// request that stands on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subtask {
+    pub name: String,
+    pub description: String,
+    /// A tool category (as the graph names them) the subtask's APIs should come from.
+    #[serde(default)]
+    pub category: Option<String>,
+    /// The subtask as a self-contained request (the user's names, places and dates kept).
+    pub request: String,
+}
+
+impl Subtask {
+    /// A subtask that is just `text`.
+    pub fn of_text(i: usize, text: &str) -> Self {
+        Subtask { name: format!("subtask {}", i + 1), description: text.to_string(), category: None, request: text.to_string() }
+    }
 }
 
 /// One executed step of the current path.
@@ -160,7 +204,13 @@ pub struct DeadEnd {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Context {
     pub request: String,
-    pub subtasks: Vec<String>,
+    pub subtasks: Vec<Subtask>,
+    /// The subtask being searched now (per-subtask search), as an index into `subtasks`.
+    pub focus: Option<usize>,
+    /// Path length where the current (subtask's) search started: nothing before it is undone.
+    pub root: usize,
+    /// The subtask each step served (per-subtask search), by step label.
+    pub step_subtask: HashMap<String, usize>,
     pub values: RequestValues,
     pub path: Vec<Step>,
     pub dead_ends: Vec<DeadEnd>,
@@ -204,6 +254,9 @@ impl Context {
         Context {
             request: request.to_string(),
             subtasks: Vec::new(),
+            focus: None,
+            root: 0,
+            step_subtask: HashMap::new(),
             values,
             path: Vec::new(),
             dead_ends: Vec::new(),
@@ -259,16 +312,41 @@ pub struct Usage {
     pub rejected: u64,
 }
 
+/// LLM calls and tokens of one model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// Per-model usage of the run the current task executes (the engine scopes one per run; an LLM
+/// planner adds to it), so concurrent runs on one planner count apart.
+pub type RunUsage = Arc<std::sync::Mutex<std::collections::BTreeMap<String, ModelUsage>>>;
+
+tokio::task_local! {
+    pub static RUN_USAGE: RunUsage;
+}
+
 /// The decisions of a run.
 #[async_trait]
 pub trait Planner: Send + Sync {
     fn name(&self) -> &'static str;
     /// Split a request into subtasks (one when it cannot be split).
-    async fn decompose(&self, ctx: &Context) -> Result<Vec<String>>;
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<Subtask>>;
     /// Choose among `candidates` at the current node (the root when the path is empty).
     async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision>;
-    /// Fill the arguments of a call to `api`.
-    async fn fill(&self, ctx: &Context, api: &ApiView) -> Result<Filled>;
+    /// Fill the arguments of a call to `api`. `offers` lists, per required parameter, the APIs
+    /// whose output can provide it (only when [`Planner::wants_offers`]): a parameter may be
+    /// answered with a value, "comes from API X's field F", or "ask the user".
+    async fn fill(&self, ctx: &Context, api: &ApiView, offers: &[Offer]) -> Result<Filled>;
+    /// Whether [`Planner::fill`] looks at provider offers (computing them costs a lookup per parameter).
+    fn wants_offers(&self) -> bool {
+        false
+    }
+    /// A whole plan in one decision (plan mode): a program over the closest solutions, or `None`
+    /// when no solution fits the request.
+    async fn plan(&self, ctx: &Context, solutions: &[program::SolutionView]) -> Result<Option<program::Plan>>;
     /// Judge the finished path.
     async fn judge(&self, ctx: &Context) -> Result<Judgement>;
     /// The final answer from the path's observations.

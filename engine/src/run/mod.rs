@@ -14,7 +14,8 @@ use crate::exec::{compress, keep_set, CallError, CallSpec, Executor};
 use crate::graph::{weights, GraphStore};
 use crate::plan::deterministic::{canonical, fill_arguments, judge_path};
 use crate::plan::values::RequestValues;
-use crate::plan::{ApiView, ArgSource, Candidate, Context, DeadEnd, Decision, Filled, Judgement, Planner, Source, Step};
+use crate::plan::program::{Plan, SolutionLibrary, SolutionView};
+use crate::plan::{ApiView, ArgSource, Candidate, Context, DeadEnd, Decision, Filled, Judgement, ModelUsage, Offer, Planner, Source, Step, Subtask};
 use crate::retrieval::hybrid::{Method, Retriever};
 use crate::retrieval::Filter;
 use crate::Result;
@@ -54,6 +55,29 @@ impl Status {
 /// How many of the APIs retrieval finds for a subtask may serve it.
 const SUBTASK_APIS: usize = 5;
 
+/// Providers offered per missing parameter to a planner that looks at them.
+const OFFERS_PER_PARAM: usize = 3;
+
+/// A field's or parameter's comparable form (last path segment, lower-case, no `_`/`-`).
+pub fn normalize_field(name: &str) -> String {
+    providers::normalize(name)
+}
+
+/// Whether a field's normalized leaf provides a parameter so normalized (Reverse Chain's match).
+pub fn field_provides(leaf: &str, want: &str) -> bool {
+    providers::provides(leaf, want)
+}
+
+/// Per-request choices over the engine's settings (daemon `POST /v1/orchestrate {planner, mode,
+/// model}`, CLI flags).
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Who decides this run (the engine's planner when `None`).
+    pub planner: Option<Arc<dyn Planner>>,
+    pub mode: Option<Mode>,
+    pub backward: Option<bool>,
+}
+
 /// What the user must give for the run to go on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NeedsInput {
@@ -72,6 +96,9 @@ pub struct ChainCall {
     pub arguments: Map<String, Value>,
     /// As sent.
     pub sent: Map<String, Value>,
+    /// The subtask (index into the decomposition) this call served, when searched per subtask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtask: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -89,6 +116,14 @@ pub struct RunStats {
     pub embed_ms: f64,
     /// Time in seed retrieval (lexical + vector search; part of engine_ms).
     pub retrieve_ms: f64,
+    /// LLM calls and tokens of this run, by configured model name.
+    #[serde(default)]
+    pub llm: std::collections::BTreeMap<String, ModelUsage>,
+    /// Plan mode: whether a plan was made, and at which step it fell back to the search.
+    #[serde(default)]
+    pub planned: bool,
+    #[serde(default)]
+    pub plan_fallback_at: Option<usize>,
     /// total − http − embed: what the engine itself spent.
     pub engine_ms: f64,
 }
@@ -124,6 +159,8 @@ pub struct Engine {
     health: Option<Arc<health::Health>>,
     /// Learning from runs is serialized (ledger check, counts, weights).
     learning: tokio::sync::Mutex<()>,
+    /// Plan mode's solution library, derived from the graph when first needed.
+    solutions: std::sync::OnceLock<SolutionLibrary>,
 }
 
 /// What the graph took from one run: counts and edges, and status changes of failing APIs.
@@ -148,9 +185,28 @@ struct RunState<'a> {
     next_label: usize,
     needs_input: Option<NeedsInput>,
     sent: HashMap<String, Map<String, Value>>,
+    /// Who decides, and how candidates are found, in this run.
+    planner: Arc<dyn Planner>,
+    mode: Mode,
+    backward: bool,
+    /// APIs whose arguments Reverse Chain is completing now (no provider loops).
+    inserting: Vec<String>,
+    /// Seeds of each subtask (per-subtask search), and their similarities to it.
+    subtask_seeds: Vec<Vec<String>>,
+    subtask_sims: Vec<HashMap<String, f64>>,
+    /// Judge and answer without the planner (memory replays, plans that passed).
+    deterministic_judge: bool,
 }
 
 impl RunState<'_> {
+    /// Similarities to what is being searched now: the focused subtask, else the request.
+    fn sims(&self) -> &HashMap<String, f64> {
+        match self.ctx.focus {
+            Some(i) if i < self.subtask_sims.len() => &self.subtask_sims[i],
+            _ => &self.sims,
+        }
+    }
+
     async fn emit(&mut self, e: TraceEvent) {
         if let Some(s) = self.sink {
             let _ = s.send(e.clone()).await;
@@ -196,7 +252,21 @@ impl Engine {
             })
             .collect();
         let providers = providers::Providers::build(&apis, &p.graph.feeds);
-        Engine { graph: p.graph, apis, providers, store: p.store, retriever: p.retriever, memory: p.memory, executor: p.executor, planner: p.planner, settings: p.settings, weights: p.weights, health: p.health, learning: tokio::sync::Mutex::new(()) }
+        Engine {
+            graph: p.graph,
+            apis,
+            providers,
+            store: p.store,
+            retriever: p.retriever,
+            memory: p.memory,
+            executor: p.executor,
+            planner: p.planner,
+            settings: p.settings,
+            weights: p.weights,
+            health: p.health,
+            learning: tokio::sync::Mutex::new(()),
+            solutions: std::sync::OnceLock::new(),
+        }
     }
 
     /// The same engine over a newer graph (counts, weights and statuses learned since).
@@ -283,6 +353,19 @@ impl Engine {
     /// [`Engine::run`] as one turn of a conversation: `earlier` holds outputs of the session's
     /// earlier turns, which may fill arguments this request gives no value for.
     pub async fn run_turn(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
+        self.run_with(request, given, earlier, sink, RunOptions::default()).await
+    }
+
+    /// [`Engine::run_turn`] with per-request choices (planner, mode, target-first). LLM calls and
+    /// tokens of this run are counted per model into its stats.
+    pub async fn run_with(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
+        let usage: crate::plan::RunUsage = Default::default();
+        let mut r = crate::plan::RUN_USAGE.scope(usage.clone(), self.run_inner(request, given, earlier, sink, opts)).await?;
+        r.stats.llm = usage.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(r)
+    }
+
+    async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
         let started = Instant::now();
         let today = chrono::Utc::now().date_naive();
         let mut ctx = Context::new(request, RequestValues::extract(request, today));
@@ -306,6 +389,13 @@ impl Engine {
             next_label: 1,
             needs_input: None,
             sent: HashMap::new(),
+            planner: opts.planner.clone().unwrap_or_else(|| self.planner.clone()),
+            mode: opts.mode.unwrap_or(self.settings.mode),
+            backward: opts.backward.unwrap_or(self.settings.backward),
+            inserting: Vec::new(),
+            subtask_seeds: Vec::new(),
+            subtask_sims: Vec::new(),
+            deterministic_judge: false,
         };
         let t = Instant::now();
         let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();
@@ -349,12 +439,20 @@ impl Engine {
         }
 
         // Decompose and retrieve seeds per subtask; similarity = best max-normalized score.
-        st.stats.planner_calls += 1;
-        let subtasks = self.planner.decompose(&st.ctx).await?;
+        let plan_mode = st.mode == Mode::Plan;
+        let subtasks: Vec<Subtask> = if plan_mode {
+            // Plan mode spends no decision on decomposition: the plan is the decomposition.
+            crate::plan::deterministic::subtasks_of(request)
+        } else {
+            st.stats.planner_calls += 1;
+            st.planner.decompose(&st.ctx).await?
+        };
         st.ctx.subtasks = subtasks.clone();
+        let split = subtasks.len() > 1;
+        let per_subtask = self.settings.per_subtask && split && !plan_mode && st.mode != Mode::RetrieveGreedy;
         let mut texts = vec![request.to_string()];
-        if subtasks.len() > 1 {
-            texts.extend(subtasks.iter().filter(|s| s.as_str() != request).cloned());
+        if split {
+            texts.extend(subtasks.iter().map(|s| s.request.clone()));
         }
         let t = Instant::now();
         let mut vectors = vec![vector.clone()];
@@ -368,17 +466,37 @@ impl Engine {
             // A subtask's own APIs are what its words ask for (usage vectors left out: they pull
             // in the APIs of whole chains, which would let one call cover several subtasks).
             let usage = if i > 0 && !self.settings.retrieve_subtasks { 0.0 } else { self.retriever.usage_weight() };
-            let hits = self.retriever.search_with_usage(text, v, pool, &Filter::default(), Method::Hybrid, None, usage).await?;
+            let mut hits = self.retriever.search_with_usage(text, v, pool, &Filter::default(), Method::Hybrid, None, usage).await?;
+            // A subtask that names its category prefers that category's APIs.
+            if let Some(cat) = (i > 0).then(|| subtasks[i - 1].category.as_deref()).flatten().map(str::to_lowercase) {
+                let mut boosted = false;
+                for h in hits.iter_mut() {
+                    if self.apis.get(&h.id).is_some_and(|a| a.category.to_lowercase() == cat) {
+                        h.score *= 1.25;
+                        boosted = true;
+                    }
+                }
+                if boosted {
+                    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                }
+            }
             st.stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
+            let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             if i > 0 {
                 // What serves this subtask, for the judge's coverage check.
                 let ids: Vec<String> = hits.iter().filter(|h| self.apis.contains_key(&h.id)).take(SUBTASK_APIS).map(|h| h.id.clone()).collect();
                 st.ctx.subtask_apis.push((text.clone(), ids));
+                if per_subtask {
+                    let sims: HashMap<String, f64> = hits.iter().map(|h| (h.id.clone(), h.score as f64 / top)).collect();
+                    let seeds: Vec<(String, f64)> = hits.iter().filter(|h| self.apis.contains_key(&h.id)).take(self.settings.seeds).map(|h| (h.id.clone(), h.score as f64 / top)).collect();
+                    st.subtask_seeds.push(seeds.iter().map(|(id, _)| id.clone()).collect());
+                    st.subtask_sims.push(sims);
+                    st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
+                }
                 if !self.settings.retrieve_subtasks {
                     continue;
                 }
             }
-            let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             let mut seeds = Vec::new();
             for h in &hits {
                 let s = h.score as f64 / top;
@@ -394,6 +512,36 @@ impl Engine {
             st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
         }
 
+        // Plan mode: one decision writes the whole plan; it runs; a failing step (or a path that
+        // does not cover the request) hands over to the graph search from where it stopped.
+        if plan_mode {
+            let views = self.solution_views(&st);
+            st.stats.planner_calls += 1;
+            let plan = st.planner.plan(&st.ctx, &views).await?;
+            let fallback = match plan {
+                None => (0, format!("no solution of the library fits the request ({} offered)", views.len())),
+                Some(p) => {
+                    st.stats.planned = true;
+                    let solution = p.solution.and_then(|i| self.solutions.get().and_then(|l| l.solutions.get(i))).map(|s| s.apis.clone()).unwrap_or_default();
+                    st.emit(TraceEvent::Plan { source: p.source.clone(), solution, steps: p.steps.iter().map(|s| s.api.clone()).collect() }).await;
+                    match self.execute_plan(&mut st, &p).await? {
+                        Ok(()) => {
+                            let j = judge_path(&st.ctx);
+                            if j.pass {
+                                st.deterministic_judge = true;
+                                return self.conclude(st, Ended::Finished, &vector, false).await;
+                            }
+                            (p.steps.len() + 1, format!("the plan ran but {}", j.reason))
+                        }
+                        Err(failed) => failed,
+                    }
+                }
+            };
+            st.stats.plan_fallback_at = Some(fallback.0);
+            st.emit(TraceEvent::PlanFailed { step: fallback.0, reason: fallback.1 }).await;
+            st.mode = Mode::Graph;
+        }
+
         // The best judged path so far: grade, context, arguments as sent.
         // Paths rank by (fewer steps with unusable responses, then grade): an answer is built from
         // usable responses only.
@@ -402,13 +550,15 @@ impl Engine {
         let better = |a: (usize, f64), b: (usize, f64)| a.0 < b.0 || (a.0 == b.0 && a.1 > b.1);
         let mut best: Option<Best> = None;
         let mut round = 0;
+        let mut first = true;
         let ended = loop {
-            let ended = self.search(&mut st).await?;
+            let ended = if first && per_subtask { self.search_subtasks(&mut st).await? } else { self.search(&mut st).await? };
+            first = false;
             if st.ctx.path.is_empty() || round >= self.settings.reflection_rounds || self.out_of_budget(&st).is_some() {
                 break ended;
             }
             st.stats.planner_calls += 1;
-            let j = self.planner.judge(&st.ctx).await?;
+            let j = st.planner.judge(&st.ctx).await?;
             if j.pass {
                 break ended;
             }
@@ -519,7 +669,7 @@ impl Engine {
         }
         let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
         let hint = st.hints.get(&(from, id.to_string())).copied().unwrap_or(0.0);
-        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims.get(id).copied().unwrap_or(0.0), hint, api: Some(api.clone()) })
+        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims().get(id).copied().unwrap_or(0.0), hint, api: Some(api.clone()) })
     }
 
     /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
@@ -542,15 +692,18 @@ impl Engine {
         let mut out: Vec<Candidate> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         let at = st.ctx.path.last().map(|s| s.api.id.clone());
-        let graph = self.settings.mode == Mode::Graph;
+        let graph = matches!(st.mode, Mode::Graph | Mode::Plan);
         let push = |out: &mut Vec<Candidate>, seen: &mut HashSet<String>, c: Candidate| {
             if seen.insert(c.id.clone()) {
                 out.push(c);
             }
         };
+        // A subtask's search starts at its own seeds (after the path earlier subtasks made).
+        let at_root = st.ctx.path.len() == st.ctx.root;
         match (&at, graph) {
-            (None, _) => {
-                // Root: the seeds, with the START edge as graph evidence.
+            (_, _) if at_root => {
+                // Root: the seeds, with the START edge as graph evidence (a subtask starts like a
+                // request of its own; earlier subtasks' outputs still fill its arguments).
                 for id in &st.seeds {
                     let w = if graph { self.graph.next.get(&(START_ID.to_string(), id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0) } else { 0.0 };
                     let source = if w > 0.0 { Source::Graph } else { Source::Retriever };
@@ -569,6 +722,7 @@ impl Engine {
                 }
             }
             (Some(_), false) => {}
+            (None, _) => {}
         }
         // Steps recalled memories made from here join (as graph evidence: they are observed chains).
         let from = at.clone().unwrap_or_else(|| START_ID.to_string());
@@ -585,7 +739,7 @@ impl Engine {
         }
         if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
-            let mut ranked: Vec<(&String, &f64)> = st.sims.iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
+            let mut ranked: Vec<(&String, &f64)> = st.sims().iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
             ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
             for (id, _) in ranked {
                 if out.iter().filter(|c| !c.is_end()).count() >= k {
@@ -604,14 +758,59 @@ impl Engine {
             .collect()
     }
 
-    /// Depth-first search from the current path (empty, or the prefix a reflection resumes from).
+    /// Search each subtask in turn: its own seeds and its own depth-first search, continuing the
+    /// shared path (a later subtask may use an earlier one's outputs). A subtask that finds
+    /// nothing is noted and the next one goes on.
+    async fn search_subtasks(&self, st: &mut RunState<'_>) -> Result<Ended> {
+        let all_seeds = st.seeds.clone();
+        let n = st.ctx.subtasks.len().min(st.subtask_seeds.len());
+        let mut gave_up = Vec::new();
+        for i in 0..n {
+            if self.out_of_budget(st).is_some() {
+                break;
+            }
+            st.ctx.focus = Some(i);
+            st.ctx.root = st.ctx.path.len();
+            st.seeds = st.subtask_seeds[i].clone();
+            let sub = st.ctx.subtasks[i].clone();
+            st.emit(TraceEvent::Subtask { index: i, name: sub.name.clone(), request: sub.request.clone(), category: sub.category.clone() }).await;
+            if let Ended::GaveUp(reason) = self.search(st).await? {
+                st.ctx.notes.push(format!("subtask {} ({}) found nothing: {reason}", i + 1, sub.name));
+                gave_up.push(reason);
+            }
+        }
+        st.ctx.focus = None;
+        st.ctx.root = 0;
+        st.seeds = all_seeds;
+        Ok(if st.ctx.path.is_empty() { Ended::GaveUp(gave_up.first().cloned().unwrap_or_else(|| "no subtask found a usable call".into())) } else { Ended::Finished })
+    }
+
+    /// Target-first (Reverse Chain): of the candidates at the root, the API most likely to produce
+    /// the answer — similar to the (sub)task and where observed chains end.
+    fn target<'c>(&self, offered: &'c [Candidate]) -> Option<(usize, &'c Candidate)> {
+        offered
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_end())
+            .map(|(i, c)| {
+                let ends = c.api.as_ref().and_then(|a| a.ends).unwrap_or(0.0);
+                (i, c, c.similarity + ends + if ends >= 0.05 { 0.25 } else { 0.0 })
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
+            .map(|(i, c, _)| (i, c))
+    }
+
+    /// Depth-first search from the current path (empty, or the prefix a reflection resumes from;
+    /// never below `ctx.root`, where the current subtask started).
     async fn search(&self, st: &mut RunState<'_>) -> Result<Ended> {
         // Candidates tried at each depth of the current path.
         let mut tried: Vec<HashSet<String>> = vec![HashSet::new(); st.ctx.path.len() + 1];
-        let greedy = self.settings.mode == Mode::RetrieveGreedy;
+        let greedy = st.mode == Mode::RetrieveGreedy;
+        let root = st.ctx.root;
+        let mut backward = st.backward && st.ctx.path.len() == root;
         loop {
             if let Some(why) = self.out_of_budget(st) {
-                return Ok(if st.ctx.path.is_empty() { Ended::GaveUp(why) } else { Ended::Finished });
+                return Ok(if st.ctx.path.len() <= root { Ended::GaveUp(why) } else { Ended::Finished });
             }
             let depth = st.ctx.path.len();
             tried.resize(depth + 1, HashSet::new());
@@ -623,8 +822,28 @@ impl Engine {
             if offered.is_empty() && depth >= self.settings.max_depth {
                 return Ok(Ended::Finished);
             }
+            // Target-first: the first call is the API that answers; its inputs are completed
+            // backwards by provider calls inserted before it.
+            if backward {
+                backward = false;
+                if let Some((index, c)) = self.target(&offered) {
+                    let api = c.api.clone().expect("not END");
+                    let decision = Decision::Call { index, reason: format!("target first: {} produces what the request asks for; its inputs are completed backwards", api.name) };
+                    st.emit(TraceEvent::Choose {
+                        depth,
+                        offered: offered.iter().map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity }).collect(),
+                        decision,
+                    })
+                    .await;
+                    tried[depth].insert(keys[index].clone());
+                    if self.call_api(st, &api, 0, false).await? {
+                        tried.push(HashSet::new());
+                    }
+                    continue;
+                }
+            }
             st.stats.planner_calls += 1;
-            let decision = self.planner.choose(&st.ctx, &offered).await?;
+            let decision = st.planner.choose(&st.ctx, &offered).await?;
             st.emit(TraceEvent::Choose {
                 depth,
                 offered: offered.iter().map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity }).collect(),
@@ -632,12 +851,12 @@ impl Engine {
             })
             .await;
             let index = match decision {
-                Decision::Finish { .. } if depth > 0 => return Ok(Ended::Finished),
-                Decision::Finish { reason } | Decision::GiveUp { reason } if depth == 0 => return Ok(Ended::GaveUp(reason)),
+                Decision::Finish { .. } if depth > root => return Ok(Ended::Finished),
+                Decision::Finish { reason } | Decision::GiveUp { reason } if depth <= root => return Ok(Ended::GaveUp(reason)),
                 Decision::GiveUp { reason } => return Ok(Ended::GaveUp(reason)),
                 Decision::Backtrack { reason } => {
-                    if depth == 0 || greedy {
-                        return Ok(if depth == 0 { Ended::GaveUp(reason) } else { Ended::Finished });
+                    if depth <= root || greedy {
+                        return Ok(if depth <= root { Ended::GaveUp(reason) } else { Ended::Finished });
                     }
                     self.backtrack(st, &mut tried, reason).await;
                     continue;
@@ -652,11 +871,11 @@ impl Engine {
             let Some(api) = chosen.api.clone() else {
                 return Ok(Ended::Finished);
             };
-            match self.call_api(st, &api, 0).await? {
+            match self.call_api(st, &api, 0, false).await? {
                 true => {
                     tried.push(HashSet::new());
                 }
-                false if greedy => return Ok(if st.ctx.path.is_empty() { Ended::GaveUp("the first call failed".into()) } else { Ended::Finished }),
+                false if greedy => return Ok(if st.ctx.path.len() <= root { Ended::GaveUp("the first call failed".into()) } else { Ended::Finished }),
                 false => {}
             }
         }
@@ -674,59 +893,193 @@ impl Engine {
         }
     }
 
-    /// An API that can provide parameter `param` of `api` (Reverse Chain): a FEEDS edge naming the
-    /// field, else an API whose documented output has that field; best by graph weight, similarity.
-    fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
-        let mut best: Option<(f64, Arc<ApiView>)> = None;
+    /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
+    /// the field, else an API whose documented output has that field; by graph weight, similarity.
+    /// APIs excluded, degraded or already being completed are left out.
+    fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
+        let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
-            if st.ctx.excluded_tools.contains(&cand.tool) || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id)) {
+            if st.ctx.excluded_tools.contains(&cand.tool) || st.inserting.contains(&cand.id) || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id)) {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
-            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims.get(&cand.id).copied().unwrap_or(0.0) * 0.5;
-            if best.as_ref().is_none_or(|(s, b)| score > *s || (score == *s && cand.id < b.id)) {
-                best = Some((score, cand));
-            }
+            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims().get(&cand.id).copied().unwrap_or(0.0).max(st.sims.get(&cand.id).copied().unwrap_or(0.0)) * 0.5;
+            scored.push((score, cand));
         }
-        best.map(|(_, a)| a)
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        scored.into_iter().map(|(_, a)| a).collect()
     }
 
-    /// Fill and execute one call; on success the step is on the path. `nesting` bounds Reverse-Chain
-    /// insertions. Returns whether the call succeeded.
-    fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
+    fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
+        self.providers_of(st, api, param).into_iter().next()
+    }
+
+    /// Provider offers for the required parameters of `api` no earlier output or request value fills.
+    fn offers(&self, st: &RunState<'_>, api: &ApiView) -> Vec<Offer> {
+        let open = fill_arguments(&st.ctx, api).missing;
+        api.params
+            .iter()
+            .filter(|p| p.required && open.contains(&p.name))
+            .map(|p| Offer { param: p.name.clone(), providers: self.providers_of(st, api, &p.name).into_iter().take(OFFERS_PER_PARAM).collect() })
+            .filter(|o| !o.providers.is_empty())
+            .collect()
+    }
+
+    /// Fill and execute one call; on success the step is on the path. Missing arguments are
+    /// completed Reverse-Chain style: each gets its provider (the planner's pick, else the best
+    /// one) called first, nesting at most `run.reverse_depth` deep; what nothing provides — or what
+    /// the planner says only the user knows — ends in `needs_input` naming exactly those
+    /// parameters. `deterministic`: fill without the planner (plan steps). Returns whether the
+    /// call succeeded.
+    fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize, deterministic: bool) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
     where
         'b: 's,
     {
         Box::pin(async move {
-            st.stats.planner_calls += 1;
-            let mut filled: Filled = self.planner.fill(&st.ctx, api).await?;
+            let fill = |st: &mut RunState<'b>| {
+                let offers = if !deterministic && st.planner.wants_offers() { self.offers(st, api) } else { Vec::new() };
+                if !deterministic {
+                    st.stats.planner_calls += 1;
+                }
+                offers
+            };
+            let offers = fill(st);
+            let mut filled: Filled = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
             if !filled.missing.is_empty() {
-                // Reverse Chain: call an API that provides the missing argument first.
                 let mut inserted = false;
-                if nesting < 2 && st.ctx.path.len() + 1 < self.settings.max_depth {
-                    let missing = filled.missing[0].clone();
-                    if let Some(provider) = self.provider_for(st, api, &missing) {
-                        st.emit(TraceEvent::Insert { api: api.id.clone(), argument: missing.clone(), provider: provider.id.clone() }).await;
-                        if self.call_api(st, &provider, nesting + 1).await? {
-                            inserted = true;
-                            st.stats.planner_calls += 1;
-                            filled = self.planner.fill(&st.ctx, api).await?;
-                        }
+                st.inserting.push(api.id.clone());
+                for param in filled.missing.clone() {
+                    if filled.ask_user.contains(&param) {
+                        continue;
+                    }
+                    if nesting >= self.settings.reverse_depth || st.ctx.path.len() + 1 >= self.settings.max_depth {
+                        break;
+                    }
+                    // An output inserted for an earlier parameter may provide this one too.
+                    if inserted && !fill_arguments(&st.ctx, api).missing.contains(&param) {
+                        continue;
+                    }
+                    let pick = filled.from_api.iter().find(|p| p.param == param).and_then(|p| self.apis.get(&p.api).cloned()).filter(|a| !st.inserting.contains(&a.id));
+                    let Some(provider) = pick.or_else(|| self.provider_for(st, api, &param)) else { continue };
+                    st.emit(TraceEvent::Insert { api: api.id.clone(), argument: param.clone(), provider: provider.id.clone() }).await;
+                    if self.call_api(st, &provider, nesting + 1, deterministic).await? {
+                        inserted = true;
                     }
                 }
+                st.inserting.pop();
+                if inserted {
+                    let offers = fill(st);
+                    let again = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
+                    filled = again;
+                }
                 if !filled.missing.is_empty() {
-                    let message = format!("{} needs {} and no earlier output or API can provide it; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" });
+                    let message = format!("{} needs {} and no earlier output or API can provide {}; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" }, if filled.missing.len() == 1 { "it" } else { "them" });
                     st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
                     if st.needs_input.is_none() {
                         st.needs_input = Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
                     }
                     st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: format!("missing {}", filled.missing.join(", ")) });
-                    let _ = inserted;
                     return Ok(false);
                 }
             }
             Ok(self.execute(st, api, filled).await)
         })
+    }
+
+    /// The valid solutions closest to the request (plan mode), without excluded or degraded APIs.
+    fn solution_views(&self, st: &RunState<'_>) -> Vec<SolutionView> {
+        let lib = self.solutions.get_or_init(|| SolutionLibrary::build(&self.graph, &self.apis, self.settings.plan_max_steps, 20));
+        let want = self.settings.plan_solutions.max(1);
+        let mut out = Vec::new();
+        for (index, score) in lib.rank(&st.sims, self.settings.min_similarity, want * 20) {
+            let apis: Option<Vec<Arc<ApiView>>> = lib.solutions[index].apis.iter().map(|id| self.apis.get(id).filter(|a| !st.ctx.excluded_tools.contains(&a.tool) && !self.health.as_ref().is_some_and(|h| h.is_degraded(id))).cloned()).collect();
+            // Valid: the request (or the user's values) can give the first API's inputs.
+            if let Some(apis) = apis.filter(|a| a.first().is_some_and(|f| fill_arguments(&st.ctx, f).missing.is_empty())) {
+                out.push(SolutionView { index, score, apis });
+            }
+            if out.len() >= want {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Run a plan step by step. `Err((step, why))` (1-based) at the first step that cannot run:
+    /// the search takes over from there, the steps before it kept.
+    async fn execute_plan(&self, st: &mut RunState<'_>, plan: &Plan) -> Result<std::result::Result<(), (usize, String)>> {
+        // Plan label (var1, var2, …) → the label of that step's (first) call on the path.
+        let mut labels: HashMap<String, String> = HashMap::new();
+        for (i, step) in plan.steps.iter().enumerate() {
+            let n = i + 1;
+            let Some(api) = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned() else {
+                return Ok(Err((n, format!("{} is not an active API", step.api))));
+            };
+            let outputs: HashMap<String, &Value> = labels.iter().filter_map(|(pl, al)| st.ctx.path.iter().find(|s| &s.label == al).map(|s| (pl.clone(), s.response.as_ref()))).collect();
+            if let Some(c) = &step.when {
+                match crate::plan::program::holds(c, &outputs) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        drop(outputs);
+                        st.emit(TraceEvent::PlanSkipped { step: n, api: api.id.clone(), reason: format!("{} {} {} does not hold", c.reference, c.op, c.value) }).await;
+                        continue;
+                    }
+                    Err(e) => return Ok(Err((n, e))),
+                }
+            }
+            let items: Vec<Option<String>> = match &step.for_each {
+                None => vec![None],
+                Some(r) => {
+                    let inner = match crate::plan::program::rewrite(&Value::String(r.clone()), &labels, None) {
+                        Ok(Value::String(x)) => x.trim_matches('$').to_string(),
+                        Ok(_) => return Ok(Err((n, "for_each is not a reference".into()))),
+                        Err(e) => return Ok(Err((n, e))),
+                    };
+                    let (label, path) = inner.split_once('.').unwrap_or((inner.as_str(), ""));
+                    let parts: Vec<&str> = if path.is_empty() { Vec::new() } else { path.split('.').collect() };
+                    let list = st.ctx.path.iter().find(|s| s.label == label).and_then(|s| crate::exec::refs::lookup(&s.response, &parts).cloned());
+                    match list {
+                        Some(Value::Array(a)) if !a.is_empty() => (0..a.len().min(crate::plan::program::MAX_ITEMS)).map(|k| Some(format!("{inner}.{k}"))).collect(),
+                        _ => return Ok(Err((n, format!("for_each {r} is not a non-empty list")))),
+                    }
+                }
+            };
+            drop(outputs);
+            let mut first: Option<String> = None;
+            for item in items {
+                let ok = match &step.arguments {
+                    None => self.call_api(st, &api, 0, true).await?,
+                    Some(args) => {
+                        let arguments = match crate::plan::program::rewrite(&Value::Object(args.clone()), &labels, item.as_deref()) {
+                            Ok(Value::Object(m)) => m,
+                            Ok(_) => Map::new(),
+                            Err(e) => return Ok(Err((n, e))),
+                        };
+                        let mut f = Filled { arguments, ..Filled::default() };
+                        for (k, v) in &f.arguments {
+                            let src = match v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied()) {
+                                Some(r) => {
+                                    let (label, path) = r.split_once('.').unwrap_or((r, ""));
+                                    ArgSource::Output { label: label.to_string(), path: path.to_string() }
+                                }
+                                None => ArgSource::Given,
+                            };
+                            f.sources.insert(k.clone(), src);
+                        }
+                        self.execute(st, &api, f).await
+                    }
+                };
+                if !ok {
+                    return Ok(Err((n, format!("step {n} ({}) failed", api.name))));
+                }
+                if first.is_none() {
+                    first = st.ctx.path.last().map(|s| s.label.clone());
+                }
+            }
+            if let Some(l) = first {
+                labels.insert(format!("var{n}"), l);
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// Send one call; push it on the path when it succeeds with a usable response.
@@ -774,6 +1127,9 @@ impl Engine {
         .await;
         let repeat = st.ctx.calls_of(&api.id);
         st.ctx.fields.insert(label.clone(), Arc::new(crate::plan::deterministic::FieldIndex::build(&response)));
+        if let Some(i) = st.ctx.focus {
+            st.ctx.step_subtask.insert(label.clone(), i);
+        }
         st.sent.insert(label.clone(), outcome.arguments);
         st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
         st.next_label = st.ctx.path.len() + 1;
@@ -808,14 +1164,55 @@ impl Engine {
         Ok(())
     }
 
+    /// The answer: the planner's; for a request searched subtask by subtask, in parts that say
+    /// which subtask each answers. When the whole request asks for a quantity (a price compared
+    /// across subtasks' calls …) the whole path's answer comes first and each part names the calls
+    /// that served it; otherwise each part is composed from its own subtask's calls. An LLM's
+    /// answer (one call) leads, the parts follow.
+    async fn answer(&self, st: &RunState<'_>) -> Result<String> {
+        let subtasks = &st.ctx.subtasks;
+        if subtasks.len() < 2 || st.ctx.step_subtask.is_empty() {
+            return st.planner.answer(&st.ctx).await;
+        }
+        let deterministic = st.planner.name() == "deterministic";
+        let whole = !crate::plan::coverage::asked_quantities(&st.ctx.request).is_empty();
+        let head = if !deterministic {
+            Some(st.planner.answer(&st.ctx).await?)
+        } else if whole {
+            Some(crate::plan::deterministic::plain_answer(&st.ctx))
+        } else {
+            None
+        };
+        let mut parts = Vec::new();
+        for (i, sub) in subtasks.iter().enumerate() {
+            let steps: Vec<&Step> = st.ctx.path.iter().filter(|s| st.ctx.step_subtask.get(&s.label) == Some(&i)).collect();
+            let text = if steps.is_empty() {
+                "nothing found for this part".to_string()
+            } else if head.is_some() {
+                format!("served by {}", steps.iter().map(|s| format!("{} ({})", s.api.name, s.label)).collect::<Vec<_>>().join(", "))
+            } else {
+                let mut sc = st.ctx.clone();
+                sc.request = sub.request.clone();
+                sc.path.retain(|s| st.ctx.step_subtask.get(&s.label) == Some(&i));
+                crate::plan::deterministic::plain_answer(&sc)
+            };
+            parts.push(format!("[{}] {} — {}\n{}", i + 1, sub.name, sub.request, text));
+        }
+        let by_part = parts.join("\n\n");
+        Ok(match head {
+            Some(h) => format!("{h}\n\n{by_part}"),
+            None => by_part,
+        })
+    }
+
     async fn conclude(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
         let judgement = if st.ctx.path.is_empty() {
             None
-        } else if recalled {
+        } else if recalled || st.deterministic_judge {
             Some(judge_path(&st.ctx))
         } else {
             st.stats.planner_calls += 1;
-            Some(self.planner.judge(&st.ctx).await?)
+            Some(st.planner.judge(&st.ctx).await?)
         };
         if let Some(j) = &judgement {
             st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
@@ -845,7 +1242,7 @@ impl Engine {
                 if !recalled {
                     st.stats.planner_calls += 1;
                 }
-                let a = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.planner.answer(&st.ctx).await? };
+                let a = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.answer(&st).await? };
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
             }
@@ -853,7 +1250,7 @@ impl Engine {
                 if !recalled {
                     st.stats.planner_calls += 1;
                 }
-                let done = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.planner.answer(&st.ctx).await? };
+                let done = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.answer(&st).await? };
                 let missing = judgement.as_ref().map(|j| if j.complete() { j.reason.clone() } else { crate::plan::coverage::missing_text(&j.coverage) }).unwrap_or_default();
                 let a = format!("Partly done; not covered: {missing}.\n{done}");
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
@@ -883,7 +1280,7 @@ impl Engine {
             .ctx
             .path
             .iter()
-            .map(|s| ChainCall { label: s.label.clone(), api: s.api.id.clone(), name: s.api.name.clone(), arguments: s.arguments.clone(), sent: st.sent.get(&s.label).cloned().unwrap_or_default() })
+            .map(|s| ChainCall { label: s.label.clone(), api: s.api.id.clone(), name: s.api.name.clone(), arguments: s.arguments.clone(), sent: st.sent.get(&s.label).cloned().unwrap_or_default(), subtask: st.ctx.step_subtask.get(&s.label).copied() })
             .collect();
         st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
         st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);

@@ -19,6 +19,14 @@ pub struct Offered {
 pub enum TraceEvent {
     /// Seed tools retrieved for a (sub)task.
     Retrieve { subtask: String, seeds: Vec<(String, f64)> },
+    /// The search of one subtask begins (per-subtask search).
+    Subtask { index: usize, name: String, request: String, category: Option<String> },
+    /// Plan mode: the whole plan (API ids in order) and the solution it follows.
+    Plan { source: String, solution: Vec<String>, steps: Vec<String> },
+    /// A plan step whose `if` did not hold.
+    PlanSkipped { step: usize, api: String, reason: String },
+    /// The plan stopped at `step` (1-based; 0: no plan): the graph search goes on from there.
+    PlanFailed { step: usize, reason: String },
     /// A long-term memory recalled for the request.
     Recall { request: String, score: f32, chain: Vec<String>, replayed: bool },
     /// A replayed memory failed; the search takes over.

@@ -13,6 +13,7 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     runs: Mutex<BTreeMap<String, u64>>,
     run_seconds: Mutex<([u64; BUCKETS_S.len()], u64, f64)>,
+    llm: Mutex<BTreeMap<String, toolgraph_engine::plan::ModelUsage>>,
     pub in_flight: AtomicU64,
     pub tool_calls: AtomicU64,
     pub tool_call_failures: AtomicU64,
@@ -40,6 +41,17 @@ impl Metrics {
         self.tool_call_failures.fetch_add(failed, Ordering::Relaxed);
     }
 
+    /// LLM calls and tokens of one run, by model.
+    pub fn llm(&self, usage: &BTreeMap<String, toolgraph_engine::plan::ModelUsage>) {
+        let mut m = self.llm.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, u) in usage {
+            let e = m.entry(name.clone()).or_default();
+            e.calls += u.calls;
+            e.prompt_tokens += u.prompt_tokens;
+            e.completion_tokens += u.completion_tokens;
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# HELP toolgraph_http_requests_total HTTP requests by method, route and status.\n# TYPE toolgraph_http_requests_total counter");
@@ -49,6 +61,16 @@ impl Metrics {
         let _ = writeln!(out, "# HELP toolgraph_runs_total Orchestration runs by final status.\n# TYPE toolgraph_runs_total counter");
         for (s, n) in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let _ = writeln!(out, "toolgraph_runs_total{{status=\"{s}\"}} {n}");
+        }
+        let _ = writeln!(out, "# HELP toolgraph_llm_calls_total LLM completions asked by runs, by configured model.\n# TYPE toolgraph_llm_calls_total counter");
+        let llm = self.llm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (m, u) in &llm {
+            let _ = writeln!(out, "toolgraph_llm_calls_total{{model=\"{}\"}} {}", m.replace('"', "'"), u.calls);
+        }
+        let _ = writeln!(out, "# HELP toolgraph_llm_tokens_total LLM tokens used by runs, by configured model and kind.\n# TYPE toolgraph_llm_tokens_total counter");
+        for (m, u) in &llm {
+            let m = m.replace('"', "'");
+            let _ = writeln!(out, "toolgraph_llm_tokens_total{{model=\"{m}\",kind=\"prompt\"}} {}\ntoolgraph_llm_tokens_total{{model=\"{m}\",kind=\"completion\"}} {}", u.prompt_tokens, u.completion_tokens);
         }
         let h = *self.run_seconds.lock().unwrap_or_else(|p| p.into_inner());
         let _ = writeln!(out, "# HELP toolgraph_run_duration_seconds Wall time of orchestration runs.\n# TYPE toolgraph_run_duration_seconds histogram");

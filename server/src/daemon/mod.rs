@@ -39,6 +39,7 @@ use tokio::sync::{mpsc, Semaphore};
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::Executor;
 use toolgraph_engine::graph::GraphStore;
+use toolgraph_engine::plan::models::Models;
 use toolgraph_engine::plan::{Earlier, Planner};
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
@@ -60,6 +61,8 @@ pub struct Backends {
     pub run: RunSettings,
     pub settings: Settings,
     pub cache: Option<EmbeddingCache>,
+    /// The planners requests may pick (`planner`, `model`); built from `settings.llm` when `None`.
+    pub models: Option<Arc<Models>>,
 }
 
 /// A conversation: earlier turns' outputs and the values the user gave carry into the next run.
@@ -116,6 +119,8 @@ pub struct Daemon {
     pub health: Arc<Health>,
     /// Runs were learned since the engine's graph was last loaded.
     learned_since_refresh: AtomicBool,
+    /// Planners and models a request may choose.
+    pub models: Arc<Models>,
 }
 
 /// How long a graph store that answered is taken as reachable without asking again.
@@ -146,6 +151,13 @@ impl Daemon {
         let queries: Arc<dyn Embedder> = Arc::new(toolgraph_engine::embed::Memoized::new(backends.embedder.clone(), QUERY_CACHE));
         let health = Arc::new(Health::new(backends.settings.health.clone(), &backends.store.node_snapshot().await?));
         let engine = build_engine(&backends, &queries, &health).await?;
+        let models = match &backends.models {
+            Some(m) => m.clone(),
+            None => {
+                let categories: Vec<String> = engine.graph().categories.values().map(|c| c.name.clone()).collect();
+                Arc::new(Models::from_config(&backends.settings.llm, &categories)?)
+            }
+        };
         let s = &backends.settings.server;
         let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Ok(Arc::new(Daemon {
@@ -165,6 +177,7 @@ impl Daemon {
             graph_ok_at_ms: AtomicU64::new(0),
             health,
             learned_since_refresh: AtomicBool::new(false),
+            models,
             backends,
         }))
     }
@@ -311,6 +324,7 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let s = d.settings().server.clone();
     let v1 = Router::new()
         .route("/v1/orchestrate", post(orchestrate))
+        .route("/v1/models", get(list_models))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
@@ -478,6 +492,40 @@ pub struct OrchestrateRequest {
     /// Stream the trace as Server-Sent Events (also `Accept: text/event-stream` or `?stream=true`).
     #[serde(default)]
     pub stream: bool,
+    /// Who decides this run: `deterministic` or `llm` (default: the daemon's planner).
+    #[serde(default)]
+    pub planner: Option<String>,
+    /// For the llm planner: a configured model name (`GET /v1/models`; default: `llm.default`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `graph`, `plan`, `dfs-no-graph` or `retrieve-greedy` (default: `run.mode`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Target-first planning (Reverse Chain) for this run (default: `run.backward`).
+    #[serde(default)]
+    pub backward: Option<bool>,
+}
+
+/// The per-run choices of a request, checked.
+fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgraph_engine::run::RunOptions, ApiError> {
+    let mode = match r.mode.as_deref() {
+        None => None,
+        Some("graph") => Some(toolgraph_engine::run::Mode::Graph),
+        Some("plan") => Some(toolgraph_engine::run::Mode::Plan),
+        Some("dfs-no-graph") => Some(toolgraph_engine::run::Mode::DfsNoGraph),
+        Some("retrieve-greedy") => Some(toolgraph_engine::run::Mode::RetrieveGreedy),
+        Some(other) => return Err(ApiError::invalid(format!("`mode`: `{}` is not graph, plan, dfs-no-graph or retrieve-greedy", other.chars().take(40).collect::<String>()))),
+    };
+    let planner = match (r.planner.as_deref(), r.model.as_deref()) {
+        (None, None) => None,
+        (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>())))?),
+    };
+    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward })
+}
+
+/// `GET /v1/models`: the configured LLMs (never their keys) and the default.
+async fn list_models(State(d): State<Arc<Daemon>>) -> Json<Value> {
+    Json(json!({"default": d.models.default_name(), "planners": ["deterministic", "llm"], "models": d.models.list()}))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -525,6 +573,7 @@ fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> Map<String, Val
 async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>, ApiJson(body): ApiJson<OrchestrateRequest>) -> Result<Response, ApiError> {
     let q = q?.0;
     validate_request(&body, d.settings().server.max_request_chars)?;
+    let opts = run_options(&d, &body)?;
     if d.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable("draining", "the daemon is shutting down", d.settings().server.retry_after_s));
     }
@@ -580,7 +629,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         let (rid, sid) = (run_id.clone(), session_id.clone());
         let task = tokio::spawn(async move {
             let _permit = permit;
-            execute(&dd, &engine, &rid, &sid, &request, given, earlier, None).await
+            execute(&dd, &engine, &rid, &sid, &request, given, earlier, None, opts).await
         });
         let (_, stored) = task.await.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
         return Ok(json_response(&stored));
@@ -601,7 +650,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
                 }
             }
         };
-        let run = async { execute(&dd, &engine, &rid, &sid, &request, given, earlier, Some(ttx)).await };
+        let run = async { execute(&dd, &engine, &rid, &sid, &request, given, earlier, Some(ttx), opts).await };
         let (result, ()) = tokio::join!(run, forward);
         let last = match result {
             Ok((body, _)) => Event::default().event("result").data(Value::Object(body).to_string()),
@@ -624,10 +673,20 @@ fn json_response(v: &Value) -> Response {
 /// body without the trace (what the stream's `result` event carries) and the stored run (the
 /// result with the request and the trace: the plain answer and `GET /v1/runs/{id}`).
 #[allow(clippy::too_many_arguments)]
-async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, request: &str, given: Map<String, Value>, earlier: Vec<Earlier>, sink: Option<mpsc::Sender<TraceEvent>>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+async fn execute(
+    d: &Daemon,
+    engine: &Engine,
+    run_id: &str,
+    session_id: &str,
+    request: &str,
+    given: Map<String, Value>,
+    earlier: Vec<Earlier>,
+    sink: Option<mpsc::Sender<TraceEvent>>,
+    opts: toolgraph_engine::run::RunOptions,
+) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
-    let result = engine.run_turn(request, given, earlier, sink.as_ref()).await;
+    let result = engine.run_with(request, given, earlier, sink.as_ref(), opts).await;
     drop(sink);
     d.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
     let report = match result {
@@ -649,6 +708,7 @@ async fn execute(d: &Daemon, engine: &Engine, run_id: &str, session_id: &str, re
         Err(e) => tracing::error!(run_id, error = %e, "learning from the run failed"),
     }
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
+    d.metrics.llm(&report.stats.llm);
     let body = result_body(run_id, session_id, &report);
     let mut stored = body.clone();
     stored.insert("request".into(), json!(request));

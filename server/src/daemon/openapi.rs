@@ -30,10 +30,14 @@ pub(super) async fn document() -> Json<Value> {
                 "OrchestrateRequest": {"type": "object", "required": ["request"], "additionalProperties": false, "properties": {
                     "request": {"type": "string", "maxLength": 4000}, "session_id": {"type": "string"},
                     "given": {"type": "object", "description": "values for parameters (answers to needs_input)"},
-                    "stream": {"type": "boolean", "description": "stream trace steps as Server-Sent Events (events: run, step, result, error)"}}},
+                    "stream": {"type": "boolean", "description": "stream trace steps as Server-Sent Events (events: run, step, result, error)"},
+                    "planner": {"enum": ["deterministic", "llm"], "description": "who decides this run (default: the daemon's planner)"},
+                    "model": {"type": "string", "description": "for the llm planner: a configured model (GET /v1/models); default llm.default"},
+                    "mode": {"enum": ["graph", "plan", "dfs-no-graph", "retrieve-greedy"], "description": "plan: one plan from the solution library, executed, falling back to the graph search from a failing step"},
+                    "backward": {"type": "boolean", "description": "target first: call the API that answers, complete its inputs backwards (Reverse Chain)"}}},
                 "RunResult": {"type": "object", "properties": {
                     "run_id": {"type": "string"}, "session_id": {"type": "string"}, "request": {"type": "string"},
-                    "status": {"enum": ["answered", "gave_up", "needs_input"]}, "answer": {"type": "string"},
+                    "status": {"enum": ["answered", "partial", "gave_up", "needs_input"]}, "answer": {"type": "string"},
                     "chain": {"type": "array"}, "needs_input": {"type": ["object", "null"]}, "judgement": {"type": ["object", "null"]},
                     "stats": {"type": "object"}, "trace": {"type": "array"}}},
                 "Registration": {"type": "object", "required": ["name", "url"], "additionalProperties": false, "properties": {
@@ -52,6 +56,7 @@ pub(super) async fn document() -> Json<Value> {
             "/v1/orchestrate": {"post": {"summary": "Plan and execute a request (JSON, or SSE with Accept: text/event-stream or ?stream=true)",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OrchestrateRequest"}}}},
                 "responses": with(json!({"200": {"description": "the run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}}, "text/event-stream": {}}}}))}},
+            "/v1/models": {"get": {"summary": "The configured LLMs (name, model, endpoint, sampling; never keys) and the default", "responses": with(json!({"200": {"description": "models"}}))}},
             "/v1/runs/{id}": {"get": {"summary": "A past run with its trace", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the run"}}))}},
             "/v1/sessions": {"post": {"summary": "Start a conversation", "responses": with(json!({"201": {"description": "session_id"}}))}},
             "/v1/sessions/{id}": {
