@@ -618,13 +618,7 @@ impl Planner for LlmPlanner {
         Ok(match got {
             Some(mut f) => {
                 for (k, v) in &f.arguments {
-                    let source = match v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied()) {
-                        Some(r) => {
-                            let (label, path) = r.split_once('.').unwrap_or((r, ""));
-                            super::ArgSource::Output { label: label.to_string(), path: path.to_string() }
-                        }
-                        None => base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given),
-                    };
+                    let source = super::ArgSource::of_reference(v).unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given));
                     f.sources.insert(k.clone(), source);
                 }
                 f

@@ -123,6 +123,15 @@ pub enum ArgSource {
     Earlier { turn: usize, api: String, path: String },
 }
 
+impl ArgSource {
+    /// The source of a value that references an earlier output (`$label.path$`), if it does.
+    pub fn of_reference(v: &Value) -> Option<ArgSource> {
+        let r = v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied())?;
+        let (label, path) = r.split_once('.').unwrap_or((r, ""));
+        Some(ArgSource::Output { label: label.to_string(), path: path.to_string() })
+    }
+}
+
 /// Filled arguments of one call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Filled {

@@ -1056,14 +1056,7 @@ impl Engine {
                         };
                         let mut f = Filled { arguments, ..Filled::default() };
                         for (k, v) in &f.arguments {
-                            let src = match v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied()) {
-                                Some(r) => {
-                                    let (label, path) = r.split_once('.').unwrap_or((r, ""));
-                                    ArgSource::Output { label: label.to_string(), path: path.to_string() }
-                                }
-                                None => ArgSource::Given,
-                            };
-                            f.sources.insert(k.clone(), src);
+                            f.sources.insert(k.clone(), ArgSource::of_reference(v).unwrap_or(ArgSource::Given));
                         }
                         self.execute(st, &api, f).await
                     }
