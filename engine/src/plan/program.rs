@@ -83,14 +83,10 @@ impl SolutionLibrary {
                 pairs.insert((a.as_str(), b.as_str()));
             }
         }
+        // An edge's observed static weight, floored for couplings never observed.
+        let weight = |a: &str, b: &str| graph.next.get(&(a.to_string(), b.to_string())).map(|e| e.static_weight).unwrap_or(0.0).max(UNSEEN_EDGE);
         for (a, b) in pairs {
-            let w = graph
-                .next
-                .get(&(a.to_string(), b.to_string()))
-                .map(|e| e.static_weight)
-                .unwrap_or(0.0)
-                .max(UNSEEN_EDGE);
-            out.entry(a).or_default().push((b, w));
+            out.entry(a).or_default().push((b, weight(a, b)));
         }
         for v in out.values_mut() {
             v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(y.0)));
@@ -99,12 +95,7 @@ impl SolutionLibrary {
         let mut starts: Vec<&String> = apis.keys().collect();
         starts.sort();
         for start in starts {
-            let w0 = graph
-                .next
-                .get(&(START_ID.to_string(), start.clone()))
-                .map(|e| e.static_weight)
-                .unwrap_or(0.0)
-                .max(UNSEEN_EDGE);
+            let w0 = weight(START_ID, start);
             let mut found: Vec<Solution> = vec![Solution {
                 apis: vec![start.clone()],
                 weight: w0,
