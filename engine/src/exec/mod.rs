@@ -3,6 +3,7 @@
 //! with backoff for transient failures, honouring `Retry-After` on 429/503; bounded response
 //! bodies; long responses compressed for the planner while the full response stays in the trace.
 
+pub mod credentials;
 pub mod guard;
 pub mod refs;
 
@@ -55,6 +56,8 @@ pub enum CallError {
     Rejected { status: u16, body: String },
     /// The URL cannot be called.
     BadRequest { message: String },
+    /// A person refused the call (APIs that require approval); nothing was sent.
+    NotApproved { by: String, reason: String },
 }
 
 impl std::fmt::Display for CallError {
@@ -68,6 +71,7 @@ impl std::fmt::Display for CallError {
             CallError::Exhausted { attempts, last } => write!(f, "failed after {attempts} attempts: {last}"),
             CallError::Rejected { status, body } => write!(f, "rejected with HTTP {status}: {body}"),
             CallError::BadRequest { message } => write!(f, "cannot call: {message}"),
+            CallError::NotApproved { by, reason } => write!(f, "not approved by {by}: {reason}"),
         }
     }
 }
@@ -243,6 +247,8 @@ pub struct Executor {
     client: reqwest::Client,
     settings: ExecSettings,
     guard: std::sync::Arc<guard::Guard>,
+    /// Tool credentials (shared by every clone; replaced as a whole when they change).
+    credentials: std::sync::Arc<std::sync::RwLock<std::sync::Arc<credentials::CredentialSet>>>,
 }
 
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -261,7 +267,7 @@ impl Executor {
             .user_agent(concat!("toolgraph/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| crate::EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Executor { client, settings, guard })
+        Ok(Executor { client, settings, guard, credentials: Default::default() })
     }
 
     pub fn settings(&self) -> &ExecSettings {
@@ -273,14 +279,20 @@ impl Executor {
         &self.guard
     }
 
-    fn url_of(&self, spec: &CallSpec, args: &mut Map<String, Value>) -> Result<reqwest::Url, CallError> {
+    /// Replace the tool credentials every clone of this executor injects.
+    pub fn set_credentials(&self, set: credentials::CredentialSet) {
+        *self.credentials.write().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(set);
+    }
+
+    /// The tool credentials in use.
+    pub fn credentials(&self) -> std::sync::Arc<credentials::CredentialSet> {
+        self.credentials.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The URL to send to, and the host of the API's own URL (path parameters filled, before
+    /// deployment rewrites): the host credentials are bound to.
+    fn url_of(&self, spec: &CallSpec, args: &mut Map<String, Value>) -> Result<(reqwest::Url, String), CallError> {
         let mut url = spec.url.clone();
-        for (from, to) in &self.settings.rewrites {
-            if let Some(rest) = url.strip_prefix(from.as_str()) {
-                url = format!("{to}{rest}");
-                break;
-            }
-        }
         // Path parameters: `{name}` in the URL template.
         let names: Vec<String> = args.keys().filter(|k| url.contains(&format!("{{{k}}}"))).cloned().collect();
         for k in names {
@@ -292,7 +304,15 @@ impl Executor {
                 url = url.replace(&format!("{{{k}}}"), &text.replace('/', "%2F"));
             }
         }
-        reqwest::Url::parse(&url).map_err(|e| CallError::BadRequest { message: format!("URL `{url}` of {}: {e}", spec.api_id) })
+        let own_host = reqwest::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default();
+        for (from, to) in &self.settings.rewrites {
+            if let Some(rest) = url.strip_prefix(from.as_str()) {
+                url = format!("{to}{rest}");
+                break;
+            }
+        }
+        let parsed = reqwest::Url::parse(&url).map_err(|e| CallError::BadRequest { message: format!("URL `{}` of {}: {e}", url.split('?').next().unwrap_or_default(), spec.api_id) })?;
+        Ok((parsed, own_host))
     }
 
     /// Resolve references, validate, then call with retries.
@@ -302,8 +322,11 @@ impl Executor {
         let valid = validate(&spec.params, &resolved).map_err(|problems| CallError::InvalidArguments { problems })?;
         let started = Instant::now();
         let mut rest = valid.clone();
-        let url = self.url_of(spec, &mut rest)?;
+        let (url, own_host) = self.url_of(spec, &mut rest)?;
         self.guard.check_url(&url).await.map_err(|message| CallError::BadRequest { message: format!("{} refused: {message}", spec.api_id) })?;
+        let creds_set = self.credentials();
+        let creds = creds_set.for_call(&spec.api_id, &own_host);
+        let scrub = |s: String| if creds.is_empty() { s } else { credentials::scrub(&s, &creds) };
         let method = reqwest::Method::from_bytes(spec.method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let mut last = String::new();
         let mut attempts = 0;
@@ -319,6 +342,20 @@ impl Executor {
             } else {
                 req = req.json(&Value::Object(rest.clone()));
             }
+            for c in &creds {
+                use secrecy::ExposeSecret;
+                req = match c.placement {
+                    credentials::Placement::Header => match reqwest::header::HeaderValue::from_str(c.value.expose_secret()) {
+                        Ok(mut v) => {
+                            v.set_sensitive(true);
+                            req.header(c.name.as_str(), v)
+                        }
+                        Err(_) => return Err(CallError::BadRequest { message: format!("the credential {} of {} is not a valid header value", c.name, c.scope) }),
+                    },
+                    credentials::Placement::Query => req.query(&[(c.name.as_str(), c.value.expose_secret())]),
+                    credentials::Placement::Bearer => req.bearer_auth(c.value.expose_secret()),
+                };
+            }
             let mut wait = Duration::from_millis(self.settings.backoff_ms.saturating_mul(1 << attempt.min(10)));
             match req.send().await {
                 Ok(resp) => {
@@ -333,10 +370,18 @@ impl Executor {
                     } else {
                         match read_bounded(resp, self.settings.max_response_bytes).await {
                             Ok(body) if status.is_client_error() => {
-                                return Err(CallError::Rejected { status: status.as_u16(), body: String::from_utf8_lossy(&body).chars().take(500).collect() })
+                                return Err(CallError::Rejected { status: status.as_u16(), body: scrub(String::from_utf8_lossy(&body).chars().take(500).collect()) })
                             }
                             Ok(body) => match serde_json::from_slice::<Value>(&body) {
-                                Ok(response) => {
+                                Ok(mut response) => {
+                                    // A server that echoes a credential does not get it into the trace.
+                                    if !creds.is_empty() {
+                                        let text = response.to_string();
+                                        let clean = scrub(text.clone());
+                                        if clean != text {
+                                            response = serde_json::from_str(&clean).unwrap_or(Value::String("[response withheld: it echoed a credential]".into()));
+                                        }
+                                    }
                                     return Ok(CallOutcome {
                                         status: status.as_u16(),
                                         response,
@@ -358,7 +403,7 @@ impl Executor {
                 tokio::time::sleep(wait).await;
             }
         }
-        Err(CallError::Exhausted { attempts, last })
+        Err(CallError::Exhausted { attempts, last: scrub(last) })
     }
 }
 

@@ -76,6 +76,32 @@ pub struct RunOptions {
     pub planner: Option<Arc<dyn Planner>>,
     pub mode: Option<Mode>,
     pub backward: Option<bool>,
+    /// Asked before any call to an API that requires approval (human in the loop).
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+/// A call waiting for a person's approval: the API and its resolved arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub api: String,
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+/// A person's decision on a [`PendingCall`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Approved { by: String },
+    Rejected { by: String, reason: String },
+}
+
+/// Decides whether calls to APIs that require approval may be sent. `decide` may wait as long as
+/// it needs (the run pauses); a rejection fails that branch and the search goes on.
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    fn requires(&self, api: &str) -> bool;
+    async fn decide(&self, call: &PendingCall) -> ApprovalDecision;
 }
 
 /// What the user must give for the run to go on.
@@ -196,6 +222,7 @@ struct RunState<'a> {
     subtask_sims: Vec<HashMap<String, f64>>,
     /// Judge and answer without the planner (memory replays, plans that passed).
     deterministic_judge: bool,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl RunState<'_> {
@@ -365,7 +392,8 @@ impl Engine {
         Ok(r)
     }
 
-    async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
+    /// A fresh run's state: the request's context with the given values and earlier turns.
+    fn new_state<'a>(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>, opts: &RunOptions) -> RunState<'a> {
         let started = Instant::now();
         let today = chrono::Utc::now().date_naive();
         let mut ctx = Context::new(request, RequestValues::extract(request, today));
@@ -376,7 +404,7 @@ impl Engine {
             ctx.notes.push(format!("earlier turn {turn} of this conversation asked: {req}"));
         }
         ctx.earlier = earlier;
-        let mut st = RunState {
+        RunState {
             ctx,
             trace: Vec::new(),
             sink,
@@ -396,7 +424,86 @@ impl Engine {
             subtask_seeds: Vec::new(),
             subtask_sims: Vec::new(),
             deterministic_judge: false,
+            approver: opts.approver.clone(),
+        }
+    }
+
+    /// Check a chain a person wrote without running it: APIs known and usable, argument names,
+    /// required arguments, literal values' types against the schema, `$varN.field$` references to
+    /// earlier steps only. `Err`: every problem found first, with its step.
+    pub fn check_chain(&self, request: &str, chain: &Value) -> std::result::Result<(), String> {
+        let st = self.new_state(request, Map::new(), Vec::new(), None, &RunOptions::default());
+        let steps = chain.get("steps").and_then(Value::as_array).ok_or("`steps` must be a list")?;
+        let mut named = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            let id = s.get("api").and_then(Value::as_str).ok_or_else(|| format!("step {}: `api` is missing", i + 1))?;
+            match self.apis.get(id) {
+                Some(a) => named.push(a.clone()),
+                None => return Err(format!("step {}: no usable API `{id}` (ids look like category/tool/api; invalid APIs cannot be called)", i + 1)),
+            }
+        }
+        let plan = crate::plan::program::parse_plan(chain, &st.ctx, &named, "user")?;
+        for (i, step) in plan.steps.iter().enumerate() {
+            let Some(api) = self.apis.get(&step.api) else { continue };
+            for (k, v) in step.arguments.iter().flatten() {
+                let literal = !v.to_string().contains('$');
+                if let (true, Some(p)) = (literal, api.params.iter().find(|p| &p.name == k)) {
+                    let mut one = p.clone();
+                    one.required = false;
+                    let args: Map<String, Value> = [(k.clone(), v.clone())].into_iter().collect();
+                    if let Err(problems) = crate::exec::validate(&[one], &args) {
+                        let text: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.argument, p.problem)).collect();
+                        return Err(format!("step {} ({}): {}", i + 1, api.name, text.join("; ")));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Execute a chain a person wrote (developer mode): `{"steps": [{"api", "arguments"?, "for_each"?,
+    /// "if"?}]}` with `$varN.field$` references to earlier steps' outputs, checked like a planned
+    /// chain before anything is sent (`Err`: what is wrong, nothing ran). Steps without arguments
+    /// are filled like planned calls (Reverse Chain included). The run is judged deterministically
+    /// and never remembered as a plan (a person's chain is not the engine's judgement).
+    pub async fn execute_chain(&self, request: &str, chain: &Value, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<std::result::Result<RunReport, String>> {
+        let mut st = self.new_state(request, given, Vec::new(), sink, &opts);
+        let named: Vec<Arc<ApiView>> = chain
+            .get("steps")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("api").and_then(Value::as_str))
+            .filter_map(|id| self.apis.get(id).cloned())
+            .collect();
+        let plan = match crate::plan::program::parse_plan(chain, &st.ctx, &named, "user") {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
         };
+        st.deterministic_judge = true;
+        st.emit(TraceEvent::Plan { source: "user".into(), solution: Vec::new(), steps: plan.steps.iter().map(|s| s.api.clone()).collect() }).await;
+        let usage: crate::plan::RunUsage = Default::default();
+        let ended = crate::plan::RUN_USAGE.scope(usage.clone(), self.execute_plan(&mut st, &plan)).await?;
+        let ended = match ended {
+            Ok(()) => Ended::Finished,
+            Err((n, reason)) => {
+                st.emit(TraceEvent::PlanFailed { step: n, reason: reason.clone() }).await;
+                Ended::GaveUp(reason)
+            }
+        };
+        let failed = matches!(ended, Ended::GaveUp(_));
+        let mut settings_off = self.settings.clone();
+        settings_off.remember = false;
+        let mut r = self.conclude_with(st, ended, &[], false, &settings_off).await?;
+        if failed && r.status == Status::Answered {
+            r.status = Status::Partial;
+        }
+        r.stats.llm = usage.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(Ok(r))
+    }
+
+    async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
+        let mut st = self.new_state(request, given, earlier, sink, &opts);
         let t = Instant::now();
         let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
@@ -1080,12 +1187,35 @@ impl Engine {
         let Some(node) = self.graph.apis.get(&api.id) else { return false };
         let spec = CallSpec::from_node(node);
         let label = format!("var{}", st.next_label);
+        if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
+            let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+            let resolved = crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone());
+            drop(outputs);
+            let call = PendingCall { api: api.id.clone(), name: api.name.clone(), arguments: resolved };
+            st.emit(TraceEvent::AwaitingApproval { label: label.clone(), call: call.clone() }).await;
+            let decision = approver.decide(&call).await;
+            st.emit(TraceEvent::Approval { api: api.id.clone(), decision: decision.clone() }).await;
+            if let ApprovalDecision::Rejected { by, reason } = decision {
+                let error = CallError::NotApproved { by, reason };
+                st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+                return false;
+            }
+        }
         st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone() }).await;
         st.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();
         let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
-        let result = self.executor.call(&spec, &filled.arguments, &outputs).await;
+        let span = tracing::info_span!("tool_call", api = %api.id, label = %label);
+        let result = {
+            use tracing::Instrument;
+            self.executor.call(&spec, &filled.arguments, &outputs).instrument(span.clone()).await
+        };
+        span.in_scope(|| match &result {
+            Ok(o) => tracing::debug!(status = o.status, attempts = o.attempts, ms = o.elapsed_ms as u64, "tool call answered"),
+            Err(e) => tracing::debug!(error = %e, "tool call failed"),
+        });
         drop(outputs);
         st.stats.http_ms += t.elapsed().as_secs_f64() * 1000.0;
         let outcome = match result {
@@ -1198,7 +1328,11 @@ impl Engine {
         })
     }
 
-    async fn conclude(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
+    async fn conclude(&self, st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
+        self.conclude_with(st, ended, vector, recalled, &self.settings).await
+    }
+
+    async fn conclude_with(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool, settings: &RunSettings) -> Result<RunReport> {
         let judgement = if st.ctx.path.is_empty() {
             None
         } else if recalled || st.deterministic_judge {
@@ -1262,7 +1396,7 @@ impl Engine {
         // Long-term memory of runs judged complete (the graph learns in `learn_from`, once per run).
         if judgement.is_some() && !recalled {
             // Only a run judged complete is a plan worth recalling.
-            if status == Status::Answered && self.settings.remember {
+            if status == Status::Answered && settings.remember {
                 if let Some(mem) = &self.memory {
                     let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;

@@ -35,6 +35,10 @@ pub enum TraceEvent {
     Choose { depth: usize, offered: Vec<Offered>, decision: Decision },
     /// A call about to be sent (references still in `arguments`).
     Call { label: String, api: String, arguments: Map<String, Value> },
+    /// The run waits for a person to approve this call (APIs that require approval).
+    AwaitingApproval { label: String, call: super::PendingCall },
+    /// The decision on it (a rejection fails the branch; the search goes on).
+    Approval { api: String, decision: super::ApprovalDecision },
     /// Its response: `observation` is what the planner sees; `response` is the full body.
     Response { label: String, api: String, status: u16, attempts: u32, elapsed_ms: f64, observation: String, response: std::sync::Arc<Value> },
     /// A call that failed (nothing was added to the path).

@@ -36,6 +36,9 @@ impl ApiError {
     pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -62,7 +65,8 @@ impl ApiError {
     /// The error class (`type`): who has to act.
     pub fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            401 | 403 => "authentication_error",
+            401 => "authentication_error",
+            403 => "permission_error",
             404 => "not_found_error",
             409 => "conflict_error",
             413 => "request_too_large",
@@ -139,6 +143,13 @@ impl From<toolgraph_engine::EngineError> for ApiError {
             (_, ErrorClass::Transient) => ApiError::unavailable("backend_unavailable", e.to_string(), 1),
             _ => ApiError::internal(e.to_string()),
         }
+    }
+}
+
+impl From<crate::state::StateError> for ApiError {
+    fn from(e: crate::state::StateError) -> Self {
+        tracing::error!(error = %e, "state store");
+        ApiError::unavailable("state_unavailable", e.0, 1)
     }
 }
 

@@ -10,7 +10,10 @@
 //! the planner only as observations and argument values, never as instructions, and the trace
 //! never holds a key (keys are not part of runs at all).
 
+mod accounts;
+mod approvals;
 pub mod error;
+mod history;
 pub mod limits;
 pub mod metrics;
 mod openapi;
@@ -21,14 +24,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
+use axum::Extension;
 use axum::{Json, Router};
 use error::{ApiError, ApiJson};
 use limits::{ApiKeys, RateLimiter};
 use metrics::Metrics;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
@@ -49,6 +53,8 @@ use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, EngineParts, RunReport, RunSettings};
 use toolgraph_engine::vector::VectorStore;
 use toolgraph_schema::Settings;
+use crate::state::{Caller, RunRecord, Role, StateStore};
+use tracing::Instrument;
 
 /// What the daemon runs on: the stores, the embedder, the planner and the settings.
 pub struct Backends {
@@ -63,38 +69,43 @@ pub struct Backends {
     pub cache: Option<EmbeddingCache>,
     /// The planners requests may pick (`planner`, `model`); built from `settings.llm` when `None`.
     pub models: Option<Arc<Models>>,
+    /// Durable state (users, sessions, runs, …); a throw-away in-memory SQLite store when `None`.
+    pub state: Option<Arc<StateStore>>,
 }
 
-/// A conversation: earlier turns' outputs and the values the user gave carry into the next run.
-struct Session {
+/// A conversation, as stored: earlier turns' outputs and the values the user gave carry into the
+/// next run (any replica of the deployment can serve the next turn).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SessionState {
+    #[serde(default)]
     turns: Vec<Value>,
-    earlier: Vec<Earlier>,
+    #[serde(default)]
+    earlier: Vec<EarlierRecord>,
+    #[serde(default)]
     given: Map<String, Value>,
-    last_used: Instant,
 }
 
-/// Bounded maps, oldest dropped first.
-struct Bounded<T> {
-    order: VecDeque<String>,
-    map: HashMap<String, T>,
-    cap: usize,
+#[derive(Debug, Serialize, Deserialize)]
+struct EarlierRecord {
+    turn: usize,
+    request: String,
+    api: String,
+    response: Value,
 }
 
-impl<T> Bounded<T> {
-    fn new(cap: usize) -> Self {
-        Bounded { order: VecDeque::new(), map: HashMap::new(), cap: cap.max(1) }
+impl SessionState {
+    fn of(v: Value) -> Self {
+        serde_json::from_value(v).unwrap_or_default()
     }
-    fn insert(&mut self, id: String, v: T) {
-        if self.map.insert(id.clone(), v).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > self.cap {
-            if let Some(old) = self.order.pop_front() {
-                self.map.remove(&old);
-            }
-        }
+    fn earlier(&self) -> Vec<Earlier> {
+        self.earlier.iter().map(|e| Earlier::new(e.turn, &e.request, &e.api, Arc::new(e.response.clone()))).collect()
     }
 }
+
+/// How long a looked-up API key is trusted before the store is asked again (revocations on
+/// another replica take effect within this; on the same replica at once).
+const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+const KEY_CACHE_MAX: usize = 10_000;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -103,8 +114,23 @@ pub struct Daemon {
     engine: RwLock<Arc<Engine>>,
     /// Serializes registrations, invalidations and imports (each re-indexes and reloads).
     admin: tokio::sync::Mutex<()>,
-    runs: Mutex<Bounded<Arc<Value>>>,
-    sessions: Mutex<Bounded<Session>>,
+    /// Durable state: users, keys, sessions, runs, chains, credentials, approvals, audit.
+    pub state: Arc<StateStore>,
+    /// Seals tool credentials at rest (`TOOLGRAPH_SECRET_KEY(_FILE)`); without it credentials can
+    /// only be referenced (`env:` / `file:`).
+    sealing: Option<crate::state::secrets::SealingKey>,
+    /// APIs whose calls wait for a person's approval.
+    approval_apis: RwLock<Arc<HashSet<String>>>,
+    /// Key digest → caller (or `None`: not a valid key), with when it was looked up.
+    key_cache: Mutex<HashMap<String, (Option<Caller>, Instant)>>,
+    /// Keys are required: bootstrap keys are configured or users have keys.
+    auth_required: AtomicBool,
+    /// (count, newest change) of the stored credentials the executor holds.
+    credentials_version: Mutex<(i64, i64)>,
+    /// Runs this daemon is executing now (a paused run it holds is not resumed twice).
+    active_runs: Mutex<HashSet<String>>,
+    /// Their tasks: what shutdown stops (paused runs are handed to the other replicas).
+    run_tasks: Mutex<HashMap<String, tokio::task::AbortHandle>>,
     keys: ApiKeys,
     limiter: RateLimiter,
     in_flight: Arc<Semaphore>,
@@ -160,12 +186,24 @@ impl Daemon {
         };
         let s = &backends.settings.server;
         let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
-        Ok(Arc::new(Daemon {
+        let state = match &backends.state {
+            Some(st) => st.clone(),
+            None => Arc::new(StateStore::memory().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?),
+        };
+        let sealing = crate::state::secrets::SealingKey::from_env().map_err(toolgraph_engine::EngineError::Config)?;
+        let auth_required = !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
+        let d = Arc::new(Daemon {
             engine: RwLock::new(Arc::new(engine)),
             queries,
             admin: tokio::sync::Mutex::new(()),
-            runs: Mutex::new(Bounded::new(s.runs_kept)),
-            sessions: Mutex::new(Bounded::new(s.sessions_kept)),
+            state,
+            sealing,
+            approval_apis: RwLock::new(Arc::new(HashSet::new())),
+            key_cache: Mutex::new(HashMap::new()),
+            auth_required: AtomicBool::new(auth_required),
+            credentials_version: Mutex::new((-1, -1)),
+            active_runs: Mutex::new(HashSet::new()),
+            run_tasks: Mutex::new(HashMap::new()),
             limiter: RateLimiter::new(s.rate_per_s, s.rate_burst),
             in_flight: Arc::new(Semaphore::new(s.max_in_flight.max(1))),
             keys,
@@ -179,7 +217,78 @@ impl Daemon {
             learned_since_refresh: AtomicBool::new(false),
             models,
             backends,
-        }))
+        });
+        d.sync_state().await.map_err(|e| toolgraph_engine::EngineError::Config(e.message))?;
+        Ok(d)
+    }
+
+    /// Take in what other replicas (or the CLI) changed in the shared state: credentials,
+    /// approval marks, whether keys are required.
+    pub async fn sync_state(&self) -> Result<(), ApiError> {
+        let version = self.state.credentials_version().await?;
+        let changed = { *self.credentials_version.lock().unwrap_or_else(|p| p.into_inner()) != version };
+        if changed {
+            self.reload_credentials().await?;
+            *self.credentials_version.lock().unwrap_or_else(|p| p.into_inner()) = version;
+        }
+        let apis: HashSet<String> = self.state.requires_approval().await?.into_iter().collect();
+        *self.approval_apis.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(apis);
+        if !self.auth_required.load(Ordering::Relaxed) && self.state.has_keys().await? {
+            self.auth_required.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Load the stored credentials into the executor; entries that cannot be opened are logged by
+    /// scope and name (never a value) and left out.
+    async fn reload_credentials(&self) -> Result<(), ApiError> {
+        let rows = self.state.credentials().await?;
+        let (set, problems) = crate::state::secrets::credential_set(&rows, self.sealing.as_ref());
+        for p in problems {
+            tracing::error!(credential = %p, "a stored credential cannot be used");
+        }
+        tracing::info!(credentials = set.len(), "tool credentials loaded");
+        self.backends.executor.set_credentials(set);
+        Ok(())
+    }
+
+    fn approval_apis(&self) -> Arc<HashSet<String>> {
+        self.approval_apis.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The caller a presented key belongs to (bootstrap keys are admins).
+    async fn caller_of(&self, presented: &str) -> Result<Option<Caller>, ApiError> {
+        if let Some(id) = self.keys.check(presented) {
+            return Ok(Some(Caller { user_id: "bootstrap".into(), name: format!("bootstrap key {id}"), role: Role::Admin }));
+        }
+        let digest = crate::state::key_digest(presented);
+        if let Some((c, at)) = self.key_cache.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {
+            if at.elapsed() < KEY_CACHE_TTL {
+                return Ok(c.clone());
+            }
+        }
+        let c = self.state.caller_of_key(presented).await?;
+        let mut cache = self.key_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= KEY_CACHE_MAX {
+            cache.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
+            if cache.len() >= KEY_CACHE_MAX {
+                cache.clear();
+            }
+        }
+        cache.insert(digest, (c.clone(), Instant::now()));
+        Ok(c)
+    }
+
+    /// Forget cached key lookups (after a revocation).
+    fn forget_keys(&self) {
+        self.key_cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Append to the audit log; a failure is logged, never the caller's error.
+    async fn audit(&self, who: &Caller, action: &str, target: &str, detail: Value) {
+        if let Err(e) = self.state.audit(&who.name, action, target, detail).await {
+            tracing::error!(error = %e, action, "audit log");
+        }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -302,10 +411,22 @@ impl Daemon {
     /// The run id of a client's idempotency key: stable across restarts (the graph's ledger
     /// remembers learned runs by id), scoped to the caller's API key (one client never sees
     /// another's run by guessing its idempotency key).
-    fn run_id_for_key(&self, api_key: &str, key: &str) -> String {
+    fn run_id_for_key(&self, user: &str, api_key: &str, key: &str) -> String {
         use sha2::Digest;
-        let d = sha2::Sha256::digest(format!("toolgraph-idempotency\u{0}{api_key}\u{0}{key}").as_bytes());
+        let d = sha2::Sha256::digest(format!("toolgraph-idempotency\u{0}{user}\u{0}{api_key}\u{0}{key}").as_bytes());
         format!("run_{}", d[..12].iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    /// At the end of shutdown: stop the runs still going (they are paused, or past the grace
+    /// period) and release paused runs' leases so that another daemon resumes them at once.
+    pub async fn abandon_runs(&self) {
+        let tasks: Vec<(String, tokio::task::AbortHandle)> = self.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+        for (id, h) in tasks {
+            h.abort();
+            if let Err(e) = self.state.release_lease(&id).await {
+                tracing::warn!(run_id = %id, error = %e, "releasing a paused run failed; it is resumed when its lease lapses");
+            }
+        }
     }
 
     /// Stop taking new runs: `/readyz` answers 503 from now on.
@@ -325,14 +446,28 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let v1 = Router::new()
         .route("/v1/orchestrate", post(orchestrate))
         .route("/v1/models", get(list_models))
+        .route("/v1/me", get(accounts::me))
+        .route("/v1/runs", get(history::list_runs))
         .route("/v1/runs/{id}", get(get_run))
+        .route("/v1/runs/{id}/rerun", post(history::rerun))
+        .route("/v1/runs/{id}/approve", post(approvals::approve))
+        .route("/v1/runs/{id}/reject", post(approvals::reject))
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
+        .route("/v1/chains", post(history::save_chain).get(history::list_chains))
+        .route("/v1/chains/execute", post(history::execute_chain))
+        .route("/v1/chains/{id}", get(history::get_chain).delete(history::delete_chain))
         .route("/v1/tools", post(tools::register))
         .route("/v1/tools/search", get(tools::search))
         .route("/v1/tools/import-openapi", post(tools::import_openapi))
         .route("/v1/tools/{*id}", get(tools::get_tool).patch(tools::patch_tool))
         .route("/v1/graph/cypher", post(cypher))
+        .route("/v1/users", get(accounts::list_users).post(accounts::add_user))
+        .route("/v1/users/{id}/keys", get(accounts::list_keys).post(accounts::add_key))
+        .route("/v1/keys/{id}", axum::routing::delete(accounts::revoke_key))
+        .route("/v1/credentials", get(accounts::list_credentials))
+        .route("/v1/credentials/{*scope}", put(accounts::put_credentials).delete(accounts::delete_credentials))
+        .route("/v1/audit", get(accounts::audit_log))
         .route_layer(middleware::from_fn_with_state(d.clone(), authorize));
     Router::new()
         .route("/healthz", get(healthz))
@@ -368,13 +503,15 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
         let _ = stop.wait_for(|s| *s).await;
         tokio::time::sleep(grace).await;
     };
-    tokio::select! {
+    let out = tokio::select! {
         r = server => r,
         _ = deadline => {
             tracing::warn!("shutdown grace of {}s elapsed with {} runs in flight", grace.as_secs(), d.runs_in_flight());
             Ok(())
         }
-    }
+    };
+    d.abandon_runs().await;
+    out
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -388,12 +525,32 @@ impl Drop for AbortOnDrop {
 /// How often the engine's graph is reloaded when runs taught it something.
 const REFRESH_EVERY: Duration = Duration::from_secs(5);
 
-/// Background upkeep until shutdown: reload the graph the runs changed; probe degraded APIs.
+/// Background upkeep until shutdown: reload the graph the runs changed; probe degraded APIs; take
+/// in what other replicas changed (credentials, approval marks, keys); resume paused runs whose
+/// daemon went away; enforce retention.
 async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let probe_every = Duration::from_millis(d.settings().health.probe_every_ms.max(100));
-    let tick = REFRESH_EVERY.min(probe_every);
+    let lease = Duration::from_millis(d.settings().server.approval_lease_ms.max(100));
+    let tick = REFRESH_EVERY.min(probe_every).min(lease);
+    let retention_every = Duration::from_secs(d.settings().state.retention_every_s.max(1));
     let mut last_probe = Instant::now();
+    let mut last_retention: Option<Instant> = None;
     loop {
+        if let Err(e) = d.sync_state().await {
+            tracing::warn!(error = %e, "reading the shared state failed");
+        }
+        if let Err(e) = approvals::resume_orphans(&d).await {
+            tracing::warn!(error = %e, "resuming paused runs failed");
+        }
+        if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
+            last_retention = Some(Instant::now());
+            let st = &d.settings().state;
+            match d.state.enforce_retention(st.retention_days, st.retention_runs, st.audit_days).await {
+                Ok(p) if p.runs + p.sessions + p.audit > 0 => tracing::info!(runs = p.runs, sessions = p.sessions, audit = p.audit, "retention removed old state"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "retention failed"),
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = stop.wait_for(|s| *s) => return,
@@ -423,19 +580,37 @@ async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Next) -> Resp
     r
 }
 
-/// API key (when keys are configured) and rate limit for `/v1/*`.
-async fn authorize(State(d): State<Arc<Daemon>>, req: Request, next: Next) -> Result<Response, ApiError> {
-    let who = if d.keys.is_empty() {
-        req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "anonymous".into())
+/// Who calls `/v1/*` (a [`Caller`] in the request's extensions) and their rate limit. Keys are
+/// required once bootstrap keys are configured or any user has a key; before that (a fresh local
+/// daemon on loopback) the caller is the local administrator.
+async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, next: Next) -> Result<Response, ApiError> {
+    let (caller, bucket) = if !d.auth_required.load(Ordering::Relaxed) {
+        let ip = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
+        (Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin }, ip)
     } else {
         let presented = presented_key(req.headers()).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing_api_key", "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY`"))?;
-        d.keys.check(presented).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid"))?
+        if presented.is_empty() || presented.len() > 200 {
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid"));
+        }
+        let c = d.caller_of(presented).await?.ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid (unknown, revoked or expired)"))?;
+        let bucket = c.user_id.clone();
+        (c, bucket)
     };
-    if let Err(wait) = d.limiter.take(&who) {
+    if let Err(wait) = d.limiter.take(&bucket) {
         d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
         return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests for this key; retry later").with_retry_after(wait));
     }
+    req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
+}
+
+/// Admins only: 403 with the error contract otherwise.
+fn require_admin(c: &Caller, what: &str) -> Result<(), ApiError> {
+    if c.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!("{what} is for administrators; this key belongs to user `{}`", c.name)))
+    }
 }
 
 fn presented_key(h: &HeaderMap) -> Option<&str> {
@@ -520,7 +695,7 @@ fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgraph_engine::r
         (None, None) => None,
         (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>())))?),
     };
-    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward })
+    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None })
 }
 
 /// `GET /v1/models`: the configured LLMs (never their keys) and the default.
@@ -570,7 +745,7 @@ fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> Map<String, Val
     m
 }
 
-async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>, ApiJson(body): ApiJson<OrchestrateRequest>) -> Result<Response, ApiError> {
+async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>, ApiJson(body): ApiJson<OrchestrateRequest>) -> Result<Response, ApiError> {
     let q = q?.0;
     validate_request(&body, d.settings().server.max_request_chars)?;
     let opts = run_options(&d, &body)?;
@@ -583,62 +758,104 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         None => None,
         Some(v) => {
             let k = v.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic())).ok_or_else(|| ApiError::invalid("Idempotency-Key: 1 to 200 visible ASCII characters"))?;
-            Some(d.run_id_for_key(presented_key(&headers).unwrap_or_default(), k))
+            Some(d.run_id_for_key(&caller.user_id, presented_key(&headers).unwrap_or_default(), k))
         }
     };
     if let Some(id) = &idempotent_id {
-        let done = d.runs.lock().unwrap_or_else(|p| p.into_inner()).map.get(id).cloned();
-        if let Some(stored) = done {
-            let mut r = json_response(&stored);
+        if let Some(done) = d.state.run(id).await?.filter(|r| r.user_id == caller.user_id) {
+            let mut r = json_response(&run_view(&done));
             r.headers_mut().insert("idempotent-replayed", header::HeaderValue::from_static("true"));
             return Ok(r);
         }
     }
     d.graph_reachable().await?;
-    let stream = body.stream || q.stream.unwrap_or(false) || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
+    let stream = wants_stream(body.stream, q.stream, &headers);
     // The session: earlier outputs and given values (this request's given values join them).
-    let (session_id, earlier, given) = {
-        let mut sessions = d.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let id = match &body.session_id {
-            Some(id) => {
-                if !sessions.map.contains_key(id) {
-                    return Err(ApiError::not_found(format!("no session {id} (it may have expired; start a new one by leaving session_id out)")));
-                }
-                id.clone()
-            }
-            None => {
-                let id = d.new_id("ses");
-                sessions.insert(id.clone(), Session { turns: Vec::new(), earlier: Vec::new(), given: Map::new(), last_used: Instant::now() });
-                id
-            }
-        };
-        let s = sessions.map.get_mut(&id).ok_or_else(|| ApiError::internal("session vanished"))?;
-        s.given.extend(body.given.clone());
-        s.last_used = Instant::now();
-        (id, s.earlier.clone(), s.given.clone())
+    let (session_id, mut session) = match &body.session_id {
+        Some(id) => {
+            let (owner, st, _) = d.state.session(id).await?.filter(|(owner, _, _)| owner == &caller.user_id).ok_or_else(|| ApiError::not_found(format!("no session {id} (it may have expired; start a new one by leaving session_id out)")))?;
+            debug_assert_eq!(owner, caller.user_id);
+            (id.clone(), SessionState::of(st))
+        }
+        None => (d.new_id("ses"), SessionState::default()),
     };
+    session.given.extend(body.given.clone());
+    d.state.put_session(&session_id, &caller.user_id, &json!(session)).await?;
+    let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
+    let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given});
+    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, work: Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts } };
+    start_run(d, job, stream).await
+}
+
+fn wants_stream(body: bool, query: Option<bool>, headers: &HeaderMap) -> bool {
+    body || query.unwrap_or(false) || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"))
+}
+
+/// What a run does: a request the engine plans, or a chain a person wrote.
+pub(crate) enum Work {
+    Ask { given: Map<String, Value>, earlier: Vec<Earlier>, opts: toolgraph_engine::run::RunOptions },
+    Chain { chain: Value, given: Map<String, Value>, opts: toolgraph_engine::run::RunOptions },
+}
+
+/// One run to execute, with whom and where it belongs.
+pub(crate) struct Job {
+    pub run_id: String,
+    pub session_id: String,
+    pub caller: Caller,
+    pub request: String,
+    /// How it was asked (what a re-run or a resumed run reuses).
+    pub options: Value,
+    pub work: Work,
+}
+
+/// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
+/// streamed as Server-Sent Events.
+pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
     let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::unavailable("busy", format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight), d.settings().server.retry_after_s)
     })?;
-    let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
-    let engine = d.engine();
-    let request = body.request.clone();
+    let now = crate::state::now_ms();
+    let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
+    d.state
+        .put_run(&RunRecord {
+            id: rid.clone(),
+            user_id: job.caller.user_id.clone(),
+            session_id: sid.clone(),
+            request: job.request.clone(),
+            options: job.options.clone(),
+            status: "running".into(),
+            tools: Vec::new(),
+            body: json!({"run_id": rid, "session_id": sid, "status": "running", "request": job.request}),
+            pending: None,
+            lease_until_ms: None,
+            created_ms: now,
+            finished_ms: None,
+            duration_ms: None,
+        })
+        .await?;
+    let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
+    let approver = approvals::RunApprover::new(&d, &job, pause_tx, permit);
     if !stream {
         let dd = d.clone();
-        let (rid, sid) = (run_id.clone(), session_id.clone());
-        let task = tokio::spawn(async move {
-            let _permit = permit;
-            execute(&dd, &engine, &rid, &sid, &request, given, earlier, None, opts).await
-        });
-        let (_, stored) = task.await.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
-        return Ok(json_response(&stored));
+        let mut task = tokio::spawn(async move { execute(&dd, job, None, approver).await });
+        d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).insert(rid.clone(), task.abort_handle());
+        tokio::select! {
+            r = &mut task => {
+                let (_, stored) = r.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
+                return Ok(json_response(&stored));
+            }
+            Some(pending) = pause_rx.recv() => {
+                // The run waits for a person; it goes on in the background (GET /v1/runs/{id}).
+                let body = json!({"run_id": rid, "session_id": sid, "status": "awaiting_approval", "pending": pending});
+                return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
+            }
+        }
     }
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
     let dd = d.clone();
-    let (rid, sid) = (run_id.clone(), session_id.clone());
-    tokio::spawn(async move {
-        let _permit = permit;
+    let task_id = rid.clone();
+    let task = tokio::spawn(async move {
         let _ = tx.send(Ok(Event::default().event("run").data(json!({"run_id": rid, "session_id": sid}).to_string()))).await;
         let (ttx, mut trx) = mpsc::channel::<TraceEvent>(256);
         let out = tx.clone();
@@ -650,7 +867,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
                 }
             }
         };
-        let run = async { execute(&dd, &engine, &rid, &sid, &request, given, earlier, Some(ttx), opts).await };
+        let run = async { execute(&dd, job, Some(ttx), approver).await };
         let (result, ()) = tokio::join!(run, forward);
         let last = match result {
             Ok((body, _)) => Event::default().event("result").data(Value::Object(body).to_string()),
@@ -658,6 +875,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, headers: HeaderMap, q: Result
         };
         let _ = tx.send(Ok(last)).await;
     });
+    d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).insert(task_id, task.abort_handle());
     Ok(Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 
@@ -669,24 +887,71 @@ fn json_response(v: &Value) -> Response {
     }
 }
 
-/// Run one request of a session; store the run, update the session, count it. Returns the result
-/// body without the trace (what the stream's `result` event carries) and the stored run (the
-/// result with the request and the trace: the plain answer and `GET /v1/runs/{id}`).
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    d: &Daemon,
-    engine: &Engine,
-    run_id: &str,
-    session_id: &str,
-    request: &str,
-    given: Map<String, Value>,
-    earlier: Vec<Earlier>,
-    sink: Option<mpsc::Sender<TraceEvent>>,
-    opts: toolgraph_engine::run::RunOptions,
-) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+/// A stored run as the API shows it: its body, with the call it waits on while paused.
+fn run_view(r: &RunRecord) -> Value {
+    let mut body = r.body.clone();
+    if let Value::Object(m) = &mut body {
+        m.insert("status".into(), json!(r.status));
+        m.insert("user_id".into(), json!(r.user_id));
+        m.insert("created_ms".into(), json!(r.created_ms));
+        if let Some(p) = &r.pending {
+            m.insert("pending".into(), p.clone());
+        }
+    }
+    body
+}
+
+/// Run one job; store the run, update the session, count it. Returns the result body without the
+/// trace (what the stream's `result` event carries) and the stored run (the result with the
+/// request and the trace: the plain answer and `GET /v1/runs/{id}`).
+async fn execute(d: &Daemon, job: Job, sink: Option<mpsc::Sender<TraceEvent>>, approver: Arc<approvals::RunApprover>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+    let span = tracing::info_span!("run", run_id = %job.run_id, user = %job.caller.name);
+    async move {
+        d.active_runs.lock().unwrap_or_else(|p| p.into_inner()).insert(job.run_id.clone());
+        let out = execute_inner(d, &job, sink, approver).await;
+        d.active_runs.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.run_id);
+        d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.run_id);
+        if let Err(e) = &out {
+            // The run's record says how it ended, even when it ended in an error.
+            let body = json!({"run_id": job.run_id, "session_id": job.session_id, "status": "error", "request": job.request, "error": e.body()});
+            if let Ok(Some(mut r)) = d.state.run(&job.run_id).await {
+                r.status = "error".into();
+                r.body = body;
+                r.pending = None;
+                r.finished_ms = Some(crate::state::now_ms());
+                let _ = d.state.put_run(&r).await;
+            }
+        }
+        out
+    }
+    .instrument(span)
+    .await
+}
+
+async fn execute_inner(d: &Daemon, job: &Job, sink: Option<mpsc::Sender<TraceEvent>>, approver: Arc<approvals::RunApprover>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+    let engine = d.engine();
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
-    let result = engine.run_with(request, given, earlier, sink.as_ref(), opts).await;
+    tracing::info!(request_chars = job.request.chars().count(), "run started");
+    let result = match &job.work {
+        Work::Ask { given, earlier, opts } => {
+            let mut opts = opts.clone();
+            opts.approver = Some(approver.clone());
+            engine.run_with(&job.request, given.clone(), earlier.clone(), sink.as_ref(), opts).await
+        }
+        Work::Chain { chain, given, opts } => {
+            let mut opts = opts.clone();
+            opts.approver = Some(approver.clone());
+            match engine.execute_chain(&job.request, chain, given.clone(), sink.as_ref(), opts).await {
+                Ok(Ok(r)) => Ok(r),
+                Ok(Err(e)) => {
+                    d.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    return Err(ApiError::invalid(format!("the chain: {e}")));
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
     drop(sink);
     d.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
     let report = match result {
@@ -697,63 +962,97 @@ async fn execute(
         }
     };
     let status = report.status.as_str();
+    tracing::info!(status, calls = report.stats.http_calls, ms = t.elapsed().as_millis() as u64, "run ended");
     // The graph learns from the run (counts, the answered chain, failing APIs); a failure to
     // learn is logged, never the user's error.
-    match engine.learn_from(run_id, &report).await {
+    match engine.learn_from(&job.run_id, &report).await {
         Ok(l) => {
             if l.learned.applied || !l.status_changes.is_empty() {
                 d.learned_since_refresh.store(true, Ordering::SeqCst);
             }
         }
-        Err(e) => tracing::error!(run_id, error = %e, "learning from the run failed"),
+        Err(e) => tracing::error!(error = %e, "learning from the run failed"),
     }
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
     d.metrics.llm(&report.stats.llm);
-    let body = result_body(run_id, session_id, &report);
+    let body = result_body(&job.run_id, &job.session_id, &report);
     let mut stored = body.clone();
-    stored.insert("request".into(), json!(request));
+    stored.insert("request".into(), json!(job.request));
     stored.insert("trace".into(), json!(report.trace));
     let stored = Arc::new(Value::Object(stored));
-    d.runs.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.to_string(), stored.clone());
-    {
+    let created = d.state.run(&job.run_id).await?.map(|r| r.created_ms).unwrap_or_else(crate::state::now_ms);
+    d.state
+        .put_run(&RunRecord {
+            id: job.run_id.clone(),
+            user_id: job.caller.user_id.clone(),
+            session_id: job.session_id.clone(),
+            request: job.request.clone(),
+            options: job.options.clone(),
+            status: status.to_string(),
+            tools: {
+                let mut seen = HashSet::new();
+                report.chain.iter().filter(|c| seen.insert(c.api.clone())).map(|c| c.api.clone()).collect()
+            },
+            body: (*stored).clone(),
+            pending: None,
+            lease_until_ms: None,
+            created_ms: created,
+            finished_ms: Some(crate::state::now_ms()),
+            duration_ms: Some(t.elapsed().as_millis() as i64),
+        })
+        .await?;
+    // The session's next turn sees this one (any replica: the session lives in the state store).
+    if let Some((owner, st, _)) = d.state.session(&job.session_id).await? {
+        let mut s = SessionState::of(st);
         let keep = d.settings().server.session_turns.max(1);
-        let mut sessions = d.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = sessions.map.get_mut(session_id) {
-            let turn = s.turns.len() + 1;
-            s.turns.push(json!({"turn": turn, "run_id": run_id, "request": request, "status": report.status, "answer": report.answer}));
-            for (c, resp) in report.chain.iter().zip(&report.responses) {
-                s.earlier.push(Earlier::new(turn, request, &c.api, resp.clone()));
-            }
-            let oldest = turn.saturating_sub(keep) + 1;
-            s.earlier.retain(|e| e.turn >= oldest);
-            s.last_used = Instant::now();
+        let turn = s.turns.len() + 1;
+        s.turns.push(json!({"turn": turn, "run_id": job.run_id, "request": job.request, "status": report.status, "answer": report.answer}));
+        for (c, resp) in report.chain.iter().zip(&report.responses) {
+            s.earlier.push(EarlierRecord { turn, request: job.request.clone(), api: c.api.clone(), response: (**resp).clone() });
         }
+        let oldest = turn.saturating_sub(keep) + 1;
+        s.earlier.retain(|e| e.turn >= oldest);
+        d.state.put_session(&job.session_id, &owner, &json!(s)).await?;
     }
     Ok((body, stored))
 }
 
-async fn get_run(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let r = d.runs.lock().unwrap_or_else(|p| p.into_inner()).map.get(&id).cloned();
-    let r = r.ok_or_else(|| ApiError::not_found(format!("no run {id} (only the last {} runs are kept)", d.settings().server.runs_kept)))?;
-    Ok(json_response(&r))
+/// A run the caller may see: their own, or any for an administrator (others' are "not found").
+pub(crate) async fn visible_run(d: &Daemon, caller: &Caller, id: &str) -> Result<RunRecord, ApiError> {
+    match d.state.run(id).await? {
+        Some(r) if r.user_id == caller.user_id || caller.is_admin() => Ok(r),
+        _ => Err(ApiError::not_found(format!("no run {id}"))),
+    }
 }
 
-async fn create_session(State(d): State<Arc<Daemon>>) -> (StatusCode, Json<Value>) {
+async fn get_run(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let r = visible_run(&d, &caller, &id).await?;
+    Ok(json_response(&run_view(&r)))
+}
+
+async fn create_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<(StatusCode, Json<Value>), ApiError> {
     let id = d.new_id("ses");
-    d.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), Session { turns: Vec::new(), earlier: Vec::new(), given: Map::new(), last_used: Instant::now() });
-    (StatusCode::CREATED, Json(json!({"session_id": id})))
+    d.state.put_session(&id, &caller.user_id, &json!(SessionState::default())).await?;
+    Ok((StatusCode::CREATED, Json(json!({"session_id": id}))))
 }
 
-async fn get_session(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let sessions = d.sessions.lock().unwrap_or_else(|p| p.into_inner());
-    let s = sessions.map.get(&id).ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
-    Ok(Json(json!({"session_id": id, "turns": s.turns, "given": s.given, "idle_s": s.last_used.elapsed().as_secs()})))
+async fn own_session(d: &Daemon, caller: &Caller, id: &str) -> Result<(Value, i64), ApiError> {
+    match d.state.session(id).await? {
+        Some((owner, st, at)) if owner == caller.user_id => Ok((st, at)),
+        _ => Err(ApiError::not_found(format!("no session {id}"))),
+    }
 }
 
-async fn delete_session(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
-    let mut sessions = d.sessions.lock().unwrap_or_else(|p| p.into_inner());
-    sessions.map.remove(&id).ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
-    sessions.order.retain(|x| x != &id);
+async fn get_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let (st, at) = own_session(&d, &caller, &id).await?;
+    let s = SessionState::of(st);
+    let idle_s = (crate::state::now_ms() - at).max(0) / 1000;
+    Ok(Json(json!({"session_id": id, "turns": s.turns, "given": s.given, "idle_s": idle_s})))
+}
+
+async fn delete_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    own_session(&d, &caller, &id).await?;
+    d.state.delete_session(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -768,7 +1067,8 @@ struct CypherRequest {
 
 const MAX_QUERY_CHARS: usize = 10_000;
 
-async fn cypher(State(d): State<Arc<Daemon>>, ApiJson(body): ApiJson<CypherRequest>) -> Result<Json<Value>, ApiError> {
+async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<CypherRequest>) -> Result<Json<Value>, ApiError> {
+    require_admin(&caller, "Cypher")?;
     let store = &d.backends.store;
     if store.backend() == "embedded" {
         return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "cypher_unsupported", "the embedded graph store has no Cypher; run the daemon on FalkorDB (falkordb://) or Neo4j (neo4j://) to query the graph"));

@@ -10,7 +10,7 @@ fn err(desc: &str) -> Value {
 pub(super) async fn document() -> Json<Value> {
     let errors = json!({
         "400": err("Invalid request"), "401": err("Missing or invalid API key"), "404": err("Not found"),
-        "413": err("Body too large"), "429": err("Rate limited (Retry-After)"), "503": err("Busy, draining, or the graph store cannot be reached (`graph_unavailable`); Retry-After"),
+        "403": err("Forbidden: administrators only (`permission_error`)"), "413": err("Body too large"), "429": err("Rate limited (Retry-After)"), "503": err("Busy, draining, or the graph store cannot be reached (`graph_unavailable`); Retry-After"),
         "504": err("Timed out")
     });
     let with = |ok: Value| {
@@ -37,7 +37,8 @@ pub(super) async fn document() -> Json<Value> {
                     "backward": {"type": "boolean", "description": "target first: call the API that answers, complete its inputs backwards (Reverse Chain)"}}},
                 "RunResult": {"type": "object", "properties": {
                     "run_id": {"type": "string"}, "session_id": {"type": "string"}, "request": {"type": "string"},
-                    "status": {"enum": ["answered", "partial", "gave_up", "needs_input"]}, "answer": {"type": "string"},
+                    "status": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"]}, "answer": {"type": "string"},
+                    "pending": {"type": "object", "description": "while awaiting_approval: the call (api, name, arguments, call_key)"},
                     "chain": {"type": "array"}, "needs_input": {"type": ["object", "null"]}, "judgement": {"type": ["object", "null"]},
                     "stats": {"type": "object"}, "trace": {"type": "array"}}},
                 "Registration": {"type": "object", "required": ["name", "url"], "additionalProperties": false, "properties": {
@@ -57,7 +58,43 @@ pub(super) async fn document() -> Json<Value> {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/OrchestrateRequest"}}}},
                 "responses": with(json!({"200": {"description": "the run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}}, "text/event-stream": {}}}}))}},
             "/v1/models": {"get": {"summary": "The configured LLMs (name, model, endpoint, sampling; never keys) and the default", "responses": with(json!({"200": {"description": "models"}}))}},
-            "/v1/runs/{id}": {"get": {"summary": "A past run with its trace", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the run"}}))}},
+            "/v1/me": {"get": {"summary": "Who this key belongs to (user id, name, role)", "responses": with(json!({"200": {"description": "the caller"}}))}},
+            "/v1/runs": {"get": {"summary": "The caller's runs, newest first (administrators: user=ID or user=*)", "parameters": [
+                {"name": "status", "in": "query", "schema": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"]}},
+                {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 200}, "description": "words of the request"},
+                {"name": "tool", "in": "query", "schema": {"type": "string"}, "description": "an API id or a prefix (category/tool)"},
+                {"name": "before", "in": "query", "schema": {"type": "string"}, "description": "the `next` cursor of the previous page"},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+                {"name": "user", "in": "query", "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "{runs, next}"}}))}},
+            "/v1/runs/{id}": {"get": {"summary": "A run (the caller's own; administrators: any) with its trace; while paused, the pending call", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the run"}}))}},
+            "/v1/runs/{id}/rerun": {"post": {"summary": "Run the same request (or chain) again with the same choices, in a new session", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the new run"}, "202": {"description": "paused for approval"}}))}},
+            "/v1/runs/{id}/approve": {"post": {"summary": "Approve the call a paused run waits on (the owner or an administrator; the first decision wins)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}}}}}, "responses": with(json!({"200": {"description": "decided"}, "409": err("not awaiting approval, or decided already")}))}},
+            "/v1/runs/{id}/reject": {"post": {"summary": "Reject it: that branch fails, the search goes on", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}}}}}, "responses": with(json!({"200": {"description": "decided"}, "409": err("not awaiting approval, or decided already")}))}},
+            "/v1/chains/execute": {"post": {"summary": "Execute a chain as written (developer mode): steps with API ids and arguments with $varN.field$ references, checked like planned calls; or a saved chain by chain_id",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "object", "required": ["api"], "properties": {"api": {"type": "string"}, "arguments": {"type": "object"}, "for_each": {"type": "string"}, "if": {"type": "object"}}}}, "chain_id": {"type": "string"}, "request": {"type": "string"}, "given": {"type": "object"}, "stream": {"type": "boolean"}}}}}},
+                "responses": with(json!({"200": {"description": "the run"}, "202": {"description": "paused for approval"}, "422": err("the chain is invalid (`invalid_chain`)")}))}},
+            "/v1/chains": {
+                "post": {"summary": "Save a chain as a template (checked first); chain_id updates one", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["name", "steps"], "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "steps": {"type": "array"}, "chain_id": {"type": "string"}}}}}}, "responses": with(json!({"201": {"description": "saved"}, "422": err("invalid chain")}))},
+                "get": {"summary": "The caller's saved chains (q: words of name or description)", "parameters": [{"name": "q", "in": "query", "schema": {"type": "string"}}, {"name": "limit", "in": "query", "schema": {"type": "integer"}}], "responses": with(json!({"200": {"description": "{chains}"}}))}},
+            "/v1/chains/{id}": {
+                "get": {"summary": "A saved chain", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the chain"}}))},
+                "delete": {"summary": "Delete a saved chain", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"204": {"description": "deleted"}}))}},
+            "/v1/users": {
+                "get": {"summary": "Users (administrators)", "responses": with(json!({"200": {"description": "{users}"}}))},
+                "post": {"summary": "Add a user (administrators); with_key: a first key, shown once", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "role": {"enum": ["admin", "user"]}, "password": {"type": "string", "minLength": 8}, "with_key": {"type": "boolean"}}}}}}, "responses": with(json!({"201": {"description": "the user (and key)"}, "409": err("exists")}))}},
+            "/v1/users/{id}/keys": {
+                "get": {"summary": "A user's keys, never the keys themselves (own, or administrators)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "{keys}"}}))},
+                "post": {"summary": "A new key, shown once (own, or administrators)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"label": {"type": "string"}, "expires_in_days": {"type": "integer"}}}}}}, "responses": with(json!({"201": {"description": "the key"}}))}},
+            "/v1/keys/{id}": {"delete": {"summary": "Revoke a key (its owner or administrators)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"204": {"description": "revoked"}}))}},
+            "/v1/credentials": {"get": {"summary": "Tool credentials: scope, host, placement, name, how stored — never values (administrators)", "responses": with(json!({"200": {"description": "{credentials}"}}))}},
+            "/v1/credentials/{scope}": {
+                "put": {"summary": "Set a scope's credentials (tool:CATEGORY/TOOL or host:HOST): header, query or bearer; value (sealed with TOOLGRAPH_SECRET_KEY), from_env or from_file; bound to one host (administrators)", "parameters": [{"name": "scope", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["entries"], "properties": {"host": {"type": "string"}, "entries": {"type": "array", "maxItems": 10, "items": {"type": "object", "required": ["placement", "name"], "properties": {"placement": {"enum": ["header", "query", "bearer"]}, "name": {"type": "string"}, "value": {"type": "string", "writeOnly": true}, "from_env": {"type": "string"}, "from_file": {"type": "string"}}}}}}}}},
+                    "responses": with(json!({"200": {"description": "stored (without values)"}}))},
+                "delete": {"summary": "Delete a scope's credentials (administrators)", "parameters": [{"name": "scope", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"204": {"description": "deleted"}}))}},
+            "/v1/audit": {"get": {"summary": "The audit log, newest first (administrators)", "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}}], "responses": with(json!({"200": {"description": "{entries}"}}))}},
             "/v1/sessions": {"post": {"summary": "Start a conversation", "responses": with(json!({"201": {"description": "session_id"}}))}},
             "/v1/sessions/{id}": {
                 "get": {"summary": "A conversation's turns", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "turns"}}))},
@@ -70,8 +107,8 @@ pub(super) async fn document() -> Json<Value> {
                 "responses": with(json!({"201": {"description": "admitted"}, "422": err("invalid, refused URL or failed test call")}))}},
             "/v1/tools/{id}": {
                 "get": {"summary": "An API of the graph", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": with(json!({"200": {"description": "the API"}}))},
-                "patch": {"summary": "Set an API's status (invalid: leaves search; memories using it are deleted)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
-                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"enum": ["active", "invalid"]}}}}}},
+                "patch": {"summary": "Set an API's status (invalid: leaves search; memories using it are deleted) and/or whether its calls wait for approval (administrators)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"status": {"enum": ["active", "invalid"]}, "reason": {"type": "string"}, "requires_approval": {"type": "boolean"}}}}}},
                     "responses": with(json!({"200": {"description": "updated"}}))}},
             "/v1/tools/import-openapi": {"post": {"summary": "Import an OpenAPI 3 document (JSON or YAML): every operation goes through registration",
                 "parameters": [{"name": "category", "in": "query", "schema": {"type": "string"}}],

@@ -7,7 +7,8 @@ use super::Daemon;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
+use crate::state::Caller;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -234,7 +235,8 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str) -> Result<Ad
     Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms })
 }
 
-pub(super) async fn register(State(d): State<Arc<Daemon>>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Value>), ApiError> {
+pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    super::require_admin(&caller, "registering tools")?;
     let _admin = d.admin.lock().await;
     let a = admit(&d, r, "Registered").await?;
     d.reload().await?;
@@ -244,30 +246,55 @@ pub(super) async fn register(State(d): State<Arc<Daemon>>, ApiJson(r): ApiJson<R
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Patch {
-    status: String,
+    #[serde(default)]
+    status: Option<String>,
+    /// Calls to this API wait for a person's approval (anything that books, pays or sends).
+    #[serde(default)]
+    requires_approval: Option<bool>,
     /// Why (kept on the API node as `status_reason`).
     #[serde(default)]
     reason: Option<String>,
 }
 
-pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Value>, ApiError> {
-    if p.status != STATUS_ACTIVE && p.status != STATUS_INVALID {
-        return Err(ApiError::invalid(format!("status: `{}` is not `{STATUS_ACTIVE}` or `{STATUS_INVALID}`", p.status)));
+pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Value>, ApiError> {
+    super::require_admin(&caller, "changing tools")?;
+    if p.status.is_none() && p.requires_approval.is_none() {
+        return Err(ApiError::invalid("give `status` and/or `requires_approval`"));
     }
-    let _admin = d.admin.lock().await;
+    if let Some(st) = &p.status {
+        if st != STATUS_ACTIVE && st != STATUS_INVALID {
+            return Err(ApiError::invalid(format!("status: `{st}` is not `{STATUS_ACTIVE}` or `{STATUS_INVALID}`")));
+        }
+    }
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()).unwrap_or("set by an operator");
     if reason.chars().count() > 500 {
         return Err(ApiError::invalid("reason: at most 500 characters"));
     }
-    let change = StatusChange { id: id.clone(), status: p.status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
-    if !d.backends.store.set_api_status(&change).await? {
-        return Err(ApiError::not_found(format!("no API {id}")));
+    let _admin = d.admin.lock().await;
+    let mut out = json!({"id": id});
+    if let Some(on) = p.requires_approval {
+        if !d.engine().graph().apis.contains_key(&id) {
+            return Err(ApiError::not_found(format!("no API {id}")));
+        }
+        d.state.set_requires_approval(&id, on, &caller.name).await?;
+        d.sync_state().await?;
+        d.audit(&caller, "tool.requires_approval", &id, json!({"on": on})).await;
+        out["requires_approval"] = json!(on);
     }
-    d.health.reset(&id);
-    tracing::warn!(api = %id, status = %p.status, reason, "API status changed");
-    let forgotten = if p.status == STATUS_INVALID { d.backends.memory.forget_api(&id).await? } else { 0 };
-    d.reload().await?;
-    Ok(Json(json!({"id": id, "status": p.status, "memories_deleted": forgotten})))
+    if let Some(status) = &p.status {
+        let change = StatusChange { id: id.clone(), status: status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
+        if !d.backends.store.set_api_status(&change).await? {
+            return Err(ApiError::not_found(format!("no API {id}")));
+        }
+        d.health.reset(&id);
+        tracing::warn!(api = %id, status = %status, reason, "API status changed");
+        let forgotten = if status == STATUS_INVALID { d.backends.memory.forget_api(&id).await? } else { 0 };
+        d.reload().await?;
+        d.audit(&caller, "tool.status", &id, json!({"status": status, "reason": reason})).await;
+        out["status"] = json!(status);
+        out["memories_deleted"] = json!(forgotten);
+    }
+    Ok(Json(out))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -279,7 +306,8 @@ const MAX_OPERATIONS: usize = 200;
 
 /// `POST /v1/tools/import-openapi?category=C`: body = an OpenAPI 3 document, JSON or (with a
 /// `yaml` content type) YAML.
-pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<Value>, ApiError> {
+    super::require_admin(&caller, "importing tools")?;
     let q = q?.0;
     let body = body?;
     let ty = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_ascii_lowercase();

@@ -1,0 +1,239 @@
+//! History and the developer mode: a user's runs (filtered, paged), re-running one, saved chains
+//! (templates) and executing a chain a person wrote.
+
+use super::error::{ApiError, ApiJson};
+use super::{run_options, start_run, visible_run, wants_stream, Daemon, Job, OrchestrateRequest, SessionState, Work};
+use crate::state::{now_ms, random_id, Caller, RunFilter, SavedChain};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunsQuery {
+    status: Option<String>,
+    q: Option<String>,
+    tool: Option<String>,
+    before: Option<String>,
+    limit: Option<usize>,
+    /// Administrators: another user's runs (`*`: everyone's).
+    user: Option<String>,
+}
+
+const STATUSES: &[&str] = &["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"];
+
+/// `GET /v1/runs?status=&q=&tool=&before=&limit=`: the caller's runs, newest first.
+pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<RunsQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+    let q = q?.0;
+    if let Some(s) = &q.status {
+        if !STATUSES.contains(&s.as_str()) {
+            return Err(ApiError::invalid(format!("status: `{}` is not one of {}", s.chars().take(40).collect::<String>(), STATUSES.join(", "))));
+        }
+    }
+    for (f, v) in [("q", &q.q), ("tool", &q.tool)] {
+        if v.as_ref().is_some_and(|v| v.chars().count() > 200) {
+            return Err(ApiError::invalid(format!("{f}: at most 200 characters")));
+        }
+    }
+    let before = match &q.before {
+        None => None,
+        Some(c) => {
+            let (ms, id) = c.split_once('_').ok_or_else(|| ApiError::invalid("before: a `next` cursor of an earlier page"))?;
+            Some((ms.parse::<i64>().map_err(|_| ApiError::invalid("before: a `next` cursor of an earlier page"))?, format!("run_{}", id.trim_start_matches("run_"))))
+        }
+    };
+    let user_id = match q.user.as_deref() {
+        None => Some(caller.user_id.clone()),
+        Some(u) => {
+            super::require_admin(&caller, "other users' runs")?;
+            (u != "*").then(|| u.to_string())
+        }
+    };
+    let limit = q.limit.unwrap_or(50);
+    if limit == 0 || limit > 200 {
+        return Err(ApiError::invalid("limit: 1 to 200"));
+    }
+    let f = RunFilter { user_id, status: q.status, text: q.q, tool: q.tool, before, limit };
+    let (runs, next) = d.state.list_runs(&f).await?;
+    Ok(Json(json!({"runs": runs, "next": next})))
+}
+
+/// What a stored run's options ask for, to run it again.
+pub(super) async fn work_of(d: &Daemon, options: &Value, session_id: &str) -> Result<Work, ApiError> {
+    let given: Map<String, Value> = options.get("given").and_then(Value::as_object).cloned().unwrap_or_default();
+    if let Some(chain) = options.get("chain") {
+        return Ok(Work::Chain { chain: chain.clone(), given, opts: Default::default() });
+    }
+    let r = OrchestrateRequest {
+        request: "-".into(),
+        session_id: None,
+        given: Map::new(),
+        stream: false,
+        planner: options.get("planner").and_then(Value::as_str).map(str::to_string),
+        model: options.get("model").and_then(Value::as_str).map(str::to_string),
+        mode: options.get("mode").and_then(Value::as_str).map(str::to_string),
+        backward: options.get("backward").and_then(Value::as_bool),
+    };
+    let opts = run_options(d, &r)?;
+    // The session's values as they are now (a resumed run continues its conversation).
+    let session = d.state.session(session_id).await?.map(|(_, st, _)| SessionState::of(st)).unwrap_or_default();
+    let mut all = session.given.clone();
+    all.extend(given);
+    Ok(Work::Ask { given: all, earlier: session.earlier(), opts })
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct StreamQuery {
+    stream: Option<bool>,
+}
+
+/// `POST /v1/runs/{id}/rerun`: the same request (or chain) with the same choices, as a new run in
+/// a new session.
+pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>) -> Result<Response, ApiError> {
+    let q = q?.0;
+    // Only the owner re-runs a run (an administrator's re-run would act as someone else).
+    let run = visible_run(&d, &caller, &id).await?;
+    if run.user_id != caller.user_id {
+        return Err(ApiError::forbidden(format!("run {id} belongs to another user; re-run your own runs")));
+    }
+    d.graph_reachable().await?;
+    let session_id = d.new_id("ses");
+    d.state.put_session(&session_id, &caller.user_id, &json!(SessionState::default())).await?;
+    let work = work_of(&d, &run.options, &session_id).await?;
+    let mut options = run.options.clone();
+    if let Value::Object(m) = &mut options {
+        m.insert("rerun_of".into(), json!(id));
+    }
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, work };
+    start_run(d, job, wants_stream(false, q.stream, &headers)).await
+}
+
+const MAX_CHAIN_BYTES: usize = 64 * 1024;
+
+/// A chain as people write it: `{"steps": [{"api", "arguments"?, "for_each"?, "if"?}]}`.
+fn check_steps(steps: &Value) -> Result<Value, ApiError> {
+    let n = steps.as_array().map(Vec::len).unwrap_or(0);
+    if n == 0 {
+        return Err(ApiError::invalid("steps: a non-empty list of {\"api\", \"arguments\"} objects"));
+    }
+    if steps.to_string().len() > MAX_CHAIN_BYTES {
+        return Err(ApiError::invalid(format!("steps: at most {MAX_CHAIN_BYTES} bytes of JSON")));
+    }
+    Ok(json!({"steps": steps}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExecuteChain {
+    /// The steps, or …
+    #[serde(default)]
+    steps: Option<Value>,
+    /// … a saved chain's id.
+    #[serde(default)]
+    chain_id: Option<String>,
+    /// What the chain is for (the run's request text; default: the saved chain's name or the APIs).
+    #[serde(default)]
+    request: Option<String>,
+    #[serde(default)]
+    given: Map<String, Value>,
+    #[serde(default)]
+    stream: bool,
+}
+
+/// `POST /v1/chains/execute`: run a chain as written (developer mode). Every step is checked like
+/// a planned call — known, usable API; argument names and types against its schema; `$varN.field$`
+/// references only to earlier steps — before anything is sent (422 otherwise).
+pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>, ApiJson(body): ApiJson<ExecuteChain>) -> Result<Response, ApiError> {
+    let q = q?.0;
+    let (chain, name) = match (&body.steps, &body.chain_id) {
+        (Some(s), None) => (check_steps(s)?, None),
+        (None, Some(id)) => {
+            let c = own_chain(&d, &caller, id).await?;
+            (check_steps(&c.steps)?, Some(c.name))
+        }
+        _ => return Err(ApiError::invalid("give either `steps` or `chain_id`")),
+    };
+    super::validate_request(&OrchestrateRequest { request: "chain".into(), session_id: None, given: body.given.clone(), stream: false, planner: None, model: None, mode: None, backward: None }, usize::MAX)?;
+    let request = body.request.clone().or(name).unwrap_or_else(|| {
+        let apis: Vec<&str> = chain["steps"].as_array().into_iter().flatten().filter_map(|s| s.get("api").and_then(Value::as_str)).collect();
+        format!("chain: {}", apis.join(" → "))
+    });
+    if request.trim().is_empty() || request.chars().count() > d.settings().server.max_request_chars {
+        return Err(ApiError::invalid(format!("request: 1 to {} characters", d.settings().server.max_request_chars)));
+    }
+    d.engine().check_chain(&request, &chain).map_err(|e| ApiError::unprocessable("invalid_chain", e))?;
+    d.graph_reachable().await?;
+    let session_id = d.new_id("ses");
+    d.state.put_session(&session_id, &caller.user_id, &json!(SessionState::default())).await?;
+    let options = json!({"chain": chain, "given": body.given});
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, work: Work::Chain { chain, given: body.given, opts: Default::default() } };
+    start_run(d, job, wants_stream(body.stream, q.stream, &headers)).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SaveChain {
+    name: String,
+    #[serde(default)]
+    description: String,
+    steps: Value,
+    /// Update this saved chain instead of adding one.
+    #[serde(default)]
+    chain_id: Option<String>,
+}
+
+/// `POST /v1/chains`: save a chain (checked like an execution) as a template.
+pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<SaveChain>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if body.name.trim().is_empty() || body.name.chars().count() > 200 || body.description.chars().count() > 2000 {
+        return Err(ApiError::invalid("name: 1 to 200 characters; description: at most 2000"));
+    }
+    let chain = check_steps(&body.steps)?;
+    d.engine().check_chain(&body.name, &chain).map_err(|e| ApiError::unprocessable("invalid_chain", e))?;
+    let now = now_ms();
+    let (id, created) = match &body.chain_id {
+        Some(id) => (id.clone(), own_chain(&d, &caller, id).await?.created_ms),
+        None => (random_id("chn", 8), now),
+    };
+    let c = SavedChain { chain_id: id, user_id: caller.user_id.clone(), name: body.name.trim().into(), description: body.description, steps: body.steps, created_ms: created, updated_ms: now };
+    d.state.put_chain(&c).await?;
+    Ok((if body.chain_id.is_some() { StatusCode::OK } else { StatusCode::CREATED }, Json(json!(c))))
+}
+
+async fn own_chain(d: &Daemon, caller: &Caller, id: &str) -> Result<SavedChain, ApiError> {
+    match d.state.chain(id).await? {
+        Some(c) if c.user_id == caller.user_id => Ok(c),
+        _ => Err(ApiError::not_found(format!("no saved chain {id}"))),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ChainsQuery {
+    q: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/chains?q=`: the caller's saved chains.
+pub(super) async fn list_chains(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ChainsQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+    let q = q?.0;
+    if q.q.as_ref().is_some_and(|s| s.chars().count() > 200) {
+        return Err(ApiError::invalid("q: at most 200 characters"));
+    }
+    let chains = d.state.chains(&caller.user_id, q.q.as_deref(), q.limit.unwrap_or(50)).await?;
+    Ok(Json(json!({"chains": chains})))
+}
+
+pub(super) async fn get_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!(own_chain(&d, &caller, &id).await?)))
+}
+
+pub(super) async fn delete_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    own_chain(&d, &caller, &id).await?;
+    d.state.delete_chain(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,431 @@
+//! The multi-user service, on both state stores: SQLite (a file) and PostgreSQL (when
+//! `TOOLGRAPH_TEST_POSTGRES_URL` is set — `scripts/test.sh` starts one — each test on a fresh
+//! database). Users and roles, history that survives a restart, sessions shared by two daemons,
+//! re-runs and user chains, tool credentials injected and never shown, approvals that pause runs
+//! durably.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use toolgraph_server::daemon::limits::ApiKeys;
+use toolgraph_server::daemon::Backends;
+use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
+use toolgraph_server::state::{Role, StateStore};
+
+#[path = "common/daemon.rs"]
+mod daemon_common;
+use daemon_common::*;
+
+/// Every log line of this test binary at debug level (the credentials test reads them).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        #[derive(Clone)]
+        struct W(Arc<Mutex<Vec<u8>>>);
+        impl Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let w = W(buf.clone());
+        let _ = tracing_subscriber::fmt().with_env_filter("debug").with_ansi(false).with_writer(move || w.clone()).try_init();
+        buf
+    })
+    .clone()
+}
+
+/// The state stores to test on: a SQLite file, and a fresh PostgreSQL database when one is given.
+async fn state_urls(dir: &std::path::Path, name: &str) -> Vec<String> {
+    let mut urls = vec![format!("sqlite:{}", dir.join(format!("{name}.db")).display())];
+    if let Ok(base) = std::env::var("TOOLGRAPH_TEST_POSTGRES_URL") {
+        urls.push(fresh_postgres(&base, name).await);
+    } else {
+        eprintln!("TOOLGRAPH_TEST_POSTGRES_URL is not set: {name} runs on SQLite only (scripts/test.sh starts a PostgreSQL)");
+    }
+    urls
+}
+
+/// A new database on the test server (password from TOOLGRAPH_STATE_PASSWORD_FILE).
+async fn fresh_postgres(base: &str, name: &str) -> String {
+    use sqlx::Connection;
+    let pw = std::env::var("TOOLGRAPH_STATE_PASSWORD").ok().or_else(|| std::env::var("TOOLGRAPH_STATE_PASSWORD_FILE").ok().map(|f| std::fs::read_to_string(f).unwrap().trim().to_string())).expect("TOOLGRAPH_STATE_PASSWORD(_FILE) for the test PostgreSQL");
+    let mut admin = reqwest::Url::parse(base).unwrap();
+    admin.set_password(Some(&pw)).unwrap();
+    let mut conn = sqlx::postgres::PgConnection::connect(admin.as_str()).await.expect("the test PostgreSQL answers");
+    let db = format!("tg_{name}_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis());
+    sqlx::query(&format!("CREATE DATABASE {db}")).execute(&mut conn).await.unwrap();
+    let mut u = reqwest::Url::parse(base).unwrap();
+    u.set_path(&format!("/{db}"));
+    u.to_string()
+}
+
+/// An admin, two users; their keys.
+struct Keys {
+    admin: String,
+    ana: String,
+    ben: String,
+}
+
+async fn users(st: &StateStore) -> Keys {
+    let mut out = Vec::new();
+    for (name, role) in [("root", Role::Admin), ("ana", Role::User), ("ben", Role::User)] {
+        let u = st.add_user(name, role, None).await.unwrap();
+        out.push(st.add_key(&u.id, "test", None).await.unwrap().1);
+    }
+    Keys { admin: out[0].clone(), ana: out[1].clone(), ben: out[2].clone() }
+}
+
+fn bearer(k: &str) -> String {
+    format!("Bearer {k}")
+}
+
+async fn daemon_on(dir: &std::path::Path, state: Arc<StateStore>, keys: ApiKeys, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> (String, Arc<toolgraph_server::daemon::Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let mut b: Backends = empty_backends(dir, embedder(), exec_to(None, true), tweak).await;
+    b.state = Some(state);
+    start(b, keys).await
+}
+
+async fn get(http: &reqwest::Client, url: &str, key: &str) -> reqwest::Response {
+    http.get(url).header("authorization", bearer(key)).send().await.unwrap()
+}
+
+async fn post(http: &reqwest::Client, url: &str, key: &str, body: Value) -> reqwest::Response {
+    http.post(url).header("authorization", bearer(key)).json(&body).send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_sessions_and_roles_survive_a_restart() {
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "history").await {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let k = users(&st).await;
+        let http = reqwest::Client::new();
+        let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::new(["bootstrap-admin-key"]), |_| {}).await;
+
+        // Roles: a user cannot register tools, query Cypher, manage users or credentials.
+        let tool = weather_tool(&format!("http://{sb_addr}"));
+        let e = error_of(post(&http, &format!("{base}/v1/tools"), &k.ana, tool.clone()).await, 403, "forbidden").await;
+        assert_eq!(e["type"], "permission_error", "{e}");
+        error_of(post(&http, &format!("{base}/v1/graph/cypher"), &k.ben, json!({"query": "MATCH (n) RETURN n"})).await, 403, "forbidden").await;
+        error_of(get(&http, &format!("{base}/v1/users"), &k.ben).await, 403, "forbidden").await;
+        error_of(get(&http, &format!("{base}/v1/audit"), &k.ana).await, 403, "forbidden").await;
+        let put = http.put(format!("{base}/v1/credentials/host:example.com")).header("authorization", bearer(&k.ana)).json(&json!({"entries": [{"placement": "header", "name": "X-Key", "from_env": "HOME"}]})).send().await.unwrap();
+        error_of(put, 403, "forbidden").await;
+        error_of(http.get(format!("{base}/v1/runs")).header("authorization", "Bearer tgk_forged").send().await.unwrap(), 401, "invalid_api_key").await;
+        // The bootstrap key (TOOLGRAPH_API_KEYS) stays valid, as an administrator.
+        let me: Value = get(&http, &format!("{base}/v1/me"), "bootstrap-admin-key").await.json().await.unwrap();
+        assert_eq!(me["role"], "admin", "{me}");
+        let r = post(&http, &format!("{base}/v1/tools"), &k.admin, tool).await;
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+        let api = "weather/weather_example/current_weather";
+
+        // Ana asks; Ben sees none of it.
+        let ran: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, json!({"request": "What is the current weather in Paris?"})).await.json().await.unwrap();
+        assert_eq!(ran["status"], "answered", "{ran}");
+        let (run_id, session) = (ran["run_id"].as_str().unwrap().to_string(), ran["session_id"].as_str().unwrap().to_string());
+        error_of(get(&http, &format!("{base}/v1/runs/{run_id}"), &k.ben).await, 404, "not_found").await;
+        error_of(get(&http, &format!("{base}/v1/sessions/{session}"), &k.ben).await, 404, "not_found").await;
+        error_of(post(&http, &format!("{base}/v1/orchestrate"), &k.ben, json!({"request": "and tomorrow?", "session_id": session})).await, 404, "not_found").await;
+        error_of(post(&http, &format!("{base}/v1/runs/{run_id}/rerun"), &k.ben, json!({})).await, 404, "not_found").await;
+        let theirs: Value = get(&http, &format!("{base}/v1/runs"), &k.ben).await.json().await.unwrap();
+        assert_eq!(theirs["runs"], json!([]), "{theirs}");
+        error_of(get(&http, &format!("{base}/v1/runs?user=*"), &k.ben).await, 403, "forbidden").await;
+        // Administrators see every run.
+        assert_eq!(get(&http, &format!("{base}/v1/runs/{run_id}"), &k.admin).await.status(), 200);
+        let all: Value = get(&http, &format!("{base}/v1/runs?user=*"), &k.admin).await.json().await.unwrap();
+        assert_eq!(all["runs"].as_array().unwrap().len(), 1, "{all}");
+
+        // Restart: a new daemon over the same stores.
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        drop(d);
+        drop(st);
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let (base, _d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |_| {}).await;
+        let mine: Value = get(&http, &format!("{base}/v1/runs"), &k.ana).await.json().await.unwrap();
+        assert_eq!(mine["runs"][0]["run_id"], json!(run_id), "{mine}");
+        assert_eq!(mine["runs"][0]["status"], "answered");
+        assert_eq!(mine["runs"][0]["tools"], json!([api]));
+        let stored: Value = get(&http, &format!("{base}/v1/runs/{run_id}"), &k.ana).await.json().await.unwrap();
+        assert!(stored["trace"].as_array().is_some_and(|t| t.iter().any(|e| e["type"] == "response")), "{stored}");
+        let ses: Value = get(&http, &format!("{base}/v1/sessions/{session}"), &k.ana).await.json().await.unwrap();
+        assert_eq!(ses["turns"].as_array().unwrap().len(), 1, "{ses}");
+        // The conversation goes on after the restart.
+        let turn2: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, json!({"request": "And the current weather in Paris now?", "session_id": session})).await.json().await.unwrap();
+        assert_eq!(turn2["session_id"], json!(session), "{turn2}");
+        let ses: Value = get(&http, &format!("{base}/v1/sessions/{session}"), &k.ana).await.json().await.unwrap();
+        assert_eq!(ses["turns"].as_array().unwrap().len(), 2, "{ses}");
+
+        // History filters and paging.
+        let q = |p: &str| format!("{base}/v1/runs?{p}");
+        let n = |v: &Value| v["runs"].as_array().unwrap().len();
+        assert_eq!(n(&get(&http, &q("status=answered"), &k.ana).await.json().await.unwrap()), 2);
+        assert_eq!(n(&get(&http, &q("status=gave_up"), &k.ana).await.json().await.unwrap()), 0);
+        assert_eq!(n(&get(&http, &q("q=NOW"), &k.ana).await.json().await.unwrap()), 1);
+        assert_eq!(n(&get(&http, &q("tool=weather/weather_example"), &k.ana).await.json().await.unwrap()), 2);
+        assert_eq!(n(&get(&http, &q("tool=travel"), &k.ana).await.json().await.unwrap()), 0);
+        let page1: Value = get(&http, &q("limit=1"), &k.ana).await.json().await.unwrap();
+        assert_eq!(n(&page1), 1);
+        let next = page1["next"].as_str().expect("a next cursor").to_string();
+        let page2: Value = get(&http, &q(&format!("limit=1&before={next}")), &k.ana).await.json().await.unwrap();
+        assert_eq!(page2["runs"][0]["run_id"], json!(run_id), "the older run on page 2: {page2}");
+        assert!(page2["next"].is_null());
+        error_of(get(&http, &q("status=done"), &k.ana).await, 400, "invalid_request").await;
+
+        // Re-run: a new run of the same request.
+        let again: Value = post(&http, &format!("{base}/v1/runs/{run_id}/rerun"), &k.ana, json!({})).await.json().await.unwrap();
+        assert_eq!(again["status"], "answered", "{again}");
+        assert_ne!(again["run_id"], json!(run_id));
+
+        // Developer mode: a chain as written, checked before anything is sent.
+        let chain = json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}], "request": "Paris weather by hand"});
+        let ex: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, chain).await.json().await.unwrap();
+        assert_eq!(ex["status"], "answered", "{ex}");
+        assert_eq!(ex["chain"][0]["sent"]["city"], "Paris");
+        let bad = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": api, "arguments": {"town": "Paris"}}]})).await;
+        assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("town"));
+        let bad = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": api, "arguments": {"city": "$var2.data.city$"}}, {"api": api, "arguments": {"city": "Paris"}}]})).await;
+        assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("var2"));
+        let bad = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": "no/such/api", "arguments": {}}]})).await;
+        error_of(bad, 422, "invalid_chain").await;
+        // Two steps, the second fed by the first's output.
+        let fed = json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}, {"api": api, "arguments": {"city": "$var1.data.city$"}}]});
+        let ex: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, fed.clone()).await.json().await.unwrap();
+        assert_eq!(ex["chain"][1]["sent"]["city"], "Paris", "{ex}");
+        // Saved chains: the owner's only.
+        let saved = post(&http, &format!("{base}/v1/chains"), &k.ana, json!({"name": "Paris twice", "description": "weather, fed forward", "steps": fed["steps"]})).await;
+        assert_eq!(saved.status(), 201);
+        let saved: Value = saved.json().await.unwrap();
+        let cid = saved["chain_id"].as_str().unwrap();
+        let found: Value = get(&http, &format!("{base}/v1/chains?q=twice"), &k.ana).await.json().await.unwrap();
+        assert_eq!(found["chains"][0]["chain_id"], json!(cid));
+        error_of(get(&http, &format!("{base}/v1/chains/{cid}"), &k.ben).await, 404, "not_found").await;
+        let ex: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"chain_id": cid})).await.json().await.unwrap();
+        assert_eq!(ex["status"], "answered", "{ex}");
+        let del = http.delete(format!("{base}/v1/chains/{cid}")).header("authorization", bearer(&k.ana)).send().await.unwrap();
+        assert_eq!(del.status(), 204);
+        // The audit log has the registration.
+        let audit: Value = get(&http, &format!("{base}/v1/audit"), &k.admin).await.json().await.unwrap();
+        assert!(audit["entries"].as_array().unwrap().iter().all(|e| e["action"] != "user.add"), "users were added directly: {audit}");
+
+        // A revoked key stops working at once on this daemon.
+        let ben_keys: Value = get(&http, &format!("{base}/v1/users/{}/keys", st.user_by_name("ben").await.unwrap().unwrap().id), &k.admin).await.json().await.unwrap();
+        let kid = ben_keys["keys"][0]["id"].as_str().unwrap();
+        assert_eq!(get(&http, &format!("{base}/v1/me"), &k.ben).await.status(), 200);
+        assert_eq!(http.delete(format!("{base}/v1/keys/{kid}")).header("authorization", bearer(&k.admin)).send().await.unwrap().status(), 204);
+        error_of(get(&http, &format!("{base}/v1/me"), &k.ben).await, 401, "invalid_api_key").await;
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        eprintln!("history_sessions_and_roles_survive_a_restart: ok on {}", st.backend());
+    }
+    let _ = sb_stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_share_sessions_through_the_state_store() {
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "replicas").await {
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let k = users(&st).await;
+        let http = reqwest::Client::new();
+        // Two replicas: each its own graph (the same tool registered on both), one state store.
+        let (a, _, stop_a, srv_a) = daemon_on(da.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
+        let (b, _, stop_b, srv_b) = daemon_on(db.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
+        for base in [&a, &b] {
+            assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
+        }
+        let t1: Value = post(&http, &format!("{a}/v1/orchestrate"), &k.ana, json!({"request": "What is the current weather in Paris?"})).await.json().await.unwrap();
+        assert_eq!(t1["status"], "answered", "{t1}");
+        let session = t1["session_id"].as_str().unwrap();
+        let t2: Value = post(&http, &format!("{b}/v1/orchestrate"), &k.ana, json!({"request": "Is it still raining in Paris?", "session_id": session})).await.json().await.unwrap();
+        assert_eq!(t2["session_id"], json!(session), "turn 2 on the other replica: {t2}");
+        // Turn 2 saw turn 1 (the earlier turn is in its context).
+        let run2: Value = get(&http, &format!("{a}/v1/runs/{}", t2["run_id"].as_str().unwrap()), &k.ana).await.json().await.unwrap();
+        assert_eq!(run2["session_id"], json!(session));
+        let ses: Value = get(&http, &format!("{a}/v1/sessions/{session}"), &k.ana).await.json().await.unwrap();
+        let turns: Vec<&str> = ses["turns"].as_array().unwrap().iter().map(|t| t["run_id"].as_str().unwrap()).collect();
+        assert_eq!(turns, vec![t1["run_id"].as_str().unwrap(), t2["run_id"].as_str().unwrap()], "{ses}");
+        // A key made on A works on B (within the key cache's 5 s; this one was never looked up on B).
+        let uid = st.user_by_name("ben").await.unwrap().unwrap().id;
+        let made: Value = post(&http, &format!("{a}/v1/users/{uid}/keys"), &k.admin, json!({"label": "new"})).await.json().await.unwrap();
+        let me: Value = get(&http, &format!("{b}/v1/me"), made["key"].as_str().unwrap()).await.json().await.unwrap();
+        assert_eq!(me["name"], "ben", "{me}");
+        let _ = (stop_a.send(()), stop_b.send(()));
+        srv_a.await.unwrap().unwrap();
+        srv_b.await.unwrap().unwrap();
+        eprintln!("two_daemons_share_sessions_through_the_state_store: ok on {}", st.backend());
+    }
+    let _ = sb_stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
+    let logs = logs();
+    const SECRET: &str = "rk-3f9c2a7d51e8b046-live";
+    const WRONG: &str = "rk-wrong-0a1b2c3d4e5f";
+    std::env::set_var("TOOLGRAPH_SECRET_KEY", "test-sealing-passphrase-0123456789abcdef");
+    std::env::set_var("TG_TEST_WRONG_KEY", WRONG);
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "credentials").await {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let k = users(&st).await;
+        let http = reqwest::Client::new();
+        // Health tracking off: the failing calls below must not take the API out of the search.
+        let (base, _d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |s| s.health.enabled = false).await;
+        sb.require_header(None);
+        assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
+        sb.require_header(Some(("X-RapidAPI-Key", SECRET)));
+        let ask = json!({"request": "What is the current weather in Paris?"});
+
+        // Without the key the tool answers 401: the run cannot answer.
+        let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        assert_ne!(r["status"], "answered", "{r}");
+        assert!(r.to_string().contains("401") || get(&http, &format!("{base}/v1/runs/{}", r["run_id"].as_str().unwrap()), &k.ana).await.text().await.unwrap().contains("401"));
+
+        // A credential for the tool, bound to another host: still not sent.
+        let scope = "tool:weather/weather_example";
+        let put = |body: Value| http.put(format!("{base}/v1/credentials/{scope}")).header("authorization", bearer(&k.admin)).json(&body).send();
+        let r = put(json!({"host": "weather.example.com", "entries": [{"placement": "header", "name": "X-RapidAPI-Key", "value": SECRET}]})).await.unwrap();
+        assert_eq!(r.status(), 200);
+        let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        assert_ne!(r["status"], "answered", "a credential bound to weather.example.com went to 127.0.0.1: {r}");
+
+        // A wrong key (from the environment): the tool's 401 echoes it; the echo is scrubbed.
+        let r = put(json!({"entries": [{"placement": "header", "name": "X-RapidAPI-Key", "from_env": "TG_TEST_WRONG_KEY"}]})).await.unwrap();
+        let shown: Value = r.json().await.unwrap();
+        assert_eq!(shown["host"], "127.0.0.1", "the tool's own host: {shown}");
+        let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        let stored = get(&http, &format!("{base}/v1/runs/{}", r["run_id"].as_str().unwrap()), &k.ana).await.text().await.unwrap();
+        assert!(stored.contains("Invalid API key") && stored.contains("[redacted]"), "{stored}");
+        assert!(!stored.contains(WRONG), "the echoed key reached the run: {stored}");
+
+        // The right key, sealed at rest: injected, the run answers.
+        let r = put(json!({"entries": [{"placement": "header", "name": "X-RapidAPI-Key", "value": SECRET}, {"placement": "header", "name": "X-RapidAPI-Host", "value": "weather.example.com"}]})).await.unwrap();
+        let body = r.text().await.unwrap();
+        assert!(!body.contains(SECRET), "{body}");
+        let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        assert_eq!(r["status"], "answered", "{r}");
+        let stored = get(&http, &format!("{base}/v1/runs/{}", r["run_id"].as_str().unwrap()), &k.ana).await.text().await.unwrap();
+        let listed = get(&http, &format!("{base}/v1/credentials"), &k.admin).await.text().await.unwrap();
+        assert!(listed.contains("X-RapidAPI-Key") && listed.contains("sealed"), "{listed}");
+        let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+        let audit = get(&http, &format!("{base}/v1/audit"), &k.admin).await.text().await.unwrap();
+        let bad = http.put(format!("{base}/v1/credentials/{scope}")).header("authorization", bearer(&k.admin)).json(&json!({"entries": [{"placement": "cookie", "name": "x", "value": SECRET}]})).send().await.unwrap().text().await.unwrap();
+        let rows = st.credentials().await.unwrap();
+        assert!(rows.iter().all(|r| r.sealed.as_deref().is_none_or(|s| !s.contains(SECRET))), "sealed at rest");
+        let log_text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+        assert!(log_text.contains("tool credentials loaded"), "debug logs are captured");
+        for (what, text) in [("run", &stored), ("credentials list", &listed), ("metrics", &metrics), ("audit", &audit), ("error body", &bad), ("logs", &log_text)] {
+            assert!(!text.contains(SECRET), "the key appears in the {what}");
+        }
+        // Credentials are administrators' business.
+        error_of(get(&http, &format!("{base}/v1/credentials"), &k.ana).await, 403, "forbidden").await;
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        eprintln!("credentials_are_injected_bound_to_their_host_and_never_shown: ok on {}", st.backend());
+    }
+    let _ = sb_stop.send(());
+}
+
+/// Poll a run until its status is not `running` / `awaiting_approval` (or `want`).
+async fn wait_for(http: &reqwest::Client, base: &str, key: &str, run: &str, want: &str) -> Value {
+    for _ in 0..400 {
+        let r: Value = get(http, &format!("{base}/v1/runs/{run}"), key).await.json().await.unwrap();
+        if r["status"] == want {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("run {run} never reached {want}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_pause_runs_durably_and_decisions_continue_them() {
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "approvals").await {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let k = users(&st).await;
+        let http = reqwest::Client::new();
+        let lease = |s: &mut toolgraph_schema::Settings| s.server.approval_lease_ms = 600;
+        let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), lease).await;
+        assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
+        let api = "weather/weather_example/current_weather";
+        let patch = |key: &str, body: Value| http.patch(format!("{base}/v1/tools/{api}")).header("authorization", bearer(key)).json(&body).send();
+        error_of(patch(&k.ana, json!({"requires_approval": true})).await.unwrap(), 403, "forbidden").await;
+        assert_eq!(patch(&k.admin, json!({"requires_approval": true})).await.unwrap().status(), 200);
+        let served = sb.stats().served;
+        let ask = json!({"request": "What is the current weather in Paris?"});
+
+        // The run pauses on the exact call; nothing was sent.
+        let r = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await;
+        assert_eq!(r.status(), 202);
+        let paused: Value = r.json().await.unwrap();
+        assert_eq!(paused["status"], "awaiting_approval", "{paused}");
+        assert_eq!((paused["pending"]["api"].clone(), paused["pending"]["arguments"]["city"].clone()), (json!(api), json!("Paris")), "{paused}");
+        let run = paused["run_id"].as_str().unwrap().to_string();
+        assert_eq!(sb.stats().served, served, "nothing sent before approval");
+        let listed: Value = get(&http, &format!("{base}/v1/runs?status=awaiting_approval"), &k.ana).await.json().await.unwrap();
+        assert_eq!(listed["runs"][0]["run_id"], json!(run));
+        // Another user cannot decide; the owner approves; the run completes.
+        error_of(post(&http, &format!("{base}/v1/runs/{run}/approve"), &k.ben, json!({})).await, 404, "not_found").await;
+        let ok = post(&http, &format!("{base}/v1/runs/{run}/approve"), &k.ana, json!({})).await;
+        assert_eq!(ok.status(), 200);
+        let done = wait_for(&http, &base, &k.ana, &run, "answered").await;
+        assert!(done["trace"].as_array().unwrap().iter().any(|e| e["type"] == "approval" && e["decision"]["decision"] == "approved"), "{done}");
+        error_of(post(&http, &format!("{base}/v1/runs/{run}/approve"), &k.ana, json!({})).await, 409, "not_awaiting_approval").await;
+
+        // Rejected: that branch fails, nothing is sent, the run ends without an answer.
+        let paused: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        let run = paused["run_id"].as_str().unwrap().to_string();
+        let served = sb.stats().served;
+        assert_eq!(post(&http, &format!("{base}/v1/runs/{run}/reject"), &k.admin, json!({"reason": "no bookings today"})).await.status(), 200);
+        let mut ended = Value::Null;
+        for _ in 0..400 {
+            ended = get(&http, &format!("{base}/v1/runs/{run}"), &k.ana).await.json().await.unwrap();
+            if !matches!(ended["status"].as_str(), Some("running" | "awaiting_approval")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_ne!(ended["status"], "answered", "{ended}");
+        assert!(ended["trace"].as_array().unwrap().iter().any(|e| e["type"] == "call_failed" && e["error"]["kind"] == "not_approved" && e["error"]["reason"] == "no bookings today"), "{ended}");
+        assert_eq!(sb.stats().served, served, "a rejected call is not sent");
+
+        // Durable: the daemon stops while a run waits; another daemon takes it over, and the
+        // approval (given to the new daemon) completes it.
+        let paused: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+        let run = paused["run_id"].as_str().unwrap().to_string();
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        drop(d);
+        let st2 = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let (base2, _d2, stop2, server2) = daemon_on(dir.path(), st2, ApiKeys::default(), lease).await;
+        let still = wait_for(&http, &base2, &k.ana, &run, "awaiting_approval").await;
+        assert_eq!(still["pending"]["arguments"]["city"], "Paris");
+        assert_eq!(post(&http, &format!("{base2}/v1/runs/{run}/approve"), &k.ana, json!({})).await.status(), 200);
+        let done = wait_for(&http, &base2, &k.ana, &run, "answered").await;
+        assert_eq!(done["chain"][0]["api"], json!(api), "{done}");
+        let _ = stop2.send(());
+        server2.await.unwrap().unwrap();
+        eprintln!("approvals_pause_runs_durably_and_decisions_continue_them: ok on {}", st.backend());
+    }
+    let _ = sb_stop.send(());
+}
