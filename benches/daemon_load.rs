@@ -85,8 +85,8 @@ async fn level(http: &reqwest::Client, url: &str, requests: &Arc<Vec<String>>, c
         let (l, e, o) = t.await.unwrap();
         lat.extend(l);
         out.errors += e;
-        for i in 0..4 {
-            out.outcomes[i] += o[i];
+        for (total, n) in out.outcomes.iter_mut().zip(o) {
+            *total += n;
         }
     }
     out.n = lat.len();

@@ -298,10 +298,9 @@ pub fn main() -> ExitCode {
     if !filter.contains("neo4rs") {
         filter.push_str(",neo4rs=error");
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info,neo4rs=error".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Log lines to stderr; spans also over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (flushed
+    // when `_telemetry` is dropped at the end of main).
+    let _telemetry = toolgraph_server::telemetry::init(&filter, std::io::stderr);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -5,3 +5,4 @@
 pub mod daemon;
 pub mod sandbox;
 pub mod state;
+pub mod telemetry;

@@ -106,6 +106,10 @@ impl SessionState {
 /// another replica take effect within this; on the same replica at once).
 const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 const KEY_CACHE_MAX: usize = 10_000;
+/// Turn summaries a session keeps (older turns stay in the run history).
+const MAX_SESSION_TURNS: usize = 100;
+/// Given values a session keeps across its turns.
+const MAX_SESSION_GIVEN: usize = 200;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -780,6 +784,9 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<
         None => (d.new_id("ses"), SessionState::default()),
     };
     session.given.extend(body.given.clone());
+    if session.given.len() > MAX_SESSION_GIVEN {
+        return Err(ApiError::invalid(format!("the session holds more than {MAX_SESSION_GIVEN} given values; start a new session")));
+    }
     d.state.put_session(&session_id, &caller.user_id, &json!(session)).await?;
     let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
     let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given});
@@ -1005,8 +1012,13 @@ async fn execute_inner(d: &Daemon, job: &Job, sink: Option<mpsc::Sender<TraceEve
     if let Some((owner, st, _)) = d.state.session(&job.session_id).await? {
         let mut s = SessionState::of(st);
         let keep = d.settings().server.session_turns.max(1);
-        let turn = s.turns.len() + 1;
+        let turn = s.turns.last().and_then(|t| t["turn"].as_u64()).unwrap_or(0) as usize + 1;
         s.turns.push(json!({"turn": turn, "run_id": job.run_id, "request": job.request, "status": report.status, "answer": report.answer}));
+        // The session keeps its last turns' summaries (every run stays in the history).
+        if s.turns.len() > MAX_SESSION_TURNS {
+            let extra = s.turns.len() - MAX_SESSION_TURNS;
+            s.turns.drain(..extra);
+        }
         for (c, resp) in report.chain.iter().zip(&report.responses) {
             s.earlier.push(EarlierRecord { turn, request: job.request.clone(), api: c.api.clone(), response: (**resp).clone() });
         }

@@ -374,7 +374,10 @@ impl StateStore {
         let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE name = $1").bind(name).fetch_optional(&self.pool).await.map_err(err("reading a user"))?;
         let Some(r) = row else { return Ok(None) };
         let hash: Option<String> = r.try_get("password_hash").map_err(err("reading a user"))?;
-        Ok(hash.map(|h| (Self::user_of(&r), h)).map(|(u, h)| u.map(|u| (u, h))).transpose()?)
+        match hash {
+            Some(h) => Ok(Some((Self::user_of(&r)?, h))),
+            None => Ok(None),
+        }
     }
 
     /// Whether any user has a key that could be valid (the daemon then requires keys).
