@@ -16,6 +16,7 @@ use toolgraph_server::state::{Role, StateStore};
 #[path = "common/daemon.rs"]
 mod daemon_common;
 use daemon_common::*;
+mod common;
 
 /// Every log line of this test binary at debug level (the credentials test reads them).
 fn logs() -> Arc<Mutex<Vec<u8>>> {
@@ -118,6 +119,9 @@ async fn history_sessions_and_roles_survive_a_restart() {
         error_of(post(&http, &format!("{base}/v1/graph/cypher"), &k.ben, json!({"query": "MATCH (n) RETURN n"})).await, 403, "forbidden").await;
         error_of(get(&http, &format!("{base}/v1/users"), &k.ben).await, 403, "forbidden").await;
         error_of(get(&http, &format!("{base}/v1/audit"), &k.ana).await, 403, "forbidden").await;
+        error_of(post(&http, &format!("{base}/v1/users"), &k.ana, json!({"name": "eve", "role": "admin"})).await, 403, "forbidden").await;
+        let imp = http.post(format!("{base}/v1/tools/import-openapi")).header("authorization", bearer(&k.ben)).json(&json!({"openapi": "3.0.0", "paths": {}})).send().await.unwrap();
+        error_of(imp, 403, "forbidden").await;
         let put = http.put(format!("{base}/v1/credentials/host:example.com")).header("authorization", bearer(&k.ana)).json(&json!({"entries": [{"placement": "header", "name": "X-Key", "from_env": "HOME"}]})).send().await.unwrap();
         error_of(put, 403, "forbidden").await;
         error_of(http.get(format!("{base}/v1/runs")).header("authorization", "Bearer tgk_forged").send().await.unwrap(), 401, "invalid_api_key").await;
@@ -428,4 +432,47 @@ async fn approvals_pause_runs_durably_and_decisions_continue_them() {
         eprintln!("approvals_pause_runs_durably_and_decisions_continue_them: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_command_manages_accounts_in_the_state_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "cli").await {
+        let users = |args: &[&str], stdin: Option<&str>| {
+            let mut c = common::bin();
+            c.env("TOOLGRAPH__STATE__URL", &url).arg("users").args(args);
+            c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            if let Some(text) = stdin {
+                child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            }
+            drop(child.stdin.take());
+            let out = child.wait_with_output().unwrap();
+            (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+        };
+        let (ok, out, err) = users(&["add", "root", "--role", "admin", "--password-stdin"], Some("correct horse battery\n"));
+        assert!(ok, "{out}{err}");
+        let key = out.lines().last().unwrap().trim().to_string();
+        assert!(key.starts_with("tgk_"), "{out}");
+        let st = StateStore::open(&url, 2).await.unwrap();
+        let caller = st.caller_of_key(&key).await.unwrap().expect("the printed key is valid");
+        assert_eq!((caller.name.as_str(), caller.role), ("root", Role::Admin));
+        let (_, hash) = st.password_hash("root").await.unwrap().unwrap();
+        assert!(toolgraph_server::state::secrets::verify_password("correct horse battery", &hash));
+        let (ok, out, _) = users(&["add-key", "root", "--label", "ci", "--expires-in-days", "30"], None);
+        assert!(ok);
+        let second = out.lines().last().unwrap().trim().to_string();
+        let (ok, listed, _) = users(&["list"], None);
+        assert!(ok && listed.contains("root") && listed.contains("ci"), "{listed}");
+        assert!(!listed.contains(&key) && !listed.contains(&second), "keys are never listed: {listed}");
+        let kid = listed.lines().find(|l| l.contains("\tci")).and_then(|l| l.split_whitespace().next()).unwrap().to_string();
+        let (ok, _, _) = users(&["revoke-key", &kid], None);
+        assert!(ok);
+        assert!(st.caller_of_key(&second).await.unwrap().is_none(), "revoked");
+        assert!(st.caller_of_key(&key).await.unwrap().is_some(), "the other key still works");
+        let (ok, _, err) = users(&["add", "root"], None);
+        assert!(!ok && err.contains("exists"), "{err}");
+        let (ok, _, err) = users(&["add", "x", "--role", "owner"], None);
+        assert!(!ok && err.contains("admin or user"), "{err}");
+    }
 }
