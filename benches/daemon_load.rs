@@ -3,7 +3,8 @@
 //! responses), at 1, 8 and 64 concurrent clients, with every run and session persisted in each
 //! state store side by side: SQLite in memory (the baseline: no disk), a SQLite file (the embedded
 //! default) and PostgreSQL (when `TOOLGRAPH_TEST_POSTGRES_URL` names one, e.g. from
-//! `scripts/postgres.sh start`, with `TOOLGRAPH_STATE_PASSWORD_FILE`). Stores take turns level by
+//! `scripts/postgres.sh start`, with `TOOLGRAPH_STATE_PASSWORD_FILE`), with run records committed
+//! without waiting for the WAL flush (the default) and waiting for it (`postgres-sync`). Stores take turns level by
 //! level and round by round; the table shows each level's median over the rounds and the ratio of
 //! requests/s to the in-memory store. Prints requests/s, p50/p99 latency, errors, run outcomes and
 //! the process's resident memory.
@@ -143,7 +144,10 @@ fn main() {
         let levels: Vec<usize> = flag("--clients").map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect()).unwrap_or_else(|| vec![1, 8, 64]);
         let mut stores: Vec<(String, String)> = vec![("sqlite-memory".into(), "sqlite::memory:".into()), ("sqlite-file".into(), format!("sqlite:{}", dir.path().join("state.db").display()))];
         match std::env::var("TOOLGRAPH_TEST_POSTGRES_URL") {
-            Ok(u) => stores.push(("postgres".into(), u)),
+            Ok(u) => {
+                stores.push(("postgres".into(), u.clone()));
+                stores.push(("postgres-sync".into(), u));
+            }
             Err(_) => println!("(no TOOLGRAPH_TEST_POSTGRES_URL: PostgreSQL left out; start one with scripts/postgres.sh start)"),
         }
         let requests: Arc<Vec<String>> = Arc::new(chains.iter().map(|c| c.input.trim().to_string()).collect());
@@ -152,7 +156,8 @@ fn main() {
         // One daemon per state store over the same graph, memory and sandbox.
         let mut daemons = Vec::new();
         for (name, state_url) in &stores {
-            let state = Arc::new(StateStore::open(state_url, 16).await.unwrap());
+            // postgres-sync: run records wait for the WAL flush too (state.synchronous_runs).
+            let state = Arc::new(StateStore::open(state_url, 16).await.unwrap().with_synchronous_runs(name == "postgres-sync"));
             let backends = Backends { store: store.clone(), vectors: vectors.clone(), embedder: emb.clone(), memory: memory.clone(), executor: exec.clone(), planner: Arc::new(DeterministicPlanner::default()), run: run.clone(), settings: s.clone(), cache: None, models: None, state: Some(state) };
             let daemon = Daemon::new(backends, ApiKeys::default()).await.unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -161,9 +166,21 @@ fn main() {
             let server = tokio::spawn(toolgraph_server::daemon::serve(listener, daemon.clone(), async move {
                 let _ = stop_rx.await;
             }));
-            // Warm-up: a few requests.
-            for r in requests.iter().take(16) {
-                let _ = http.post(&url).json(&json!({"request": r})).send().await;
+            // Warm-up: every request text once (8 at a time), so that repeated texts find their
+            // embedding in the daemon's memo and the levels measure the daemon and its state store.
+            if !distinct {
+                let mut chunks = Vec::new();
+                for part in requests.chunks(requests.len().div_ceil(8)) {
+                    let (http, url, part) = (http.clone(), url.clone(), part.to_vec());
+                    chunks.push(tokio::spawn(async move {
+                        for r in part {
+                            let _ = http.post(&url).json(&json!({"request": r})).send().await;
+                        }
+                    }));
+                }
+                for c in chunks {
+                    let _ = c.await;
+                }
             }
             daemons.push((name.clone(), url, daemon, stop_tx, server));
         }
@@ -215,6 +232,7 @@ fn main() {
             let _ = server.await;
             drop(daemon);
         }
+        drop((store, vectors, memory));
         drop(dir);
     });
 }

@@ -648,7 +648,7 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
     let models = Arc::new(models_of(&s, &args.planner, &categories)?);
     let planner = models.planner(&args.planner.planner, if args.planner.planner == "llm" { args.planner.llm_model.as_deref().filter(|_| args.planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
-    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?);
+    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?.with_synchronous_runs(s.state.synchronous_runs));
     if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
         bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
     }

@@ -42,11 +42,15 @@ pub struct StateSettings {
     pub audit_days: u64,
     /// How often retention runs, seconds.
     pub retention_every_s: u64,
+    /// PostgreSQL: run and session records wait for the WAL flush. Off by default: a PostgreSQL
+    /// crash may then lose the last fraction of a second of run history (keys, credentials and
+    /// approval decisions always wait).
+    pub synchronous_runs: bool,
 }
 
 impl Default for StateSettings {
     fn default() -> Self {
-        StateSettings { url: "sqlite:.tgdata/state.db".into(), max_connections: 8, retention_days: 90, retention_runs: 100_000, audit_days: 365, retention_every_s: 3600 }
+        StateSettings { url: "sqlite:.tgdata/state.db".into(), max_connections: 8, retention_days: 90, retention_runs: 100_000, audit_days: 365, retention_every_s: 3600, synchronous_runs: false }
     }
 }
 

@@ -173,7 +173,7 @@ pub(super) async fn resume_orphans(d: &Arc<Daemon>) -> Result<usize, ApiError> {
             continue;
         };
         let work = super::history::work_of(d, &r.options, &r.session_id).await?;
-        let job = Job { run_id: r.id.clone(), session_id: r.session_id.clone(), caller: user, request: r.request.clone(), options: r.options.clone(), work };
+        let job = Job { run_id: r.id.clone(), session_id: r.session_id.clone(), caller: user, request: r.request.clone(), options: r.options.clone(), session: None, work };
         tracing::info!(run_id = %r.id, "resuming a paused run whose daemon went away");
         let dd = d.clone();
         // Started like any run; its answer goes to the state store (the original caller polls it).

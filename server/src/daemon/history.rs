@@ -103,13 +103,12 @@ pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Exten
     }
     d.graph_reachable().await?;
     let session_id = d.new_id("ses");
-    d.state.put_session(&session_id, &caller.user_id, &json!(SessionState::default())).await?;
     let work = work_of(&d, &run.options, &session_id).await?;
     let mut options = run.options.clone();
     if let Value::Object(m) = &mut options {
         m.insert("rerun_of".into(), json!(id));
     }
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, work };
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, session: Some(json!(SessionState::default())), work };
     start_run(d, job, wants_stream(false, q.stream, &headers)).await
 }
 
@@ -169,9 +168,8 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
     d.engine().check_chain(&request, &chain).map_err(|e| ApiError::unprocessable("invalid_chain", e))?;
     d.graph_reachable().await?;
     let session_id = d.new_id("ses");
-    d.state.put_session(&session_id, &caller.user_id, &json!(SessionState::default())).await?;
     let options = json!({"chain": chain, "given": body.given});
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, work: Work::Chain { chain, given: body.given, opts: Default::default() } };
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, session: Some(json!(SessionState::default())), work: Work::Chain { chain, given: body.given, opts: Default::default() } };
     start_run(d, job, wants_stream(body.stream, q.stream, &headers)).await
 }
 

@@ -787,10 +787,10 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<
     if session.given.len() > MAX_SESSION_GIVEN {
         return Err(ApiError::invalid(format!("the session holds more than {MAX_SESSION_GIVEN} given values; start a new session")));
     }
-    d.state.put_session(&session_id, &caller.user_id, &json!(session)).await?;
     let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
     let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given});
-    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, work: Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts } };
+    let work = Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts };
+    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, session: Some(json!(session)), work };
     start_run(d, job, stream).await
 }
 
@@ -812,6 +812,8 @@ pub(crate) struct Job {
     pub request: String,
     /// How it was asked (what a re-run or a resumed run reuses).
     pub options: Value,
+    /// The session's state to store with the run's first record (`None`: leave the session as is).
+    pub session: Option<Value>,
     pub work: Work,
 }
 
@@ -825,7 +827,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
     let now = crate::state::now_ms();
     let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
     d.state
-        .put_run(&RunRecord {
+        .start_run(&RunRecord {
             id: rid.clone(),
             user_id: job.caller.user_id.clone(),
             session_id: sid.clone(),
@@ -839,7 +841,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             created_ms: now,
             finished_ms: None,
             duration_ms: None,
-        })
+        }, job.session.as_ref())
         .await?;
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
     let approver = approvals::RunApprover::new(&d, &job, pause_tx, permit);
@@ -987,45 +989,46 @@ async fn execute_inner(d: &Daemon, job: &Job, sink: Option<mpsc::Sender<TraceEve
     stored.insert("request".into(), json!(job.request));
     stored.insert("trace".into(), json!(report.trace));
     let stored = Arc::new(Value::Object(stored));
-    let created = d.state.run(&job.run_id).await?.map(|r| r.created_ms).unwrap_or_else(crate::state::now_ms);
+    let record = RunRecord {
+        id: job.run_id.clone(),
+        user_id: job.caller.user_id.clone(),
+        session_id: job.session_id.clone(),
+        request: job.request.clone(),
+        options: job.options.clone(),
+        status: status.to_string(),
+        tools: {
+            let mut seen = HashSet::new();
+            report.chain.iter().filter(|c| seen.insert(c.api.clone())).map(|c| c.api.clone()).collect()
+        },
+        body: (*stored).clone(),
+        pending: None,
+        lease_until_ms: None,
+        // The row exists since the run started; an upsert keeps its creation time.
+        created_ms: crate::state::now_ms(),
+        finished_ms: Some(crate::state::now_ms()),
+        duration_ms: Some(t.elapsed().as_millis() as i64),
+    };
+    // The run's record and its session's next state in one transaction: the session's next turn
+    // sees this one (any replica: the session lives in the state store).
+    let keep = d.settings().server.session_turns.max(1);
     d.state
-        .put_run(&RunRecord {
-            id: job.run_id.clone(),
-            user_id: job.caller.user_id.clone(),
-            session_id: job.session_id.clone(),
-            request: job.request.clone(),
-            options: job.options.clone(),
-            status: status.to_string(),
-            tools: {
-                let mut seen = HashSet::new();
-                report.chain.iter().filter(|c| seen.insert(c.api.clone())).map(|c| c.api.clone()).collect()
-            },
-            body: (*stored).clone(),
-            pending: None,
-            lease_until_ms: None,
-            created_ms: created,
-            finished_ms: Some(crate::state::now_ms()),
-            duration_ms: Some(t.elapsed().as_millis() as i64),
+        .finish_run(&record, |st| {
+            let mut s = SessionState::of(st);
+            let turn = s.turns.last().and_then(|t| t["turn"].as_u64()).unwrap_or(0) as usize + 1;
+            s.turns.push(json!({"turn": turn, "run_id": job.run_id, "request": job.request, "status": report.status, "answer": report.answer}));
+            // The session keeps its last turns' summaries (every run stays in the history).
+            if s.turns.len() > MAX_SESSION_TURNS {
+                let extra = s.turns.len() - MAX_SESSION_TURNS;
+                s.turns.drain(..extra);
+            }
+            for (c, resp) in report.chain.iter().zip(&report.responses) {
+                s.earlier.push(EarlierRecord { turn, request: job.request.clone(), api: c.api.clone(), response: (**resp).clone() });
+            }
+            let oldest = turn.saturating_sub(keep) + 1;
+            s.earlier.retain(|e| e.turn >= oldest);
+            Some(json!(s))
         })
         .await?;
-    // The session's next turn sees this one (any replica: the session lives in the state store).
-    if let Some((owner, st, _)) = d.state.session(&job.session_id).await? {
-        let mut s = SessionState::of(st);
-        let keep = d.settings().server.session_turns.max(1);
-        let turn = s.turns.last().and_then(|t| t["turn"].as_u64()).unwrap_or(0) as usize + 1;
-        s.turns.push(json!({"turn": turn, "run_id": job.run_id, "request": job.request, "status": report.status, "answer": report.answer}));
-        // The session keeps its last turns' summaries (every run stays in the history).
-        if s.turns.len() > MAX_SESSION_TURNS {
-            let extra = s.turns.len() - MAX_SESSION_TURNS;
-            s.turns.drain(..extra);
-        }
-        for (c, resp) in report.chain.iter().zip(&report.responses) {
-            s.earlier.push(EarlierRecord { turn, request: job.request.clone(), api: c.api.clone(), response: (**resp).clone() });
-        }
-        let oldest = turn.saturating_sub(keep) + 1;
-        s.earlier.retain(|e| e.turn >= oldest);
-        d.state.put_session(&job.session_id, &owner, &json!(s)).await?;
-    }
     Ok((body, stored))
 }
 

@@ -225,6 +225,8 @@ fn migrator() -> Migrator {
 pub struct StateStore {
     pool: AnyPool,
     backend: &'static str,
+    /// Run and session records wait for PostgreSQL's WAL flush (`state.synchronous_runs`).
+    synchronous_runs: bool,
 }
 
 impl std::fmt::Debug for StateStore {
@@ -247,6 +249,45 @@ fn tools_text(tools: &[String]) -> String {
 /// A `LIKE` pattern for a literal substring (`\` escapes).
 fn like_literal(s: &str) -> String {
     s.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+async fn put_session_on<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(e: E, id: &str, user_id: &str, state: &Value) -> Result<()> {
+    let now = now_ms();
+    sqlx::query("INSERT INTO sessions (id, user_id, state, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms")
+        .bind(id)
+        .bind(user_id)
+        .bind(state.to_string())
+        .bind(now)
+        .bind(now)
+        .execute(e)
+        .await
+        .map_err(err("writing a session"))?;
+    Ok(())
+}
+
+async fn put_run_on<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(e: E, r: &RunRecord) -> Result<()> {
+    sqlx::query(&format!(
+        "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status, tools = excluded.tools, body = excluded.body, pending = excluded.pending, \
+         lease_until_ms = excluded.lease_until_ms, finished_ms = excluded.finished_ms, duration_ms = excluded.duration_ms"
+    ))
+    .bind(&r.id)
+    .bind(&r.user_id)
+    .bind(&r.session_id)
+    .bind(&r.request)
+    .bind(r.options.to_string())
+    .bind(&r.status)
+    .bind(tools_text(&r.tools))
+    .bind(r.body.to_string())
+    .bind(r.pending.as_ref().map(Value::to_string))
+    .bind(r.lease_until_ms)
+    .bind(r.created_ms)
+    .bind(r.finished_ms)
+    .bind(r.duration_ms)
+    .execute(e)
+    .await
+    .map_err(err("writing a run"))?;
+    Ok(())
 }
 
 impl StateStore {
@@ -279,8 +320,10 @@ impl StateStore {
             return Err(StateError(format!("state.url `{}` is neither sqlite:PATH nor postgres://…", without_secrets(url).chars().take(80).collect::<String>())));
         };
         let memory = connect_url == "sqlite::memory:";
+        // SQLite takes one writer at a time: one connection queues statements in the pool instead
+        // of letting writers collide and sleep in SQLite's busy handler (4x slower at 8 clients).
         let mut opts = AnyPoolOptions::new()
-            .max_connections(if memory { 1 } else { max_connections.max(1) })
+            .max_connections(if backend == "sqlite" { 1 } else { max_connections.max(1) })
             .acquire_timeout(Duration::from_secs(10));
         if memory {
             // One connection that never closes: the in-memory database lives as long as it does.
@@ -302,7 +345,14 @@ impl StateStore {
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await.map_err(err("WAL"))?;
         }
         migrator().run(&pool).await.map_err(|e| StateError(format!("state store: migrating: {}", without_secrets(&e.to_string()))))?;
-        Ok(StateStore { pool, backend })
+        Ok(StateStore { pool, backend, synchronous_runs: false })
+    }
+
+    /// Whether run and session records wait for PostgreSQL's WAL flush (default: no; keys,
+    /// credentials, approvals and every other record always do).
+    pub fn with_synchronous_runs(mut self, on: bool) -> Self {
+        self.synchronous_runs = on;
+        self
     }
 
     /// A throw-away SQLite store in memory (tests, one-shot commands).
@@ -464,17 +514,7 @@ impl StateStore {
     }
 
     pub async fn put_session(&self, id: &str, user_id: &str, state: &Value) -> Result<()> {
-        let now = now_ms();
-        sqlx::query("INSERT INTO sessions (id, user_id, state, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms")
-            .bind(id)
-            .bind(user_id)
-            .bind(state.to_string())
-            .bind(now)
-            .bind(now)
-            .execute(&self.pool)
-            .await
-            .map_err(err("writing a session"))?;
-        Ok(())
+        put_session_on(&self.pool, id, user_id, state).await
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<bool> {
@@ -486,27 +526,45 @@ impl StateStore {
 
     /// Insert or replace a run.
     pub async fn put_run(&self, r: &RunRecord) -> Result<()> {
-        sqlx::query(&format!(
-            "INSERT INTO runs ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-             ON CONFLICT (id) DO UPDATE SET status = excluded.status, tools = excluded.tools, body = excluded.body, pending = excluded.pending, \
-             lease_until_ms = excluded.lease_until_ms, finished_ms = excluded.finished_ms, duration_ms = excluded.duration_ms"
-        ))
-        .bind(&r.id)
-        .bind(&r.user_id)
-        .bind(&r.session_id)
-        .bind(&r.request)
-        .bind(r.options.to_string())
-        .bind(&r.status)
-        .bind(tools_text(&r.tools))
-        .bind(r.body.to_string())
-        .bind(r.pending.as_ref().map(Value::to_string))
-        .bind(r.lease_until_ms)
-        .bind(r.created_ms)
-        .bind(r.finished_ms)
-        .bind(r.duration_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(err("writing a run"))?;
+        put_run_on(&self.pool, r).await
+    }
+
+    /// A transaction for a run's records; on PostgreSQL without `synchronous_runs` it commits
+    /// without waiting for the WAL flush (a PostgreSQL crash may lose the last fraction of a
+    /// second of run records — never keys, credentials or decisions, which always wait).
+    async fn run_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let mut tx = self.pool.begin().await.map_err(err("beginning a transaction"))?;
+        if self.backend == "postgres" && !self.synchronous_runs {
+            sqlx::query("SET LOCAL synchronous_commit TO OFF").execute(&mut *tx).await.map_err(err("relaxed commit"))?;
+        }
+        Ok(tx)
+    }
+
+    /// A run starts: its record and its session's state, in one transaction.
+    pub async fn start_run(&self, r: &RunRecord, session: Option<&Value>) -> Result<()> {
+        let mut tx = self.run_tx().await?;
+        if let Some(st) = session {
+            put_session_on(&mut *tx, &r.session_id, &r.user_id, st).await?;
+        }
+        put_run_on(&mut *tx, r).await?;
+        tx.commit().await.map_err(err("recording a run"))?;
+        Ok(())
+    }
+
+    /// A run ends: its record, and its session updated by `update` (given the session's owner and
+    /// state; `None`: leave it), in one transaction.
+    pub async fn finish_run(&self, r: &RunRecord, update: impl FnOnce(Value) -> Option<Value>) -> Result<()> {
+        let mut tx = self.run_tx().await?;
+        put_run_on(&mut *tx, r).await?;
+        let row = sqlx::query("SELECT user_id, state FROM sessions WHERE id = $1").bind(&r.session_id).fetch_optional(&mut *tx).await.map_err(err("reading a session"))?;
+        if let Some(row) = row {
+            let owner: String = row.try_get("user_id").map_err(err("reading a session"))?;
+            let state: String = row.try_get("state").map_err(err("reading a session"))?;
+            if let Some(new) = update(json_of(&state)) {
+                put_session_on(&mut *tx, &r.session_id, &owner, &new).await?;
+            }
+        }
+        tx.commit().await.map_err(err("recording a run"))?;
         Ok(())
     }
 
