@@ -851,6 +851,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
         d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).insert(rid.clone(), task.abort_handle());
         tokio::select! {
             r = &mut task => {
+                d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).remove(&rid);
                 let (_, stored) = r.map_err(|e| ApiError::internal(format!("the run stopped: {e}")))??;
                 return Ok(json_response(&stored));
             }

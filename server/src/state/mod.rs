@@ -556,7 +556,10 @@ impl StateStore {
     pub async fn finish_run(&self, r: &RunRecord, update: impl FnOnce(Value) -> Option<Value>) -> Result<()> {
         let mut tx = self.run_tx().await?;
         put_run_on(&mut *tx, r).await?;
-        let row = sqlx::query("SELECT user_id, state FROM sessions WHERE id = $1").bind(&r.session_id).fetch_optional(&mut *tx).await.map_err(err("reading a session"))?;
+        // Locked until commit, so that two turns of one session ending together both land (SQLite:
+        // the run's write above already holds the database's write lock).
+        let lock = if self.backend == "postgres" { " FOR UPDATE" } else { "" };
+        let row = sqlx::query(&format!("SELECT user_id, state FROM sessions WHERE id = $1{lock}")).bind(&r.session_id).fetch_optional(&mut *tx).await.map_err(err("reading a session"))?;
         if let Some(row) = row {
             let owner: String = row.try_get("user_id").map_err(err("reading a session"))?;
             let state: String = row.try_get("state").map_err(err("reading a session"))?;
