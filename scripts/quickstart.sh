@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${TOOLGRAPH_SHARED_DATA:-../shared/data}
 bash scripts/setup.sh
+bash scripts/console.sh build   # the web console, embedded in the binary
 cargo build --release --bin toolgraph
 BIN=${CARGO_TARGET_DIR:-target}/release/toolgraph
 $BIN ingest \
@@ -63,6 +64,7 @@ print("  status:", r["status"], "| chain:", " -> ".join(c["name"] for c in r["ch
 events = [l[7:] for l in post("/v1/orchestrate?stream=true").splitlines() if l.startswith("event: ")]
 print("  streamed events:", len(events), "(" + events[0], "…", events[-1] + ")")
 PY
+echo "the web console was served at http://127.0.0.1:$DPORT/ — see it again with: bash scripts/console.sh serve 8080  (then http://127.0.0.1:8080/)"
 kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true
 echo "graph search against the baselines, 5-fold over the chains (.tgdata/eval/chains.md):"
 $BIN eval chains --train "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --folds 5 --report .tgdata/eval/chains.json

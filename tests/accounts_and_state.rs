@@ -476,3 +476,39 @@ async fn the_users_command_manages_accounts_in_the_state_store() {
         assert!(!ok && err.contains("admin or user"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_logins_are_digests_that_expire_and_end_with_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in state_urls(dir.path(), "logins").await {
+        let st = StateStore::open(&url, 4).await.unwrap();
+        let u = st.add_user("cleo", Role::User, None).await.unwrap();
+        let (info, key) = st.add_key(&u.id, "laptop", None).await.unwrap();
+        let cleo = toolgraph_server::state::Caller { user_id: u.id.clone(), name: "cleo".into(), role: Role::User };
+        let far = toolgraph_server::state::now_ms() + 3_600_000;
+        st.put_login("tgs_password_login", &cleo, "csrf_a", far, None).await.unwrap();
+        st.put_login("tgs_key_login", &cleo, "csrf_b", far, Some(&key)).await.unwrap();
+        st.put_login("tgs_expired", &cleo, "csrf_c", toolgraph_server::state::now_ms() - 1, None).await.unwrap();
+        let (c, csrf) = st.login("tgs_password_login").await.unwrap().expect("a live login");
+        assert_eq!((c.name.as_str(), c.role, csrf.as_str()), ("cleo", Role::User, "csrf_a"), "{url}");
+        assert!(st.login("tgs_expired").await.unwrap().is_none(), "expired: {url}");
+        assert!(st.login("tgs_unknown").await.unwrap().is_none());
+        // Only digests are stored: the token itself appears nowhere.
+        if url.starts_with("sqlite:") {
+            let file = std::fs::read(url.trim_start_matches("sqlite:")).unwrap_or_default();
+            let wal = std::fs::read(format!("{}-wal", url.trim_start_matches("sqlite:"))).unwrap_or_default();
+            for bytes in [file, wal] {
+                assert!(!bytes.windows(18).any(|w| w == b"tgs_password_login"), "the token is stored in clear");
+            }
+        }
+        // Revoking the key ends the login made with it, not the password login.
+        assert!(st.revoke_key(&info.id).await.unwrap());
+        assert_eq!(st.delete_logins_of_key(&info.id).await.unwrap(), 1, "{url}");
+        assert!(st.login("tgs_key_login").await.unwrap().is_none());
+        assert!(st.login("tgs_password_login").await.unwrap().is_some());
+        // Retention removes expired ones; logout removes a live one.
+        st.enforce_retention(0, 0, 0).await.unwrap();
+        assert!(st.delete_login("tgs_password_login").await.unwrap());
+        assert!(!st.delete_login("tgs_password_login").await.unwrap());
+    }
+}

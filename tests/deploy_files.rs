@@ -40,6 +40,9 @@ fn the_daemon_config_loads_and_points_at_the_server_backends() {
     let dockerfile = std::fs::read_to_string(deploy().join("Dockerfile")).unwrap();
     assert!(dockerfile.contains("COPY deploy/toolgraph.daemon.toml /etc/toolgraph/toolgraph.toml"));
     assert!(dockerfile.contains(&format!("EXPOSE {}", st.server.port)));
+    // The console is built before the binary that embeds it.
+    let (console, cargo) = (dockerfile.find("COPY --from=console /src/console/dist console/dist").expect("the console's build is copied in"), dockerfile.find("cargo build").unwrap());
+    assert!(console < cargo);
     assert!(dockerfile.contains(&st.embed.model_dir.replace("/minilm", "")), "the image holds the model where the config says");
 }
 

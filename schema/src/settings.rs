@@ -295,6 +295,8 @@ pub struct ServerSettings {
     pub shutdown_grace_s: u64,
     /// Retry-After sent with 503 (busy) answers, seconds.
     pub retry_after_s: u64,
+    /// How long a console login (cookie session) lasts, hours.
+    pub console_login_hours: u64,
 }
 
 impl Default for ServerSettings {
@@ -314,6 +316,7 @@ impl Default for ServerSettings {
             session_turns: 5,
             shutdown_grace_s: 30,
             retry_after_s: 1,
+            console_login_hours: 12,
         }
     }
 }

@@ -279,6 +279,17 @@ impl Executor {
         &self.guard
     }
 
+    /// Where a call to `url` really goes: the deployment's rewrites applied (the first that
+    /// matches), as calls are sent. Registration checks this URL against the SSRF guard.
+    pub fn rewritten(&self, url: &str) -> String {
+        for (from, to) in &self.settings.rewrites {
+            if let Some(rest) = url.strip_prefix(from.as_str()) {
+                return format!("{to}{rest}");
+            }
+        }
+        url.to_string()
+    }
+
     /// Replace the tool credentials every clone of this executor injects.
     pub fn set_credentials(&self, set: credentials::CredentialSet) {
         *self.credentials.write().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(set);

@@ -76,6 +76,28 @@ impl Memory {
         self.vectors.delete_matching(&self.collection, &Conditions::default().with("apis", api_id)).await
     }
 
+    /// Every stored entry: (point id, entry), newest writes not ordered (the console sorts).
+    pub async fn list(&self) -> Result<Vec<(String, MemoryEntry)>> {
+        let points = self.vectors.scan(&self.collection, &["request", "chain"]).await?;
+        Ok(points
+            .into_iter()
+            .filter_map(|(id, p)| {
+                let request = p.get("request")?.as_str()?.to_string();
+                let chain: Vec<MemoryStep> = serde_json::from_str(p.get("chain")?.as_str()?).ok()?;
+                Some((id, MemoryEntry { request, chain }))
+            })
+            .collect())
+    }
+
+    /// Delete one entry by its point id; false when there was none.
+    pub async fn delete(&self, id: &str) -> Result<bool> {
+        let exists = self.vectors.scan(&self.collection, &[]).await?.iter().any(|(p, _)| p == id);
+        if exists {
+            self.vectors.delete(&self.collection, &[id.to_string()]).await?;
+        }
+        Ok(exists)
+    }
+
     pub async fn len(&self) -> Result<usize> {
         self.vectors.count(&self.collection).await
     }

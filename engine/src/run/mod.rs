@@ -1202,7 +1202,7 @@ impl Engine {
                 return false;
             }
         }
-        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone() }).await;
+        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone(), sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }).await;
         st.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();

@@ -33,8 +33,15 @@ pub enum TraceEvent {
     RecallFailed { reason: String },
     /// The planner's decision at a node.
     Choose { depth: usize, offered: Vec<Offered>, decision: Decision },
-    /// A call about to be sent (references still in `arguments`).
-    Call { label: String, api: String, arguments: Map<String, Value> },
+    /// A call about to be sent (references still in `arguments`), and where each argument came
+    /// from (request, an earlier output, a default, the user).
+    Call {
+        label: String,
+        api: String,
+        arguments: Map<String, Value>,
+        #[serde(default)]
+        sources: std::collections::BTreeMap<String, crate::plan::ArgSource>,
+    },
     /// The run waits for a person to approve this call (APIs that require approval).
     AwaitingApproval { label: String, call: super::PendingCall },
     /// The decision on it (a rejection fails the branch; the search goes on).

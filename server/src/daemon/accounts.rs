@@ -14,8 +14,13 @@ use std::sync::Arc;
 use toolgraph_engine::exec::credentials::{check_scope, valid_host, Placement};
 
 /// `GET /v1/me`: who this key belongs to.
-pub(super) async fn me(Extension(caller): Extension<Caller>) -> Json<Value> {
-    Json(json!({"user_id": caller.user_id, "name": caller.name, "role": caller.role}))
+/// A console login also gets its CSRF token back (a reloaded page needs it again).
+pub(super) async fn me(Extension(caller): Extension<Caller>, login: Option<Extension<super::console::ConsoleLogin>>) -> Json<Value> {
+    let mut v = super::console::me_of(&caller);
+    if let Some(csrf) = login.and_then(|l| l.0.csrf) {
+        v["csrf_token"] = json!(csrf);
+    }
+    Json(v)
 }
 
 pub(super) async fn list_users(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
@@ -53,7 +58,11 @@ pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Ex
     if d.state.user_by_name(&b.name).await?.is_some() {
         return Err(ApiError::new(StatusCode::CONFLICT, "user_exists", format!("user `{}` exists already", b.name)));
     }
+    let has_password = hash.is_some();
     let u = d.state.add_user(&b.name, role, hash).await.map_err(|e| ApiError::invalid(e.0))?;
+    if has_password {
+        d.auth_required.store(true, Ordering::SeqCst);
+    }
     let mut body = json!({"user": u});
     if b.with_key {
         let (info, key) = d.state.add_key(&u.id, "first key", None).await?;
@@ -111,7 +120,9 @@ pub(super) async fn revoke_key(State(d): State<Arc<Daemon>>, Extension(caller): 
         return Err(ApiError::new(StatusCode::CONFLICT, "already_revoked", format!("key {id} is revoked already")));
     }
     d.forget_keys();
-    d.audit(&caller, "key.revoke", &id, json!({})).await;
+    // Console logins made with that key end too (password logins stay).
+    let logins = d.state.delete_logins_of_key(&id).await?;
+    d.audit(&caller, "key.revoke", &id, json!({"console_logins_ended": logins})).await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -115,7 +115,7 @@ pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Exten
 const MAX_CHAIN_BYTES: usize = 64 * 1024;
 
 /// A chain as people write it: `{"steps": [{"api", "arguments"?, "for_each"?, "if"?}]}`.
-fn check_steps(steps: &Value) -> Result<Value, ApiError> {
+pub(super) fn check_steps(steps: &Value) -> Result<Value, ApiError> {
     let n = steps.as_array().map(Vec::len).unwrap_or(0);
     if n == 0 {
         return Err(ApiError::invalid("steps: a non-empty list of {\"api\", \"arguments\"} objects"));

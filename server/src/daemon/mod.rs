@@ -12,6 +12,7 @@
 
 mod accounts;
 mod approvals;
+pub mod console;
 pub mod error;
 mod history;
 pub mod limits;
@@ -456,12 +457,12 @@ pub fn router(d: Arc<Daemon>) -> Router {
         .route("/v1/runs/{id}/rerun", post(history::rerun))
         .route("/v1/runs/{id}/approve", post(approvals::approve))
         .route("/v1/runs/{id}/reject", post(approvals::reject))
-        .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions", post(create_session).get(list_sessions))
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
         .route("/v1/chains", post(history::save_chain).get(history::list_chains))
         .route("/v1/chains/execute", post(history::execute_chain))
         .route("/v1/chains/{id}", get(history::get_chain).delete(history::delete_chain))
-        .route("/v1/tools", post(tools::register))
+        .route("/v1/tools", post(tools::register).get(console::list_apis))
         .route("/v1/tools/search", get(tools::search))
         .route("/v1/tools/import-openapi", post(tools::import_openapi))
         .route("/v1/tools/{*id}", get(tools::get_tool).patch(tools::patch_tool))
@@ -472,12 +473,22 @@ pub fn router(d: Arc<Daemon>) -> Router {
         .route("/v1/credentials", get(accounts::list_credentials))
         .route("/v1/credentials/{*scope}", put(accounts::put_credentials).delete(accounts::delete_credentials))
         .route("/v1/audit", get(accounts::audit_log))
+        .route("/v1/categories", get(console::categories))
+        .route("/v1/graph/neighborhood", get(console::neighbourhood))
+        .route("/v1/memory", get(console::list_memory))
+        .route("/v1/memory/{id}", axum::routing::delete(console::delete_memory))
+        .route("/v1/settings", get(console::settings))
+        .route("/v1/chains/check", post(console::check_chain))
         .route_layer(middleware::from_fn_with_state(d.clone(), authorize));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/openapi.json", get(openapi::document))
+        .route("/", get(console::index))
+        .route("/assets/{*path}", get(console::asset))
+        .route("/v1/login", post(console::login))
+        .route("/v1/logout", post(console::logout))
         .merge(v1)
         .fallback(|| async { ApiError::not_found("no such endpoint (see GET /openapi.json)") })
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method (see GET /openapi.json)") })
@@ -588,11 +599,23 @@ async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Next) -> Resp
 /// required once bootstrap keys are configured or any user has a key; before that (a fresh local
 /// daemon on loopback) the caller is the local administrator.
 async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, next: Next) -> Result<Response, ApiError> {
+    let mut login = console::ConsoleLogin::default();
     let (caller, bucket) = if !d.auth_required.load(Ordering::Relaxed) {
         let ip = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
         (Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin }, ip)
+    } else if let (None, Some(token)) = (presented_key(req.headers()), console::session_cookie(req.headers())) {
+        // A console login: its state-changing requests must echo the login's CSRF token.
+        let (c, csrf) = d.state.login(token).await?.ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "login_expired", "the console login has ended or expired: log in again"))?;
+        let safe = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
+        let echoed = req.headers().get(console::CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if !safe && !console::same_token(echoed, &csrf) {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", "this request needs the login's CSRF token in `X-CSRF-Token`"));
+        }
+        login.csrf = Some(csrf);
+        let bucket = c.user_id.clone();
+        (c, bucket)
     } else {
-        let presented = presented_key(req.headers()).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing_api_key", "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY`"))?;
+        let presented = presented_key(req.headers()).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing_api_key", "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY` (or log in to the console)"))?;
         if presented.is_empty() || presented.len() > 200 {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid"));
         }
@@ -605,6 +628,7 @@ async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, next: Next) -
         return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests for this key; retry later").with_retry_after(wait));
     }
     req.extensions_mut().insert(caller);
+    req.extensions_mut().insert(login);
     Ok(next.run(req).await)
 }
 
@@ -1057,6 +1081,33 @@ async fn own_session(d: &Daemon, caller: &Caller, id: &str) -> Result<(Value, i6
         Some((owner, st, at)) if owner == caller.user_id => Ok((st, at)),
         _ => Err(ApiError::not_found(format!("no session {id}"))),
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SessionsQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /v1/sessions?limit=`: the caller's conversations, most recently used first, each with its
+/// kept turns' count, first request and last status.
+async fn list_sessions(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
+    let limit = q?.0.limit.unwrap_or(20);
+    if limit == 0 || limit > 200 {
+        return Err(ApiError::invalid("limit: 1 to 200"));
+    }
+    let list: Vec<Value> = d
+        .state
+        .list_sessions(&caller.user_id, limit)
+        .await?
+        .into_iter()
+        .map(|(id, st, at)| {
+            let s = SessionState::of(st);
+            let first = s.turns.first().and_then(|t| t.get("request")).cloned().unwrap_or(Value::Null);
+            let last = s.turns.last().and_then(|t| t.get("status")).cloned().unwrap_or(Value::Null);
+            json!({"session_id": id, "updated_ms": at, "turns": s.turns.len(), "title": first, "last_status": last})
+        })
+        .collect();
+    Ok(Json(json!({"sessions": list})))
 }
 
 async fn get_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {

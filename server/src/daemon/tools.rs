@@ -49,6 +49,7 @@ pub(super) async fn search(State(d): State<Arc<Daemon>>, q: Result<Query<SearchQ
 pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let engine = d.engine();
     let a = engine.graph().apis.get(&id).ok_or_else(|| ApiError::not_found(format!("no API {id} (ids look like category/tool/api)")))?;
+    let requires_approval = d.state.requires_approval().await?.contains(&id);
     let params: Vec<ParamDoc> = serde_json::from_str(&a.parameters).unwrap_or_default();
     Ok(Json(json!({
         "id": a.id, "name": a.name, "tool": a.tool, "category": a.category, "description": a.description,
@@ -56,6 +57,7 @@ pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String
         "status": a.status, "status_reason": a.status_reason, "status_since": a.status_since,
         "degraded_now": d.health.is_degraded(&a.id),
         "availability": a.availability(), "calls": a.calls, "successes": a.successes,
+        "requires_approval": requires_approval,
     })))
 }
 
@@ -169,15 +171,19 @@ struct Admitted {
     output_fields: Vec<String>,
     status: u16,
     elapsed_ms: f64,
+    response: Value,
 }
 
-/// Validate, test-call and write one API to the graph (not yet re-indexed).
-async fn admit(d: &Daemon, r: Registration, default_category: &str) -> Result<Admitted, ApiError> {
+/// Validate, test-call and write one API to the graph (not yet re-indexed); with `dry_run`, stop
+/// after the test call (nothing is written).
+async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: bool) -> Result<Admitted, ApiError> {
     validate(&r)?;
     let category = r.category.clone().unwrap_or_else(|| default_category.to_string());
     let tool = r.tool.clone().unwrap_or_else(|| r.name.clone());
     let id = api_id(&category, &tool, &r.name);
-    let url = reqwest::Url::parse(&r.url).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url: {e}")))?;
+    reqwest::Url::parse(&r.url).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url: {e}")))?;
+    // Checked where calls really go (after the deployment's rewrites, e.g. to a replay sandbox).
+    let url = reqwest::Url::parse(&d.backends.executor.rewritten(&r.url)).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url (rewritten): {e}")))?;
     d.backends.executor.guard().check_url(&url).await.map_err(|e| ApiError::unprocessable("url_refused", format!("url: {e}")))?;
     // The test call: the example's arguments, else required parameters' defaults.
     let mut args = r.example.clone().unwrap_or_default();
@@ -210,6 +216,9 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str) -> Result<Ad
     if fields.is_empty() {
         fields = output_fields(&outcome.response);
     }
+    if dry_run {
+        return Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) });
+    }
     let required = r.parameters.iter().filter(|p| p.required).map(|p| p.name.clone()).collect();
     let params: Vec<ParamDoc> = r.parameters.iter().map(|p| ParamDoc { ty: if p.ty.is_empty() { "string".into() } else { kind(&p.ty).to_string() }, ..p.clone() }).collect();
     let up = ApiUpsert {
@@ -232,15 +241,39 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str) -> Result<Ad
     let change = StatusChange { id: id.clone(), status: STATUS_ACTIVE.into(), reason: format!("registered; its test call answered HTTP {}", outcome.status), since: now_rfc3339(), probe: Some(Value::Object(outcome.arguments.clone()).to_string()) };
     d.backends.store.set_api_status(&change).await?;
     d.health.reset(&id);
-    Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms })
+    Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) })
 }
 
-pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// A test call's response as the console shows it: at most 4,000 characters of JSON.
+pub(super) fn preview(v: &Value) -> Value {
+    let text = v.to_string();
+    if text.len() <= 4000 {
+        v.clone()
+    } else {
+        json!({"truncated": true, "chars": text.len(), "head": text.chars().take(4000).collect::<String>()})
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct DryRun {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /v1/tools[?dry_run=true]`: admit one API after its test call; a dry run only shows the
+/// test call's result (nothing is written).
+pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<DryRun>, QueryRejection>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Value>), ApiError> {
     super::require_admin(&caller, "registering tools")?;
+    let dry_run = q?.0.dry_run;
     let _admin = d.admin.lock().await;
-    let a = admit(&d, r, "Registered").await?;
+    let a = admit(&d, r, "Registered", dry_run).await?;
+    let test_call = json!({"status": a.status, "elapsed_ms": a.elapsed_ms, "response": a.response});
+    if dry_run {
+        return Ok((StatusCode::OK, Json(json!({"id": a.id, "dry_run": true, "output_fields": a.output_fields, "test_call": test_call}))));
+    }
     d.reload().await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": a.id, "status": STATUS_ACTIVE, "output_fields": a.output_fields, "test_call": {"status": a.status, "elapsed_ms": a.elapsed_ms}}))))
+    d.audit(&caller, "tool.register", &a.id, json!({})).await;
+    Ok((StatusCode::CREATED, Json(json!({"id": a.id, "status": STATUS_ACTIVE, "output_fields": a.output_fields, "test_call": test_call}))))
 }
 
 #[derive(Debug, Deserialize)]
@@ -300,6 +333,13 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ImportQuery {
     category: Option<String>,
+    /// List the document's operations (nothing is called or written).
+    #[serde(default)]
+    dry_run: bool,
+    /// Admit only these operations (comma-separated `METHOD path` or operationIds, as a dry run
+    /// lists them).
+    #[serde(default)]
+    only: Option<String>,
 }
 
 const MAX_OPERATIONS: usize = 200;
@@ -319,10 +359,24 @@ pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(calle
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the OpenAPI document as application/json or application/yaml"));
     };
     let (registrations, mut skipped) = from_openapi(&doc, q.category.as_deref())?;
+    if q.dry_run {
+        let ops: Vec<Value> = registrations
+            .iter()
+            .map(|(op, r)| json!({"operation": op, "name": r.name, "tool": r.tool, "method": r.method.to_uppercase(), "url": r.url, "description": r.description, "parameters": r.parameters, "needs_example": r.parameters.iter().any(|p| p.required && p.default.as_ref().is_none_or(Value::is_null)) && r.example.is_none()}))
+            .collect();
+        return Ok(Json(json!({"dry_run": true, "operations": ops, "skipped": skipped})));
+    }
+    let only: Option<HashSet<String>> = q.only.as_deref().map(|o| o.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
     let _admin = d.admin.lock().await;
     let mut admitted = Vec::new();
     for (op, r) in registrations {
-        match admit(&d, r, "Imported").await {
+        if let Some(only) = &only {
+            if !only.contains(&op) {
+                skipped.push(json!({"operation": op, "code": "not_selected", "reason": "not among `only`"}));
+                continue;
+            }
+        }
+        match admit(&d, r, "Imported", false).await {
             Ok(a) => admitted.push(json!({"operation": op, "id": a.id, "output_fields": a.output_fields})),
             Err(e) => skipped.push(json!({"operation": op, "code": e.code, "reason": e.message})),
         }

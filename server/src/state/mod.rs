@@ -215,7 +215,10 @@ pub struct Pruned {
 
 fn migrator() -> Migrator {
     Migrator {
-        migrations: Cow::Owned(vec![Migration::new(1, Cow::Borrowed("state"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0001_state.sql")), false)]),
+        migrations: Cow::Owned(vec![
+            Migration::new(1, Cow::Borrowed("state"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0001_state.sql")), false),
+            Migration::new(2, Cow::Borrowed("console"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0002_console.sql")), false),
+        ]),
         ..Migrator::DEFAULT
     }
 }
@@ -430,9 +433,69 @@ impl StateStore {
         }
     }
 
-    /// Whether any user has a key that could be valid (the daemon then requires keys).
+    /// Whether any user has a key that could be valid or a password (the daemon then requires
+    /// a key or a console login).
     pub async fn has_keys(&self) -> Result<bool> {
-        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM api_keys WHERE revoked_ms IS NULL").fetch_one(&self.pool).await.map_err(err("counting keys"))?.try_get("n").map_err(err("counting keys"))?;
+        let n: i64 = sqlx::query("SELECT (SELECT COUNT(*) FROM api_keys WHERE revoked_ms IS NULL) + (SELECT COUNT(*) FROM users WHERE password_hash IS NOT NULL) AS n")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(err("counting keys"))?
+            .try_get("n")
+            .map_err(err("counting keys"))?;
+        Ok(n > 0)
+    }
+
+    // ---- console logins ----
+
+    /// Record a console login: `token` (the cookie's value, stored as a digest) for `caller`,
+    /// with the CSRF token its state-changing requests echo, valid until `expires_ms`.
+    /// `key`: the API key it was made with (none: a password), so that revoking the key ends it.
+    pub async fn put_login(&self, token: &str, caller: &Caller, csrf: &str, expires_ms: i64, key: Option<&str>) -> Result<()> {
+        sqlx::query("INSERT INTO console_logins (digest, user_id, name, role, csrf, created_ms, expires_ms, key_digest) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(key_digest(token))
+            .bind(&caller.user_id)
+            .bind(&caller.name)
+            .bind(caller.role.as_str())
+            .bind(csrf)
+            .bind(now_ms())
+            .bind(expires_ms)
+            .bind(key.map(key_digest))
+            .execute(&self.pool)
+            .await
+            .map_err(err("recording a login"))?;
+        Ok(())
+    }
+
+    /// The caller and CSRF token of a console login that has not expired; a user's current role
+    /// (a login of a user deleted since is no login).
+    pub async fn login(&self, token: &str) -> Result<Option<(Caller, String)>> {
+        let row = sqlx::query("SELECT l.user_id, l.name, l.role, l.csrf, u.role AS user_role, u.name AS user_name FROM console_logins l LEFT JOIN users u ON u.id = l.user_id WHERE l.digest = $1 AND l.expires_ms > $2")
+            .bind(key_digest(token))
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a login"))?;
+        let Some(r) = row else { return Ok(None) };
+        let get = |c: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(c).map_err(err("reading a login")) };
+        let user_id = get("user_id")?.unwrap_or_default();
+        let (name, role) = match (get("user_name")?, get("user_role")?) {
+            (Some(n), Some(role)) => (n, role),
+            _ if user_id == "bootstrap" => (get("name")?.unwrap_or_default(), get("role")?.unwrap_or_default()),
+            _ => return Ok(None),
+        };
+        let role = Role::parse(&role).ok_or_else(|| StateError(format!("login of {user_id}: unknown role `{role}`")))?;
+        Ok(Some((Caller { user_id, name, role }, get("csrf")?.unwrap_or_default())))
+    }
+
+    /// End the console logins made with a key (it was revoked); how many.
+    pub async fn delete_logins_of_key(&self, key_id: &str) -> Result<u64> {
+        let n = sqlx::query("DELETE FROM console_logins WHERE key_digest IN (SELECT digest FROM api_keys WHERE id = $1)").bind(key_id).execute(&self.pool).await.map_err(err("ending logins"))?.rows_affected();
+        Ok(n)
+    }
+
+    /// End a console login (logout).
+    pub async fn delete_login(&self, token: &str) -> Result<bool> {
+        let n = sqlx::query("DELETE FROM console_logins WHERE digest = $1").bind(key_digest(token)).execute(&self.pool).await.map_err(err("ending a login"))?.rows_affected();
         Ok(n > 0)
     }
 
@@ -511,6 +574,21 @@ impl StateStore {
             Ok((r.try_get("user_id").map_err(err("reading a session"))?, json_of(&state), r.try_get("updated_ms").map_err(err("reading a session"))?))
         })
         .transpose()
+    }
+
+    /// A user's sessions, most recently used first: (id, state, updated_ms).
+    pub async fn list_sessions(&self, user_id: &str, limit: usize) -> Result<Vec<(String, Value, i64)>> {
+        let rows = sqlx::query(&format!("SELECT id, state, updated_ms FROM sessions WHERE user_id = $1 ORDER BY updated_ms DESC LIMIT {}", limit.clamp(1, 200)))
+            .bind(user_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("listing sessions"))?;
+        rows.iter()
+            .map(|r| {
+                let state: String = r.try_get("state").map_err(err("listing sessions"))?;
+                Ok((r.try_get("id").map_err(err("listing sessions"))?, json_of(&state), r.try_get("updated_ms").map_err(err("listing sessions"))?))
+            })
+            .collect()
     }
 
     pub async fn put_session(&self, id: &str, user_id: &str, state: &Value) -> Result<()> {
@@ -904,6 +982,7 @@ impl StateStore {
                 p.runs += sqlx::query("DELETE FROM runs WHERE created_ms < $1 AND status <> 'awaiting_approval' AND status <> 'running'").bind(oldest_kept).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
             }
         }
+        sqlx::query("DELETE FROM console_logins WHERE expires_ms <= $1").bind(now_ms()).execute(&self.pool).await.map_err(err("retention"))?;
         if audit_days > 0 {
             p.audit += sqlx::query("DELETE FROM audit WHERE at_ms < $1").bind(now_ms() - audit_days as i64 * day_ms).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
         }
