@@ -40,6 +40,8 @@ fi
 # embeds it, and tested in Debian's Chromium with playwright-core (tests/console.rs; screenshots
 # in target/console-shots, or TOOLGRAPH_SHOTS_DIR) unless TOOLGRAPH_BROWSER_TESTS=0.
 bash scripts/console.sh build
+# Real MCP peers for tests/mcp_import.rs (the reference server, from the npm registry).
+(cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
 if [ "${TOOLGRAPH_BROWSER_TESTS:-1}" = 1 ]; then
   bash scripts/console.sh browser
   export TOOLGRAPH_BROWSER_TESTS=1

@@ -54,6 +54,9 @@ enum Command {
     /// Users and API keys of the daemon (in its state store, `state.url`).
     #[command(subcommand)]
     Users(crate::users::UsersCmd),
+    /// Tool sources beyond trajectories and docs: MCP servers.
+    #[command(subcommand)]
+    Tools(ToolsCmd),
     /// Rank APIs for a request (seed-tool retrieval).
     Search {
         /// The request text.
@@ -252,6 +255,24 @@ struct IngestArgs {
 }
 
 #[derive(Subcommand)]
+enum ToolsCmd {
+    /// Import an MCP server's tools as APIs (category `mcp`, tool NAME): over stdio (`--command`,
+    /// run as a child process) or Streamable HTTP (`--url`); remembered in the state store, so
+    /// `ask` and the daemon call them (`tools/call`) and follow their tool list.
+    AddMcp {
+        #[arg(long)]
+        name: String,
+        /// The server's command line (no shell; quotes group words).
+        #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+        command: Option<String>,
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// The MCP servers the state store knows, connected now.
+    Mcp,
+}
+
+#[derive(Subcommand)]
 enum GraphCmd {
     /// Node and edge counts.
     Stats,
@@ -297,6 +318,10 @@ pub fn main() -> ExitCode {
     let mut filter = std::env::var("TOOLGRAPH_LOG").unwrap_or_else(|_| "info,ingest=warn,qdrant_edge=error".into());
     if !filter.contains("neo4rs") {
         filter.push_str(",neo4rs=error");
+    }
+    // rmcp logs every message of an MCP connection at info level.
+    if !filter.contains("rmcp") {
+        filter.push_str(",rmcp=warn");
     }
     // Log lines to stderr; spans also over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (flushed
     // when `_telemetry` is dropped at the end of main).
@@ -493,6 +518,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let s = load_settings(&cli)?;
             crate::users::run(&s.state.url, s.state.max_connections, cmd).await
         }
+        Command::Tools(cmd) => tools(&cli, cmd).await,
         Command::Convert(ConvertCmd::Complexfuncbench { data, spec, out, tools_out, category }) => {
             let c = complexfuncbench::convert(data, spec, out, tools_out, category)?;
             for e in &c.errors {
@@ -541,6 +567,7 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
     let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
     let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
+    mcp_remote(&s, &snapshot, &exec).await?;
     let categories: Vec<String> = snapshot.categories.values().map(|c| c.name.clone()).collect();
     let planner = planner_of(&s, &args.planner, &categories)?;
     let run_settings = toolgraph_engine::run::RunSettings {
@@ -590,6 +617,63 @@ async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         toolgraph_engine::run::Status::GaveUp => ExitCode::from(2),
         toolgraph_engine::run::Status::Partial => ExitCode::from(4),
     })
+}
+
+/// The MCP servers of the state store, plugged into `exec` when the graph has MCP tools.
+#[cfg(feature = "mcp")]
+async fn mcp_remote(s: &Settings, graph: &toolgraph_schema::GraphSnapshot, exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+    if !graph.apis.values().any(|a| a.url.starts_with(toolgraph_engine::exec::MCP_SCHEME)) {
+        return Ok(());
+    }
+    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url) for its MCP servers")?;
+    let hub = toolgraph_server::mcp::McpHub::from_state(&state, Some(exec.clone())).await.map_err(anyhow::Error::msg)?;
+    exec.set_remote(hub);
+    Ok(())
+}
+
+#[cfg(feature = "mcp")]
+async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
+    use toolgraph_server::mcp::{import, McpHub, McpServer};
+    let s = load_settings(cli)?;
+    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?;
+    match cmd {
+        ToolsCmd::AddMcp { name, command, url } => {
+            let def = McpServer { name: name.clone(), command: command.clone(), url: url.clone() };
+            def.check().map_err(|e| anyhow::anyhow!("--name/--command/--url: {e}"))?;
+            let graph = open_store(&s).await?;
+            graph.setup().await?;
+            let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, Vec::new()))?;
+            let hub = McpHub::new(vec![def.clone()], Some(exec));
+            let imported = import(&hub, name, graph.as_ref()).await.map_err(|e| anyhow::anyhow!("MCP server `{name}`: {e}"))?;
+            state.put_mcp_server(&def, "cli").await.map_err(anyhow::Error::msg)?;
+            index(&s, graph.as_ref(), false).await?;
+            println!("MCP server {name}: {} tools imported{}", imported.admitted.len(), if imported.invalidated.is_empty() { String::new() } else { format!(", {} no longer listed (invalidated)", imported.invalidated.len()) });
+            for id in &imported.admitted {
+                println!("  {id}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ToolsCmd::Mcp => {
+            let servers = state.mcp_servers().await.map_err(anyhow::Error::msg)?;
+            for d in &servers {
+                println!("{}\t{}", d.name, d.url.clone().or(d.command.clone()).unwrap_or_default());
+            }
+            if servers.is_empty() {
+                println!("no MCP servers (toolgraph tools add-mcp --name NAME --command 'CMD' | --url URL)");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn mcp_remote(_s: &Settings, _graph: &toolgraph_schema::GraphSnapshot, _exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+    Ok(())
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn tools(_cli: &Cli, _cmd: &ToolsCmd) -> Result<ExitCode> {
+    bail!("this toolgraph was built without the `mcp` feature")
 }
 
 /// Execution settings from the config, with `--rewrite` targets on this machine allow-listed (the

@@ -3,6 +3,8 @@
 //! replay sandbox (recorded tool responses, fault injection) and the daemon (`toolgraph serve`).
 
 pub mod daemon;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod sandbox;
 pub mod state;
 pub mod telemetry;

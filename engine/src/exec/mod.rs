@@ -241,6 +241,27 @@ pub fn keep_set<'a>(text: &str, params: impl IntoIterator<Item = &'a str>) -> Ha
     s
 }
 
+/// The scheme of APIs served by an MCP server: `mcp://SERVER/TOOL`.
+pub const MCP_SCHEME: &str = "mcp://";
+
+/// Why a remote (MCP) tool call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteError {
+    /// Worth another attempt (the connection went away, the server is restarting, timed out).
+    Transient(String),
+    /// The tool answered with an error (`isError`), or the server refused the call.
+    Failed(String),
+    /// No such server.
+    Unknown(String),
+}
+
+/// Tools reached through a protocol other than plain HTTP (MCP servers): the executor hands
+/// `mcp://SERVER/TOOL` calls to this port; the daemon and the CLI plug in their MCP client.
+#[async_trait::async_trait]
+pub trait RemoteTools: Send + Sync {
+    async fn call(&self, server: &str, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> std::result::Result<Value, RemoteError>;
+}
+
 /// Executes calls with one HTTP client (connection reuse).
 #[derive(Clone)]
 pub struct Executor {
@@ -249,6 +270,8 @@ pub struct Executor {
     guard: std::sync::Arc<guard::Guard>,
     /// Tool credentials (shared by every clone; replaced as a whole when they change).
     credentials: std::sync::Arc<std::sync::RwLock<std::sync::Arc<credentials::CredentialSet>>>,
+    /// MCP servers' tools (shared by every clone).
+    remote: std::sync::Arc<std::sync::RwLock<Option<std::sync::Arc<dyn RemoteTools>>>>,
 }
 
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -267,7 +290,36 @@ impl Executor {
             .user_agent(concat!("toolgraph/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| crate::EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Executor { client, settings, guard, credentials: Default::default() })
+        Ok(Executor { client, settings, guard, credentials: Default::default(), remote: Default::default() })
+    }
+
+    /// Plug in the MCP client that `mcp://SERVER/TOOL` calls go to (every clone sees it).
+    pub fn set_remote(&self, remote: std::sync::Arc<dyn RemoteTools>) {
+        *self.remote.write().unwrap_or_else(|p| p.into_inner()) = Some(remote);
+    }
+
+    /// A call of an MCP server's tool: `tools/call` through the remote port, with the same
+    /// retries and time limit as HTTP calls; `isError` fails the call.
+    async fn call_remote(&self, spec: &CallSpec, valid: Map<String, Value>) -> Result<CallOutcome, CallError> {
+        let rest = &spec.url[MCP_SCHEME.len()..];
+        let (server, tool) = rest.split_once('/').filter(|(s, t)| !s.is_empty() && !t.is_empty()).ok_or_else(|| CallError::BadRequest { message: format!("{}: `{}` is not mcp://SERVER/TOOL", spec.api_id, spec.url) })?;
+        let remote = self.remote.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| CallError::BadRequest { message: format!("{} is an MCP tool, but no MCP servers are connected here", spec.api_id) })?;
+        let started = Instant::now();
+        let mut last = String::new();
+        let mut attempts = 0;
+        for attempt in 0..=self.settings.retries {
+            attempts = attempt + 1;
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(self.settings.backoff_ms.saturating_mul(1 << (attempt - 1).min(6)))).await;
+            }
+            match remote.call(server, tool, valid.clone(), Duration::from_millis(self.settings.timeout_ms.max(1))).await {
+                Ok(response) => return Ok(CallOutcome { status: 200, response, attempts, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0, arguments: valid }),
+                Err(RemoteError::Transient(m)) => last = m,
+                Err(RemoteError::Failed(m)) => return Err(CallError::Rejected { status: 422, body: m.chars().take(2000).collect() }),
+                Err(RemoteError::Unknown(m)) => return Err(CallError::BadRequest { message: m }),
+            }
+        }
+        Err(CallError::Exhausted { attempts, last })
     }
 
     pub fn settings(&self) -> &ExecSettings {
@@ -331,6 +383,9 @@ impl Executor {
     pub async fn call<V: std::borrow::Borrow<Value> + Sync>(&self, spec: &CallSpec, args: &Map<String, Value>, outputs: &std::collections::HashMap<String, V>) -> Result<CallOutcome, CallError> {
         let resolved = refs::resolve(args, outputs).map_err(|e| CallError::UnresolvedReference { message: e.to_string() })?;
         let valid = validate(&spec.params, &resolved).map_err(|problems| CallError::InvalidArguments { problems })?;
+        if spec.url.starts_with(MCP_SCHEME) {
+            return self.call_remote(spec, valid).await;
+        }
         let started = Instant::now();
         let mut rest = valid.clone();
         let (url, own_host) = self.url_of(spec, &mut rest)?;

@@ -218,6 +218,12 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
         let by = in_args.or_else(|| covered_in(&|s| s.contains(&n), &responses));
         push(&mut out, Kind::Name, name.clone(), by);
     }
+    // Quoted text is what the user wants used as it is ("echo 'hello'"): a call must take it.
+    for q in v.quoted.iter().filter(|q| !q.trim().is_empty() && q.chars().count() <= 200 && !v.names.iter().any(|n| n.eq_ignore_ascii_case(q))) {
+        let n = q.to_lowercase();
+        let by = covered_in(&|s| s.contains(&n), &args).or_else(|| covered_in(&|s| s.contains(&n), &responses));
+        push(&mut out, Kind::Name, q.clone(), by);
+    }
     for c in &v.numbers {
         let w = c.word.trim_end_matches('s');
         if !COUNTED.iter().any(|k| *k == w || *k == c.word) || c.value.fract() != 0.0 {

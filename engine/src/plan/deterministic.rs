@@ -271,7 +271,16 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
             .or_else(|| values.quoted.iter().find(fresh))?;
         return Some((Value::String(pick.clone()), "name"));
     }
+    if is_text_param(&n) {
+        // Free text (a message, a prompt, a search term): what the user quoted.
+        return values.quoted.iter().find(|q| !avoid.contains(&q.to_ascii_lowercase())).map(|q| (Value::String(q.clone()), "quoted"));
+    }
     None
+}
+
+/// Parameters that take free text as the user wrote it.
+fn is_text_param(lower_name: &str) -> bool {
+    matches!(lower_name, "message" | "msg" | "text" | "prompt" | "content" | "input" | "body" | "note" | "comment" | "question" | "term" | "keyword" | "keywords" | "q" | "search")
 }
 
 fn empty_response(v: &Value) -> bool {
@@ -558,6 +567,11 @@ impl Planner for DeterministicPlanner {
             if subtask_served(ctx, i) {
                 return Ok(Decision::Finish { reason: format!("subtask {} is served", i + 1) });
             }
+        }
+        // No observed chain goes on from here (every candidate comes from retrieval alone, as for
+        // tools no trajectory has used yet) and nothing the request asks for is open: done.
+        if !at_root && !candidates.is_empty() && candidates.iter().all(|c| !c.is_end() && c.weight <= 0.0) && open_requirements(ctx) == 0 {
+            return Ok(Decision::Finish { reason: "every requirement is covered and no observed chain goes on".into() });
         }
         let best = candidates
             .iter()

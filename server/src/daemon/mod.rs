@@ -152,6 +152,9 @@ pub struct Daemon {
     learned_since_refresh: AtomicBool,
     /// Planners and models a request may choose.
     pub models: Arc<Models>,
+    /// MCP servers whose tools are APIs (the executor's remote port).
+    #[cfg(feature = "mcp")]
+    pub mcp: Arc<crate::mcp::McpHub>,
 }
 
 /// How long a graph store that answered is taken as reachable without asking again.
@@ -197,7 +200,15 @@ impl Daemon {
         };
         let sealing = crate::state::secrets::SealingKey::from_env().map_err(toolgraph_engine::EngineError::Config)?;
         let auth_required = !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
+        #[cfg(feature = "mcp")]
+        let mcp = {
+            let hub = crate::mcp::McpHub::from_state(&state, Some(backends.executor.clone())).await.map_err(toolgraph_engine::EngineError::Config)?;
+            backends.executor.set_remote(hub.clone());
+            hub
+        };
         let d = Arc::new(Daemon {
+            #[cfg(feature = "mcp")]
+            mcp,
             engine: RwLock::new(Arc::new(engine)),
             queries,
             admin: tokio::sync::Mutex::new(()),
@@ -473,6 +484,7 @@ pub fn router(d: Arc<Daemon>) -> Router {
         .route("/v1/credentials", get(accounts::list_credentials))
         .route("/v1/credentials/{*scope}", put(accounts::put_credentials).delete(accounts::delete_credentials))
         .route("/v1/audit", get(accounts::audit_log))
+        .route("/v1/mcp-servers", get(mcp_servers).post(add_mcp_server))
         .route("/v1/categories", get(console::categories))
         .route("/v1/graph/neighborhood", get(console::neighbourhood))
         .route("/v1/memory", get(console::list_memory))
@@ -543,7 +555,28 @@ const REFRESH_EVERY: Duration = Duration::from_secs(5);
 /// Background upkeep until shutdown: reload the graph the runs changed; probe degraded APIs; take
 /// in what other replicas changed (credentials, approval marks, keys); resume paused runs whose
 /// daemon went away; enforce retention.
+/// Follow the MCP servers' `notifications/tools/list_changed`: import the server's tools again
+/// (new ones admitted, removed ones invalidated), re-index, reload.
+#[cfg(feature = "mcp")]
+async fn follow_mcp(d: Arc<Daemon>) {
+    let Some(mut changes) = d.mcp.take_changes() else { return };
+    while let Some(server) = changes.recv().await {
+        let _admin = d.admin.lock().await;
+        match crate::mcp::import(&d.mcp, &server, d.backends.store.as_ref()).await {
+            Ok(i) => {
+                tracing::info!(server = %server, tools = i.admitted.len(), invalidated = i.invalidated.len(), "MCP server's tools imported again");
+                if let Err(e) = d.reload().await {
+                    tracing::warn!(error = %e, "reloading after an MCP tool list change failed");
+                }
+            }
+            Err(e) => tracing::warn!(server = %server, error = %e, "importing an MCP server's changed tools failed"),
+        }
+    }
+}
+
 async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    #[cfg(feature = "mcp")]
+    let follower = tokio::spawn(follow_mcp(d.clone()));
     let probe_every = Duration::from_millis(d.settings().health.probe_every_ms.max(100));
     let lease = Duration::from_millis(d.settings().server.approval_lease_ms.max(100));
     let tick = REFRESH_EVERY.min(probe_every).min(lease);
@@ -568,7 +601,11 @@ async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) 
         }
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.wait_for(|s| *s) => {
+                #[cfg(feature = "mcp")]
+                follower.abort();
+                return;
+            }
         }
         if let Err(e) = d.refresh_graph().await {
             tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has");
@@ -632,6 +669,57 @@ async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, next: Next) -
     Ok(next.run(req).await)
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMcpServer {
+    name: String,
+    url: String,
+}
+
+/// `POST /v1/mcp-servers {name, url}` (administrators): connect to a Streamable HTTP MCP server
+/// (its URL through the SSRF guard), import its tools as APIs (category `mcp`), re-index. stdio
+/// servers (a command to run) come only from operators: `toolgraph tools add-mcp --command`.
+#[cfg(feature = "mcp")]
+async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    require_admin(&caller, "adding MCP servers")?;
+    let def = crate::mcp::McpServer { name: b.name, command: None, url: Some(b.url) };
+    def.check().map_err(ApiError::invalid)?;
+    let _admin = d.admin.lock().await;
+    let known = d.mcp.status().iter().any(|s| s["name"] == def.name.as_str());
+    d.mcp.add(def.clone());
+    let imported = match crate::mcp::import(&d.mcp, &def.name, d.backends.store.as_ref()).await {
+        Ok(i) => i,
+        Err(e) => {
+            if !known {
+                d.mcp.remove(&def.name);
+            }
+            return Err(ApiError::unprocessable("mcp_unreachable", e));
+        }
+    };
+    d.state.put_mcp_server(&def, &caller.name).await?;
+    d.reload().await?;
+    d.audit(&caller, "mcp.add", &def.name, json!({"url": def.url, "tools": imported.admitted.len()})).await;
+    Ok((StatusCode::CREATED, Json(json!(imported))))
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn add_mcp_server(Extension(_caller): Extension<Caller>, ApiJson(_b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_built", "this toolgraph was built without the `mcp` feature"))
+}
+
+/// `GET /v1/mcp-servers` (administrators): each server's transport, connection and last error.
+async fn mcp_servers(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
+    require_admin(&caller, "MCP servers")?;
+    #[cfg(feature = "mcp")]
+    let list = d.mcp.status();
+    #[cfg(not(feature = "mcp"))]
+    let list: Vec<Value> = {
+        let _ = &d;
+        Vec::new()
+    };
+    Ok(Json(json!({"servers": list})))
+}
+
 /// Admins only: 403 with the error contract otherwise.
 fn require_admin(c: &Caller, what: &str) -> Result<(), ApiError> {
     if c.is_admin() {
@@ -668,7 +756,15 @@ async fn readyz(State(d): State<Arc<Daemon>>) -> Result<Json<Value>, ApiError> {
         }
     }
     match (graph, vectors) {
-        (Ok(Ok(g)), Ok(Ok(n))) => Ok(Json(json!({"status": "ready", "graph": b.store.backend(), "apis": g.apis, "vectors": b.vectors.backend(), "indexed": n}))),
+        (Ok(Ok(g)), Ok(Ok(n))) => {
+            let mut body = json!({"status": "ready", "graph": b.store.backend(), "apis": g.apis, "vectors": b.vectors.backend(), "indexed": n});
+            // MCP servers do not make the daemon unready (their APIs fail like any API that is down).
+            #[cfg(feature = "mcp")]
+            if !d.mcp.is_empty() {
+                body["mcp"] = json!(d.mcp.status());
+            }
+            Ok(Json(body))
+        }
         (g, v) => Err(ApiError::unavailable(
             "not_ready",
             format!("graph store ({}): {}; vector store ({}): {}", b.store.backend(), problem(&g), b.vectors.backend(), problem(&v)),

@@ -60,6 +60,11 @@ pub(super) async fn document() -> Json<Value> {
                 "security": [], "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"name": {"type": "string", "maxLength": 200}, "password": {"type": "string", "maxLength": 200, "writeOnly": true}, "api_key": {"type": "string", "maxLength": 200, "writeOnly": true}}}}}},
                 "responses": with(json!({"200": {"description": "{login_required, user, csrf_token, expires_ms} and Set-Cookie"}}))}},
             "/v1/logout": {"post": {"summary": "End this browser's console login", "security": [], "responses": {"204": {"description": "ended; the cookie is cleared"}}}},
+            "/v1/mcp-servers": {
+                "get": {"summary": "MCP servers whose tools are APIs: transport, connected, last error (administrators)", "responses": with(json!({"200": {"description": "{servers}"}}))},
+                "post": {"summary": "Import a Streamable HTTP MCP server's tools as APIs (category mcp, tool = name); stdio servers only from the CLI (administrators)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["name", "url"], "additionalProperties": false, "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}, "url": {"type": "string", "format": "uri"}}}}}},
+                    "responses": with(json!({"201": {"description": "{server, admitted, invalidated}"}, "422": err("cannot connect or list its tools (`mcp_unreachable`)")}))}},
             "/v1/categories": {"get": {"summary": "Categories (id, name) with their numbers of tools and APIs", "responses": with(json!({"200": {"description": "{categories}"}}))}},
             "/v1/graph/neighborhood": {"get": {"summary": "An API's (or START's) neighbourhood: top-k successors and predecessors by dynamic weight (NEXT edges with count, static and dynamic weight) and FEEDS edges (shared fields) among them",
                 "parameters": [{"name": "id", "in": "query", "schema": {"type": "string", "default": "START"}}, {"name": "k", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8}}],

@@ -218,6 +218,7 @@ fn migrator() -> Migrator {
         migrations: Cow::Owned(vec![
             Migration::new(1, Cow::Borrowed("state"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0001_state.sql")), false),
             Migration::new(2, Cow::Borrowed("console"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0002_console.sql")), false),
+            Migration::new(3, Cow::Borrowed("mcp"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0003_mcp.sql")), false),
         ]),
         ..Migrator::DEFAULT
     }
@@ -443,6 +444,39 @@ impl StateStore {
             .try_get("n")
             .map_err(err("counting keys"))?;
         Ok(n > 0)
+    }
+
+    // ---- MCP servers ----
+
+    /// Add or replace an MCP server (its tools are imported by the caller).
+    #[cfg(feature = "mcp")]
+    pub async fn put_mcp_server(&self, s: &crate::mcp::McpServer, by: &str) -> Result<()> {
+        sqlx::query("DELETE FROM mcp_servers WHERE name = $1").bind(&s.name).execute(&self.pool).await.map_err(err("adding an MCP server"))?;
+        sqlx::query("INSERT INTO mcp_servers (name, command, url, added_by, added_ms) VALUES ($1, $2, $3, $4, $5)")
+            .bind(&s.name)
+            .bind(&s.command)
+            .bind(&s.url)
+            .bind(by)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(err("adding an MCP server"))?;
+        Ok(())
+    }
+
+    /// Every MCP server, by name.
+    #[cfg(feature = "mcp")]
+    pub async fn mcp_servers(&self) -> Result<Vec<crate::mcp::McpServer>> {
+        let rows = sqlx::query("SELECT name, command, url FROM mcp_servers ORDER BY name").fetch_all(&self.pool).await.map_err(err("reading MCP servers"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(crate::mcp::McpServer {
+                    name: r.try_get("name").map_err(err("reading MCP servers"))?,
+                    command: r.try_get::<Option<String>, _>("command").map_err(err("reading MCP servers"))?,
+                    url: r.try_get::<Option<String>, _>("url").map_err(err("reading MCP servers"))?,
+                })
+            })
+            .collect()
     }
 
     // ---- console logins ----
