@@ -6,9 +6,8 @@
 //! real binary, the replay sandbox over ComplexFuncBench and a user with a password.
 
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
 use toolgraph_server::state::{Role, StateStore};
@@ -17,6 +16,7 @@ use toolgraph_server::state::{Role, StateStore};
 mod daemon_common;
 use daemon_common::*;
 mod common;
+use common::{free_port, wait_for, Proc};
 
 fn session_cookie(r: &reqwest::Response) -> (String, String) {
     let set = r.headers().get("set-cookie").expect("a Set-Cookie header").to_str().unwrap().to_string();
@@ -230,27 +230,8 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     assert!(imported["skipped"].as_array().unwrap().iter().any(|s| s["code"] == "not_selected"), "{imported}");
 }
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
-fn wait_for(port: u16, what: &str) {
-    for _ in 0..900 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{what} did not listen on {port}");
-}
 
 /// The console in a real browser (console/e2e/console.test.mjs). Runs when
 /// `TOOLGRAPH_BROWSER_TESTS=1`; then Chromium, Node.js and the console's node_modules must be there

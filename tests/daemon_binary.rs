@@ -7,31 +7,11 @@
 mod common;
 use common::*;
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
-fn wait_for(port: u16, what: &str) {
-    for _ in 0..600 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{what} did not listen on {port}");
-}
 
 fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> Proc {
     let mut cmd = bin_in(dir);

@@ -5,7 +5,7 @@
 //! (`POST /v1/mcp-servers`), including a server that goes away and comes back.
 
 use serde_json::{json, Map, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use toolgraph_engine::exec::RemoteTools;
 use toolgraph_server::daemon::limits::ApiKeys;
@@ -15,6 +15,7 @@ use toolgraph_server::mcp::{McpHub, McpServer};
 mod daemon_common;
 use daemon_common::*;
 mod common;
+use common::{free_port, Proc};
 
 fn everything() -> std::path::PathBuf {
     let p = common::root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
@@ -22,17 +23,7 @@ fn everything() -> std::path::PathBuf {
     p
 }
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn http_server(port: u16) -> Proc {
     let p = Proc(Command::new("node").arg(everything()).arg("streamableHttp").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("node runs"));

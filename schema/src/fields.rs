@@ -65,3 +65,12 @@ fn join(prefix: &str, k: &str) -> String {
     }
 }
 
+/// The parameter type a JSON Schema declares (`["number", "null"]` → `number`; enums and schemas
+/// without a type are strings).
+pub fn schema_type(s: &Value) -> String {
+    match s.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string(),
+        _ => "string".into(),
+    }
+}

@@ -8,7 +8,7 @@ pub mod settings;
 pub mod tool;
 pub mod trajectory;
 
-pub use fields::output_fields;
+pub use fields::{output_fields, schema_type};
 pub use graph::*;
 pub use ids::*;
 pub use settings::*;

@@ -325,14 +325,6 @@ pub fn response_of(r: &rmcp::model::CallToolResult) -> Value {
     }
 }
 
-fn schema_type(s: &Value) -> String {
-    match s.get("type") {
-        Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string(),
-        _ if s.get("enum").is_some() => "string".into(),
-        _ => "string".into(),
-    }
-}
 
 /// The API node of one MCP tool of `server`.
 pub fn api_of(server: &str, tool: &Tool) -> ApiUpsert {
@@ -343,7 +335,7 @@ pub fn api_of(server: &str, tool: &Tool) -> ApiUpsert {
         for (name, p) in props {
             params.push(ParamDoc {
                 name: name.clone(),
-                ty: schema_type(p),
+                ty: toolgraph_schema::schema_type(p),
                 description: p.get("description").and_then(Value::as_str).unwrap_or_default().chars().take(1000).collect(),
                 required: required.contains(name),
                 default: p.get("default").cloned(),

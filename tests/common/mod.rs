@@ -311,3 +311,29 @@ pub fn snapshot_of(uri: &str, graph: &str, server: Option<&Neo4jServer>) -> Grap
         toolgraph_engine::graph::GraphStore::snapshot(&store).await.unwrap()
     })
 }
+
+/// A child process (a server the test started), killed and reaped when dropped.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Wait (up to 90 s) until something listens on 127.0.0.1:`port`.
+pub fn wait_for(port: u16, what: &str) {
+    for _ in 0..900 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{what} did not listen on {port}");
+}

@@ -414,14 +414,6 @@ fn inline(doc: &Value, v: &Value, depth: usize) -> Value {
     }
 }
 
-fn schema_type(s: &Value) -> String {
-    match s.get("type") {
-        Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string(),
-        _ if s.get("enum").is_some() => "string".into(),
-        _ => "string".into(),
-    }
-}
 
 /// Registrations by operation (`GET /pets`), and the operations skipped with why.
 pub type Imported = (Vec<(String, Registration)>, Vec<Value>);
@@ -472,7 +464,7 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
                     example.insert(name.clone(), ex.clone());
                 }
                 params.retain(|q: &ParamDoc| q.name != name);
-                params.push(ParamDoc { name, ty: schema_type(schema), description: p.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required, default: schema.get("default").cloned() });
+                params.push(ParamDoc { name, ty: toolgraph_schema::schema_type(schema), description: p.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required, default: schema.get("default").cloned() });
             }
             if let Some(body) = op.pointer("/requestBody/content/application~1json/schema") {
                 let body = inline(doc, body, 0);
@@ -481,7 +473,7 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
                     if let Some(ex) = s.get("example").or_else(|| s.get("default")) {
                         example.insert(name.clone(), ex.clone());
                     }
-                    params.push(ParamDoc { name: name.clone(), ty: schema_type(s), description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required: required.contains(name.as_str()), default: s.get("default").cloned() });
+                    params.push(ParamDoc { name: name.clone(), ty: toolgraph_schema::schema_type(s), description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required: required.contains(name.as_str()), default: s.get("default").cloned() });
                 }
             }
             if let Some(p) = problem {
