@@ -137,6 +137,21 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     assert!(out.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
     error_of(http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap(), 401, "login_expired").await;
     assert!(state.login(&token).await.unwrap().is_none());
+
+    // Guessing passwords: after ten tries from one address the daemon answers 429 with Retry-After,
+    // even for the right password.
+    let mut limited = None;
+    for i in 0..12 {
+        let r = http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": format!("guess {i}")})).send().await.unwrap();
+        if r.status() == 429 {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status(), 401);
+    }
+    let r = limited.expect("429 after ten attempts");
+    assert!(r.headers().get("retry-after").is_some());
+    error_of(http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "correct horse battery"})).send().await.unwrap(), 429, "rate_limited").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,8 +123,13 @@ pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer
         return Ok(Json(json!({"login_required": false, "user": me_of(&local)})).into_response());
     }
     let ip = peer.map(|c| c.0 .0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
-    if let Err(wait) = d.limiter.take(&format!("login:{ip}")) {
-        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many login attempts; retry later").with_retry_after(wait));
+    // Password guessing: a slow bucket per address and per name (10 tries, then one every 6 s).
+    let name_key = b.name.as_deref().map(|n| format!("name:{}", n.to_lowercase().chars().take(64).collect::<String>()));
+    for key in std::iter::once(format!("ip:{ip}")).chain(name_key) {
+        if let Err(wait) = d.login_limiter.take(&key) {
+            d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many login attempts; retry later").with_retry_after(wait));
+        }
     }
     let too_long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.is_empty() || s.chars().count() > 200);
     if too_long(&b.name) || too_long(&b.password) || too_long(&b.api_key) {

@@ -138,6 +138,8 @@ pub struct Daemon {
     run_tasks: Mutex<HashMap<String, tokio::task::AbortHandle>>,
     keys: ApiKeys,
     limiter: RateLimiter,
+    /// Console login attempts, per address and per name: 10 at once, then one every 6 s.
+    login_limiter: RateLimiter,
     in_flight: Arc<Semaphore>,
     pub metrics: Metrics,
     draining: AtomicBool,
@@ -221,6 +223,7 @@ impl Daemon {
             active_runs: Mutex::new(HashSet::new()),
             run_tasks: Mutex::new(HashMap::new()),
             limiter: RateLimiter::new(s.rate_per_s, s.rate_burst),
+            login_limiter: RateLimiter::new(1.0 / 6.0, 10.0),
             in_flight: Arc::new(Semaphore::new(s.max_in_flight.max(1))),
             keys,
             metrics: Metrics::default(),
