@@ -66,18 +66,28 @@ export async function chainsPage(main: HTMLElement, _ctx: Ctx) {
   const feedback = h('div', { 'aria-live': 'polite' });
   const results = h('div', { class: 'results' });
 
+  // Step editors need the APIs' docs (fetched): build them all, then swap the list in one go, and
+  // only for the latest render, so overlapping renders (a click while docs load) never interleave.
+  let generation = 0;
   const render = async () => {
-    list.replaceChildren();
-    for (let i = 0; i < steps.length; i++) list.append(await stepEditor(i));
-    if (!steps.length) list.append(h('li', { class: 'muted' }, 'No steps yet: add one below.'));
+    const mine = ++generation;
+    const snapshot = steps.slice();
+    const items: HTMLElement[] = [];
+    for (let i = 0; i < snapshot.length; i++) {
+      const item = await stepEditor(i, snapshot);
+      if (mine !== generation) return;
+      items.push(item);
+    }
+    if (!snapshot.length) items.push(h('li', { class: 'muted' }, 'No steps yet: add one below.'));
+    if (mine === generation) list.replaceChildren(...items);
   };
 
-  const stepEditor = async (i: number): Promise<HTMLElement> => {
-    const s = steps[i];
+  const stepEditor = async (i: number, snapshot: Step[]): Promise<HTMLElement> => {
+    const s = snapshot[i];
     const d = await doc(s.api);
     const earlier: string[] = [];
     for (let j = 0; j < i; j++) {
-      const dj = await doc(steps[j].api);
+      const dj = await doc(snapshot[j].api);
       for (const f of dj?.output_fields ?? []) earlier.push(`$var${j + 1}.${f}$`);
     }
     const refs = `refs-${i}`;

@@ -23,20 +23,23 @@ export async function historyPage(main: HTMLElement, _ctx: Ctx) {
     const box = h('input', { type: 'checkbox', 'aria-label': `select run ${r.run_id}`, onchange: () => { if (box.checked) picked.add(r.run_id); else picked.delete(r.run_id); compare.disabled = picked.size !== 2; } });
     return h('tr', { 'data-run': r.run_id }, h('td', null, box), h('td', null, when(r.created_ms)), h('td', null, h('a', { href: '#/history/run?id=' + encodeURIComponent(r.run_id) }, r.request.slice(0, 140))), h('td', null, badge(r.status)), h('td', { class: 'muted' }, (r.tools ?? []).map(short).join(' → ')), h('td', null, r.duration_ms != null ? `${r.duration_ms} ms` : ''));
   };
+  let generation = 0; // only the latest load writes the table
   const load = async (append: boolean) => {
+    const mine = ++generation;
     if (!append) {
       table.replaceChildren(h('tr', null, h('td', { colspan: 6 }, loading())));
       next = null;
     }
     try {
       const r = await get<any>('/v1/runs' + qs({ status: status.value, tool: tool.value.trim(), q: text.value.trim(), before: append ? next : undefined, limit: 25 }));
+      if (mine !== generation) return;
       if (!append) table.replaceChildren();
       for (const run of r.runs) table.append(rowOf(run));
       if (!append && !r.runs.length) table.append(h('tr', null, h('td', { colspan: 6, class: 'muted' }, 'No runs match.')));
       next = r.next ?? null;
       more.hidden = !next;
     } catch (e) {
-      table.replaceChildren(h('tr', null, h('td', { colspan: 6 }, errorBox(e))));
+      if (mine === generation) table.replaceChildren(h('tr', null, h('td', { colspan: 6 }, errorBox(e))));
     }
   };
   more.addEventListener('click', () => load(true));
