@@ -40,8 +40,11 @@ fi
 # embeds it, and tested in Debian's Chromium with playwright-core (tests/console.rs; screenshots
 # in target/console-shots, or TOOLGRAPH_SHOTS_DIR) unless TOOLGRAPH_BROWSER_TESTS=0.
 bash scripts/console.sh build
-# Real MCP peers for tests/mcp_import.rs (the reference server, from the npm registry).
+# Real MCP peers: the reference server for tests/mcp_import.rs (npm registry), and the official
+# Python SDK as the client of toolgraph's own MCP server for tests/mcp_serve.rs (PyPI).
 (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
+if [ ! -x tests/mcp/.venv/bin/python ]; then python3 -m venv tests/mcp/.venv; fi
+tests/mcp/.venv/bin/pip install -q --disable-pip-version-check -r tests/mcp/requirements.txt
 if [ "${TOOLGRAPH_BROWSER_TESTS:-1}" = 1 ]; then
   bash scripts/console.sh browser
   export TOOLGRAPH_BROWSER_TESTS=1

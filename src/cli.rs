@@ -51,6 +51,11 @@ enum Command {
     /// Run the daemon: orchestration over HTTP (SSE streaming), sessions, tool registration,
     /// Cypher inspection, health, readiness and metrics.
     Serve(ServeArgs),
+    /// Serve toolgraph as an MCP server over stdin/stdout (for MCP clients' configs): the tools
+    /// search_tools, orchestrate, execute_chain, get_run, graph_neighbors and runs as resources.
+    /// The daemon serves the same at /mcp (Streamable HTTP).
+    #[cfg(feature = "mcp")]
+    Mcp(McpArgs),
     /// Users and API keys of the daemon (in its state store, `state.url`).
     #[command(subcommand)]
     Users(crate::users::UsersCmd),
@@ -137,6 +142,16 @@ struct ServeArgs {
     /// unless server.allow_anonymous is set.
     #[arg(long)]
     host: Option<String>,
+    /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
+    #[arg(long = "rewrite", value_name = "FROM=TO")]
+    rewrites: Vec<String>,
+    #[command(flatten)]
+    planner: PlannerArgs,
+}
+
+#[cfg(feature = "mcp")]
+#[derive(Args)]
+struct McpArgs {
     /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
     #[arg(long = "rewrite", value_name = "FROM=TO")]
     rewrites: Vec<String>,
@@ -514,6 +529,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ask(args) => ask(&cli, args).await,
         Command::Sandbox(args) => sandbox(args).await,
         Command::Serve(args) => serve(&cli, args).await,
+        #[cfg(feature = "mcp")]
+        Command::Mcp(args) => mcp_stdio(&cli, args).await,
         Command::Users(cmd) => {
             let s = load_settings(&cli)?;
             crate::users::run(&s.state.url, s.state.max_connections, cmd).await
@@ -710,8 +727,44 @@ fn planner_of(s: &Settings, args: &PlannerArgs, categories: &[String]) -> Result
     models_of(s, args, categories)?.planner(&args.planner, if args.planner == "llm" { args.llm_model.as_deref().filter(|_| args.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// The daemon over the configured stores (what `serve` and `mcp` run).
+async fn build_daemon(s: &Settings, rewrites: &[String], planner: &PlannerArgs, keys: toolgraph_server::daemon::limits::ApiKeys) -> Result<(Arc<toolgraph_server::daemon::Daemon>, Arc<toolgraph_server::state::StateStore>)> {
+    use toolgraph_server::daemon::{Backends, Daemon};
+    let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
+    let graph = open_store(s).await?;
+    graph.setup().await?;
+    let vectors = store::open_vectors(&s.vectors)?;
+    let embedder = load_embedder(s).await?;
+    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), embedder.dim()).await?);
+    let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
+    let rewrites = pairs(rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    let executor = toolgraph_engine::exec::Executor::new(exec_settings(s, rewrites))?;
+    let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
+    let models = Arc::new(models_of(s, planner, &categories)?);
+    let chosen = models.planner(&planner.planner, if planner.planner == "llm" { planner.llm_model.as_deref().filter(|_| planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
+    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?.with_synchronous_runs(s.state.synchronous_runs));
+    if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
+        bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
+    }
+    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner: chosen, run: s.run.clone(), settings: s.clone(), cache, models: Some(models), state: Some(state.clone()) };
+    // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
+    let b = &backends;
+    toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;
+    Ok((Daemon::new(backends, keys).await?, state))
+}
+
+/// `toolgraph mcp`: the daemon's MCP server on stdin/stdout, for the local operator.
+#[cfg(feature = "mcp")]
+async fn mcp_stdio(cli: &Cli, args: &McpArgs) -> Result<ExitCode> {
+    let s = load_settings(cli)?;
+    let (daemon, _) = build_daemon(&s, &args.rewrites, &args.planner, Default::default()).await?;
+    eprintln!("toolgraph MCP server on stdio (graph: {}, vectors: {}, planner: {})", s.store.uri, s.vectors.uri, args.planner.planner);
+    toolgraph_server::mcp_serve::serve_stdio(daemon).await.map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
-    use toolgraph_server::daemon::{limits::ApiKeys, Backends, Daemon};
+    use toolgraph_server::daemon::limits::ApiKeys;
     let mut s = load_settings(cli)?;
     if let Some(p) = args.port {
         s.server.port = p;
@@ -721,26 +774,7 @@ async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     }
     let keys = ApiKeys::from_env().map_err(|e| anyhow::anyhow!(e))?;
     let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
-    let graph = open_store(&s).await?;
-    graph.setup().await?;
-    let vectors = store::open_vectors(&s.vectors)?;
-    let embedder = load_embedder(&s).await?;
-    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), embedder.dim()).await?);
-    let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
-    let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
-    let executor = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
-    let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
-    let models = Arc::new(models_of(&s, &args.planner, &categories)?);
-    let planner = models.planner(&args.planner.planner, if args.planner.planner == "llm" { args.planner.llm_model.as_deref().filter(|_| args.planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
-    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?.with_synchronous_runs(s.state.synchronous_runs));
-    if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
-        bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
-    }
-    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner, run: s.run.clone(), settings: s.clone(), cache, models: Some(models), state: Some(state.clone()) };
-    // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
-    let b = &backends;
-    toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;
-    let daemon = Daemon::new(backends, keys.clone()).await?;
+    let (daemon, state) = build_daemon(&s, &args.rewrites, &args.planner, keys.clone()).await?;
     let listener = tokio::net::TcpListener::bind((ip, s.server.port)).await.with_context(|| format!("cannot listen on {ip}:{}", s.server.port))?;
     let addr = listener.local_addr()?;
     eprintln!(

@@ -297,6 +297,10 @@ pub struct ServerSettings {
     pub retry_after_s: u64,
     /// How long a console login (cookie session) lasts, hours.
     pub console_login_hours: u64,
+    /// `Host` headers `/mcp` accepts (DNS-rebinding guard): loopback names and `server.host`
+    /// always; add the names clients use behind a proxy; `*` turns the check off.
+    #[serde(default)]
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerSettings {
@@ -317,6 +321,7 @@ impl Default for ServerSettings {
             shutdown_grace_s: 30,
             retry_after_s: 1,
             console_login_hours: 12,
+            mcp_allowed_hosts: Vec::new(),
         }
     }
 }

@@ -5,6 +5,8 @@
 pub mod daemon;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "mcp")]
+pub mod mcp_serve;
 pub mod sandbox;
 pub mod state;
 pub mod telemetry;

@@ -459,10 +459,11 @@ impl Daemon {
     }
 }
 
-/// The router with every endpoint and layer.
-pub fn router(d: Arc<Daemon>) -> Router {
-    let s = d.settings().server.clone();
-    let v1 = Router::new()
+/// The `/v1` endpoints, without authentication: each request must carry its [`Caller`] (and a
+/// [`console::ConsoleLogin`]) in its extensions. [`router`] puts `authorize` in front; the MCP
+/// server calls them in-process for the caller it has authenticated.
+pub(crate) fn api_routes() -> Router<Arc<Daemon>> {
+    Router::new()
         .route("/v1/orchestrate", post(orchestrate))
         .route("/v1/models", get(list_models))
         .route("/v1/me", get(accounts::me))
@@ -494,7 +495,14 @@ pub fn router(d: Arc<Daemon>) -> Router {
         .route("/v1/memory/{id}", axum::routing::delete(console::delete_memory))
         .route("/v1/settings", get(console::settings))
         .route("/v1/chains/check", post(console::check_chain))
-        .route_layer(middleware::from_fn_with_state(d.clone(), authorize));
+}
+
+/// The router with every endpoint and layer.
+pub fn router(d: Arc<Daemon>) -> Router {
+    let s = d.settings().server.clone();
+    let v1 = api_routes().route_layer(middleware::from_fn_with_state(d.clone(), authorize));
+    #[cfg(feature = "mcp")]
+    let v1 = v1.merge(Router::new().route_service("/mcp", crate::mcp_serve::http_service(d.clone())).route_layer(middleware::from_fn_with_state(d.clone(), authorize)));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
