@@ -25,7 +25,7 @@ use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
-use toolgraph_ingest::eval_chains::{learn, recordings, Learned};
+use toolgraph_eval::chains::{learn, recordings, Learned};
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::{Backends, Daemon};
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolgraph_engine::adapters::fastembed::FastEmbedder;
 use toolgraph_engine::embed::Embedder;
-use toolgraph_ingest::{catalog, eval_retrieval};
+use toolgraph_eval::retrieval as eval_retrieval;
+use toolgraph_ingest::catalog;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -102,7 +102,7 @@ fn eval_chains_reports_every_method_side_by_side() {
     assert!(plan_runs.iter().all(|d| d["recall"].as_array().is_some_and(|a| a[1] == true) || !d["plan"].as_array().unwrap().is_empty() || d["plan_fallback"].is_string()), "{plan_runs:?}");
     for m in r["methods"].as_array().unwrap() {
         assert_eq!(m["chains"], 16, "{m}");
-        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success", "answered_precision", "answered_recall"] {
+        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success", "answered_precision", "answered_recall", "overall_success_rate", "overall_call_acc"] {
             let v = m[k].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&v), "{k} = {v}");
         }
@@ -117,5 +117,26 @@ fn eval_chains_reports_every_method_side_by_side() {
     assert!(seeds.iter().all(|s| (0.0..=1.0).contains(&s["recall_at_5"].as_f64().unwrap())));
     let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
     assert!(md.contains("| graph |") && md.contains("| dfs-no-graph |"), "{md}");
+    // ComplexFuncBench's own metrics, among the paper's published rows.
+    assert!(md.contains("| model | Overall Success Rate | Overall Call Acc. |") && md.contains("| GPT-4o | 60.50 | 80.55 |") && md.contains("| **toolgraph `graph`** |"), "{md}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("call F1"));
+}
+
+#[test]
+fn eval_complexfuncbench_scores_the_papers_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("eval/cfb.json");
+    run_ok(bin_in(dir.path()).args(["eval", "complexfuncbench", "--data"]).arg(data().join("complexfuncbench")).args(["--folds", "2", "--limit", "6", "--methods", "graph", "retrieve-greedy", "--report"]).arg(&report));
+    let r = read_json(&report);
+    for m in r["methods"].as_array().unwrap() {
+        assert_eq!(m["chains"], 12, "{m}");
+        let (sr, acc) = (m["overall_success_rate"].as_f64().unwrap(), m["overall_call_acc"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&sr) && (0.0..=1.0).contains(&acc), "{m}");
+        // A success needs a complete answer: never more successes than answered runs.
+        assert!(sr * 12.0 <= m["answered"].as_f64().unwrap() + 1e-9, "{m}");
+    }
+    // The graph search gets calls right that one greedy pass does not.
+    assert!(r["methods"][0]["overall_call_acc"].as_f64().unwrap() > 0.0, "{}", r["methods"][0]);
+    let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
+    assert!(md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |") && md.contains("**toolgraph `retrieve-greedy`**"), "{md}");
 }

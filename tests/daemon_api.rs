@@ -9,7 +9,7 @@ use std::time::Duration;
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
-use toolgraph_ingest::eval_chains::{gold_of, learn, recordings, Learned};
+use toolgraph_eval::chains::{gold_of, learn, recordings, Learned};
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::Backends;
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};

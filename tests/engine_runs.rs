@@ -11,7 +11,7 @@ use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, EngineParts, Mode, RunSettings, Status};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
-use toolgraph_ingest::eval_chains::{gold_of, learn, recordings};
+use toolgraph_eval::chains::{gold_of, learn, recordings};
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
 
 fn data() -> PathBuf {
@@ -57,7 +57,7 @@ async fn learn_world() -> World {
     }
     let dir = tmp.join(format!("engine_runs_world_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let toolgraph_ingest::eval_chains::Learned { store, retriever, memory, .. } = learn(&dir, &train, &specs, &s, embedder, None).await.unwrap();
+    let toolgraph_eval::chains::Learned { store, retriever, memory, .. } = learn(&dir, &train, &specs, &s, embedder, None).await.unwrap();
     let snapshot = Arc::new(store.snapshot().await.unwrap());
     let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
     World { engine_parts: (snapshot, store, retriever, memory), test, specs }

@@ -17,7 +17,7 @@ use toolgraph_engine::plan::Planner;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, EngineParts, Mode, RunSettings, Status};
 use toolgraph_ingest::complexfuncbench::{Chain, Spec};
-use toolgraph_ingest::eval_chains::{learn, recordings, Learned};
+use toolgraph_eval::chains::{learn, recordings, Learned};
 use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
 
 const HOST: &str = "hotels-demo.p.rapidapi.com";

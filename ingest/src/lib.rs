@@ -8,8 +8,6 @@
 pub mod catalog;
 pub mod complexfuncbench;
 pub mod error;
-pub mod eval_chains;
-pub mod eval_retrieval;
 pub mod feeds;
 pub mod pipeline;
 pub mod read;

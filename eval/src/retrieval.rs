@@ -5,9 +5,9 @@
 //! `hybrid` (max-normalized weighted fusion of both), plus `hybrid+graph` (the graph prior over
 //! hybrid) when a graph is given, all measured in one run on the same corpus.
 
-use crate::catalog::{self, Catalog};
-use crate::error::RecordError;
-use crate::read;
+use toolgraph_ingest::catalog::{self, Catalog};
+use toolgraph_ingest::error::RecordError;
+use toolgraph_ingest::read;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -177,7 +177,7 @@ pub async fn run(
     vectors: &dyn VectorStore,
     options: EvalOptions<'_>,
     progress: impl FnMut(usize),
-) -> Result<RetrievalReport, crate::IngestError> {
+) -> Result<RetrievalReport, toolgraph_ingest::IngestError> {
     let EvalOptions { lexical_weight, tool_boost: boost, graph } = options;
     let started = Instant::now();
     let mut cat = Catalog::default();
@@ -191,9 +191,9 @@ pub async fn run(
     for q in query_files {
         let l = catalog::load_queries(&mut cat, q, 1 << 30);
         if let Some(e) = l.errors.first() {
-            return Err(crate::IngestError::Input(e.to_string()));
+            return Err(toolgraph_ingest::IngestError::Input(e.to_string()));
         }
-        queries.extend(load_queries(q).map_err(|e| crate::IngestError::Input(e.to_string()))?);
+        queries.extend(load_queries(q).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?);
     }
     let docs = corpus(&cat);
     let in_corpus: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();

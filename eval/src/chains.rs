@@ -5,8 +5,8 @@
 //! `--train`. Methods: `graph` (the engine), `retrieve-greedy` and `dfs-no-graph` (baselines), all
 //! with the deterministic planner, in one run on the same folds.
 
-use crate::complexfuncbench::{read_chains, read_specs, run_of_chain, tool_of_host, tools_lines, Chain, Spec};
-use crate::pipeline::{self, Inputs, NoProgress};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, run_of_chain, tool_of_host, tools_lines, Chain, Spec};
+use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -76,6 +76,12 @@ pub struct MethodScores {
     pub argument_accuracy: f64,
     pub exact_match: f64,
     pub success: f64,
+    /// ComplexFuncBench's Overall Success Rate (its protocol: `complexfuncbench` module).
+    #[serde(default)]
+    pub overall_success_rate: f64,
+    /// ComplexFuncBench's Overall Call Acc.
+    #[serde(default)]
+    pub overall_call_acc: f64,
     pub answered: usize,
     pub partial: usize,
     /// Gold successes among the runs the engine called `answered`: can `answered` be believed?
@@ -158,6 +164,8 @@ pub struct GoldCall {
     pub name: String,
     pub arguments: Map<String, Value>,
     pub resolved: Map<String, Value>,
+    /// The recorded response (what a correct call gets).
+    pub response: Option<Value>,
 }
 
 pub struct Gold {
@@ -175,7 +183,7 @@ pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
         if let (Some(l), Some(r)) = (&c.label, &c.response) {
             outputs.insert(l.clone(), r.clone());
         }
-        calls.push(GoldCall { name: c.name.clone(), arguments: args, resolved });
+        calls.push(GoldCall { name: c.name.clone(), arguments: args, resolved, response: c.response.clone() });
     }
     Ok(Gold { request: chain.input.trim().to_string(), calls })
 }
@@ -278,6 +286,10 @@ struct Tally {
     args_total: usize,
     exact: usize,
     success: usize,
+    /// ComplexFuncBench's protocol: golden calls, correct calls (up to the first error), successes.
+    cfb_golden: usize,
+    cfb_correct: usize,
+    cfb_success: usize,
     answered: usize,
     partial: usize,
     answered_success: usize,
@@ -337,6 +349,10 @@ impl Tally {
         if success {
             self.success += 1;
         }
+        let paper = crate::complexfuncbench::score(gold, &crate::complexfuncbench::sent_calls(&run.trace), run.status == Status::Answered);
+        self.cfb_golden += paper.golden;
+        self.cfb_correct += paper.correct;
+        self.cfb_success += usize::from(paper.success);
         match run.status {
             Status::Answered => {
                 self.answered += 1;
@@ -384,6 +400,8 @@ impl Tally {
             argument_accuracy: div(self.args_same, self.args_total),
             exact_match: div(self.exact, self.chains),
             success: div(self.success, self.chains),
+            overall_success_rate: div(self.cfb_success, self.chains),
+            overall_call_acc: div(self.cfb_correct, self.cfb_golden),
             answered: self.answered,
             partial: self.partial,
             answered_precision: div(self.answered_success, self.answered),
@@ -419,8 +437,8 @@ pub struct Learned {
 }
 
 /// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
-pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, crate::IngestError> {
-    let io = |e: std::io::Error| crate::IngestError::Input(format!("writing under {}: {e}", dir.display()));
+pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, toolgraph_ingest::IngestError> {
+    let io = |e: std::io::Error| toolgraph_ingest::IngestError::Input(format!("writing under {}: {e}", dir.display()));
     let tools_path = dir.join("tools.jsonl");
     let runs_path = dir.join("runs.jsonl");
     let mut tw = std::io::BufWriter::new(std::fs::File::create(&tools_path).map_err(io)?);
@@ -480,13 +498,13 @@ pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Sett
 }
 
 /// Run the evaluation; `progress(done, total)` after each test chain of each method.
-pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ChainReport, crate::IngestError> {
+pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ChainReport, toolgraph_ingest::IngestError> {
     let started = Instant::now();
     let max = 1 << 30;
-    let specs = read_specs(&opts.spec, max).map_err(|e| crate::IngestError::Input(e.to_string()))?;
-    let train_all = read_chains(&opts.train, max).map_err(|e| crate::IngestError::Input(e.to_string()))?;
+    let specs = read_specs(&opts.spec, max).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?;
+    let train_all = read_chains(&opts.train, max).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?;
     let test_all = match &opts.test {
-        Some(t) => Some(read_chains(t, max).map_err(|e| crate::IngestError::Input(e.to_string()))?),
+        Some(t) => Some(read_chains(t, max).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?),
         None => None,
     };
     let cache = match &opts.cache {
@@ -508,7 +526,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     // (label, usage weight, requests, recall sums @3/@5/@10)
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
     for (fi, (train, test)) in folds.iter().enumerate() {
-        let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| crate::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
+        let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let Learned { store, retriever, memory, .. } = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
@@ -545,7 +563,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let (recs, errors) = recordings(&owned, &specs);
         report.skipped.extend(errors);
         let sb = Sandbox::new(Library::new(recs), Faults::default());
-        let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| crate::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
+        let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
         for (mi, method) in opts.methods.iter().enumerate() {
             let mode = &method.mode;
@@ -636,6 +654,7 @@ pub fn markdown(r: &ChainReport) -> String {
             m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.llm_calls_mean, m.plans_completed, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
         ));
     }
+    s.push_str(&crate::complexfuncbench::table(r));
     if !r.seed_recall.is_empty() {
         s.push_str("\nSeed retrieval of the gold chains' APIs (held-out requests):\n\n| retrieval | usage weight | requests | recall@3 | recall@5 | recall@10 |\n|---|---:|---:|---:|---:|---:|\n");
         for x in &r.seed_recall {

@@ -1,0 +1,115 @@
+//! `toolgraph ask`: plan and execute one request from the command line.
+
+use super::*;
+
+#[derive(Args)]
+pub(super) struct AskArgs {
+    /// The request.
+    request: String,
+    #[command(flatten)]
+    planner: PlannerArgs,
+    /// graph, plan, dfs-no-graph or retrieve-greedy (default: run.mode of the config, graph).
+    #[arg(long, value_parser = ["graph", "plan", "dfs-no-graph", "retrieve-greedy"])]
+    mode: Option<String>,
+    /// Target-first: call the API that answers first, complete its inputs backwards.
+    #[arg(long)]
+    backward: bool,
+    /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
+    #[arg(long = "rewrite", value_name = "FROM=TO")]
+    rewrites: Vec<String>,
+    /// Values for parameters the run asked for (needs_input): NAME=JSON.
+    #[arg(long = "given", value_name = "NAME=JSON")]
+    given: Vec<String>,
+    /// Neither learn weights nor store a memory from this run.
+    #[arg(long)]
+    no_learn: bool,
+    /// Print the whole run report (trace included) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
+    let s = load_settings(cli)?;
+    let graph = open_store(&s).await?;
+    let snapshot = Arc::new(graph.snapshot().await?);
+    if snapshot.apis.is_empty() {
+        bail!("the graph holds no APIs: run `toolgraph ingest` first");
+    }
+    let vectors = store::open_vectors(&s.vectors)?;
+    let embedder = load_embedder(&s).await?;
+    let retriever = Arc::new(
+        toolgraph_engine::retrieval::hybrid::Retriever::load(vectors.clone(), embedder.clone(), None, s.retrieval.clone())
+            .await
+            .context("loading the API index (run `toolgraph ingest` or `toolgraph index` first)")?,
+    );
+    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
+    let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+    let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
+    mcp_remote(&s, &snapshot, &exec).await?;
+    let categories: Vec<String> = snapshot.categories.values().map(|c| c.name.clone()).collect();
+    let planner = planner_of(&s, &args.planner, &categories)?;
+    let run_settings = toolgraph_engine::run::RunSettings {
+        mode: args.mode.as_deref().map(mode_of).unwrap_or(s.run.mode),
+        backward: s.run.backward || args.backward,
+        learn: s.run.learn && !args.no_learn,
+        remember: s.run.remember && !args.no_learn,
+        ..s.run.clone()
+    };
+    let engine = toolgraph_engine::run::Engine::new(toolgraph_engine::run::EngineParts {
+        graph: snapshot,
+        store: Some(graph),
+        retriever,
+        memory: Some(memory),
+        executor: exec,
+        planner,
+        settings: run_settings,
+        weights: s.weights,
+        health: None,
+    });
+    let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
+    let r = engine.run(&args.request, given, None).await?;
+    // The graph learns from this run too (counts; the chain when answered), once per run id.
+    let run_id = format!("cli_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+    if let Err(e) = engine.learn_from(&run_id, &r).await {
+        tracing::warn!(error = %e, "learning from the run failed");
+    }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        let _ = writeln!(out, "status: {}", r.status.as_str());
+        for c in &r.chain {
+            let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
+        }
+        let _ = writeln!(out, "answer: {}", r.answer);
+        let _ = writeln!(
+            out,
+            "{} calls ({} failed), {} backtracks, {} reflections, {} planner decisions{}; engine {:.1} ms, tools {:.1} ms, embedding {:.1} ms",
+            r.stats.http_calls, r.stats.failed_calls, r.stats.backtracks, r.stats.reflections, r.stats.planner_calls, if r.stats.recalled { ", replayed from memory" } else { "" }, r.stats.engine_ms, r.stats.http_ms, r.stats.embed_ms
+        );
+    }
+    Ok(match r.status {
+        toolgraph_engine::run::Status::Answered => ExitCode::SUCCESS,
+        toolgraph_engine::run::Status::NeedsInput => ExitCode::from(3),
+        toolgraph_engine::run::Status::GaveUp => ExitCode::from(2),
+        toolgraph_engine::run::Status::Partial => ExitCode::from(4),
+    })
+}
+
+/// The MCP servers of the state store, plugged into `exec` when the graph has MCP tools.
+#[cfg(feature = "mcp")]
+pub(super) async fn mcp_remote(s: &Settings, graph: &toolgraph_schema::GraphSnapshot, exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+    if !graph.apis.values().any(|a| a.url.starts_with(toolgraph_engine::exec::MCP_SCHEME)) {
+        return Ok(());
+    }
+    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url) for its MCP servers")?;
+    let hub = toolgraph_server::mcp::McpHub::from_state(&state, Some(exec.clone())).await.map_err(anyhow::Error::msg)?;
+    exec.set_remote(hub);
+    Ok(())
+}
+
+#[cfg(not(feature = "mcp"))]
+pub(super) async fn mcp_remote(_s: &Settings, _graph: &toolgraph_schema::GraphSnapshot, _exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+    Ok(())
+}
