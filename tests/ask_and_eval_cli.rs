@@ -139,4 +139,8 @@ fn eval_complexfuncbench_scores_the_papers_metrics() {
     assert!(r["methods"][0]["overall_call_acc"].as_f64().unwrap() > 0.0, "{}", r["methods"][0]);
     let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
     assert!(md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |") && md.contains("**toolgraph `retrieve-greedy`**"), "{md}");
+    // Ablation flags are checked before anything runs.
+    let bad = bin_in(dir.path()).args(["eval", "complexfuncbench", "--beta", "1.5", "--report"]).arg(&report).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--beta"), "{}", String::from_utf8_lossy(&bad.stderr));
 }

@@ -79,9 +79,35 @@ pub(super) struct HowArgs {
     /// Ablation: no reflection rounds.
     #[arg(long)]
     no_reflection: bool,
+    /// Ablation: weights.beta, the static weight's share in the NEXT weight (1: static only).
+    #[arg(long, value_parser = beta_in_range)]
+    beta: Option<f64>,
+    /// Ablation: retrieval without the graph prior (retrieval.graph_prior = 0).
+    #[arg(long)]
+    no_graph_prior: bool,
+}
+
+fn beta_in_range(v: &str) -> std::result::Result<f64, String> {
+    let b: f64 = v.parse().map_err(|_| format!("`{v}` is not a number"))?;
+    if (0.0..=1.0).contains(&b) {
+        Ok(b)
+    } else {
+        Err(format!("{b} is not within 0..=1"))
+    }
 }
 
 impl HowArgs {
+    /// The settings with this evaluation's ablations applied.
+    fn settings(&self, mut s: Settings) -> Settings {
+        if let Some(b) = self.beta {
+            s.weights.beta = b;
+        }
+        if self.no_graph_prior {
+            s.retrieval.graph_prior = 0.0;
+        }
+        s
+    }
+
     fn run_settings(&self, s: &Settings) -> toolgraph_engine::run::RunSettings {
         toolgraph_engine::run::RunSettings { use_memory: s.run.use_memory && !self.no_memory, reflection_rounds: if self.no_reflection { 0 } else { s.run.reflection_rounds }, ..s.run.clone() }
     }
@@ -116,13 +142,13 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval } => {
-            let s = load_settings(cli)?;
+            let s = how.settings(load_settings(cli)?);
             let mut run = how.run_settings(&s);
             run.retrieve_subtasks |= *subtask_retrieval;
             chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), report, how, run }).await
         }
         EvalCmd::Complexfuncbench { data, report, how } => {
-            let s = load_settings(cli)?;
+            let s = how.settings(load_settings(cli)?);
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
