@@ -62,6 +62,9 @@ impl RunApprover {
 
     async fn wait(&self, call: &PendingCall, key: &str) -> Result<ApprovalDecision, crate::state::StateError> {
         if let Some(d) = self.state.decision(&self.run_id, key).await? {
+            // Decided already (while the run was being taken over, or the same call again): the
+            // run goes on, and its record says so.
+            self.state.set_run_paused(&self.run_id, None, 0).await?;
             return Ok(decision_of(d));
         }
         let pending = json!({"call_key": key, "api": call.api, "name": call.name, "arguments": call.arguments});
@@ -173,7 +176,7 @@ pub(super) async fn resume_orphans(d: &Arc<Daemon>) -> Result<usize, ApiError> {
             continue;
         };
         let work = super::history::work_of(d, &r.options, &r.session_id).await?;
-        let job = Job { run_id: r.id.clone(), session_id: r.session_id.clone(), caller: user, request: r.request.clone(), options: r.options.clone(), session: None, work };
+        let job = Job { run_id: r.id.clone(), session_id: r.session_id.clone(), caller: user, request: r.request.clone(), options: r.options.clone(), session: None, work, resumed: true };
         tracing::info!(run_id = %r.id, "resuming a paused run whose daemon went away");
         let dd = d.clone();
         // Started like any run; its answer goes to the state store (the original caller polls it).

@@ -108,7 +108,7 @@ pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Exten
     if let Value::Object(m) = &mut options {
         m.insert("rerun_of".into(), json!(id));
     }
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, session: Some(json!(SessionState::default())), work };
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, session: Some(json!(SessionState::default())), work, resumed: false };
     start_run(d, job, wants_stream(false, q.stream, &headers)).await
 }
 
@@ -169,7 +169,7 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
     d.graph_reachable().await?;
     let session_id = d.new_id("ses");
     let options = json!({"chain": chain, "given": body.given});
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, session: Some(json!(SessionState::default())), work: Work::Chain { chain, given: body.given, opts: Default::default() } };
+    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, session: Some(json!(SessionState::default())), work: Work::Chain { chain, given: body.given, opts: Default::default() }, resumed: false };
     start_run(d, job, wants_stream(body.stream, q.stream, &headers)).await
 }
 

@@ -921,7 +921,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<
     let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
     let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given});
     let work = Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts };
-    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, session: Some(json!(session)), work };
+    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, session: Some(json!(session)), work, resumed: false };
     start_run(d, job, stream).await
 }
 
@@ -946,6 +946,10 @@ pub(crate) struct Job {
     /// The session's state to store with the run's first record (`None`: leave the session as is).
     pub session: Option<Value>,
     pub work: Work,
+    /// A paused run another daemon let go of, taken over by this one: its record (still
+    /// `awaiting_approval`, with the call it waits on) stays as it is until the run pauses again
+    /// or ends, so a decision given meanwhile is taken.
+    pub resumed: bool,
 }
 
 /// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
@@ -957,7 +961,27 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
     })?;
     let now = crate::state::now_ms();
     let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
-    d.state
+    // A resumed run keeps its claim on the paused record while it replays the calls before the
+    // one that waits (the approver renews it once the run is paused again).
+    let renewing = job.resumed.then(|| {
+        let (st, id) = (d.state.clone(), rid.clone());
+        let lease = d.settings().server.approval_lease_ms.max(100);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(lease / 3)).await;
+                if let Err(e) = st.renew_lease(&id, lease as i64).await {
+                    tracing::warn!(error = %e, "renewing a resumed run's lease failed");
+                }
+            }
+        })
+    });
+    let stop_renewing = move || {
+        if let Some(h) = &renewing {
+            h.abort();
+        }
+    };
+    if !job.resumed {
+        d.state
         .start_run(&RunRecord {
             id: rid.clone(),
             user_id: job.caller.user_id.clone(),
@@ -974,11 +998,16 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             duration_ms: None,
         }, job.session.as_ref())
         .await?;
+    }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
     let approver = approvals::RunApprover::new(&d, &job, pause_tx, permit);
     if !stream {
         let dd = d.clone();
-        let mut task = tokio::spawn(async move { execute(&dd, job, None, approver).await });
+        let mut task = tokio::spawn(async move {
+            let out = execute(&dd, job, None, approver).await;
+            stop_renewing();
+            out
+        });
         d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).insert(rid.clone(), task.abort_handle());
         tokio::select! {
             r = &mut task => {
@@ -1008,7 +1037,11 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
                 }
             }
         };
-        let run = async { execute(&dd, job, Some(ttx), approver).await };
+        let run = async {
+            let out = execute(&dd, job, Some(ttx), approver).await;
+            stop_renewing();
+            out
+        };
         let (result, ()) = tokio::join!(run, forward);
         let last = match result {
             Ok((body, _)) => Event::default().event("result").data(Value::Object(body).to_string()),
