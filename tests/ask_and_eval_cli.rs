@@ -144,3 +144,44 @@ fn eval_complexfuncbench_scores_the_papers_metrics() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--beta"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+#[test]
+fn eval_all_writes_one_report_with_every_benchmarks_own_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("eval");
+    run_ok(bin_in(dir.path()).args(["eval", "all", "--data"]).arg(data()).args(["--folds", "2", "--limit", "3", "--methods", "graph", "--out"]).arg(&out));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for section in ["## ComplexFuncBench", "## NESTFUL v1", "## TaskBench, Daily Life APIs", "## API-Bank level-3"] {
+        assert!(md.contains(section), "{section} missing:\n{md}");
+    }
+    // The published rows stand next to toolgraph's.
+    assert!(md.contains("| GPT-4o (3-shot, best published) | — | — | — | 28.00 | 60.00 |"), "{md}");
+    assert!(md.contains("| GPT-4 (published, all records) | 96.91 | 80.53 | — | 71.14 |"), "{md}");
+    assert!(md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |"), "{md}");
+    let svg = std::fs::read_to_string(out.join("report.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.matches("font-weight=\"bold\"").count() == 4, "{svg}");
+
+    // NESTFUL: three sets, 2 folds × at most 3 held-out samples each, plans carry the data flow
+    // as the benchmark writes it.
+    let nf = read_json(&out.join("nestful.json"));
+    assert_eq!(nf["samples"], 18, "{}", nf["methods"]);
+    let m = &nf["methods"][0];
+    for k in ["f1_func", "f1_param", "partial_sequence_accuracy", "full_sequence_accuracy"] {
+        assert!((0.0..=1.0).contains(&m[k].as_f64().unwrap()), "{k}: {m}");
+    }
+    assert!(m["f1_func"].as_f64().unwrap() > 0.0, "some right API: {m}");
+    assert!(m["win_rate"].is_null(), "no recorded responses: no win rate");
+    let plans = nf["plans"].to_string();
+    assert!(plans.contains("\"$var1."), "a planned call takes an earlier output");
+    // TaskBench: 26 gold records at hand, 2 folds × 3.
+    let tb = read_json(&out.join("taskbench.json"));
+    assert_eq!((tb["samples"].as_u64(), tb["tools"].as_u64()), (Some(6), Some(40)));
+    assert!(tb["methods"][0]["n_f1"].as_f64().unwrap() > 0.0, "{}", tb["methods"][0]);
+    // API-Bank level-3: executed against the recorded outputs.
+    let ab = read_json(&out.join("apibank.json"));
+    let m = &ab["methods"][0];
+    assert_eq!(m["chains"], 6, "{m}");
+    let (correct, success) = (m["call_correctness"].as_f64().unwrap(), m["all_calls_correct"].as_f64().unwrap());
+    assert!((0.0..=1.0).contains(&correct) && (0.0..=1.0).contains(&success), "{m}");
+    assert!(m["http_calls_mean"].as_f64().unwrap() > 0.0, "calls were executed: {m}");
+}

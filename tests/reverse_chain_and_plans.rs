@@ -856,3 +856,60 @@ async fn the_deterministic_plan_follows_the_best_solution_and_completes_it_backw
     // Plan, then the answer: two decisions, none per step.
     assert_eq!(r.stats.planner_calls, 2, "{:?}", r.stats);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
+    let w = world().await;
+    let request = "Book a room at a hotel in Rome for the guest anna@example.com on 2024-06-01.";
+    let served = w.sandbox.stats().served;
+    let e = engine(
+        &w,
+        Arc::new(DeterministicPlanner::default()),
+        RunSettings {
+            backward: true,
+            remember: true,
+            ..run_settings()
+        },
+    );
+    let opts = toolgraph_engine::run::RunOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let r = e
+        .run_with(request, Map::new(), Vec::new(), None, opts)
+        .await
+        .unwrap();
+    assert_eq!(w.sandbox.stats().served, served, "a dry run sends nothing");
+    assert!(r.stats.dry_run && r.stats.http_calls == 0, "{:?}", r.stats);
+    // The same chain as the executed run, with the data flow as references into the outputs'
+    // documented fields.
+    assert_eq!(
+        names(&r),
+        ["Find_Guest", "Find_Hotel", "Book_Room"],
+        "{:#?}",
+        r.trace
+    );
+    let book = &r.chain[2].arguments;
+    assert_eq!(book["guest_id"], json!("$var1.data.guest_id$"), "{book:?}");
+    assert_eq!(book["hotel_id"], json!("$var2.data.hotel_id$"), "{book:?}");
+    assert_eq!(book["date"], json!("2024-06-01"));
+    // A planned-only chain is never remembered as a good plan.
+    let v = w
+        .learned
+        .retriever
+        .embedder()
+        .embed(vec![request.to_string()])
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let before = w.learned.memory.recall(&v, 1000).await.unwrap().len();
+    assert!(before < 1000, "every memory is counted");
+    let fresh = "Book a room at a hotel in Paris for the guest anna@example.com on 2024-09-01.";
+    let again = e
+        .run_with(fresh, Map::new(), Vec::new(), None, toolgraph_engine::run::RunOptions { dry_run: true, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(again.status, Status::Answered, "{:#?}", again.trace);
+    assert_eq!(w.learned.memory.recall(&v, 1000).await.unwrap().len(), before);
+}

@@ -60,6 +60,8 @@ pub struct ChainEvalOptions {
     pub run: RunSettings,
     /// Embedding cache (speeds up repeated evaluations).
     pub cache: Option<PathBuf>,
+    /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
+    pub category: String,
 }
 
 /// Scores of one method.
@@ -82,6 +84,13 @@ pub struct MethodScores {
     /// ComplexFuncBench's Overall Call Acc.
     #[serde(default)]
     pub overall_call_acc: f64,
+    /// Gold calls some sent call matched (same API and arguments, or the same response), each
+    /// gold call at most once, wherever it came in the run (API-Bank's API call correctness).
+    #[serde(default)]
+    pub call_correctness: f64,
+    /// Runs where every gold call was matched so.
+    #[serde(default)]
+    pub all_calls_correct: f64,
     pub answered: usize,
     pub partial: usize,
     /// Gold successes among the runs the engine called `answered`: can `answered` be believed?
@@ -290,6 +299,8 @@ struct Tally {
     cfb_golden: usize,
     cfb_correct: usize,
     cfb_success: usize,
+    correct_calls: usize,
+    all_correct: usize,
     answered: usize,
     partial: usize,
     answered_success: usize,
@@ -353,6 +364,9 @@ impl Tally {
         self.cfb_golden += paper.golden;
         self.cfb_correct += paper.correct;
         self.cfb_success += usize::from(paper.success);
+        let correct = crate::complexfuncbench::correct_calls(gold, &crate::complexfuncbench::sent_calls(&run.trace));
+        self.correct_calls += correct;
+        self.all_correct += usize::from(correct == gold.calls.len() && !gold.calls.is_empty());
         match run.status {
             Status::Answered => {
                 self.answered += 1;
@@ -402,6 +416,8 @@ impl Tally {
             success: div(self.success, self.chains),
             overall_success_rate: div(self.cfb_success, self.chains),
             overall_call_acc: div(self.cfb_correct, self.cfb_golden),
+            call_correctness: div(self.correct_calls, self.gold_calls),
+            all_calls_correct: div(self.all_correct, self.chains),
             answered: self.answered,
             partial: self.partial,
             answered_precision: div(self.answered_success, self.answered),
@@ -438,18 +454,23 @@ pub struct Learned {
 
 /// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
 pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, toolgraph_ingest::IngestError> {
+    learn_in(dir, train, specs, CATEGORY, settings, embedder, cache).await
+}
+
+/// [`learn`] with the APIs filed under `category`.
+pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &str, settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, toolgraph_ingest::IngestError> {
     let io = |e: std::io::Error| toolgraph_ingest::IngestError::Input(format!("writing under {}: {e}", dir.display()));
     let tools_path = dir.join("tools.jsonl");
     let runs_path = dir.join("runs.jsonl");
     let mut tw = std::io::BufWriter::new(std::fs::File::create(&tools_path).map_err(io)?);
-    for line in tools_lines(specs, CATEGORY) {
+    for line in tools_lines(specs, category) {
         writeln!(tw, "{line}").map_err(io)?;
     }
     tw.flush().map_err(io)?;
     let tools: BTreeMap<String, String> = specs.iter().map(|s| (s.name.clone(), tool_of_host(&s.host))).collect();
     let mut rw = std::io::BufWriter::new(std::fs::File::create(&runs_path).map_err(io)?);
     for (i, c) in train.iter().enumerate() {
-        if let Ok(run) = run_of_chain(i, c, &tools, CATEGORY) {
+        if let Ok(run) = run_of_chain(i, c, &tools, category) {
             writeln!(rw, "{}", serde_json::to_string(&run).unwrap_or_default()).map_err(io)?;
         }
     }
@@ -527,7 +548,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
     for (fi, (train, test)) in folds.iter().enumerate() {
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let Learned { store, retriever, memory, .. } = learn(dir.path(), train, &specs, settings, embedder.clone(), cache.as_ref()).await?;
+        let Learned { store, retriever, memory, .. } = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
         // Seed recall, plain hybrid against hybrid with usage vectors.

@@ -112,6 +112,29 @@ pub fn score(gold: &Gold, sent: &[SentCall], answered: bool) -> SampleScore {
     SampleScore { golden, correct, success, first_error }
 }
 
+/// Gold calls some sent call matches (by rule, else by response), each gold call and each sent
+/// call at most once, in any order and without stopping at a wrong call.
+pub fn correct_calls(gold: &Gold, sent: &[SentCall]) -> usize {
+    let keys: Vec<String> = gold.calls.iter().map(|g| api_key(&g.name)).collect();
+    let mut matched = vec![false; gold.calls.len()];
+    // Rule matches first (an exact call is the stronger claim), then responses.
+    let mut used = vec![false; sent.len()];
+    for (n, call) in sent.iter().enumerate() {
+        if let Some(i) = (0..gold.calls.len()).find(|&i| !matched[i] && keys[i] == call.api && rule_match(&gold.calls[i].resolved, &call.arguments)) {
+            matched[i] = true;
+            used[n] = true;
+        }
+    }
+    for (n, call) in sent.iter().enumerate() {
+        let Some(r) = call.response.as_ref().filter(|_| !used[n]) else { continue };
+        if let Some(i) = (0..gold.calls.len()).find(|&i| !matched[i] && keys[i] == call.api && gold.calls[i].response.as_ref().is_some_and(|g| normalize(g) == normalize(r))) {
+            matched[i] = true;
+            used[n] = true;
+        }
+    }
+    matched.iter().filter(|m| **m).count()
+}
+
 /// The paper's published results (Table 3: Overall Success Rate, Overall Call Acc., in %).
 pub const PUBLISHED: &[(&str, f64, f64)] = &[
     ("Claude-3.5-Sonnet", 61.00, 79.27),
@@ -228,6 +251,23 @@ mod tests {
         let s = score(&g, &[loc, d15.clone(), d15], true);
         assert_eq!((s.correct, s.success), (2, false));
         assert!(s.first_error.unwrap().starts_with("call 3"));
+    }
+
+    #[test]
+    fn call_correctness_counts_every_matched_gold_call_without_stopping() {
+        // API-Bank's correctness: a wrong call in between does not end the count; a repeat
+        // matches nothing; a different argument with the golden response counts.
+        let g = car_gold();
+        let wrong = sent("search_hotels", json!({"dest_id": "1"}), None);
+        let loc = sent("search_car_location", json!({"query": "Marriott La Jolla, San Diego"}), Some(json!([{"city": "San Diego"}])));
+        let rent = sent("search_car_rentals", json!({"pick_up_latitude": 32.873055, "pick_up_longitude": -117.215935, "pick_up_date": "2024-10-14"}), None);
+        assert_eq!(correct_calls(&g, &[wrong.clone(), loc.clone(), rent.clone()]), 2);
+        assert_eq!(score(&g, &[wrong, loc.clone(), rent.clone()], true).correct, 0, "the paper's protocol stops at the first error");
+        assert_eq!(correct_calls(&g, &[rent.clone(), rent]), 1);
+        assert_eq!(correct_calls(&g, &[]), 0);
+        // A call matched by its arguments is not spent again on a response match.
+        let exact = sent("search_car_location", json!({"query": "San Diego Marriott La Jolla"}), Some(json!([{"city": "San Diego"}])));
+        assert_eq!(correct_calls(&g, &[exact, loc]), 1);
     }
 
     #[test]

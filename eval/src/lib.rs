@@ -6,3 +6,8 @@
 pub mod chains;
 pub mod complexfuncbench;
 pub mod retrieval;
+pub mod nestful;
+pub mod planned;
+pub mod taskbench;
+pub mod report;
+pub mod apibank;

@@ -39,6 +39,56 @@ pub(super) enum EvalCmd {
         #[command(flatten)]
         how: HowArgs,
     },
+    /// NESTFUL v1 with its own metrics (F1 Func, F1 Param, Partial / Full Sequence Accuracy):
+    /// k-fold within each of its three sets, every method planning the held-out requests (plan
+    /// only: nothing is executed); a table next to the published row.
+    Nestful {
+        /// The benchmark's folder (executable/, non-executable/).
+        #[arg(long, default_value_os_t = shared_data().join("nestful_v1"))]
+        data: PathBuf,
+        /// JSON report; a .md table is written beside it.
+        #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/nestful.json")]
+        report: PathBuf,
+        #[command(flatten)]
+        how: HowArgs,
+    },
+    /// TaskBench (Daily Life APIs) with its own metrics (n-F1, e-F1, t-F1, v-F1) on the gold
+    /// records at hand: k-fold, plan only; a table next to the published row.
+    Taskbench {
+        /// The benchmark's folder (data_dailylifeapis/, gold_sample_transcribed/).
+        #[arg(long, default_value_os_t = shared_data().join("taskbench"))]
+        data: PathBuf,
+        /// JSON report; a .md table is written beside it.
+        #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/taskbench.json")]
+        report: PathBuf,
+        #[command(flatten)]
+        how: HowArgs,
+    },
+    /// API-Bank level-3 (Plan+Retrieve+Call): k-fold, every method executing the held-out
+    /// requirements against the replay sandbox serving the recorded outputs; API call
+    /// correctness, call-name and argument accuracy, chain success.
+    Apibank {
+        /// The benchmark's folder (level-3.json, api_definitions_extracted_from_apis_py.json).
+        #[arg(long, default_value_os_t = shared_data().join("apibank"))]
+        data: PathBuf,
+        /// JSON report; a .md table is written beside it.
+        #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/apibank.json")]
+        report: PathBuf,
+        #[command(flatten)]
+        how: HowArgs,
+    },
+    /// The whole suite (ComplexFuncBench, NESTFUL, TaskBench, API-Bank level-3) in one run: each benchmark's JSON
+    /// and markdown, and one report (report.md, report.svg) in --out.
+    All {
+        /// The folder holding the benchmarks (complexfuncbench/, nestful_v1/, taskbench/).
+        #[arg(long, default_value_os_t = shared_data())]
+        data: PathBuf,
+        /// Where the reports go.
+        #[arg(long, default_value = ".tgdata/eval")]
+        out: PathBuf,
+        #[command(flatten)]
+        how: HowArgs,
+    },
     /// Seed-tool retrieval (bm25, dense, hybrid) on ToolBench / StableToolBench query files.
     Retrieval {
         /// Tool docs whose APIs form the corpus (tools.jsonl(.gz) or a tools/ folder).
@@ -145,16 +195,133 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             let s = how.settings(load_settings(cli)?);
             let mut run = how.run_settings(&s);
             run.retrieve_subtasks |= *subtask_retrieval;
-            chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), report, how, run }).await
+            let r = chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), report, how, run }).await?;
+            println!("{}", toolgraph_eval::chains::markdown(&r));
+            Ok(ExitCode::SUCCESS)
         }
         EvalCmd::Complexfuncbench { data, report, how } => {
             let s = how.settings(load_settings(cli)?);
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
-            chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), report, how, run: how.run_settings(&s) }).await
+            let r = chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), report, how, run: how.run_settings(&s) }).await?;
+            println!("{}", toolgraph_eval::chains::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCmd::Nestful { data, report, how } => {
+            let s = how.settings(load_settings(cli)?);
+            let r = nestful(&s, data, report, how).await?;
+            println!("{}", toolgraph_eval::nestful::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCmd::Taskbench { data, report, how } => {
+            let s = how.settings(load_settings(cli)?);
+            let r = taskbench(&s, data, report, how).await?;
+            println!("{}", toolgraph_eval::taskbench::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCmd::Apibank { data, report, how } => {
+            let s = how.settings(load_settings(cli)?);
+            let r = apibank(&s, data, report, how).await?;
+            println!("{}", toolgraph_eval::apibank::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCmd::All { data, out, how } => {
+            let s = how.settings(load_settings(cli)?);
+            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+            let started = Instant::now();
+            let cfb_dir = data.join("complexfuncbench");
+            let cfb = chains(&s, ChainsJob { train: cfb_dir.join("data.json.gz"), test: None, spec: cfb_dir.join("spec.json.gz"), report: &out.join("complexfuncbench.json"), how, run: how.run_settings(&s) }).await?;
+            let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
+            let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
+            let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
+            let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner, started.elapsed().as_secs_f64());
+            md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
+            md.push('\n');
+            md.push_str(&toolgraph_eval::nestful::markdown(&nf));
+            md.push('\n');
+            md.push_str(&toolgraph_eval::taskbench::markdown(&tb));
+            md.push('\n');
+            md.push_str(&toolgraph_eval::apibank::markdown(&ab));
+            std::fs::write(out.join("report.md"), &md)?;
+            std::fs::write(out.join("report.svg"), toolgraph_eval::report::svg(&panels(&cfb, &nf, &tb, &ab)))?;
+            println!("{md}");
+            eprintln!("report: {}", out.join("report.md").display());
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The headline metric of each benchmark: toolgraph's methods and the published rows.
+fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestful::NestfulReport, tb: &toolgraph_eval::taskbench::TaskBenchReport, ab: &toolgraph_eval::chains::ChainReport) -> Vec<toolgraph_eval::report::Panel> {
+    use toolgraph_eval::report::Panel;
+    let mut a = Panel { title: "ComplexFuncBench — Overall Success Rate (%)".into(), bars: Vec::new() };
+    a.bars.extend(toolgraph_eval::complexfuncbench::PUBLISHED.iter().take(2).map(|(m, sr, _)| (m.to_string(), *sr, true)));
+    a.bars.extend(cfb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.overall_success_rate, false)));
+    let mut b = Panel { title: "NESTFUL v1 — Full Sequence Accuracy (%)".into(), bars: Vec::new() };
+    b.bars.extend(toolgraph_eval::nestful::PUBLISHED.iter().filter_map(|(m, _, _, _, fs, _)| fs.map(|v| (m.to_string(), v, true))));
+    b.bars.extend(nf.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.full_sequence_accuracy, false)));
+    let mut c = Panel { title: "TaskBench Daily Life — n-F1 (%)".into(), bars: Vec::new() };
+    c.bars.extend(toolgraph_eval::taskbench::PUBLISHED.iter().map(|(m, n, _, _, _)| (m.to_string(), *n, true)));
+    c.bars.extend(tb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.n_f1, false)));
+    let d = Panel { title: "API-Bank level-3 — API call correctness (%)".into(), bars: ab.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.call_correctness, false)).collect() };
+    vec![a, b, c, d]
+}
+
+async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
+    let p = plan_only(s, how)?;
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), folds: p.folds, methods: p.methods, planner: p.planner, limit: p.limit, run: p.run, cache: p.cache, category: String::new() };
+    let embedder = load_embedder(s).await?;
+    let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
+    write_json(report, &r)?;
+    std::fs::write(report.with_extension("md"), toolgraph_eval::apibank::markdown(&r))?;
+    Ok(r)
+}
+
+/// The plan-only options of `how`.
+fn plan_only(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::planned::PlanOnlyOptions> {
+    let planner = &how.planner;
+    let chosen = if planner.planner == "llm" { Some(models_of(s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
+    let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
+    if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
+        std::fs::create_dir_all(c)?;
+    }
+    Ok(toolgraph_eval::planned::PlanOnlyOptions {
+        folds: how.folds,
+        methods: how.methods.iter().map(|m| toolgraph_eval::chains::EvalMethod { name: m.clone(), mode: mode_of(m), backward: m == "graph-backward" }).collect(),
+        planner: chosen,
+        limit: how.limit,
+        run: how.run_settings(s),
+        cache,
+    })
+}
+
+fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
+    let mut last = Instant::now();
+    move |done, total| {
+        if last.elapsed() >= Duration::from_secs(5) {
+            tracing::info!("{what}: planned {done}/{total}");
+            last = Instant::now();
+        }
+    }
+}
+
+async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::nestful::NestfulReport> {
+    let opts = plan_only(s, how)?;
+    let embedder = load_embedder(s).await?;
+    let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL")).await?;
+    write_json(report, &r)?;
+    std::fs::write(report.with_extension("md"), toolgraph_eval::nestful::markdown(&r))?;
+    Ok(r)
+}
+
+async fn taskbench(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
+    let opts = plan_only(s, how)?;
+    let embedder = load_embedder(s).await?;
+    let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench")).await?;
+    write_json(report, &r)?;
+    std::fs::write(report.with_extension("md"), toolgraph_eval::taskbench::markdown(&r))?;
+    Ok(r)
 }
 
 /// `../shared/data` (or `TOOLGRAPH_SHARED_DATA`): where the public benchmarks are read in place.
@@ -172,7 +339,7 @@ struct ChainsJob<'a> {
     run: toolgraph_engine::run::RunSettings,
 }
 
-async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<ExitCode> {
+async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chains::ChainReport> {
     let planner = &job.how.planner;
     let chosen = if planner.planner == "llm" { Some(models_of(s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
     let embedder = load_embedder(s).await?;
@@ -190,6 +357,7 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<ExitCode> {
         limit: job.how.limit,
         run: job.run,
         cache,
+        category: toolgraph_eval::chains::CATEGORY.into(),
     };
     let mut last = Instant::now();
     let r = toolgraph_eval::chains::run(&opts, s, embedder, |done, total| {
@@ -200,8 +368,6 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<ExitCode> {
     })
     .await?;
     write_json(job.report, &r)?;
-    let md = toolgraph_eval::chains::markdown(&r);
-    std::fs::write(job.report.with_extension("md"), &md)?;
-    println!("{md}");
-    Ok(ExitCode::SUCCESS)
+    std::fs::write(job.report.with_extension("md"), toolgraph_eval::chains::markdown(&r))?;
+    Ok(r)
 }

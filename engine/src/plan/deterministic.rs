@@ -256,6 +256,14 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
     if n.contains("url") || n.contains("link") {
         return values.urls.first().map(|e| (Value::String(e.clone()), "url"));
     }
+    if n.contains("phone") || n.contains("mobile") || n == "tel" || n == "telephone" {
+        return values.phones.get(repeat).or(values.phones.first()).map(|e| (Value::String(e.clone()), "phone"));
+    }
+    if ["file", "document", "path", "attachment"].iter().any(|k| n.contains(k)) {
+        if let Some(f) = values.files.first() {
+            return Some((Value::String(f.clone()), "file"));
+        }
+    }
     if is_name_param(&p.name, &p.description) {
         // The first name not used yet (nor failed with this API), else the call's turn.
         let fresh = |s: &&String| !avoid.contains(&s.to_ascii_lowercase());

@@ -25,6 +25,10 @@ pub struct RequestValues {
     pub names: Vec<String>,
     pub emails: Vec<String>,
     pub urls: Vec<String>,
+    /// Phone numbers as written ("555-123-4567", "+1234567890", "(1234567890)" without brackets).
+    pub phones: Vec<String>,
+    /// File names ("example.txt", "report.pdf").
+    pub files: Vec<String>,
     /// Values named in the text: "latitude: 35.77", "Hotel ID: 6374805" → (normalized label, text).
     pub labelled: Vec<(String, String)>,
     /// Dates computed relative to the caller's today because the request does not say what day
@@ -131,6 +135,12 @@ fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
         _ => h,
     };
     Some((format!("{h:02}:{m:02}"), suffix_in_word.is_none() && next_suffix.is_some()))
+}
+
+/// `2024-10-05`, `05.10.2024`, `10-05-24`: a date, not a phone number.
+fn date_like(w: &str) -> bool {
+    let g: Vec<&str> = w.split(['-', '.', '/']).collect();
+    g.len() == 3 && g[1].len() <= 2 && (g[0].len() == 4 || g[2].len() == 4 || g[2].len() == 2) && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn is_capitalised(w: &str) -> bool {
@@ -341,14 +351,48 @@ impl RequestValues {
             }
             used[i] = true;
         }
-        // Emails and URLs.
+        // Labelled with "=" ("latitude=40.7128,") and identifiers after their label ("user ID 2").
+        for i in 0..toks.len() {
+            let t = toks[i].text.trim_matches(|c: char| c == '(' || c == ')');
+            if let Some((k, val)) = t.split_once('=') {
+                let key: String = k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+                if key.len() >= 2 && !val.is_empty() && !t.contains("://") {
+                    v.labelled.push((key, val.to_string()));
+                    used[i] = true;
+                }
+                continue;
+            }
+            let label = toks[i].text.to_ascii_lowercase();
+            if i + 1 < toks.len() && toks[i].punct.is_none() && matches!(label.as_str(), "id" | "number" | "no" | "#") {
+                let val = toks[i + 1].text;
+                if val.chars().next().is_some_and(|c| c.is_ascii_digit()) && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                    let before: String = if i >= 1 && toks[i - 1].punct.is_none() { toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect() } else { String::new() };
+                    let short = if label == "number" || label == "no" || label == "#" { "number" } else { "id" };
+                    if !before.is_empty() {
+                        v.labelled.push((format!("{before}{short}"), val.to_string()));
+                    }
+                    v.labelled.push((short.to_string(), val.to_string()));
+                }
+            }
+        }
+        // Emails, URLs, phone numbers and file names.
         for t in &toks {
             let w = t.text;
+            let bare = w.trim_matches(|c: char| c == '(' || c == ')' || c == '\'' || c == '"');
+            let digits = bare.chars().filter(|c| c.is_ascii_digit()).count();
             if w.starts_with("http://") || w.starts_with("https://") {
                 v.urls.push(w.to_string());
             } else if let Some((a, d)) = w.split_once('@') {
                 if !a.is_empty() && d.contains('.') && !d.starts_with('.') {
                     v.emails.push(w.to_string());
+                }
+            } else if (7..=15).contains(&digits) && !date_like(bare) && bare.chars().all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | '(' | ')')) && !bare.contains("..") && bare.chars().filter(|c| *c == '.').count() != 1 {
+                v.phones.push(bare.to_string());
+            } else if let Some((base, ext)) = bare.rsplit_once('.') {
+                let ext_ok = (2..=4).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphabetic()) && ext.chars().any(|c| c.is_ascii_lowercase());
+                let base_ok = !base.is_empty() && base.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) && base.chars().any(|c| c.is_alphabetic());
+                if ext_ok && base_ok && !matches!(ext, "com" | "org" | "net" | "io" | "edu" | "gov") {
+                    v.files.push(bare.to_string());
                 }
             }
         }
@@ -483,5 +527,20 @@ mod tests {
         assert!(is_end_param("drop_off_date") && is_end_param("departure_date") && is_end_param("returnDate"));
         assert!(!is_end_param("arrival_date") && !is_end_param("pick_up_date"));
         assert!(is_time_param("pick_up_time"));
+    }
+
+    #[test]
+    fn phones_files_and_labels_with_equals_or_after_an_id() {
+        let v = RequestValues::extract("Call my friend at 555-123-4567, or the office (1234567890) and +44 20 7946 0958 later.", d(2024, 1, 1));
+        assert_eq!(v.phones, ["555-123-4567", "1234567890"]);
+        let v = RequestValues::extract("I finished a document called 'example.txt' and the slides report_v2.pdf; see example.com or version 2.5.", d(2024, 1, 1));
+        assert_eq!(v.files, ["example.txt", "report_v2.pdf"]);
+        let v = RequestValues::extract("Get the forecast for a location (latitude=40.7128, longitude=74.006) and the likes of user ID 2.", d(2024, 1, 1));
+        assert!(v.labelled.contains(&("latitude".to_string(), "40.7128".to_string())), "{:?}", v.labelled);
+        assert!(v.labelled.contains(&("longitude".to_string(), "74.006".to_string())), "{:?}", v.labelled);
+        assert!(v.labelled.contains(&("userid".to_string(), "2".to_string())), "{:?}", v.labelled);
+        // A date or a price is no phone number.
+        let v = RequestValues::extract("On 2024-10-05 it costs 1234.50 dollars.", d(2024, 1, 1));
+        assert!(v.phones.is_empty(), "{:?}", v.phones);
     }
 }

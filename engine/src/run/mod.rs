@@ -52,6 +52,39 @@ impl Status {
     }
 }
 
+/// What a planned-only call "returns": its documented output fields (dotted paths) as nested
+/// objects whose leaves hold their own reference (`$var2.hotel.id$`), so a later argument that
+/// takes the field is written as that reference. An API with no documented output returns one
+/// field, `result`.
+pub fn skeleton(fields: &[String], label: &str) -> Value {
+    fn put(m: &mut Map<String, Value>, parts: &[&str], full: &str, label: &str) {
+        let Some((head, rest)) = parts.split_first() else { return };
+        if rest.is_empty() {
+            m.entry(head.to_string()).or_insert_with(|| Value::String(format!("${label}.{full}$")));
+            return;
+        }
+        let e = m.entry(head.to_string()).or_insert_with(|| Value::Object(Map::new()));
+        if !e.is_object() {
+            *e = Value::Object(Map::new());
+        }
+        if let Value::Object(sub) = e {
+            put(sub, rest, full, label);
+        }
+    }
+    let mut root = Map::new();
+    // Longest paths first, so a parent (`hotel`) becomes an object rather than a leaf.
+    let mut sorted: Vec<&String> = fields.iter().filter(|f| !f.is_empty()).collect();
+    sorted.sort_by_key(|f| std::cmp::Reverse(f.matches('.').count()));
+    for f in sorted.into_iter().take(256) {
+        let parts: Vec<&str> = f.split('.').collect();
+        put(&mut root, &parts, f, label);
+    }
+    if root.is_empty() {
+        root.insert("result".into(), Value::String(format!("${label}.result$")));
+    }
+    Value::Object(root)
+}
+
 /// How many of the APIs retrieval finds for a subtask may serve it.
 const SUBTASK_APIS: usize = 5;
 
@@ -78,6 +111,11 @@ pub struct RunOptions {
     pub backward: Option<bool>,
     /// Asked before any call to an API that requires approval (human in the loop).
     pub approver: Option<Arc<dyn Approver>>,
+    /// Plan only: nothing is sent. Each call's response is the skeleton of its documented output
+    /// fields (every leaf holds its own `$varN.path$` reference), so the search, Reverse Chain and
+    /// plan mode run as usual and the chain comes back with its data flow as references. Nothing
+    /// is remembered or learned from such a run.
+    pub dry_run: bool,
 }
 
 /// A call waiting for a person's approval: the API and its resolved arguments.
@@ -150,6 +188,9 @@ pub struct RunStats {
     pub planned: bool,
     #[serde(default)]
     pub plan_fallback_at: Option<usize>,
+    /// Planned only ([`RunOptions::dry_run`]): no call was sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
     /// total − http − embed: what the engine itself spent.
     pub engine_ms: f64,
 }
@@ -223,6 +264,7 @@ struct RunState<'a> {
     /// Judge and answer without the planner (memory replays, plans that passed).
     deterministic_judge: bool,
     approver: Option<Arc<dyn Approver>>,
+    dry_run: bool,
 }
 
 impl RunState<'_> {
@@ -321,6 +363,10 @@ impl Engine {
     pub async fn learn_from(&self, run_id: &str, report: &RunReport) -> Result<RunLearning> {
         let mut out = RunLearning::default();
         let Some(store) = &self.store else { return Ok(out) };
+        // A planned-only run sent nothing: there is nothing to learn from.
+        if report.stats.dry_run {
+            return Ok(out);
+        }
         let _one = self.learning.lock().await;
         if let Some(h) = &self.health {
             for change in h.observe(&learn::sent_calls(report)) {
@@ -425,6 +471,7 @@ impl Engine {
             subtask_sims: Vec::new(),
             deterministic_judge: false,
             approver: opts.approver.clone(),
+            dry_run: opts.dry_run,
         }
     }
 
@@ -504,6 +551,7 @@ impl Engine {
 
     async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
         let mut st = self.new_state(request, given, earlier, sink, &opts);
+        st.stats.dry_run = st.dry_run;
         let t = Instant::now();
         let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
@@ -1187,6 +1235,9 @@ impl Engine {
         let Some(node) = self.graph.apis.get(&api.id) else { return false };
         let spec = CallSpec::from_node(node);
         let label = format!("var{}", st.next_label);
+        if st.dry_run {
+            return self.execute_dry(st, api, filled, label).await;
+        }
         if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
             let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
             let resolved = crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone());
@@ -1254,6 +1305,45 @@ impl Engine {
             st.ctx.step_subtask.insert(label.clone(), i);
         }
         st.sent.insert(label.clone(), outcome.arguments);
+        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
+        st.next_label = st.ctx.path.len() + 1;
+        true
+    }
+
+    /// A planned call in a dry run: on the path with the skeleton of its output as response.
+    async fn execute_dry(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled, label: String) -> bool {
+        // Every dry call "succeeds": the same call twice would only loop (its answer would be
+        // the same), so it is a dead end.
+        if st.ctx.path.iter().any(|s| s.api.id == api.id && s.arguments == filled.arguments) {
+            let reason = format!("{} was planned with the same arguments already", api.name);
+            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: reason.clone() });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::BadRequest { message: reason } }).await;
+            return false;
+        }
+        // Literal values are checked against the schema as a real call's are (references are
+        // filled only when calls run).
+        let literal: Map<String, Value> = filled.arguments.iter().filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains('$'))).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let params: Vec<toolgraph_schema::ParamDoc> = api.params.iter().filter(|p| literal.contains_key(&p.name)).cloned().map(|mut p| {
+            p.required = false;
+            p
+        }).collect();
+        if let Err(problems) = crate::exec::validate(&params, &literal) {
+            let error = CallError::InvalidArguments { problems };
+            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+            return false;
+        }
+        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone(), sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }).await;
+        st.calls_made += 1;
+        let response = Arc::new(skeleton(&api.output_fields, &label));
+        let observation = compress(&response, &keep_set(&st.ctx.request, std::iter::empty()), self.settings.observation_chars);
+        st.emit(TraceEvent::Response { label: label.clone(), api: api.id.clone(), status: 0, attempts: 0, elapsed_ms: 0.0, observation: observation.clone(), response: response.clone() }).await;
+        let repeat = st.ctx.calls_of(&api.id);
+        st.ctx.fields.insert(label.clone(), Arc::new(crate::plan::deterministic::FieldIndex::build(&response)));
+        if let Some(i) = st.ctx.focus {
+            st.ctx.step_subtask.insert(label.clone(), i);
+        }
+        st.sent.insert(label.clone(), filled.arguments.clone());
         st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
         st.next_label = st.ctx.path.len() + 1;
         true
@@ -1396,7 +1486,7 @@ impl Engine {
         // Long-term memory of runs judged complete (the graph learns in `learn_from`, once per run).
         if judgement.is_some() && !recalled {
             // Only a run judged complete is a plan worth recalling.
-            if status == Status::Answered && settings.remember {
+            if status == Status::Answered && settings.remember && !st.dry_run {
                 if let Some(mem) = &self.memory {
                     let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;

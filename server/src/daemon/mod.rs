@@ -830,7 +830,7 @@ fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgraph_engine::r
         (None, None) => None,
         (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>())))?),
     };
-    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None })
+    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: false })
 }
 
 /// `GET /v1/models`: the configured LLMs (never their keys) and the default.
