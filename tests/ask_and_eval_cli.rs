@@ -159,7 +159,7 @@ fn eval_all_writes_one_report_with_every_benchmarks_own_metrics() {
     assert!(md.contains("| GPT-4 (published, all records) | 96.91 | 80.53 | — | 71.14 |"), "{md}");
     assert!(md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |"), "{md}");
     let svg = std::fs::read_to_string(out.join("report.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.matches("font-weight=\"bold\"").count() == 4, "{svg}");
+    assert!(svg.starts_with("<svg") && svg.matches("font-weight=\"bold\"").count() == 5, "{svg}");
 
     // NESTFUL: three sets, 2 folds × at most 3 held-out samples each, plans carry the data flow
     // as the benchmark writes it.
@@ -184,4 +184,11 @@ fn eval_all_writes_one_report_with_every_benchmarks_own_metrics() {
     let (correct, success) = (m["call_correctness"].as_f64().unwrap(), m["all_calls_correct"].as_f64().unwrap());
     assert!((0.0..=1.0).contains(&correct) && (0.0..=1.0).contains(&success), "{m}");
     assert!(m["http_calls_mean"].as_f64().unwrap() > 0.0, "calls were executed: {m}");
+    // ToolBench answers: re-planned and executed against their recorded observations; the rows
+    // say which judge made them.
+    let tbx = read_json(&out.join("toolbench.json"));
+    assert_eq!((tbx["files"].as_u64(), tbx["judge"].as_str()), (Some(26), Some("deterministic")));
+    assert_eq!(tbx["methods"][0]["queries"], 6, "{}", tbx["methods"][0]);
+    assert!(tbx["tools"].as_u64().unwrap() > 0, "the answers' tools were read from the docs");
+    assert!(md.contains("judged by toolgraph's `deterministic` judge"), "{md}");
 }

@@ -11,3 +11,4 @@ pub mod planned;
 pub mod taskbench;
 pub mod report;
 pub mod apibank;
+pub mod toolbench;

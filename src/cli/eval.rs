@@ -77,7 +77,23 @@ pub(super) enum EvalCmd {
         #[command(flatten)]
         how: HowArgs,
     },
-    /// The whole suite (ComplexFuncBench, NESTFUL, TaskBench, API-Bank level-3) in one run: each benchmark's JSON
+    /// ToolBench answers re-planned: each answer file's query planned over the graph learned from
+    /// the other files (k-fold) and executed against its recorded observations; pass rate by the
+    /// engine's judge.
+    Toolbench {
+        /// The answer folder (searched recursively).
+        #[arg(long, default_value_os_t = shared_data().join("toolbench/answer"))]
+        answers: PathBuf,
+        /// Tool docs (only the tools the answers use are read).
+        #[arg(long, default_value_os_t = shared_data().join("toolenv/tools.jsonl.gz"))]
+        tools: PathBuf,
+        /// JSON report; a .md table is written beside it.
+        #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/toolbench.json")]
+        report: PathBuf,
+        #[command(flatten)]
+        how: HowArgs,
+    },
+    /// The whole suite (ComplexFuncBench, NESTFUL, TaskBench, API-Bank level-3, ToolBench answers) in one run: each benchmark's JSON
     /// and markdown, and one report (report.md, report.svg) in --out.
     All {
         /// The folder holding the benchmarks (complexfuncbench/, nestful_v1/, taskbench/).
@@ -226,6 +242,12 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{}", toolgraph_eval::apibank::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
+        EvalCmd::Toolbench { answers, tools, report, how } => {
+            let s = how.settings(load_settings(cli)?);
+            let r = toolbench(&s, answers, tools, report, how).await?;
+            println!("{}", toolgraph_eval::toolbench::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
         EvalCmd::All { data, out, how } => {
             let s = how.settings(load_settings(cli)?);
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -235,6 +257,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
             let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
             let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
+            let tbx = toolbench(&s, &data.join("toolbench/answer"), &data.join("toolenv/tools.jsonl.gz"), &out.join("toolbench.json"), how).await?;
             let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner, started.elapsed().as_secs_f64());
             md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
             md.push('\n');
@@ -243,8 +266,10 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             md.push_str(&toolgraph_eval::taskbench::markdown(&tb));
             md.push('\n');
             md.push_str(&toolgraph_eval::apibank::markdown(&ab));
+            md.push('\n');
+            md.push_str(&toolgraph_eval::toolbench::markdown(&tbx));
             std::fs::write(out.join("report.md"), &md)?;
-            std::fs::write(out.join("report.svg"), toolgraph_eval::report::svg(&panels(&cfb, &nf, &tb, &ab)))?;
+            std::fs::write(out.join("report.svg"), toolgraph_eval::report::svg(&panels(&cfb, &nf, &tb, &ab, &tbx)))?;
             println!("{md}");
             eprintln!("report: {}", out.join("report.md").display());
             Ok(ExitCode::SUCCESS)
@@ -253,7 +278,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
 }
 
 /// The headline metric of each benchmark: toolgraph's methods and the published rows.
-fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestful::NestfulReport, tb: &toolgraph_eval::taskbench::TaskBenchReport, ab: &toolgraph_eval::chains::ChainReport) -> Vec<toolgraph_eval::report::Panel> {
+fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestful::NestfulReport, tb: &toolgraph_eval::taskbench::TaskBenchReport, ab: &toolgraph_eval::chains::ChainReport, tbx: &toolgraph_eval::toolbench::ToolBenchReport) -> Vec<toolgraph_eval::report::Panel> {
     use toolgraph_eval::report::Panel;
     let mut a = Panel { title: "ComplexFuncBench — Overall Success Rate (%)".into(), bars: Vec::new() };
     a.bars.extend(toolgraph_eval::complexfuncbench::PUBLISHED.iter().take(2).map(|(m, sr, _)| (m.to_string(), *sr, true)));
@@ -265,7 +290,19 @@ fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestfu
     c.bars.extend(toolgraph_eval::taskbench::PUBLISHED.iter().map(|(m, n, _, _, _)| (m.to_string(), *n, true)));
     c.bars.extend(tb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.n_f1, false)));
     let d = Panel { title: "API-Bank level-3 — API call correctness (%)".into(), bars: ab.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.call_correctness, false)).collect() };
-    vec![a, b, c, d]
+    let mut e = Panel { title: format!("ToolBench answers — Pass Rate by the {} judge (%)", tbx.judge), bars: vec![("recorded runs (answered)".into(), 100.0 * tbx.recorded_pass_rate, true)] };
+    e.bars.extend(tbx.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.pass_rate, false)));
+    vec![a, b, c, d, e]
+}
+
+async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::toolbench::ToolBenchReport> {
+    let p = plan_only(s, how)?;
+    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), folds: p.folds, methods: p.methods, planner: p.planner, limit: p.limit, run: p.run, cache: p.cache };
+    let embedder = load_embedder(s).await?;
+    let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench")).await?;
+    write_json(report, &r)?;
+    std::fs::write(report.with_extension("md"), toolgraph_eval::toolbench::markdown(&r))?;
+    Ok(r)
 }
 
 async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
