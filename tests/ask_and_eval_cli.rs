@@ -68,6 +68,16 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("status: answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "), "{text}");
 
+    // Plan only: the tools point at a port nothing listens on, and the plan still comes back
+    // (nothing is sent), with its data flow as references.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = bin_in(dir.path()).arg("--store").arg(&store).args(["ask", request, "--dry-run", "--json", "--rewrite", &format!("https://=http://127.0.0.1:{dead}/")]).output().unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((d["stats"]["dry_run"].as_bool(), d["stats"]["http_calls"].as_u64(), d["stats"]["failed_calls"].as_u64()), (Some(true), Some(0), Some(0)), "{d:#}");
+    assert_eq!(d["chain"][0]["name"], "Search_Car_Location", "{d:#}");
+    let out = bin_in(dir.path()).arg("--store").arg(&store).args(["ask", request, "--dry-run", "--no-learn"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(planned only: nothing was sent)"), "{}", String::from_utf8_lossy(&out.stdout));
+
     // Nothing to learn from yet: a clear message, not a crash.
     let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
     let out = bin_in(dir.path()).arg("--store").arg(&empty).args(["ask", "hello"]).output().unwrap();

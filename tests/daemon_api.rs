@@ -48,7 +48,8 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     s.server.max_body_bytes = 64 * 1024;
     let Learned { store, vectors, memory, .. } = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
     let (recs, _) = recordings(&test, &specs);
-    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
+    let sb = Sandbox::new(Library::new(recs), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
     let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None, state: None };
     let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
@@ -106,6 +107,14 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let planned: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request, "mode": "plan", "planner": "deterministic"})).send().await.unwrap().json().await.unwrap();
     assert_eq!(planned["stats"]["planned"], json!(true), "{planned}");
     assert!(planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(), "{planned}");
+    // Plan only: the same request planned with nothing sent; its data flow comes back as
+    // references, and the run says it was a dry run.
+    let served = sb.stats().served;
+    let dry: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request, "dry_run": true})).send().await.unwrap().json().await.unwrap();
+    assert_eq!(sb.stats().served, served, "a dry run sends nothing: {dry}");
+    assert_eq!((dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()), (Some(true), Some(0)), "{dry}");
+    assert!(!dry["chain"].as_array().unwrap().is_empty(), "{dry}");
+    assert!(first["stats"].get("dry_run").is_none(), "an executed run does not say dry_run: {}", first["stats"]);
     let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(), 400, "invalid_request").await;
     assert!(e["message"].as_str().unwrap().contains("`mode`"), "{e}");
     let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"})).send().await.unwrap(), 400, "invalid_request").await;

@@ -174,7 +174,7 @@ impl ToolgraphMcp {
         let mut rounds = 0;
         loop {
             let mut body = json!({"request": text, "given": given, "stream": true});
-            for k in ["planner", "model", "mode", "backward"] {
+            for k in ["planner", "model", "mode", "backward", "dry_run"] {
                 if let Some(v) = args.get(k) {
                     body[k] = v.clone();
                 }
@@ -388,7 +388,8 @@ fn tools() -> &'static [Tool] {
                     "planner": {"type": "string", "enum": ["deterministic", "llm"]},
                     "model": {"type": "string", "description": "For the llm planner: a configured model"},
                     "mode": {"type": "string", "enum": ["graph", "plan", "dfs-no-graph", "retrieve-greedy"]},
-                    "backward": {"type": "boolean", "description": "Plan target-first (Reverse Chain)"}
+                    "backward": {"type": "boolean", "description": "Plan target-first (Reverse Chain)"},
+                    "dry_run": {"type": "boolean", "description": "Plan only: nothing is sent; the chain comes back with its data flow as $varN.field$ references"}
                 }, "required": ["request"]},
                 "annotations": {"readOnlyHint": false, "destructiveHint": false, "openWorldHint": true}
             },

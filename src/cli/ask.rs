@@ -23,6 +23,10 @@ pub(super) struct AskArgs {
     /// Neither learn weights nor store a memory from this run.
     #[arg(long)]
     no_learn: bool,
+    /// Plan only: print the chain the engine would run, its data flow as `$varN.field$`
+    /// references; nothing is sent, learned or remembered.
+    #[arg(long)]
+    dry_run: bool,
     /// Print the whole run report (trace included) as JSON.
     #[arg(long)]
     json: bool,
@@ -67,7 +71,8 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         health: None,
     });
     let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
-    let r = engine.run(&args.request, given, None).await?;
+    let opts = toolgraph_engine::run::RunOptions { dry_run: args.dry_run, ..Default::default() };
+    let r = engine.run_with(&args.request, given, Vec::new(), None, opts).await?;
     // The graph learns from this run too (counts; the chain when answered), once per run id.
     let run_id = format!("cli_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
     if let Err(e) = engine.learn_from(&run_id, &r).await {
@@ -78,7 +83,7 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     if args.json {
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r)?);
     } else {
-        let _ = writeln!(out, "status: {}", r.status.as_str());
+        let _ = writeln!(out, "status: {}{}", r.status.as_str(), if r.stats.dry_run { " (planned only: nothing was sent)" } else { "" });
         for c in &r.chain {
             let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
         }

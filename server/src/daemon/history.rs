@@ -78,6 +78,7 @@ pub(super) async fn work_of(d: &Daemon, options: &Value, session_id: &str) -> Re
         model: options.get("model").and_then(Value::as_str).map(str::to_string),
         mode: options.get("mode").and_then(Value::as_str).map(str::to_string),
         backward: options.get("backward").and_then(Value::as_bool),
+        dry_run: options.get("dry_run").and_then(Value::as_bool).unwrap_or(false),
     };
     let opts = run_options(d, &r)?;
     // The session's values as they are now (a resumed run continues its conversation).
@@ -157,7 +158,7 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
         }
         _ => return Err(ApiError::invalid("give either `steps` or `chain_id`")),
     };
-    super::validate_request(&OrchestrateRequest { request: "chain".into(), session_id: None, given: body.given.clone(), stream: false, planner: None, model: None, mode: None, backward: None }, usize::MAX)?;
+    super::validate_request(&OrchestrateRequest { request: "chain".into(), session_id: None, given: body.given.clone(), stream: false, planner: None, model: None, mode: None, backward: None, dry_run: false }, usize::MAX)?;
     let request = body.request.clone().or(name).unwrap_or_else(|| {
         let apis: Vec<&str> = chain["steps"].as_array().into_iter().flatten().filter_map(|s| s.get("api").and_then(Value::as_str)).collect();
         format!("chain: {}", apis.join(" → "))

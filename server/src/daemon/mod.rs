@@ -814,6 +814,9 @@ pub struct OrchestrateRequest {
     /// Target-first planning (Reverse Chain) for this run (default: `run.backward`).
     #[serde(default)]
     pub backward: Option<bool>,
+    /// Plan only: nothing is sent, learned or remembered; the chain comes back with its data flow.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// The per-run choices of a request, checked.
@@ -830,7 +833,7 @@ fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgraph_engine::r
         (None, None) => None,
         (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>())))?),
     };
-    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: false })
+    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: r.dry_run })
 }
 
 /// `GET /v1/models`: the configured LLMs (never their keys) and the default.
@@ -919,7 +922,7 @@ async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<
         return Err(ApiError::invalid(format!("the session holds more than {MAX_SESSION_GIVEN} given values; start a new session")));
     }
     let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
-    let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given});
+    let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given, "dry_run": body.dry_run});
     let work = Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts };
     let job = Job { run_id, session_id, caller, request: body.request.clone(), options, session: Some(json!(session)), work, resumed: false };
     start_run(d, job, stream).await

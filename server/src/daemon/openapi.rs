@@ -35,7 +35,8 @@ pub(super) async fn document() -> Json<Value> {
                     "planner": {"enum": ["deterministic", "llm"], "description": "who decides this run (default: the daemon's planner)"},
                     "model": {"type": "string", "description": "for the llm planner: a configured model (GET /v1/models); default llm.default"},
                     "mode": {"enum": ["graph", "plan", "dfs-no-graph", "retrieve-greedy"], "description": "plan: one plan from the solution library, executed, falling back to the graph search from a failing step"},
-                    "backward": {"type": "boolean", "description": "target first: call the API that answers, complete its inputs backwards (Reverse Chain)"}}},
+                    "backward": {"type": "boolean", "description": "target first: call the API that answers, complete its inputs backwards (Reverse Chain)"},
+                    "dry_run": {"type": "boolean", "description": "plan only: nothing is sent; the chain comes back with its data flow as $varN.field$ references (stats.dry_run); nothing is learned or remembered"}}},
                 "RunResult": {"type": "object", "properties": {
                     "run_id": {"type": "string"}, "session_id": {"type": "string"}, "request": {"type": "string"},
                     "status": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"]}, "answer": {"type": "string"},
