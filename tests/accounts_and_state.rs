@@ -149,12 +149,10 @@ async fn history_sessions_and_roles_survive_a_restart() {
         assert_eq!(all["runs"].as_array().unwrap().len(), 1, "{all}");
 
         // Restart: a new daemon over the same stores.
-        let _ = stop.send(());
-        server.await.unwrap().unwrap();
-        drop(d);
+        stop_daemon(d, stop, server).await;
         drop(st);
         let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
-        let (base, _d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |_| {}).await;
+        let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |_| {}).await;
         let mine: Value = get(&http, &format!("{base}/v1/runs"), &k.ana).await.json().await.unwrap();
         assert_eq!(mine["runs"][0]["run_id"], json!(run_id), "{mine}");
         assert_eq!(mine["runs"][0]["status"], "answered");
@@ -227,8 +225,7 @@ async fn history_sessions_and_roles_survive_a_restart() {
         assert_eq!(get(&http, &format!("{base}/v1/me"), &k.ben).await.status(), 200);
         assert_eq!(http.delete(format!("{base}/v1/keys/{kid}")).header("authorization", bearer(&k.admin)).send().await.unwrap().status(), 204);
         error_of(get(&http, &format!("{base}/v1/me"), &k.ben).await, 401, "invalid_api_key").await;
-        let _ = stop.send(());
-        server.await.unwrap().unwrap();
+        stop_daemon(d, stop, server).await;
         eprintln!("history_sessions_and_roles_survive_a_restart: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
@@ -245,8 +242,8 @@ async fn two_daemons_share_sessions_through_the_state_store() {
         let k = users(&st).await;
         let http = reqwest::Client::new();
         // Two replicas: each its own graph (the same tool registered on both), one state store.
-        let (a, _, stop_a, srv_a) = daemon_on(da.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
-        let (b, _, stop_b, srv_b) = daemon_on(db.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
+        let (a, da_d, stop_a, srv_a) = daemon_on(da.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
+        let (b, db_d, stop_b, srv_b) = daemon_on(db.path(), Arc::new(StateStore::open(&url, 4).await.unwrap()), ApiKeys::default(), |_| {}).await;
         for base in [&a, &b] {
             assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
         }
@@ -266,9 +263,8 @@ async fn two_daemons_share_sessions_through_the_state_store() {
         let made: Value = post(&http, &format!("{a}/v1/users/{uid}/keys"), &k.admin, json!({"label": "new"})).await.json().await.unwrap();
         let me: Value = get(&http, &format!("{b}/v1/me"), made["key"].as_str().unwrap()).await.json().await.unwrap();
         assert_eq!(me["name"], "ben", "{me}");
-        let _ = (stop_a.send(()), stop_b.send(()));
-        srv_a.await.unwrap().unwrap();
-        srv_b.await.unwrap().unwrap();
+        stop_daemon(da_d, stop_a, srv_a).await;
+        stop_daemon(db_d, stop_b, srv_b).await;
         eprintln!("two_daemons_share_sessions_through_the_state_store: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
@@ -290,7 +286,7 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
         let k = users(&st).await;
         let http = reqwest::Client::new();
         // Health tracking off: the failing calls below must not take the API out of the search.
-        let (base, _d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |s| s.health.enabled = false).await;
+        let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |s| s.health.enabled = false).await;
         sb.require_header(None);
         assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
         sb.require_header(Some(("X-RapidAPI-Key", SECRET)));
@@ -339,8 +335,7 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
         }
         // Credentials are administrators' business.
         error_of(get(&http, &format!("{base}/v1/credentials"), &k.ana).await, 403, "forbidden").await;
-        let _ = stop.send(());
-        server.await.unwrap().unwrap();
+        stop_daemon(d, stop, server).await;
         eprintln!("credentials_are_injected_bound_to_their_host_and_never_shown: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
@@ -417,18 +412,15 @@ async fn approvals_pause_runs_durably_and_decisions_continue_them() {
         // approval (given to the new daemon) completes it.
         let paused: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
         let run = paused["run_id"].as_str().unwrap().to_string();
-        let _ = stop.send(());
-        server.await.unwrap().unwrap();
-        drop(d);
+        stop_daemon(d, stop, server).await;
         let st2 = Arc::new(StateStore::open(&url, 4).await.unwrap());
-        let (base2, _d2, stop2, server2) = daemon_on(dir.path(), st2, ApiKeys::default(), lease).await;
+        let (base2, d2, stop2, server2) = daemon_on(dir.path(), st2, ApiKeys::default(), lease).await;
         let still = wait_for(&http, &base2, &k.ana, &run, "awaiting_approval").await;
         assert_eq!(still["pending"]["arguments"]["city"], "Paris");
         assert_eq!(post(&http, &format!("{base2}/v1/runs/{run}/approve"), &k.ana, json!({})).await.status(), 200);
         let done = wait_for(&http, &base2, &k.ana, &run, "answered").await;
         assert_eq!(done["chain"][0]["api"], json!(api), "{done}");
-        let _ = stop2.send(());
-        server2.await.unwrap().unwrap();
+        stop_daemon(d2, stop2, server2).await;
         eprintln!("approvals_pause_runs_durably_and_decisions_continue_them: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());

@@ -52,7 +52,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
     let backends = Backends { store, vectors, embedder: emb, memory, executor: exec_to(Some(sb_addr), true), planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None, state: None };
-    let (url, _d, stop, server) = start(backends, ApiKeys::default()).await;
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 
     // Health, readiness, the API document.
@@ -173,8 +173,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     assert!(m.contains("toolgraph_http_requests_total{method=\"POST\",route=\"/v1/orchestrate\",status=\"200\"}"), "{m}");
     assert!(m.contains("toolgraph_tool_calls_total"));
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    stop_daemon(d, stop, server).await;
     let _ = sb_stop.send(());
 }
 
@@ -185,7 +184,7 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let backends = empty_backends(dir.path(), emb.clone(), exec_to(None, true), |_| {}).await;
-    let (url, _d, stop, server) = start(backends, ApiKeys::new(["test-key-1"])).await;
+    let (url, d, stop, server) = start(backends, ApiKeys::new(["test-key-1"])).await;
     let http = reqwest::Client::new();
     let key = "Bearer test-key-1";
 
@@ -285,8 +284,7 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     http.patch(format!("{url}/v1/tools/{id}")).header("authorization", key).json(&json!({"status": "invalid"})).send().await.unwrap();
     let found: Value = http.get(format!("{url}/v1/tools/search?q=current%20weather&k=5")).header("authorization", key).send().await.unwrap().json().await.unwrap();
     assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(id)), "{found}");
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    stop_daemon(d, stop, server).await;
 
     // A daemon that does not allow-list loopback refuses to register a tool on 127.0.0.1.
     let dir2 = tempfile::tempdir().unwrap();

@@ -43,14 +43,13 @@ async fn runs_and_tool_calls_are_exported_as_spans_over_otlp() {
     let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (url, _d, stop, server) = start(empty_backends(dir.path(), embedder(), exec_to(None, true), |_| {}).await, ApiKeys::default()).await;
+    let (url, d, stop, server) = start(empty_backends(dir.path(), embedder(), exec_to(None, true), |_| {}).await, ApiKeys::default()).await;
     let http = reqwest::Client::new();
     assert_eq!(http.post(format!("{url}/v1/tools")).json(&weather_tool(&format!("http://{sb_addr}"))).send().await.unwrap().status(), 201);
     let ran: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();
     assert_eq!(ran["status"], "answered", "{ran}");
     let run_id = ran["run_id"].as_str().unwrap().to_string();
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    stop_daemon(d, stop, server).await;
     tokio::task::spawn_blocking(move || telemetry.shutdown()).await.unwrap();
 
     let bodies = received.lock().unwrap().clone();

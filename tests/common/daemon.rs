@@ -46,6 +46,21 @@ pub async fn start(backends: Backends, keys: ApiKeys) -> (String, Arc<Daemon>, t
     (url, d, tx, h)
 }
 
+/// Stop a daemon started by [`start`] and wait until nothing of it runs on: `serve` has returned
+/// and no task holds the daemon (so its embedded stores are closed and can be opened again, and
+/// its folder removed). A task that outlives the shutdown fails the test.
+pub async fn stop_daemon(d: Arc<Daemon>, stop: tokio::sync::oneshot::Sender<()>, server: tokio::task::JoinHandle<std::io::Result<()>>) {
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+    for _ in 0..500 {
+        if Arc::strong_count(&d) == 1 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{} references to the daemon outlive its shutdown by 5 s", Arc::strong_count(&d) - 1);
+}
+
 /// Every error body follows the contract; returns it.
 pub async fn error_of(r: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(r.status().as_u16(), status);

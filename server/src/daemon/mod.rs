@@ -440,11 +440,17 @@ impl Daemon {
     /// period) and release paused runs' leases so that another daemon resumes them at once.
     pub async fn abandon_runs(&self) {
         let tasks: Vec<(String, tokio::task::AbortHandle)> = self.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
-        for (id, h) in tasks {
+        for (id, h) in &tasks {
             h.abort();
-            if let Err(e) = self.state.release_lease(&id).await {
+            if let Err(e) = self.state.release_lease(id).await {
                 tracing::warn!(run_id = %id, error = %e, "releasing a paused run failed; it is resumed when its lease lapses");
             }
+        }
+        // An aborted task ends at its next await; wait for that (bounded), so what the runs held
+        // (stores, files) is let go before `serve` returns.
+        let until = Instant::now() + ABANDON_WAIT;
+        while tasks.iter().any(|(_, h)| !h.is_finished()) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -534,8 +540,7 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
     };
     let app = router(d.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(signal);
-    let maintenance = tokio::spawn(maintain(d.clone(), stop_rx.clone()));
-    let _stop_maintenance = AbortOnDrop(maintenance);
+    let mut maintenance = AbortOnDrop(tokio::spawn(maintain(d.clone(), stop_rx.clone())));
     let mut stop = stop_rx;
     let deadline = async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -549,8 +554,18 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
         }
     };
     d.abandon_runs().await;
+    // Upkeep saw the stop: let it finish the round it is in (bounded), so nothing it writes is
+    // cut off and every task this daemon started has ended when `serve` returns (an in-process
+    // restart can open the same embedded stores again at once).
+    if tokio::time::timeout(grace.max(ABANDON_WAIT), &mut maintenance.0).await.is_err() {
+        maintenance.0.abort();
+        let _ = (&mut maintenance.0).await;
+    }
     out
 }
+
+/// How long an aborted run gets to let go of what it holds.
+const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -587,7 +602,7 @@ async fn follow_mcp(d: Arc<Daemon>) {
 
 async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
     #[cfg(feature = "mcp")]
-    let follower = tokio::spawn(follow_mcp(d.clone()));
+    let _follower = AbortOnDrop(tokio::spawn(follow_mcp(d.clone())));
     let probe_every = Duration::from_millis(d.settings().health.probe_every_ms.max(100));
     let lease = Duration::from_millis(d.settings().server.approval_lease_ms.max(100));
     let tick = REFRESH_EVERY.min(probe_every).min(lease);
@@ -612,11 +627,7 @@ async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) 
         }
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
-            _ = stop.wait_for(|s| *s) => {
-                #[cfg(feature = "mcp")]
-                follower.abort();
-                return;
-            }
+            _ = stop.wait_for(|s| *s) => return,
         }
         if let Err(e) = d.refresh_graph().await {
             tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has");
