@@ -49,7 +49,9 @@ if [ "${TOOLGRAPH_BROWSER_TESTS:-1}" = 1 ]; then
   bash scripts/console.sh browser
   export TOOLGRAPH_BROWSER_TESTS=1
 fi
-cargo check --workspace --benches   # benches build, but do not run as tests
+# Benches must build (they do not run as tests): built in the test profile, with the dependencies
+# the tests compile anyway (a separate `cargo check` pass would compile every dependency again).
+cargo test --workspace --benches --no-run
 if [ "${TOOLGRAPH_LLM_TESTS:-}" = 1 ] && [ -z "${TOOLGRAPH_LLM_URL:-}" ]; then
   bash scripts/llama.sh build
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
