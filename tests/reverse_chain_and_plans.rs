@@ -893,6 +893,9 @@ async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
     assert_eq!(book["guest_id"], json!("$var1.data.guest_id$"), "{book:?}");
     assert_eq!(book["hotel_id"], json!("$var2.data.hotel_id$"), "{book:?}");
     assert_eq!(book["date"], json!("2024-06-01"));
+    // The answer says what was planned (there are no results to report).
+    assert!(r.answer.starts_with("Planned 3 calls (a dry run: nothing was sent): var1 = Find_Guest("), "{}", r.answer);
+    assert!(r.answer.contains("guest_id=$var1.data.guest_id$"), "{}", r.answer);
     // A planned-only chain is never remembered as a good plan.
     let v = w
         .learned

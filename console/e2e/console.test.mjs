@@ -122,6 +122,36 @@ test('an earlier conversation is listed, opens with its turns and can be continu
   assert.match(await page.locator('[data-session]').getAttribute('data-session'), /^ses_/);
 });
 
+test('a plan-only run shows the planned chain with its data flow and sends nothing', async () => {
+  await page.goto(BASE + '/#/ask');
+  await page.getByRole('button', { name: 'New session' }).click();
+  await page.locator('details.options summary').click();
+  const dry = page.getByLabel('plan only (dry run: nothing is sent)');
+  await dry.check();
+  await page.getByPlaceholder(/What should the tools do/).fill(REQUEST);
+  await page.getByRole('button', { name: 'Plan', exact: true }).click();
+  const outcome = page.locator('.outcome[data-dry-run=true]');
+  await outcome.waitFor({ timeout: 120_000 });
+  const steps = outcome.locator('ol.planned-steps > li');
+  assert.ok((await steps.count()) >= 1, 'a planned chain');
+  assert.match(await outcome.innerText(), /nothing was sent/);
+  // Planned calls have output fields instead of responses: no HTTP status anywhere.
+  assert.ok((await page.locator('.turn').last().locator('li[data-step=response]', { hasText: 'planned' }).count()) >= 1);
+  assert.equal(await page.locator('.turn').last().locator('li[data-step=response]', { hasText: 'HTTP' }).count(), 0);
+  // The stored run says so too: a dry run, no HTTP call.
+  const id = decodeURIComponent((await outcome.locator('a[href^="#/history/run"]').getAttribute('href')).split('id=')[1]);
+  const stats = await page.evaluate(async (id) => (await (await fetch('/v1/runs/' + encodeURIComponent(id))).json()).stats, id);
+  assert.equal(stats.dry_run, true);
+  assert.equal(stats.http_calls, 0);
+  await shot('03b-plan-only');
+  // The choice is kept for the next visit; turned off again, the button asks.
+  await page.reload();
+  await page.getByRole('button', { name: 'Plan', exact: true }).waitFor();
+  await page.locator('details.options summary').click();
+  await page.getByLabel('plan only (dry run: nothing is sent)').uncheck();
+  await page.getByRole('button', { name: 'Ask', exact: true }).waitFor();
+});
+
 test('register an API: the test call is shown before admission', async () => {
   await page.goto(BASE + '/#/tools/register');
   await page.getByLabel('Name').fill('Car_Location_Lookup');

@@ -26,10 +26,11 @@ function short(id: string): string {
   return parts[parts.length - 1] || id;
 }
 
-function args(a: Record<string, unknown>, sources: Record<string, any> = {}): HTMLElement {
+function args(a: Record<string, unknown>, sources: Record<string, any> | null = {}): HTMLElement {
   const keys = Object.keys(a ?? {});
   if (keys.length === 0) return h('p', { class: 'muted' }, 'no arguments');
-  return h('table', { class: 'args' }, h('thead', null, h('tr', null, h('th', null, 'argument'), h('th', null, 'value'), h('th', null, 'from'))), h('tbody', null, keys.map((k) => h('tr', null, h('td', null, k), h('td', null, h('code', null, JSON.stringify(a[k]))), h('td', null, source(sources[k]))))));
+  const from = sources !== null;
+  return h('table', { class: 'args' }, h('thead', null, h('tr', null, h('th', null, 'argument'), h('th', null, 'value'), from ? h('th', null, 'from') : null)), h('tbody', null, keys.map((k) => h('tr', null, h('td', null, k), h('td', null, h('code', null, JSON.stringify(a[k]))), from ? h('td', null, source((sources ?? {})[k])) : null))));
 }
 
 export interface Timeline {
@@ -80,6 +81,11 @@ function step(s: any, runId: (() => string | undefined) | undefined, calls: Map<
       return el;
     }
     case 'response': {
+      if (s.status === 0 && s.attempts === 0) {
+        // A dry run's planned call: its documented output fields, each holding its own reference.
+        const fields = h('details', { class: 'response' }, h('summary', null, 'output fields'), jsonView(s.response, true));
+        return item('response', h('span', null, h('code', null, s.label), ' planned', h('span', { class: 'muted' }, ' not sent')), fields);
+      }
       const ok = s.status >= 200 && s.status < 300;
       const body = h('details', { class: 'response' }, h('summary', null, 'response'), jsonView(s.response, true));
       return item('response', h('span', null, h('code', null, s.label), ` HTTP ${s.status}`, h('span', { class: 'muted' }, ` ${Math.round(s.elapsed_ms)} ms, ${s.attempts} attempt${s.attempts === 1 ? '' : 's'}`), ok ? null : h('span', { class: 'badge b-error' }, 'error')), body);
@@ -127,6 +133,7 @@ function step(s: any, runId: (() => string | undefined) | undefined, calls: Map<
 /** The end of a run: honest status, the answer, the chain. */
 export function outcome(r: any): HTMLElement {
   const chain = (r.chain ?? []) as any[];
+  if (r.stats?.dry_run) return planned(r, chain);
   return h(
     'div',
     { class: 'outcome', 'data-status': r.status },
@@ -134,6 +141,19 @@ export function outcome(r: any): HTMLElement {
     r.answer ? h('p', { class: 'answer' }, r.answer) : null,
     chain.length ? h('p', { class: 'chain' }, 'chain: ', chain.map((c) => short(c.api)).join(' → ')) : null,
     r.judgement?.reason ? h('p', { class: 'muted' }, 'judge: ' + r.judgement.reason) : null,
+  );
+}
+
+/** A dry run's end: the planned chain, each step with its arguments (`$varN.field$`: what an
+ * earlier step will provide). Nothing was sent. */
+function planned(r: any, chain: any[]): HTMLElement {
+  return h(
+    'div',
+    { class: 'outcome planned', 'data-status': r.status, 'data-dry-run': 'true' },
+    h('div', { class: 'row' }, badge(r.status), h('span', { class: 'badge' }, 'plan only'), r.run_id ? h('a', { href: '#/history/run?id=' + encodeURIComponent(r.run_id) }, 'run ' + r.run_id) : null, r.run_id && chain.length ? h('a', { href: '#/chains?run=' + encodeURIComponent(r.run_id) }, 'open in the chain editor') : null),
+    h('p', { class: 'muted' }, chain.length ? `Planned ${chain.length} call${chain.length === 1 ? '' : 's'}; nothing was sent, learned or remembered.` : 'No chain could be planned; nothing was sent.'),
+    chain.length ? h('ol', { class: 'planned-steps' }, chain.map((c) => h('li', null, h('code', null, c.label), ' ', h('a', { href: '#/tools/api?id=' + encodeURIComponent(c.api) }, short(c.api)), args(c.arguments ?? {}, null)))) : null,
+    r.status !== 'answered' && r.answer ? h('p', { class: 'muted' }, r.answer) : null,
   );
 }
 

@@ -11,11 +11,12 @@ interface Turn {
 
 const PREF = 'toolgraph.ask';
 
-export function prefs(): { planner: string; model: string; mode: string; backward: boolean } {
+export function prefs(): { planner: string; model: string; mode: string; backward: boolean; dry: boolean } {
+  const none = { planner: '', model: '', mode: '', backward: false, dry: false };
   try {
-    return { planner: '', model: '', mode: '', backward: false, ...JSON.parse(localStorage.getItem(PREF) ?? '{}') };
+    return { ...none, ...JSON.parse(localStorage.getItem(PREF) ?? '{}') };
   } catch {
-    return { planner: '', model: '', mode: '', backward: false };
+    return none;
   }
 }
 
@@ -31,8 +32,14 @@ export async function askPage(main: HTMLElement, _ctx: Ctx) {
   const mode = h('select', { name: 'mode' }, ['', 'graph', 'plan', 'dfs-no-graph', 'retrieve-greedy'].map((m) => h('option', { value: m }, m || 'daemon default')));
   mode.value = p.mode;
   const backward = h('input', { type: 'checkbox', name: 'backward', checked: p.backward });
-  const save = () => localStorage.setItem(PREF, JSON.stringify({ planner: planner.value, model: model.value, mode: mode.value, backward: backward.checked }));
-  [planner, model, mode, backward].forEach((el) => el.addEventListener('change', save));
+  // Plan only: the chain is planned with its data flow, nothing is sent, learned or remembered.
+  const dry = h('input', { type: 'checkbox', name: 'dry_run', checked: p.dry });
+  const save = () => localStorage.setItem(PREF, JSON.stringify({ planner: planner.value, model: model.value, mode: mode.value, backward: backward.checked, dry: dry.checked }));
+  const showDry = () => {
+    send.textContent = dry.checked ? 'Plan' : 'Ask';
+  };
+  [planner, model, mode, backward, dry].forEach((el) => el.addEventListener('change', save));
+  dry.addEventListener('change', showDry);
 
   const sessionLabel = h('span', { class: 'muted', 'data-session': '' });
   const showSession = () => {
@@ -43,6 +50,7 @@ export async function askPage(main: HTMLElement, _ctx: Ctx) {
   const transcript = h('div', { class: 'transcript', 'aria-live': 'polite' });
   const input = h('textarea', { name: 'request', rows: 3, placeholder: 'What should the tools do? e.g. “Find flights from Paris to Rome tomorrow and a hotel near the airport”', required: true, maxlength: 4000 });
   const send = h('button', { type: 'submit' }, 'Ask');
+  showDry();
   const newSession = h('button', { type: 'button', class: 'secondary', onclick: () => { sessionId = null; showSession(); transcript.replaceChildren(); input.focus(); } }, 'New session');
 
   let loadConversations: () => Promise<void> = async () => {};
@@ -53,7 +61,7 @@ export async function askPage(main: HTMLElement, _ctx: Ctx) {
     send.disabled = true;
     const block = h('section', { class: 'turn' });
     block.append(h('div', { class: 'bubble user' }, turn.request, turn.given ? h('div', { class: 'muted' }, 'with: ' + Object.entries(turn.given).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')) : null));
-    const status = h('p', { class: 'loading', role: 'status' }, 'Running…');
+    const status = h('p', { class: 'loading', role: 'status' }, dry.checked ? 'Planning (nothing is sent)…' : 'Running…');
     let runId: string | undefined;
     const steps = timeline(() => runId);
     const tl = h('details', { class: 'bubble steps', open: true }, h('summary', null, 'steps'), steps.el);
@@ -66,6 +74,7 @@ export async function askPage(main: HTMLElement, _ctx: Ctx) {
     if (model.value) body.model = model.value;
     if (mode.value) body.mode = mode.value;
     if (backward.checked) body.backward = true;
+    if (dry.checked) body.dry_run = true;
     try {
       await stream('/v1/orchestrate', body, (ev, data) => {
         if (ev === 'run') {
@@ -119,7 +128,7 @@ export async function askPage(main: HTMLElement, _ctx: Ctx) {
     },
     input,
     h('div', { class: 'row' }, send, newSession, sessionLabel),
-    h('details', { class: 'options' }, h('summary', null, 'planner and mode'), h('div', { class: 'row' }, field('Planner', planner), field('Model', model), field('Mode', mode), h('label', { class: 'check' }, backward, ' target first (Reverse Chain)'))),
+    h('details', { class: 'options' }, h('summary', null, 'planner and mode'), h('div', { class: 'row' }, field('Planner', planner), field('Model', model), field('Mode', mode), h('label', { class: 'check' }, backward, ' target first (Reverse Chain)'), h('label', { class: 'check' }, dry, ' plan only (dry run: nothing is sent)'))),
   );
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) form.requestSubmit();

@@ -135,6 +135,25 @@ fn wants_lowest(request: &str, quantity: &str) -> bool {
     quantity != "rating"
 }
 
+/// The answer of a dry run: the planned calls in order, each with its arguments (`$varN.field$`
+/// where an earlier call's output will provide the value). Nothing was sent, so there are no
+/// results to report.
+pub fn planned(ctx: &Context) -> String {
+    if ctx.path.is_empty() {
+        return "No chain could be planned for this request (a dry run: nothing was sent).".to_string();
+    }
+    let steps: Vec<String> = ctx
+        .path
+        .iter()
+        .map(|s| {
+            let args: Vec<String> = s.arguments.iter().map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+            format!("{} = {}({})", s.label, s.api.name, args.join(", "))
+        })
+        .collect();
+    let n = ctx.path.len();
+    format!("Planned {n} call{} (a dry run: nothing was sent): {}", if n == 1 { "" } else { "s" }, steps.join("; "))
+}
+
 /// The answer for `ctx`'s path.
 pub fn compose(ctx: &Context) -> String {
     let Some(last) = ctx.path.last() else {

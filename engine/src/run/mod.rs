@@ -1455,6 +1455,12 @@ impl Engine {
             Status::GaveUp
         };
         let answer = match status {
+            // A dry run has no results to write an answer from: it says what it planned.
+            Status::Answered if st.dry_run => {
+                let a = crate::plan::answer::planned(&st.ctx);
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
             Status::Answered => {
                 if !recalled {
                     st.stats.planner_calls += 1;
@@ -1464,10 +1470,16 @@ impl Engine {
                 a
             }
             Status::Partial => {
-                if !recalled {
+                if !recalled && !st.dry_run {
                     st.stats.planner_calls += 1;
                 }
-                let done = if recalled { crate::plan::deterministic::plain_answer(&st.ctx) } else { self.answer(&st).await? };
+                let done = if st.dry_run {
+                    crate::plan::answer::planned(&st.ctx)
+                } else if recalled {
+                    crate::plan::deterministic::plain_answer(&st.ctx)
+                } else {
+                    self.answer(&st).await?
+                };
                 let missing = judgement.as_ref().map(|j| if j.complete() { j.reason.clone() } else { crate::plan::coverage::missing_text(&j.coverage) }).unwrap_or_default();
                 let a = format!("Partly done; not covered: {missing}.\n{done}");
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
