@@ -74,9 +74,15 @@ impl World {
 }
 
 fn drive(config: Value) -> Value {
+    drive_logged(config).0
+}
+
+/// What the client saw, and its standard error (where a stdio server's log lines go too).
+fn drive_logged(config: Value) -> (Value, String) {
     let out = Command::new(python()).arg(common::root().join("tests/mcp/client.py")).arg(config.to_string()).current_dir(common::root()).output().expect("python runs");
-    assert!(out.status.success(), "the MCP client failed ({}):\n{}", out.status, tail(&String::from_utf8_lossy(&out.stderr), 60));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "the MCP client failed ({}):\n{}", out.status, tail(&log, 60));
+    (serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))), log)
 }
 
 fn tail(text: &str, n: usize) -> String {
@@ -141,17 +147,23 @@ fn assert_elicited(o: &Value) {
 #[test]
 fn toolgraph_mcp_over_stdio_serves_a_real_client_with_progress_and_elicitation() {
     let w = World::new();
-    let o = drive(json!({
+    let mut env = w.env();
+    env["TOOLGRAPH_LOG"] = json!("warn,toolgraph_server::daemon=debug");
+    let (o, log) = drive_logged(json!({
         "stdio": [env!("CARGO_BIN_EXE_toolgraph"), "--store", w.store, "mcp", "--rewrite", w.rewrite()],
-        "env": w.env(),
+        "env": env,
         "cwd": common::root(),
         "mode": "auto",
         "request": REQUEST, "needs": NEEDS, "answer": ANSWER,
+        "linger": 6,
     }));
     // The current protocol: no handshake, elicitation as an input_required result.
     assert_eq!(o["protocol_version"], "2026-07-28");
     assert_session(&o);
     assert_elicited(&o);
+    // A long-lived stdio server keeps the daemon's upkeep: the graph the answered runs taught is
+    // reloaded while it serves (every 5 s; the session lingers 6 s after its last run).
+    assert!(log.contains("reloaded the graph: the runs taught it"), "{}", tail(&log, 40));
 }
 
 #[test]

@@ -161,9 +161,7 @@ pub fn markdown(r: &ChainReport) -> String {
     for m in &r.methods {
         s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | {:.2} | {:.2} | {:.2} |\n", m.method, 100.0 * m.call_correctness, 100.0 * m.call_recall, 100.0 * m.argument_accuracy, 100.0 * m.all_calls_correct));
     }
-    if !r.skipped.is_empty() {
-        s.push_str(&format!("\n{} sample(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
-    }
+    s.push_str(&crate::report::skipped_md("sample", &r.skipped));
     s
 }
 

@@ -51,17 +51,38 @@ pub struct ChainEvalOptions {
     pub train: PathBuf,
     pub test: Option<PathBuf>,
     pub spec: PathBuf,
+    /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
+    pub category: String,
+    pub harness: HarnessOptions,
+}
+
+/// What every benchmark harness shares: the folds, the methods compared, who decides, how many
+/// held-out items, the run settings and the embedding cache.
+pub struct HarnessOptions {
     pub folds: usize,
     pub methods: Vec<EvalMethod>,
     /// Who decides (the deterministic planner when `None`), e.g. a configured LLM.
     pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
-    /// Evaluate at most this many test chains per fold (all when `None`).
+    /// Evaluate at most this many held-out items per fold (all when `None`).
     pub limit: Option<usize>,
     pub run: RunSettings,
     /// Embedding cache (speeds up repeated evaluations).
     pub cache: Option<PathBuf>,
-    /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
-    pub category: String,
+}
+
+impl HarnessOptions {
+    /// The planner that decides: the configured one, else the deterministic planner.
+    pub fn planner(&self) -> Arc<dyn toolgraph_engine::plan::Planner> {
+        self.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default()))
+    }
+
+    /// The embedding cache, opened (none when not configured).
+    pub fn open_cache(&self) -> Result<Option<EmbeddingCache>, toolgraph_ingest::IngestError> {
+        Ok(match &self.cache {
+            Some(p) => Some(EmbeddingCache::open(p)?),
+            None => None,
+        })
+    }
 }
 
 /// Scores of one method.
@@ -528,21 +549,18 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         Some(t) => Some(read_chains(t, max).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?),
         None => None,
     };
-    let cache = match &opts.cache {
-        Some(p) => Some(EmbeddingCache::open(p)?),
-        None => None,
-    };
+    let cache = opts.harness.open_cache()?;
     // Folds: (train, test) index sets over the chains.
     let folds: Vec<(Vec<&Chain>, Vec<&Chain>)> = match &test_all {
         Some(test) => vec![(train_all.iter().collect(), test.iter().collect())],
         None => {
-            let k = opts.folds.max(2);
+            let k = opts.harness.folds.max(2);
             (0..k).map(|f| (train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(), train_all.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, c)| c).collect())).collect()
         }
     };
     let mut report = ChainReport { train_chains: train_all.len(), test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()), folds: folds.len(), ..Default::default() };
-    let mut tallies: Vec<Tally> = opts.methods.iter().map(|_| Tally::default()).collect();
-    let total: usize = folds.iter().map(|(_, t)| opts.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.methods.len();
+    let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
+    let total: usize = folds.iter().map(|(_, t)| opts.harness.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.harness.methods.len();
     let mut done = 0;
     // (label, usage weight, requests, recall sums @3/@5/@10)
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
@@ -550,7 +568,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let Learned { store, retriever, memory, .. } = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
-        let test: Vec<&Chain> = test.iter().take(opts.limit.unwrap_or(usize::MAX)).copied().collect();
+        let test: Vec<&Chain> = test.iter().take(opts.harness.limit.unwrap_or(usize::MAX)).copied().collect();
         // Seed recall, plain hybrid against hybrid with usage vectors.
         {
             let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
@@ -586,16 +604,16 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
-        for (mi, method) in opts.methods.iter().enumerate() {
+        for (mi, method) in opts.harness.methods.iter().enumerate() {
             let mode = &method.mode;
-            let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
+            let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory, remember: false, learn: false, ..opts.harness.run.clone() };
             let engine = Engine::new(EngineParts {
                 graph: snapshot.clone(),
                 store: Some(store.clone()),
                 retriever: retriever.clone(),
                 memory: Some(memory.clone()),
                 executor: exec.clone(),
-                planner: opts.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default())),
+                planner: opts.harness.planner(),
                 settings: run_settings,
                 weights: settings.weights,
                 health: None,
@@ -624,7 +642,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
             SeedRecall { retrieval, usage_weight, requests: n, recall_at_3: s[0] / d, recall_at_5: s[1] / d, recall_at_10: s[2] / d }
         })
         .collect();
-    report.methods = opts.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(&m.name)).collect();
+    report.methods = opts.harness.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(&m.name)).collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -682,9 +700,7 @@ pub fn markdown(r: &ChainReport) -> String {
             s.push_str(&format!("| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} |\n", x.retrieval, x.usage_weight, x.requests, x.recall_at_3, x.recall_at_5, x.recall_at_10));
         }
     }
-    if !r.skipped.is_empty() {
-        s.push_str(&format!("\n{} record(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
-    }
+    s.push_str(&crate::report::skipped_md("record", &r.skipped));
     s
 }
 

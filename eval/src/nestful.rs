@@ -23,7 +23,8 @@
 //! writes them (`True`, `None`, `['a', 'b']`), so `2` and `"2"` are the same value, as in the
 //! scorer; references are `$varN.field$` on both sides.
 
-use crate::planned::{plan_folds, MethodPlans, PlanOnlyOptions, PlannedCall};
+use crate::chains::HarnessOptions;
+use crate::planned::{plan_folds, MethodPlans, PlannedCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -288,7 +289,7 @@ pub struct NestfulReport {
 type Totals = (Vec<Vec<Call>>, Vec<Vec<Call>>, usize, usize, Vec<f64>);
 
 /// Plan every set's samples held-out with every method and score them.
-pub async fn run(root: &Path, opts: &PlanOnlyOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<NestfulReport, IngestError> {
+pub async fn run(root: &Path, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<NestfulReport, IngestError> {
     let started = std::time::Instant::now();
     let mut report = NestfulReport { folds: opts.folds, ..Default::default() };
     let sets = read_sets(root, &mut report.skipped)?;
@@ -363,9 +364,7 @@ pub fn markdown(r: &NestfulReport) -> String {
         }
         s.push('\n');
     }
-    if !r.skipped.is_empty() {
-        s.push_str(&format!("\n{} sample(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
-    }
+    s.push_str(&crate::report::skipped_md("sample", &r.skipped));
     s
 }
 

@@ -6,31 +6,17 @@
 //! for real and the chain comes back with its data flow as `$varN.field$` references — the
 //! benchmarks' own notation.
 
-use crate::chains::{learn_in, EvalMethod, Learned};
+use crate::chains::{learn_in, HarnessOptions, Learned};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::PathBuf;
 use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
-use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::run::{Engine, EngineParts, Mode, RunOptions, RunSettings};
 use toolgraph_ingest::complexfuncbench::{Chain, Spec};
 use toolgraph_ingest::IngestError;
 use toolgraph_schema::Settings;
 
-/// How a plan-only evaluation runs.
-pub struct PlanOnlyOptions {
-    pub folds: usize,
-    pub methods: Vec<EvalMethod>,
-    /// Who decides (the deterministic planner when `None`).
-    pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
-    /// At most this many held-out samples per fold.
-    pub limit: Option<usize>,
-    pub run: RunSettings,
-    pub cache: Option<PathBuf>,
-}
 
 /// One call of a plan: the API's name as the benchmark writes it, its label, its arguments
 /// (references to earlier outputs kept).
@@ -62,11 +48,8 @@ pub struct MethodPlans {
 }
 
 /// Plan every held-out sample with every method (k-fold over `samples`); `progress(done, total)`.
-pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts: &PlanOnlyOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<Vec<MethodPlans>, IngestError> {
-    let cache = match &opts.cache {
-        Some(p) => Some(EmbeddingCache::open(p)?),
-        None => None,
-    };
+pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<Vec<MethodPlans>, IngestError> {
+    let cache = opts.open_cache()?;
     let k = opts.folds.max(2).min(samples.len().max(2));
     let mut out: Vec<MethodPlans> = opts.methods.iter().map(|m| MethodPlans { method: m.name.clone(), plans: Vec::new() }).collect();
     let total = held_out(samples.len(), opts) * opts.methods.len();
@@ -90,7 +73,7 @@ pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts:
                 retriever: retriever.clone(),
                 memory: Some(memory.clone()),
                 executor: exec.clone(),
-                planner: opts.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default())),
+                planner: opts.planner(),
                 settings: run_settings,
                 weights: settings.weights,
                 health: None,
@@ -111,7 +94,7 @@ pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts:
 }
 
 /// How many samples of `n` are planned (per method): every one, or `limit` per fold.
-pub fn held_out(n: usize, opts: &PlanOnlyOptions) -> usize {
+pub fn held_out(n: usize, opts: &HarnessOptions) -> usize {
     let k = opts.folds.max(2).min(n.max(2));
     (0..k).map(|f| (0..n).filter(|i| i % k == f).take(opts.limit.unwrap_or(usize::MAX)).count()).sum()
 }

@@ -12,6 +12,25 @@ pub struct Panel {
     pub bars: Vec<(String, f64, bool)>,
 }
 
+/// How many reasons a markdown report lists (every one is in the JSON report).
+const SKIPPED_LISTED: usize = 10;
+
+/// The markdown footer of what a benchmark run skipped: how many `what`s, and why (the first
+/// [`SKIPPED_LISTED`] reasons); empty when nothing was skipped.
+pub fn skipped_md(what: &str, skipped: &[String]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\n{} {what}(s) skipped:\n", skipped.len());
+    for r in skipped.iter().take(SKIPPED_LISTED) {
+        s.push_str(&format!("- {r}\n"));
+    }
+    if skipped.len() > SKIPPED_LISTED {
+        s.push_str(&format!("- … and {} more (all listed in the JSON report)\n", skipped.len() - SKIPPED_LISTED));
+    }
+    s
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -56,5 +75,17 @@ mod tests {
         // 410 px of plot width: half for 50 %, all of it for 100 %.
         assert!(out.contains("width=\"205.0\" height=\"18\" fill=\"#9e9e9e\""), "{out}");
         assert!(out.contains("width=\"410.0\" height=\"18\" fill=\"#1f77b4\""), "{out}");
+    }
+
+    #[test]
+    fn the_skipped_footer_counts_and_lists_the_reasons() {
+        assert_eq!(skipped_md("sample", &[]), "");
+        let two = skipped_md("sample", &["a: bad".into(), "b: worse".into()]);
+        assert_eq!(two, "\n2 sample(s) skipped:\n- a: bad\n- b: worse\n");
+        let many: Vec<String> = (0..12).map(|i| format!("r{i}")).collect();
+        let out = skipped_md("record", &many);
+        assert!(out.starts_with("\n12 record(s) skipped:\n- r0\n"), "{out}");
+        assert!(out.contains("- r9\n") && !out.contains("- r10\n"), "{out}");
+        assert!(out.ends_with("- … and 2 more (all listed in the JSON report)\n"), "{out}");
     }
 }

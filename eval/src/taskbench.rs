@@ -19,7 +19,8 @@
 //! are "the next task runs once this one completed").
 
 use crate::nestful::py_str;
-use crate::planned::{plan_folds, MethodPlans, PlanOnlyOptions, PlannedCall};
+use crate::chains::HarnessOptions;
+use crate::planned::{plan_folds, MethodPlans, PlannedCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -249,7 +250,7 @@ pub struct TaskBenchReport {
 }
 
 /// Plan the gold samples held-out with every method and score them.
-pub async fn run(root: &Path, opts: &PlanOnlyOptions, settings: &Settings, embedder: Arc<dyn Embedder>, progress: impl FnMut(usize, usize)) -> Result<TaskBenchReport, IngestError> {
+pub async fn run(root: &Path, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, progress: impl FnMut(usize, usize)) -> Result<TaskBenchReport, IngestError> {
     let started = std::time::Instant::now();
     let mut report = TaskBenchReport { folds: opts.folds, ..Default::default() };
     let specs = read_tools(&root.join(TOOLS))?;
@@ -292,9 +293,7 @@ pub fn markdown(r: &TaskBenchReport) -> String {
     for m in &r.methods {
         s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | **{:.2}** | **{:.2}** | **{:.2}** |\n", m.method, 100.0 * m.n_f1, 100.0 * m.e_f1, 100.0 * m.t_f1, 100.0 * m.v_f1));
     }
-    if !r.skipped.is_empty() {
-        s.push_str(&format!("\n{} record(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
-    }
+    s.push_str(&crate::report::skipped_md("record", &r.skipped));
     s
 }
 

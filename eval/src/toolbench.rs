@@ -12,7 +12,7 @@
 //! rows say which judge made them. The recorded runs' own outcome (`finish_type` give_answer) is
 //! shown beside them as the reference.
 
-use crate::chains::EvalMethod;
+use crate::chains::HarnessOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -22,8 +22,6 @@ use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::graph::GraphStore;
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
-use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::run::{Engine, EngineParts, RunSettings, Status};
@@ -184,18 +182,13 @@ pub struct ToolBenchReport {
 pub struct ToolBenchOptions {
     pub answers: PathBuf,
     pub tools: PathBuf,
-    pub folds: usize,
-    pub methods: Vec<EvalMethod>,
-    pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
-    pub limit: Option<usize>,
-    pub run: RunSettings,
-    pub cache: Option<PathBuf>,
+    pub harness: HarnessOptions,
 }
 
 /// Re-plan every answer file's query held-out and execute it against its recorded observations.
 pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ToolBenchReport, IngestError> {
     let started = std::time::Instant::now();
-    let mut report = ToolBenchReport { folds: opts.folds, judge: opts.planner.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|| "deterministic".into()), ..Default::default() };
+    let mut report = ToolBenchReport { folds: opts.harness.folds, judge: opts.harness.planner.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|| "deterministic".into()), ..Default::default() };
     let mut files = Vec::new();
     for p in answer_files(&opts.answers) {
         match read_answer(&p) {
@@ -209,18 +202,15 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
     report.tools = filter_tools(&opts.tools, &wanted, &tools_path)?;
     report.files = files.len();
     report.recorded_pass_rate = files.iter().filter(|f| f.answered).count() as f64 / files.len().max(1) as f64;
-    let cache = match &opts.cache {
-        Some(p) => Some(EmbeddingCache::open(p)?),
-        None => None,
-    };
-    let k = opts.folds.max(2).min(files.len().max(2));
+    let cache = opts.harness.open_cache()?;
+    let k = opts.harness.folds.max(2).min(files.len().max(2));
     // Per method: queries, answered, partial, gave up; replayed calls and calls per query.
     type Tally = (usize, usize, usize, usize, Vec<f64>, Vec<f64>);
-    let mut tallies: Vec<Tally> = opts.methods.iter().map(|_| Default::default()).collect();
-    let total = (0..k).map(|f| (0..files.len()).filter(|i| i % k == f).take(opts.limit.unwrap_or(usize::MAX)).count()).sum::<usize>() * opts.methods.len();
+    let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Default::default()).collect();
+    let total = (0..k).map(|f| (0..files.len()).filter(|i| i % k == f).take(opts.harness.limit.unwrap_or(usize::MAX)).count()).sum::<usize>() * opts.harness.methods.len();
     let mut done = 0;
     for f in 0..k {
-        let test: Vec<&AnswerFile> = files.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, a)| a).take(opts.limit.unwrap_or(usize::MAX)).collect();
+        let test: Vec<&AnswerFile> = files.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, a)| a).take(opts.harness.limit.unwrap_or(usize::MAX)).collect();
         if test.is_empty() {
             continue;
         }
@@ -254,15 +244,15 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
             let sb = Sandbox::new(Library::new(recs), Faults::default());
             let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.map_err(|e| IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
             let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 0, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
-            for (mi, method) in opts.methods.iter().enumerate() {
-                let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: false, remember: false, learn: false, ..opts.run.clone() };
+            for (mi, method) in opts.harness.methods.iter().enumerate() {
+                let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: false, remember: false, learn: false, ..opts.harness.run.clone() };
                 let engine = Engine::new(EngineParts {
                     graph: snapshot.clone(),
                     store: None,
                     retriever: retriever.clone(),
                     memory: None,
                     executor: exec.clone(),
-                    planner: opts.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default())),
+                    planner: opts.harness.planner(),
                     settings: run_settings,
                     weights: settings.weights,
                     health: None,
@@ -287,6 +277,7 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
     }
     let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
     report.methods = opts
+        .harness
         .methods
         .iter()
         .zip(&tallies)
@@ -304,9 +295,7 @@ pub fn markdown(r: &ToolBenchReport) -> String {
     for m in &r.methods {
         s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | {} | {} | {:.2} | {:.2} |\n", m.method, 100.0 * m.pass_rate, m.partial, m.gave_up, m.replayed_calls_mean, m.http_calls_mean));
     }
-    if !r.skipped.is_empty() {
-        s.push_str(&format!("\n{} item(s) skipped; first: {}\n", r.skipped.len(), r.skipped[0]));
-    }
+    s.push_str(&crate::report::skipped_md("item", &r.skipped));
     s
 }
 

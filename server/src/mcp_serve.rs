@@ -12,7 +12,7 @@
 //! `needs_input` result to answer with `given`.
 
 use crate::daemon::console::ConsoleLogin;
-use crate::daemon::{api_routes, Daemon};
+use crate::daemon::{api_routes, Daemon, Upkeep};
 use crate::state::{Caller, Role};
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
@@ -64,12 +64,20 @@ pub fn http_service(d: Arc<Daemon>) -> StreamableHttpService<ToolgraphMcp, Local
     StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config)
 }
 
-/// `toolgraph mcp`: serve on stdin/stdout until the client closes them.
+/// `toolgraph mcp`: serve on stdin/stdout until the client closes them, with the daemon's upkeep
+/// (the graph the runs taught is reloaded, paused runs resumed, retention kept, imported MCP
+/// servers followed) as long as it serves.
 pub async fn serve_stdio(d: Arc<Daemon>) -> Result<(), String> {
     let local = Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin };
-    let running = ToolgraphMcp::new(d, Some(local)).serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP over stdio: {e}"))?;
-    running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"))?;
-    Ok(())
+    let upkeep = Upkeep::start(d.clone());
+    let served = async {
+        let running = ToolgraphMcp::new(d.clone(), Some(local)).serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP over stdio: {e}"))?;
+        running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"))?;
+        Ok(())
+    }
+    .await;
+    upkeep.stop(&d).await;
+    served
 }
 
 /// What an API call answered: its JSON body, or the error with its HTTP status.

@@ -296,8 +296,7 @@ fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestfu
 }
 
 async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::toolbench::ToolBenchReport> {
-    let p = plan_only(s, how)?;
-    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), folds: p.folds, methods: p.methods, planner: p.planner, limit: p.limit, run: p.run, cache: p.cache };
+    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), harness: harness(s, how)? };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench")).await?;
     write_json(report, &r)?;
@@ -306,8 +305,7 @@ async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, ho
 }
 
 async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
-    let p = plan_only(s, how)?;
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), folds: p.folds, methods: p.methods, planner: p.planner, limit: p.limit, run: p.run, cache: p.cache, category: String::new() };
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), category: String::new(), harness: harness(s, how)? };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
     write_json(report, &r)?;
@@ -315,15 +313,15 @@ async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Res
     Ok(r)
 }
 
-/// The plan-only options of `how`.
-fn plan_only(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::planned::PlanOnlyOptions> {
+/// The harness options of `how`: methods, folds, planner, limit, run settings, cache.
+fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::HarnessOptions> {
     let planner = &how.planner;
     let chosen = if planner.planner == "llm" { Some(models_of(s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
     let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
     if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
         std::fs::create_dir_all(c)?;
     }
-    Ok(toolgraph_eval::planned::PlanOnlyOptions {
+    Ok(toolgraph_eval::chains::HarnessOptions {
         folds: how.folds,
         methods: how.methods.iter().map(|m| toolgraph_eval::chains::EvalMethod { name: m.clone(), mode: mode_of(m), backward: m == "graph-backward" }).collect(),
         planner: chosen,
@@ -344,7 +342,7 @@ fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
 }
 
 async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::nestful::NestfulReport> {
-    let opts = plan_only(s, how)?;
+    let opts = harness(s, how)?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL")).await?;
     write_json(report, &r)?;
@@ -353,7 +351,7 @@ async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Res
 }
 
 async fn taskbench(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
-    let opts = plan_only(s, how)?;
+    let opts = harness(s, how)?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench")).await?;
     write_json(report, &r)?;
@@ -377,25 +375,9 @@ struct ChainsJob<'a> {
 }
 
 async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chains::ChainReport> {
-    let planner = &job.how.planner;
-    let chosen = if planner.planner == "llm" { Some(models_of(s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
     let embedder = load_embedder(s).await?;
-    let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
-    if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
-        std::fs::create_dir_all(c)?;
-    }
-    let opts = toolgraph_eval::chains::ChainEvalOptions {
-        train: job.train,
-        test: job.test,
-        spec: job.spec,
-        folds: job.how.folds,
-        methods: job.how.methods.iter().map(|m| toolgraph_eval::chains::EvalMethod { name: m.clone(), mode: mode_of(m), backward: m == "graph-backward" }).collect(),
-        planner: chosen,
-        limit: job.how.limit,
-        run: job.run,
-        cache,
-        category: toolgraph_eval::chains::CATEGORY.into(),
-    };
+    let harness = toolgraph_eval::chains::HarnessOptions { run: job.run, ..harness(s, job.how)? };
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: job.train, test: job.test, spec: job.spec, category: toolgraph_eval::chains::CATEGORY.into(), harness };
     let mut last = Instant::now();
     let r = toolgraph_eval::chains::run(&opts, s, embedder, |done, total| {
         if last.elapsed() >= Duration::from_secs(5) {

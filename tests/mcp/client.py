@@ -6,7 +6,8 @@ Usage: python client.py CONFIG_JSON, where CONFIG_JSON has
   "mode": "auto" (discover; 2026-07-28) | "legacy" (the initialize handshake),
   "request": a request to orchestrate, "needs": a request that lacks a value,
   "answer": the value the user gives when asked, "elicit": whether the client can be asked,
-  "only_needs": only orchestrate the `needs` request.
+  "only_needs": only orchestrate the `needs` request,
+  "linger": seconds to keep the session open at the end.
 """
 
 import asyncio
@@ -89,6 +90,8 @@ async def drive(cfg):
         bad = await client.call_tool("get_run", {"run_id": "run_does_not_exist"})
         out["bad_is_error"] = bool(bad.is_error)
         out["bad_text"] = bad.content[0].text if bad.content else ""
+        # Keep the session open a while (the server's background upkeep runs meanwhile).
+        await asyncio.sleep(cfg.get("linger", 0))
     return out
 
 

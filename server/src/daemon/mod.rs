@@ -557,17 +557,46 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
     // Upkeep saw the stop: let it finish the round it is in (bounded), so nothing it writes is
     // cut off and every task this daemon started has ended when `serve` returns (an in-process
     // restart can open the same embedded stores again at once).
-    if tokio::time::timeout(grace.max(ABANDON_WAIT), &mut maintenance.0).await.is_err() {
-        maintenance.0.abort();
-        let _ = (&mut maintenance.0).await;
-    }
+    maintenance.finish(grace.max(ABANDON_WAIT)).await;
     out
+}
+
+/// The daemon's background upkeep ([`maintain`]) for a server that is not [`serve`] (`toolgraph
+/// mcp` on stdio): the graph the runs taught is reloaded, paused runs resumed, retention kept.
+pub struct Upkeep {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: AbortOnDrop,
+}
+
+impl Upkeep {
+    pub fn start(d: Arc<Daemon>) -> Upkeep {
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        Upkeep { stop, task: AbortOnDrop(tokio::spawn(maintain(d, rx))) }
+    }
+
+    /// Stop: the round in progress finishes (within `ABANDON_WAIT`), then runs still going are
+    /// abandoned as at a daemon's shutdown.
+    pub async fn stop(mut self, d: &Daemon) {
+        let _ = self.stop.send(true);
+        self.task.finish(ABANDON_WAIT).await;
+        d.abandon_runs().await;
+    }
 }
 
 /// How long an aborted run gets to let go of what it holds.
 const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Wait for the task to end on its own for at most `wait`, else end it (and wait for that).
+    async fn finish(&mut self, wait: Duration) {
+        if tokio::time::timeout(wait, &mut self.0).await.is_err() {
+            self.0.abort();
+            let _ = (&mut self.0).await;
+        }
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -578,9 +607,6 @@ impl Drop for AbortOnDrop {
 /// How often the engine's graph is reloaded when runs taught it something.
 const REFRESH_EVERY: Duration = Duration::from_secs(5);
 
-/// Background upkeep until shutdown: reload the graph the runs changed; probe degraded APIs; take
-/// in what other replicas changed (credentials, approval marks, keys); resume paused runs whose
-/// daemon went away; enforce retention.
 /// Follow the MCP servers' `notifications/tools/list_changed`: import the server's tools again
 /// (new ones admitted, removed ones invalidated), re-index, reload.
 #[cfg(feature = "mcp")]
@@ -600,6 +626,9 @@ async fn follow_mcp(d: Arc<Daemon>) {
     }
 }
 
+/// Background upkeep until `stop`: reload the graph the runs changed; probe degraded APIs; take
+/// in what other replicas changed (credentials, approval marks, keys); resume paused runs whose
+/// daemon went away; enforce retention; follow imported MCP servers' tool lists.
 async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) {
     #[cfg(feature = "mcp")]
     let _follower = AbortOnDrop(tokio::spawn(follow_mcp(d.clone())));
@@ -629,8 +658,10 @@ async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Receiver<bool>) 
             _ = tokio::time::sleep(tick) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        if let Err(e) = d.refresh_graph().await {
-            tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has");
+        match d.refresh_graph().await {
+            Ok(true) => tracing::debug!("reloaded the graph: the runs taught it"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has"),
         }
         if d.settings().health.enabled && last_probe.elapsed() >= probe_every {
             last_probe = Instant::now();
