@@ -27,8 +27,9 @@ use toolgraph_engine::run::RunSettings;
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
 use toolgraph_eval::chains::{learn, recordings, Learned};
 use toolgraph_server::daemon::limits::ApiKeys;
-use toolgraph_server::daemon::{Backends, Daemon};
-use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
+use toolgraph_server::daemon::{Daemon, Stack};
+use toolgraph_schema::Settings;
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::state::StateStore;
 
 /// One level's measurement.
@@ -158,8 +159,8 @@ fn main() {
         for (name, state_url) in &stores {
             // postgres-sync: run records wait for the WAL flush too (state.synchronous_runs).
             let state = Arc::new(StateStore::open(state_url, 16).await.unwrap().with_synchronous_runs(name == "postgres-sync"));
-            let backends = Backends { store: store.clone(), vectors: vectors.clone(), embedder: emb.clone(), memory: memory.clone(), executor: exec.clone(), planner: Arc::new(DeterministicPlanner::default()), run: run.clone(), settings: s.clone(), cache: None, models: None, state: Some(state) };
-            let daemon = Daemon::new(backends, ApiKeys::default()).await.unwrap();
+            let stack = Stack { settings: Settings { run: run.clone(), ..s.clone() }, store: store.clone(), vectors: vectors.clone(), embedder: emb.clone(), cache: None, memory: memory.clone(), executor: exec.clone(), planner: Arc::new(DeterministicPlanner::default()), models: None };
+            let daemon = Daemon::new(stack, Some(state), ApiKeys::default()).await.unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

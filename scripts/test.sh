@@ -37,11 +37,11 @@ if [ -z "${TOOLGRAPH_TEST_POSTGRES_URL:-}" ]; then
   echo "PostgreSQL for this test run: $TOOLGRAPH_TEST_POSTGRES_URL"
 fi
 # The web console (console/, packages from the npm registry) is built before the binary that
-# embeds it, and tested in Debian's Chromium with playwright-core (tests/console.rs; screenshots
+# embeds it, and tested in Debian's Chromium with playwright-core (tests/integration/console.rs; screenshots
 # in target/console-shots, or TOOLGRAPH_SHOTS_DIR) unless TOOLGRAPH_BROWSER_TESTS=0.
 bash scripts/console.sh build
-# Real MCP peers: the reference server for tests/mcp_import.rs (npm registry), and the official
-# Python SDK as the client of toolgraph's own MCP server for tests/mcp_serve.rs (PyPI).
+# Real MCP peers: the reference server for tests/integration/mcp_import.rs (npm registry), and the official
+# Python SDK as the client of toolgraph's own MCP server for tests/integration/mcp_serve.rs (PyPI).
 (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
 if [ ! -x tests/mcp/.venv/bin/python ]; then python3 -m venv tests/mcp/.venv; fi
 tests/mcp/.venv/bin/pip install -q --disable-pip-version-check -r tests/mcp/requirements.txt

@@ -9,8 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use toolgraph_server::daemon::limits::ApiKeys;
-use toolgraph_server::daemon::Backends;
-use toolgraph_server::sandbox::{self, Faults, Library, Sandbox};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::state::{Role, StateStore};
 
 #[path = "common/daemon.rs"]
@@ -87,9 +86,8 @@ fn bearer(k: &str) -> String {
 }
 
 async fn daemon_on(dir: &std::path::Path, state: Arc<StateStore>, keys: ApiKeys, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> (String, Arc<toolgraph_server::daemon::Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let mut b: Backends = empty_backends(dir, embedder(), exec_to(None, true), tweak).await;
-    b.state = Some(state);
-    start(b, keys).await
+    let b = empty_stack(dir, embedder(), exec_to(None, true), tweak).await;
+    start_on(b, Some(state), keys).await
 }
 
 async fn get(http: &reqwest::Client, url: &str, key: &str) -> reqwest::Response {

@@ -1,6 +1,6 @@
 // End-to-end tests of the console in Debian's Chromium, driven by playwright-core. The daemon,
 // the replay sandbox (recorded ComplexFuncBench responses) and the user are set up by
-// tests/console_browser.rs, which runs this file with:
+// tests/integration/console.rs, which runs this file with:
 //   TG_URL (the daemon), TG_USER / TG_PASSWORD (an administrator), TG_SHOTS (screenshots folder).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import { chromium } from 'playwright-core';
 const BASE = process.env.TG_URL;
 const SHOTS = process.env.TG_SHOTS ?? 'target/console-shots';
 const REQUEST = 'Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?';
-if (!BASE || !process.env.TG_USER || !process.env.TG_PASSWORD) throw new Error('TG_URL, TG_USER and TG_PASSWORD are required (tests/console_browser.rs sets them)');
+if (!BASE || !process.env.TG_USER || !process.env.TG_PASSWORD) throw new Error('TG_URL, TG_USER and TG_PASSWORD are required (tests/integration/console.rs sets them)');
 mkdirSync(SHOTS, { recursive: true });
 
 let browser, context, page;

@@ -1,21 +1,22 @@
 #![recursion_limit = "256"]
 //! toolgraph's engine: ports (traits) and the adapters that implement them.
 //!
-//! Invariants: ports never expose backend types (neo4rs, falkordb, redb); the engine never imports
-//! an HTTP server framework; every backend gets its weights from [`graph::weights`], so all stores
-//! hold the same numbers for the same input.
+//! Invariants: ports never expose backend types (neo4rs, falkordb, redb, qdrant); the engine never
+//! imports an HTTP server framework. The graph port, its weights and stores are the graph crate's
+//! ([`graph`], re-exported), so what needs only the graph (ingest) does not compile the engine.
 
 pub mod adapters;
 pub mod embed;
-pub mod error;
 pub mod exec;
-pub mod graph;
 pub mod plan;
 pub mod retrieval;
 pub mod run;
 pub mod settings;
+pub mod stack;
 pub mod store;
 pub mod vector;
 
-pub use error::{EngineError, ErrorClass, Result};
+pub use toolgraph_graph as graph;
+pub use toolgraph_graph::error;
+pub use toolgraph_graph::{EngineError, ErrorClass, Result};
 pub use graph::GraphStore;

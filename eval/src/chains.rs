@@ -26,9 +26,10 @@ use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::retrieval::metrics::quantile;
 use toolgraph_engine::run::memory::{Memory, MemoryStep};
-use toolgraph_engine::run::{Engine, EngineParts, Mode, RunReport, RunSettings, Status};
+use toolgraph_engine::run::{Mode, RunReport, RunSettings, Status};
+use toolgraph_engine::stack::Stack;
 use toolgraph_schema::Settings;
-use toolgraph_server::sandbox::{self, normalize, Faults, Library, Recording, Sandbox};
+use toolgraph_sandbox::{self as sandbox, normalize, Faults, Library, Recording, Sandbox};
 
 /// The category ComplexFuncBench APIs are filed under.
 pub const CATEGORY: &str = "Travel";
@@ -471,6 +472,14 @@ pub struct Learned {
     pub vectors: Arc<dyn toolgraph_engine::vector::VectorStore>,
     pub retriever: Arc<Retriever>,
     pub memory: Arc<Memory>,
+    pub embedder: Arc<dyn Embedder>,
+}
+
+impl Learned {
+    /// The fold's stack: these stores, calls sent through `executor`, `planner` deciding.
+    pub fn stack(&self, settings: &Settings, executor: Executor, planner: Arc<dyn toolgraph_engine::plan::Planner>) -> Stack {
+        Stack { settings: settings.clone(), store: self.store.clone(), vectors: self.vectors.clone(), embedder: self.embedder.clone(), cache: None, memory: self.memory.clone(), executor, planner, models: None }
+    }
 }
 
 /// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
@@ -536,7 +545,7 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
         }
         memory.remember(req, v, steps).await?;
     }
-    Ok(Learned { store, vectors, retriever, memory })
+    Ok(Learned { store, vectors, retriever, memory, embedder })
 }
 
 /// Run the evaluation; `progress(done, total)` after each test chain of each method.
@@ -566,8 +575,9 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
     for (fi, (train, test)) in folds.iter().enumerate() {
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let Learned { store, retriever, memory, .. } = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
-        let snapshot = Arc::new(store.snapshot().await?);
+        let learned = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
+        let retriever = learned.retriever.clone();
+        let snapshot = Arc::new(learned.store.snapshot().await?);
         let test: Vec<&Chain> = test.iter().take(opts.harness.limit.unwrap_or(usize::MAX)).copied().collect();
         // Seed recall, plain hybrid against hybrid with usage vectors.
         {
@@ -604,20 +614,11 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
+        let stack = learned.stack(settings, exec, opts.harness.planner());
         for (mi, method) in opts.harness.methods.iter().enumerate() {
             let mode = &method.mode;
             let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory, remember: false, learn: false, ..opts.harness.run.clone() };
-            let engine = Engine::new(EngineParts {
-                graph: snapshot.clone(),
-                store: Some(store.clone()),
-                retriever: retriever.clone(),
-                memory: Some(memory.clone()),
-                executor: exec.clone(),
-                planner: opts.harness.planner(),
-                settings: run_settings,
-                weights: settings.weights,
-                health: None,
-            });
+            let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
             for chain in &test {
                 let gold = match gold_of(chain) {
                     Ok(g) => g,

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use toolgraph_engine::exec::refs;
 use toolgraph_engine::run::trace::TraceEvent;
-use toolgraph_server::sandbox::normalize;
+use toolgraph_sandbox::normalize;
 
 /// One call a run sent: the API's name (slug), the arguments as sent, and its response when it
 /// succeeded.

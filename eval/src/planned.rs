@@ -6,13 +6,13 @@
 //! for real and the chain comes back with its data flow as `$varN.field$` references — the
 //! benchmarks' own notation.
 
-use crate::chains::{learn_in, HarnessOptions, Learned};
+use crate::chains::{learn_in, HarnessOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::run::{Engine, EngineParts, Mode, RunOptions, RunSettings};
+use toolgraph_engine::run::{Mode, RunOptions, RunSettings};
 use toolgraph_ingest::complexfuncbench::{Chain, Spec};
 use toolgraph_ingest::IngestError;
 use toolgraph_schema::Settings;
@@ -63,21 +63,13 @@ pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts:
             continue;
         }
         let dir = tempfile::Builder::new().prefix(&format!("toolgraph-plan-eval-fold{f}-")).tempdir().map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let Learned { store, retriever, memory, .. } = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.as_ref()).await?;
-        let snapshot = Arc::new(store.snapshot().await?);
+        let learned = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.as_ref()).await?;
+        let snapshot = Arc::new(learned.store.snapshot().await?);
+        let stack = learned.stack(settings, exec.clone(), opts.planner());
         for (mi, method) in opts.methods.iter().enumerate() {
             let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: matches!(method.mode, Mode::Graph | Mode::Plan) && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
-            let engine = Engine::new(EngineParts {
-                graph: snapshot.clone(),
-                store: None,
-                retriever: retriever.clone(),
-                memory: Some(memory.clone()),
-                executor: exec.clone(),
-                planner: opts.planner(),
-                settings: run_settings,
-                weights: settings.weights,
-                health: None,
-            });
+            // learn and remember are off: a dry run writes nothing to the fold's stores.
+            let engine = stack.engine_over(snapshot.clone(), learned.retriever.clone(), run_settings, None);
             for (i, chain) in &test {
                 let r = engine.run_with(chain.input.trim(), Map::new(), Vec::new(), None, RunOptions { dry_run: true, ..RunOptions::default() }).await?;
                 let calls = r.chain.iter().map(|c| PlannedCall { name: c.name.clone(), label: c.label.clone(), arguments: c.arguments.clone() }).collect();

@@ -24,12 +24,13 @@ use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
-use toolgraph_engine::run::{Engine, EngineParts, RunSettings, Status};
+use toolgraph_engine::run::{RunSettings, Status};
+use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::catalog::{Catalog, Resolution};
 use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use toolgraph_ingest::IngestError;
 use toolgraph_schema::{toolbench_standardize, Settings};
-use toolgraph_server::sandbox::{self, Faults, Library, Recording, Sandbox};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Recording, Sandbox};
 
 /// One recorded call of an answer's tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,6 +225,8 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
         index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache.as_ref(), settings.retrieval.index_chunk, false, |_, _| {}).await?;
         let retriever = Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
         let snapshot = Arc::new(store.snapshot().await?);
+        // Memory stays off (use_memory: false); the executor is each query's own.
+        let mut stack = Stack::over(settings.clone(), store.clone(), vectors.clone(), embedder.clone(), Executor::new(ExecSettings::default())?).await?.with_planner(opts.harness.planner());
         let catalog = Catalog::from_snapshot(&snapshot);
         for a in &test {
             // The recorded observations of this query, on the routes of the APIs they came from.
@@ -243,20 +246,10 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
             }
             let sb = Sandbox::new(Library::new(recs), Faults::default());
             let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.map_err(|e| IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
-            let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 0, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
+            stack.executor = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 0, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
             for (mi, method) in opts.harness.methods.iter().enumerate() {
                 let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: false, remember: false, learn: false, ..opts.harness.run.clone() };
-                let engine = Engine::new(EngineParts {
-                    graph: snapshot.clone(),
-                    store: None,
-                    retriever: retriever.clone(),
-                    memory: None,
-                    executor: exec.clone(),
-                    planner: opts.harness.planner(),
-                    settings: run_settings,
-                    weights: settings.weights,
-                    health: None,
-                });
+                let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
                 let before = sb.stats().served;
                 let r = engine.run(&a.query, Map::new(), None).await?;
                 let t = &mut tallies[mi];

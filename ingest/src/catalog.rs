@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use toolgraph_engine::graph::ApiUpsert;
+use toolgraph_graph::ApiUpsert;
 use toolgraph_schema::{
     category_id, slug, toolbench_function_name, toolbench_standardize, ApiDoc, GraphSnapshot, ParamDoc,
     UNKNOWN_CATEGORY,

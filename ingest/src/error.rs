@@ -46,7 +46,7 @@ impl fmt::Display for RecordError {
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error(transparent)]
-    Store(#[from] toolgraph_engine::EngineError),
+    Store(#[from] toolgraph_graph::EngineError),
     #[error("{0}")]
     Input(String),
 }

@@ -12,12 +12,13 @@ use crate::read::{self, Line};
 use crate::report::{EdgeCounts, IngestReport, NodeCounts, Tally};
 use crate::runs::{self, Sink};
 use crate::feeds;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use toolgraph_engine::graph::{weights, ApiUpsert, GraphStore};
+use toolgraph_graph::write::ContributionWriter;
+use toolgraph_graph::{weights, ApiUpsert, GraphStore};
 use toolgraph_schema::{Contribution, Settings, END_ID, START_ID};
 
 /// What to ingest.
@@ -280,7 +281,7 @@ fn read_all(
 }
 
 
-pub use toolgraph_engine::graph::aggregate;
+pub use toolgraph_graph::aggregate;
 
 /// Run an ingest into `store`.
 pub async fn ingest(
@@ -304,53 +305,25 @@ pub async fn ingest(
         tokio::task::spawn_blocking(move || read_all(inputs, catalog, &reader_settings, tx, reader_progress));
 
     let mut apis_written = 0u64;
-    let mut already = 0u64;
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut touched: BTreeSet<String> = BTreeSet::new();
-    let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
     let mut changed_tools: BTreeSet<String> = BTreeSet::new();
-    let mut marked_dirty = false;
+    let mut writer = ContributionWriter::new(store.as_ref());
     let mut write_result: Result<(), IngestError> = Ok(());
 
     while let Some(batch) = rx.recv().await {
         let step = async {
-            if !marked_dirty && (!batch.apis.is_empty() || !batch.runs.is_empty()) {
+            if !batch.apis.is_empty() || !batch.runs.is_empty() {
                 // Derived data (weights, FEEDS) is stale from the first write until the end.
-                store.set_weights_dirty(true).await?;
-                marked_dirty = true;
+                writer.mark_dirty().await?;
             }
             if !batch.apis.is_empty() {
                 store.upsert_apis(&batch.apis).await?;
                 apis_written += batch.apis.len() as u64;
                 changed_tools.extend(batch.apis.iter().map(|a| a.tool_id.clone()));
             }
-            if batch.runs.is_empty() {
-                return Ok::<(), IngestError>(());
+            if !batch.runs.is_empty() {
+                writer.write(batch.runs).await?;
             }
-            let mut runs: Vec<Contribution> = Vec::with_capacity(batch.runs.len());
-            for c in batch.runs {
-                if seen.insert(c.key.clone()) {
-                    runs.push(c);
-                } else {
-                    already += 1;
-                }
-            }
-            let keys: Vec<String> = runs.iter().map(|c| c.key.clone()).collect();
-            let stored = store.ingested_keys(&keys).await?;
-            already += stored.len() as u64;
-            runs.retain(|c| !stored.contains(&c.key));
-            if runs.is_empty() {
-                return Ok(());
-            }
-            let agg = aggregate(&runs);
-            store.apply_contributions(&agg).await?;
-            for e in &agg.edges {
-                touched.insert(e.from.clone());
-                if e.from != START_ID && e.to != END_ID {
-                    pairs.insert((e.from.clone(), e.to.clone()));
-                }
-            }
-            Ok(())
+            Ok::<(), IngestError>(())
         }
         .await;
         if let Err(e) = step {
@@ -364,8 +337,8 @@ pub async fn ingest(
     progress.finish();
 
     // Derived data: all of it if an earlier ingest stopped before finishing, else what this one touched.
-    let (weights_recomputed, feeds_rows) = if was_dirty {
-        let n = weights::recompute(store.as_ref(), None, settings.weights, settings.store.batch_rows).await?;
+    let weights_recomputed = writer.recompute(settings.weights, settings.store.batch_rows, was_dirty).await?;
+    let feeds_rows = if was_dirty {
         let all_tools: BTreeSet<String> = read.catalog.apis().map(|d| d.tool_id()).collect();
         let all_pairs: BTreeSet<(String, String)> = store
             .edge_counts(None)
@@ -374,21 +347,19 @@ pub async fn ingest(
             .filter(|e| e.from != START_ID && e.to != END_ID)
             .map(|e| (e.from, e.to))
             .collect();
-        (n, feeds::derive(&read.catalog, &all_tools, &all_pairs))
+        feeds::derive(&read.catalog, &all_tools, &all_pairs)
     } else {
-        let sources: Vec<String> = touched.into_iter().collect();
-        let n = weights::recompute(store.as_ref(), Some(&sources), settings.weights, settings.store.batch_rows).await?;
-        (n, feeds::derive(&read.catalog, &changed_tools, &pairs))
+        feeds::derive(&read.catalog, &changed_tools, &writer.pairs)
     };
     store.upsert_feeds(&feeds_rows).await?;
-    if was_dirty || marked_dirty {
-        store.set_weights_dirty(false).await?;
+    if was_dirty || writer.marked_dirty() {
+        writer.clear_dirty().await?;
     }
 
     let stats = store.stats().await?;
     let interrupted = stop.load(Ordering::Relaxed);
     let mut tally = read.tally;
-    tally.runs_already_ingested = already;
+    tally.runs_already_ingested = writer.already;
     let elapsed = started.elapsed().as_secs_f64();
     Ok(IngestReport {
         store: store.backend().to_string(),

@@ -3,6 +3,20 @@
 use serde_json::Value;
 use std::collections::BTreeSet;
 
+/// A field's or parameter's comparable form for Reverse Chain's match: its last path segment,
+/// lower-cased, without `_` and `-` (`coordinates.pick_up-Latitude` → `pickuplatitude`).
+pub fn field_key(name: &str) -> String {
+    let leaf = name.rsplit('.').next().unwrap_or(name);
+    leaf.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+}
+
+/// Whether a field keyed `leaf` ([`field_key`]) provides a parameter keyed `want`: the same key,
+/// a suffix of it of 3+ characters (`pick_up_latitude` ← `coordinates.latitude`), or `id` for a
+/// parameter ending in `id` (`hotel_id` ← `id`).
+pub fn key_provides(leaf: &str, want: &str) -> bool {
+    leaf == want || (leaf.len() >= 3 && want.ends_with(leaf)) || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
+}
+
 /// Field names an example response or output schema shows, as dotted paths (`coordinates.latitude`).
 pub fn output_fields(v: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();

@@ -4,6 +4,7 @@
 pub mod fields;
 pub mod graph;
 pub mod ids;
+pub mod secrets;
 pub mod settings;
 pub mod tool;
 pub mod trajectory;

@@ -342,6 +342,9 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order lists show them (CLI help, the HTTP API's schema, MCP).
+    pub const ALL: [Mode; 4] = [Mode::Graph, Mode::Plan, Mode::DfsNoGraph, Mode::RetrieveGreedy];
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Graph => "graph",
@@ -349,6 +352,61 @@ impl Mode {
             Mode::RetrieveGreedy => "retrieve-greedy",
             Mode::Plan => "plan",
         }
+    }
+
+    /// The names of [`Mode::ALL`].
+    pub fn names() -> [&'static str; 4] {
+        Mode::ALL.map(Mode::name)
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    /// A mode by its name; the error names the input (at most 40 characters) and every mode.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| format!("`{}` is not {}", s.chars().take(40).collect::<String>(), one_of(&Mode::names())))
+    }
+}
+
+/// Who decides a run: the deterministic planner or a configured OpenAI-compatible LLM.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlannerKind {
+    #[default]
+    Deterministic,
+    Llm,
+}
+
+impl PlannerKind {
+    /// Every planner kind, in the order lists show them.
+    pub const ALL: [PlannerKind; 2] = [PlannerKind::Deterministic, PlannerKind::Llm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PlannerKind::Deterministic => "deterministic",
+            PlannerKind::Llm => "llm",
+        }
+    }
+
+    /// The names of [`PlannerKind::ALL`].
+    pub fn names() -> [&'static str; 2] {
+        PlannerKind::ALL.map(PlannerKind::name)
+    }
+}
+
+impl std::str::FromStr for PlannerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PlannerKind::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| format!("planner `{}` is not {}", s.chars().take(40).collect::<String>(), one_of(&PlannerKind::names().map(|n| format!("`{n}`")).iter().map(String::as_str).collect::<Vec<_>>())))
+    }
+}
+
+/// `a, b or c`.
+fn one_of(names: &[&str]) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
     }
 }
 
@@ -427,3 +485,20 @@ impl Default for RunSettings {
     }
 }
 
+
+#[cfg(test)]
+mod choice_tests {
+    use super::{Mode, PlannerKind};
+
+    #[test]
+    fn modes_and_planners_parse_from_their_names_only() {
+        for m in Mode::ALL {
+            assert_eq!(m.name().parse::<Mode>(), Ok(m));
+        }
+        assert_eq!("Graph".parse::<Mode>(), Err("`Graph` is not graph, plan, dfs-no-graph or retrieve-greedy".to_string()));
+        assert_eq!("llm".parse::<PlannerKind>(), Ok(PlannerKind::Llm));
+        assert_eq!("gpt".parse::<PlannerKind>(), Err("planner `gpt` is not `deterministic` or `llm`".to_string()));
+        // The config spells them as the API does.
+        assert_eq!(serde_json::to_value(Mode::DfsNoGraph).unwrap(), serde_json::json!("dfs-no-graph"));
+    }
+}

@@ -1,12 +1,13 @@
 #![recursion_limit = "512"]
-//! toolgraph's HTTP surfaces. The engine stays free of any server framework; this crate holds the
-//! replay sandbox (recorded tool responses, fault injection) and the daemon (`toolgraph serve`).
+//! toolgraph's daemon (`toolgraph serve`): HTTP API, console, accounts and durable state, MCP both
+//! ways, telemetry. The engine stays free of any server framework; the replay sandbox is a crate of
+//! its own (`toolgraph-sandbox`).
 
 pub mod daemon;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+/// toolgraph as an MCP server (`toolgraph mcp`, `/mcp`): the daemon's own module, named here too.
 #[cfg(feature = "mcp")]
-pub mod mcp_serve;
-pub mod sandbox;
+pub use daemon::mcp_serve;
 pub mod state;
 pub mod telemetry;

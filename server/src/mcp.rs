@@ -10,7 +10,7 @@ use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -22,45 +22,7 @@ use toolgraph_schema::{api_id, category_id, tool_id, ParamDoc};
 /// The category of every MCP tool.
 pub const MCP_CATEGORY: &str = "mcp";
 
-/// How to reach one MCP server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpServer {
-    /// 1..64 of `[A-Za-z0-9_-]`: the tool name of its APIs.
-    pub name: String,
-    /// stdio: the command line of a child process (operators only: the CLI or configuration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    /// Streamable HTTP: the endpoint URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-}
-
-impl McpServer {
-    pub fn check(&self) -> Result<(), String> {
-        if self.name.is_empty() || self.name.len() > 64 || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err("name: 1 to 64 letters, digits, `-` or `_`".into());
-        }
-        match (&self.command, &self.url) {
-            (Some(c), None) if !c.trim().is_empty() && c.len() <= 2000 => Ok(()),
-            (None, Some(u)) => {
-                let p = reqwest::Url::parse(u).map_err(|e| format!("url: {e}"))?;
-                if p.scheme() != "http" && p.scheme() != "https" {
-                    return Err("url: http or https".into());
-                }
-                Ok(())
-            }
-            _ => Err("give either a command (stdio) or a url (Streamable HTTP)".into()),
-        }
-    }
-
-    fn transport(&self) -> &'static str {
-        if self.command.is_some() {
-            "stdio"
-        } else {
-            "streamable-http"
-        }
-    }
-}
+pub use crate::state::McpServer;
 
 /// Split a command line into words (double and single quotes group; no shell is involved).
 pub fn split_command(line: &str) -> Result<Vec<String>, String> {

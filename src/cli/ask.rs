@@ -9,8 +9,8 @@ pub(super) struct AskArgs {
     #[command(flatten)]
     planner: PlannerArgs,
     /// graph, plan, dfs-no-graph or retrieve-greedy (default: run.mode of the config, graph).
-    #[arg(long, value_parser = ["graph", "plan", "dfs-no-graph", "retrieve-greedy"])]
-    mode: Option<String>,
+    #[arg(long, value_parser = mode_parser())]
+    mode: Option<Mode>,
     /// Target-first: call the API that answers first, complete its inputs backwards.
     #[arg(long)]
     backward: bool,
@@ -34,42 +34,19 @@ pub(super) struct AskArgs {
 
 pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
-    let graph = open_store(&s).await?;
-    let snapshot = Arc::new(graph.snapshot().await?);
-    if snapshot.apis.is_empty() {
-        bail!("the graph holds no APIs: run `toolgraph ingest` first");
-    }
-    let vectors = store::open_vectors(&s.vectors)?;
-    let embedder = load_embedder(&s).await?;
-    let retriever = Arc::new(
-        toolgraph_engine::retrieval::hybrid::Retriever::load(vectors.clone(), embedder.clone(), None, s.retrieval.clone())
-            .await
-            .context("loading the API index (run `toolgraph ingest` or `toolgraph index` first)")?,
-    );
-    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors, embedder.dim()).await?);
-    let rewrites = pairs(&args.rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
-    let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, rewrites))?;
-    mcp_remote(&s, &snapshot, &exec).await?;
-    let categories: Vec<String> = snapshot.categories.values().map(|c| c.name.clone()).collect();
-    let planner = planner_of(&s, &args.planner, &categories)?;
     let run_settings = toolgraph_engine::run::RunSettings {
-        mode: args.mode.as_deref().map(mode_of).unwrap_or(s.run.mode),
+        mode: args.mode.unwrap_or(s.run.mode),
         backward: s.run.backward || args.backward,
         learn: s.run.learn && !args.no_learn,
         remember: s.run.remember && !args.no_learn,
         ..s.run.clone()
     };
-    let engine = toolgraph_engine::run::Engine::new(toolgraph_engine::run::EngineParts {
-        graph: snapshot,
-        store: Some(graph),
-        retriever,
-        memory: Some(memory),
-        executor: exec,
-        planner,
-        settings: run_settings,
-        weights: s.weights,
-        health: None,
-    });
+    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &args.planner.choice(), rewrites_of(&args.rewrites)?).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
+    let engine = stack.engine_with(stack.embedder.clone(), run_settings, None).await.context("loading the graph and the API index (run `toolgraph ingest` or `toolgraph index` first)")?;
+    if engine.graph().apis.is_empty() {
+        bail!("the graph holds no APIs: run `toolgraph ingest` first");
+    }
+    mcp_remote(&s, engine.graph(), &stack.executor).await?;
     let given: serde_json::Map<String, serde_json::Value> = pairs(&args.given, "--given")?.into_iter().collect();
     let opts = toolgraph_engine::run::RunOptions { dry_run: args.dry_run, ..Default::default() };
     let r = engine.run_with(&args.request, given, Vec::new(), None, opts).await?;

@@ -135,7 +135,7 @@ pub(super) struct HowArgs {
     limit: Option<usize>,
     /// Methods to compare, in one run on the same folds (graph-backward: the graph search, target
     /// first; plan: one plan from the solution library, falling back to the search).
-    #[arg(long, num_args = 1.., default_values = ["graph", "plan", "retrieve-greedy", "dfs-no-graph"], value_parser = ["graph", "graph-backward", "plan", "dfs-no-graph", "retrieve-greedy"])]
+    #[arg(long, num_args = 1.., default_values = ["graph", "plan", "retrieve-greedy", "dfs-no-graph"], value_parser = PossibleValuesParser::new(method_names()))]
     methods: Vec<String>,
     #[command(flatten)]
     planner: PlannerArgs,
@@ -258,7 +258,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
             let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
             let tbx = toolbench(&s, &data.join("toolbench/answer"), &data.join("toolenv/tools.jsonl.gz"), &out.join("toolbench.json"), how).await?;
-            let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner, started.elapsed().as_secs_f64());
+            let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner.name(), started.elapsed().as_secs_f64());
             md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
             md.push('\n');
             md.push_str(&toolgraph_eval::nestful::markdown(&nf));
@@ -316,14 +316,18 @@ async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Res
 /// The harness options of `how`: methods, folds, planner, limit, run settings, cache.
 fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::HarnessOptions> {
     let planner = &how.planner;
-    let chosen = if planner.planner == "llm" { Some(models_of(s, planner, &[])?.planner("llm", planner.llm_model.as_deref()).map_err(|e| anyhow::anyhow!(e))?) } else { None };
+    let choice = planner.choice();
+    let chosen = match planner.planner {
+        PlannerKind::Llm => Some(choice.planner(&choice.models(s, &[])?)?),
+        PlannerKind::Deterministic => None,
+    };
     let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
     if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
         std::fs::create_dir_all(c)?;
     }
     Ok(toolgraph_eval::chains::HarnessOptions {
         folds: how.folds,
-        methods: how.methods.iter().map(|m| toolgraph_eval::chains::EvalMethod { name: m.clone(), mode: mode_of(m), backward: m == "graph-backward" }).collect(),
+        methods: how.methods.iter().map(|m| eval_method(m)).collect::<Result<_>>()?,
         planner: chosen,
         limit: how.limit,
         run: how.run_settings(s),
@@ -389,4 +393,20 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chai
     write_json(job.report, &r)?;
     std::fs::write(job.report.with_extension("md"), toolgraph_eval::chains::markdown(&r))?;
     Ok(r)
+}
+
+/// The methods an evaluation compares: every run mode, and the graph search target-first.
+fn method_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Mode::names().to_vec();
+    names.insert(1, "graph-backward");
+    names
+}
+
+/// A method by name: a mode, or `MODE-backward` (target-first).
+fn eval_method(name: &str) -> Result<toolgraph_eval::chains::EvalMethod> {
+    let (mode, backward) = match name.strip_suffix("-backward") {
+        Some(m) => (m, true),
+        None => (name, false),
+    };
+    Ok(toolgraph_eval::chains::EvalMethod { name: name.to_string(), mode: mode.parse::<Mode>().map_err(|e| anyhow::anyhow!("method {e}"))?, backward })
 }

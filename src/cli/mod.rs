@@ -1,4 +1,5 @@
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use toolgraph_engine::graph::CypherLimits;
 use toolgraph_engine::{settings, store, GraphStore};
 use toolgraph_ingest::{complexfuncbench, Inputs, Progress};
-use toolgraph_schema::Settings;
+use toolgraph_schema::{Mode, PlannerKind, Settings};
 
 mod ask;
 mod eval;
@@ -84,8 +85,8 @@ enum Command {
 #[derive(Args, Clone)]
 struct PlannerArgs {
     /// Who decides: the deterministic planner (default) or an OpenAI-compatible LLM.
-    #[arg(long, default_value = "deterministic", value_parser = ["deterministic", "llm"])]
-    planner: String,
+    #[arg(long, default_value = "deterministic", value_parser = PossibleValuesParser::new(PlannerKind::names()).try_map(|p| p.parse::<PlannerKind>()))]
+    planner: PlannerKind,
     /// For --planner llm: a model configured under [llm.models.NAME] (default: llm.default).
     #[arg(long, value_name = "NAME")]
     llm_model: Option<String>,
@@ -142,9 +143,7 @@ async fn open_store(s: &Settings) -> Result<Arc<dyn GraphStore>> {
 }
 
 async fn load_embedder(s: &Settings) -> Result<Arc<dyn toolgraph_engine::embed::Embedder>> {
-    let embed = s.embed.clone();
-    let e = tokio::task::spawn_blocking(move || toolgraph_engine::adapters::fastembed::FastEmbedder::load(&embed)).await??;
-    Ok(Arc::new(e))
+    Ok(toolgraph_engine::stack::load_embedder(&s.embed).await?)
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -173,13 +172,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn mode_of(m: &str) -> toolgraph_engine::run::Mode {
-    match m {
-        "dfs-no-graph" => toolgraph_engine::run::Mode::DfsNoGraph,
-        "retrieve-greedy" => toolgraph_engine::run::Mode::RetrieveGreedy,
-        "plan" => toolgraph_engine::run::Mode::Plan,
-        _ => toolgraph_engine::run::Mode::Graph,
-    }
+/// Parses `--mode`: one of [`Mode::names`] (clap lists them in the help and in its error).
+fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+    PossibleValuesParser::new(Mode::names()).try_map(|m| m.parse::<Mode>())
 }
 
 /// NAME=VALUE pairs; the value is JSON, or a plain string when it is not JSON.
@@ -195,36 +190,16 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, serde_json::Value)
 
 /// Execution settings from the config, with `--rewrite` targets on this machine allow-listed (the
 /// user pointed the calls there, e.g. at the replay sandbox).
-fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> toolgraph_engine::exec::ExecSettings {
-    let mut e = s.exec.clone();
-    for (_, to) in &rewrites {
-        let host = to.split("://").nth(1).unwrap_or(to).split('/').next().unwrap_or_default();
-        if host.starts_with("127.") || host.starts_with("localhost") {
-            e.allow_private.push("127.0.0.0/8".into());
-        } else if host.starts_with("[::1]") {
-            e.allow_private.push("::1/128".into());
-        }
+impl PlannerArgs {
+    /// The planner these flags choose.
+    fn choice(&self) -> toolgraph_engine::stack::PlannerChoice {
+        toolgraph_engine::stack::PlannerChoice { kind: self.planner, model: self.llm_model.clone(), url: self.llm_url.clone(), endpoint_model: self.llm_endpoint_model.clone() }
     }
-    e.rewrites.extend(rewrites);
-    e
 }
 
-/// The models a command may use: the configured ones, or the one `--llm-url` names.
-fn models_of(s: &Settings, args: &PlannerArgs, categories: &[String]) -> Result<toolgraph_engine::plan::models::Models> {
-    use toolgraph_engine::plan::llm::{LlmPlanner, LlmSettings};
-    Ok(match &args.llm_url {
-        Some(url) => {
-            let key = std::env::var("TOOLGRAPH_LLM_API_KEY").ok().or_else(|| std::env::var("TOOLGRAPH_LLM_API_KEY_FILE").ok().and_then(|p| std::fs::read_to_string(p).ok()).map(|k| k.trim().to_string())).map(secrecy::SecretString::from);
-            let name = args.llm_model.clone().unwrap_or_else(|| "cli".into());
-            let p = LlmPlanner::new(LlmSettings { name: name.clone(), base_url: url.clone(), model: args.llm_endpoint_model.clone(), ..Default::default() }, key)?.with_categories(categories.to_vec());
-            toolgraph_engine::plan::models::Models::single(&name, p)
-        }
-        None => toolgraph_engine::plan::models::Models::from_config(&s.llm, categories)?,
-    })
-}
-
-fn planner_of(s: &Settings, args: &PlannerArgs, categories: &[String]) -> Result<Arc<dyn toolgraph_engine::plan::Planner>> {
-    models_of(s, args, categories)?.planner(&args.planner, if args.planner == "llm" { args.llm_model.as_deref().filter(|_| args.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))
+/// `--rewrite FROM=TO` pairs.
+fn rewrites_of(items: &[String]) -> Result<Vec<(String, String)>> {
+    Ok(pairs(items, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect())
 }
 
 fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<()> {

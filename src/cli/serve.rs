@@ -63,28 +63,16 @@ pub(super) struct SandboxArgs {
 
 /// The daemon over the configured stores (what `serve` and `mcp` run).
 pub(super) async fn build_daemon(s: &Settings, rewrites: &[String], planner: &PlannerArgs, keys: toolgraph_server::daemon::limits::ApiKeys) -> Result<(Arc<toolgraph_server::daemon::Daemon>, Arc<toolgraph_server::state::StateStore>)> {
-    use toolgraph_server::daemon::{Backends, Daemon};
+    use toolgraph_server::daemon::Daemon;
     let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
-    let graph = open_store(s).await?;
-    graph.setup().await?;
-    let vectors = store::open_vectors(&s.vectors)?;
-    let embedder = load_embedder(s).await?;
-    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), embedder.dim()).await?);
-    let cache = if s.embed.cache.is_empty() { None } else { Some(toolgraph_engine::retrieval::cache::EmbeddingCache::open(Path::new(&s.embed.cache))?) };
-    let rewrites = pairs(rewrites, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
-    let executor = toolgraph_engine::exec::Executor::new(exec_settings(s, rewrites))?;
-    let categories: Vec<String> = graph.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
-    let models = Arc::new(models_of(s, planner, &categories)?);
-    let chosen = models.planner(&planner.planner, if planner.planner == "llm" { planner.llm_model.as_deref().filter(|_| planner.llm_url.is_none()) } else { None }).map_err(|e| anyhow::anyhow!(e))?;
+    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &planner.choice(), rewrites_of(rewrites)?).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
     let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?.with_synchronous_runs(s.state.synchronous_runs));
     if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
         bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
     }
-    let backends = Backends { store: graph, vectors, embedder, memory, executor, planner: chosen, run: s.run.clone(), settings: s.clone(), cache, models: Some(models), state: Some(state.clone()) };
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
-    let b = &backends;
-    toolgraph_engine::retrieval::index::index_graph(b.store.as_ref(), b.vectors.as_ref(), b.embedder.as_ref(), b.cache.as_ref(), s.retrieval.index_chunk, false, |_, _| {}).await?;
-    Ok((Daemon::new(backends, keys).await?, state))
+    stack.index(false).await?;
+    Ok((Daemon::new(stack, Some(state.clone()), keys).await?, state))
 }
 
 /// `toolgraph mcp`: the daemon's MCP server on stdin/stdout, for the local operator.
@@ -92,7 +80,7 @@ pub(super) async fn build_daemon(s: &Settings, rewrites: &[String], planner: &Pl
 pub(super) async fn mcp_stdio(cli: &Cli, args: &McpArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     let (daemon, _) = build_daemon(&s, &args.rewrites, &args.planner, Default::default()).await?;
-    eprintln!("toolgraph MCP server on stdio (graph: {}, vectors: {}, planner: {})", s.store.uri, s.vectors.uri, args.planner.planner);
+    eprintln!("toolgraph MCP server on stdio (graph: {}, vectors: {}, planner: {})", s.store.uri, s.vectors.uri, args.planner.planner.name());
     toolgraph_server::mcp_serve::serve_stdio(daemon).await.map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -116,7 +104,7 @@ pub(super) async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         s.store.uri,
         s.vectors.uri,
         state.backend(),
-        args.planner.planner,
+        args.planner.planner.name(),
         keys.len(),
         if keys.is_empty() { ", anonymous" } else { "" }
     );
@@ -148,7 +136,7 @@ pub(super) async fn shutdown_signal() {
 }
 
 pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
-    use toolgraph_server::sandbox::{Faults, Library, Sandbox};
+    use toolgraph_sandbox::{Faults, Library, Sandbox};
     let specs = complexfuncbench::read_specs(&args.spec, 1 << 30)?;
     let mut recordings = Vec::new();
     for c in &args.chains {
@@ -173,7 +161,7 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
     eprintln!("replay sandbox: {} recordings on {} routes, http://127.0.0.1:{}/HOST/PATH", lib.len(), lib.routes(), args.port);
     let sb = Sandbox::new(lib, faults);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
-    toolgraph_server::sandbox::serve(listener, sb, async {
+    toolgraph_sandbox::serve(listener, sb, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;

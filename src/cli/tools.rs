@@ -31,7 +31,7 @@ pub(super) async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
             def.check().map_err(|e| anyhow::anyhow!("--name/--command/--url: {e}"))?;
             let graph = open_store(&s).await?;
             graph.setup().await?;
-            let exec = toolgraph_engine::exec::Executor::new(exec_settings(&s, Vec::new()))?;
+            let exec = toolgraph_engine::exec::Executor::new(toolgraph_engine::stack::exec_settings(&s, Vec::new()))?;
             let hub = McpHub::new(vec![def.clone()], Some(exec));
             let imported = import(&hub, name, graph.as_ref()).await.map_err(|e| anyhow::anyhow!("MCP server `{name}`: {e}"))?;
             state.put_mcp_server(&def, "cli").await.map_err(anyhow::Error::msg)?;

@@ -6,11 +6,10 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_server::daemon::limits::ApiKeys;
-use toolgraph_server::daemon::{Backends, Daemon};
-use toolgraph_server::sandbox::Recording;
+use toolgraph_server::daemon::{Daemon, Stack};
+use toolgraph_sandbox::Recording;
 
 pub fn settings() -> toolgraph_schema::Settings {
     let mut s = toolgraph_engine::settings::load(None, &[]).expect("defaults load");
@@ -34,9 +33,14 @@ pub fn exec_to(sandbox: Option<std::net::SocketAddr>, allow_loopback: bool) -> E
     .unwrap()
 }
 
-/// A daemon on 127.0.0.1:PORT; dropping the sender shuts it down.
-pub async fn start(backends: Backends, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let d = Daemon::new(backends, keys).await.unwrap();
+/// A daemon on 127.0.0.1:PORT with a throw-away state store; dropping the sender shuts it down.
+pub async fn start(stack: Stack, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+    start_on(stack, None, keys).await
+}
+
+/// [`start`] on the state store `state` (`None`: a throw-away in-memory one).
+pub async fn start_on(stack: Stack, state: Option<Arc<toolgraph_server::state::StateStore>>, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let d = Daemon::new(stack, state, keys).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -117,16 +121,16 @@ pub fn weather_recordings() -> Vec<Recording> {
     ]
 }
 
-pub async fn empty_backends(dir: &std::path::Path, emb: Arc<dyn Embedder>, executor: Executor, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> Backends {
+/// A stack over an empty graph under `dir` (learning off unless `tweak` turns it on).
+pub async fn empty_stack(dir: &std::path::Path, emb: Arc<dyn Embedder>, executor: Executor, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> Stack {
     let mut s = settings();
+    s.run = RunSettings { learn: false, ..RunSettings::default() };
     tweak(&mut s);
     let store: Arc<dyn toolgraph_engine::GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.join("graph.redb")).unwrap());
     store.setup().await.unwrap();
     let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..s.vectors.clone() }).unwrap();
     toolgraph_engine::retrieval::index::index_graph(store.as_ref(), vectors.as_ref(), emb.as_ref(), None, 64, false, |_, _| {}).await.unwrap();
-    let memory = Arc::new(toolgraph_engine::run::memory::Memory::open(vectors.clone(), emb.dim()).await.unwrap());
-    let run = RunSettings { learn: false, ..RunSettings::default() };
-    Backends { store, vectors, embedder: emb, memory, executor, planner: Arc::new(DeterministicPlanner::default()), run, settings: s, cache: None, models: None, state: None }
+    Stack::over(s, store, vectors, emb, executor).await.unwrap()
 }
 
 /// The weather API of `weather_recordings` as a registration (`POST /v1/tools`) at `base`.

@@ -1,5 +1,5 @@
 """Drive toolgraph's MCP server with the official Python SDK (`mcp` from PyPI, pinned in
-requirements.txt) and print what it saw as one JSON object; tests/mcp_serve.rs asserts on it.
+requirements.txt) and print what it saw as one JSON object; tests/integration/mcp_serve.rs asserts on it.
 
 Usage: python client.py CONFIG_JSON, where CONFIG_JSON has
   "stdio": [command, args...] | "url": "http://.../mcp" (+ "key": an API key),

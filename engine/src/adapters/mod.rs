@@ -1,9 +1,8 @@
-//! Adapters: one module per backend, each implementing the ports it serves.
+//! Adapters: one module per backend, each implementing the ports it serves. The graph stores live in
+//! the graph crate (re-exported here).
 
-pub mod cypher;
-pub mod embedded;
 pub mod fastembed;
-pub mod falkordb;
-pub mod neo4j;
 pub mod qdrant_edge;
 pub mod qdrant;
+
+pub use toolgraph_graph::adapters::{cypher, embedded, falkordb, neo4j};

@@ -262,7 +262,7 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     if let Some(last) = ctx.path.last() {
         if compares(&ctx.request) {
             let calls: Vec<usize> = ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
-            let distinct = calls.iter().map(|i| super::deterministic::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
+            let distinct = calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
             let by = (distinct >= 2).then(|| last.label.clone());
             push(&mut out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
         }

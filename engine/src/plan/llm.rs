@@ -5,7 +5,11 @@
 //! and then replaced by the deterministic planner's decision — it is never executed.
 //! Transient HTTP failures (timeouts, connection errors, 429, 5xx) are retried with backoff.
 
-use super::deterministic::{fill_arguments, judge_path, plain_answer, subtasks_of, DeterministicPlanner};
+use super::answer::compose as plain_answer;
+use super::decompose::subtasks_of;
+use super::deterministic::DeterministicPlanner;
+use super::fill::fill_arguments;
+use super::judge::judge_path;
 use super::program::{parse_plan, Plan, SolutionView};
 use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, Planner, ProviderPick, Source, Subtask, Usage};
 use crate::{EngineError, ErrorClass, Result};

@@ -3,13 +3,20 @@
 //! search is the same whether a deterministic scorer or an LLM decides.
 //!
 //! Implementations: [`deterministic::DeterministicPlanner`] (graph weights × similarity ×
-//! availability, arguments from earlier outputs then typed request values then schema defaults;
-//! the default, used by tests) and [`llm::LlmPlanner`] (any OpenAI-compatible endpoint, JSON-schema
-//! constrained answers, every answer validated before anything runs).
+//! availability; the default, used by tests) and [`llm::LlmPlanner`] (any OpenAI-compatible
+//! endpoint, JSON-schema constrained answers, every answer validated before anything runs).
+//!
+//! The rules both share — and the engine uses to tell what is possible without asking a planner —
+//! have homes of their own: [`fill`] (arguments from earlier outputs, then typed request values,
+//! then earlier turns, then schema defaults), [`judge`] (usable responses and coverage),
+//! [`decompose`] (rule-based subtasks), [`answer`] (the answer composed from the results).
 
 pub mod answer;
 pub mod coverage;
+pub mod decompose;
 pub mod deterministic;
+pub mod fill;
+pub mod judge;
 pub mod llm;
 pub mod models;
 pub mod program;
@@ -232,7 +239,7 @@ pub struct Context {
     /// Values the user gave for parameters (`needs_input` answers), by parameter name.
     pub given: Map<String, Value>,
     /// Field indexes of the path's responses by label (built once per step by the engine).
-    pub fields: HashMap<String, Arc<deterministic::FieldIndex>>,
+    pub fields: HashMap<String, Arc<fill::FieldIndex>>,
     /// Outputs of earlier turns of a conversation (most recent last): arguments no value of this
     /// request provides may come from them.
     pub earlier: Vec<Earlier>,
@@ -248,12 +255,12 @@ pub struct Earlier {
     pub request: String,
     pub api: String,
     pub response: Arc<Value>,
-    pub fields: Arc<deterministic::FieldIndex>,
+    pub fields: Arc<fill::FieldIndex>,
 }
 
 impl Earlier {
     pub fn new(turn: usize, request: &str, api: &str, response: Arc<Value>) -> Self {
-        let fields = Arc::new(deterministic::FieldIndex::build(&response));
+        let fields = Arc::new(fill::FieldIndex::build(&response));
         Earlier { turn, request: request.to_string(), api: api.to_string(), response, fields }
     }
 }
@@ -360,6 +367,13 @@ pub trait Planner: Send + Sync {
     async fn judge(&self, ctx: &Context) -> Result<Judgement>;
     /// The final answer from the path's observations.
     async fn answer(&self, ctx: &Context) -> Result<String>;
+    /// Whether [`Planner::answer`] composes from the results alone (no model, no cost): the engine
+    /// then answers a request searched subtask by subtask part by part with the same composer
+    /// ([`answer::compose`]); otherwise it asks the planner once for the whole and lists which
+    /// calls served each part.
+    fn composes_answers(&self) -> bool {
+        false
+    }
     /// Counters so far (the planner is shared by one run at a time or counts atomically).
     fn usage(&self) -> Usage;
 }
@@ -370,5 +384,28 @@ pub fn clamp_delta(d: f64) -> f64 {
         d.clamp(-crate::graph::weights::MAX_DELTA, crate::graph::weights::MAX_DELTA)
     } else {
         0.0
+    }
+}
+
+/// Builders the planner modules' unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::{ApiView, Context};
+    use super::values::RequestValues;
+    use chrono::NaiveDate;
+    use std::sync::Arc;
+    use toolgraph_schema::ParamDoc;
+
+    pub(crate) fn p(name: &str, ty: &str, required: bool) -> ParamDoc {
+        ParamDoc { name: name.into(), ty: ty.into(), description: String::new(), required, default: None }
+    }
+
+    pub(crate) fn api(id: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
+        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params, output_fields: vec![], availability: None, ends: None })
+    }
+
+    /// A context for `text` with 2030-01-01 as today.
+    pub(crate) fn ctx(text: &str) -> Context {
+        Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()))
     }
 }

@@ -150,14 +150,14 @@ impl Models {
         planner: &str,
         model: Option<&str>,
     ) -> std::result::Result<Arc<dyn Planner>, String> {
-        match planner {
-            "deterministic" => {
+        match planner.parse::<toolgraph_schema::PlannerKind>()? {
+            toolgraph_schema::PlannerKind::Deterministic => {
                 if model.is_some() {
                     return Err("`model` applies to the llm planner only".into());
                 }
                 Ok(self.deterministic.clone())
             }
-            "llm" => {
+            toolgraph_schema::PlannerKind::Llm => {
                 let name = model.unwrap_or(&self.default);
                 self.llms
                     .get(name)
@@ -166,7 +166,6 @@ impl Models {
                         format!("no model `{name}`; configured: {}", self.names().join(", "))
                     })
             }
-            other => Err(format!("planner `{other}` is not `deterministic` or `llm`")),
         }
     }
 

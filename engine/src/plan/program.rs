@@ -73,11 +73,11 @@ impl SolutionLibrary {
             let leaves: HashSet<String> = x
                 .output_fields
                 .iter()
-                .map(|f| crate::run::normalize_field(f))
+                .map(|f| toolgraph_schema::fields::field_key(f))
                 .collect();
             let coupled = y.params.iter().any(|p| {
-                let want = crate::run::normalize_field(&p.name);
-                leaves.iter().any(|l| crate::run::field_provides(l, &want))
+                let want = toolgraph_schema::fields::field_key(&p.name);
+                leaves.iter().any(|l| toolgraph_schema::fields::key_provides(l, &want))
             });
             if coupled {
                 pairs.insert((a.as_str(), b.as_str()));
@@ -286,7 +286,7 @@ fn loosely_equal(a: &Value, b: &Value) -> bool {
 
 /// Whether a parameter name holds an identifier (`hotel_id`, `id`, `dest_ids`).
 pub fn id_like(param: &str) -> bool {
-    let n = crate::run::normalize_field(param);
+    let n = toolgraph_schema::fields::field_key(param);
     n == "id" || n == "ids" || (n.len() > 2 && (n.ends_with("id") || n.ends_with("ids")))
 }
 

@@ -8,11 +8,11 @@
 use super::trace::TraceEvent;
 use super::{RunReport, Status};
 use crate::exec::CallError;
-use crate::graph::{aggregate, weights, GraphStore};
+use crate::graph::write::ContributionWriter;
+use crate::graph::GraphStore;
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
 use toolgraph_schema::{Contribution, ResolvedCall, WeightSettings};
 
 /// One call a run sent to a tool.
@@ -69,30 +69,23 @@ pub struct Learned {
     pub weights_recomputed: u64,
 }
 
-/// Add run `run_id`'s contribution to the graph, once.
+/// Edges per weight write when a run's sources are recomputed (a chain touches a few sources).
+const WEIGHT_BATCH_ROWS: usize = 1000;
+
+/// Add run `run_id`'s contribution to the graph, once ([`ContributionWriter`], as ingest writes).
 pub async fn learn_run(store: &dyn GraphStore, run_id: &str, report: &RunReport, params: WeightSettings) -> Result<Learned> {
     // A run that sent nothing is recorded too: a later run under the same id (a retry) must not
     // count either.
     let c = contribution(run_id, report);
-    if store.ingested_keys(std::slice::from_ref(&c.key)).await?.contains(&c.key) {
+    let (calls, successes) = (c.attempts.len() as u64, c.attempts.iter().filter(|a| a.ok).count() as u64);
+    let mut writer = ContributionWriter::new(store);
+    let batch = writer.write(vec![c]).await?;
+    if batch.keys.is_empty() {
         return Ok(Learned::default());
     }
-    let batch = aggregate(std::slice::from_ref(&c));
-    let sources: Vec<String> = batch.edges.iter().map(|e| e.from.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-    if !sources.is_empty() {
-        store.set_weights_dirty(true).await?;
+    let recomputed = writer.recompute(params, WEIGHT_BATCH_ROWS, false).await?;
+    if writer.marked_dirty() {
+        writer.clear_dirty().await?;
     }
-    store.apply_contributions(&batch).await?;
-    let mut recomputed = 0;
-    if !sources.is_empty() {
-        recomputed = weights::recompute(store, Some(&sources), params, 1000).await?;
-        store.set_weights_dirty(false).await?;
-    }
-    Ok(Learned {
-        applied: true,
-        calls: c.attempts.len() as u64,
-        successes: c.attempts.iter().filter(|a| a.ok).count() as u64,
-        edges: batch.edges.iter().map(|e| e.n).sum(),
-        weights_recomputed: recomputed as u64,
-    })
+    Ok(Learned { applied: true, calls, successes, edges: batch.edges.iter().map(|e| e.n).sum(), weights_recomputed: recomputed as u64 })
 }

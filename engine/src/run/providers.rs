@@ -9,16 +9,7 @@ use crate::plan::ApiView;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// A field's or parameter's comparable form.
-pub(crate) fn normalize(name: &str) -> String {
-    let leaf = name.rsplit('.').next().unwrap_or(name);
-    leaf.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
-}
-
-/// Whether a field's normalized leaf `leaf` provides a parameter normalized as `want`.
-pub(crate) fn provides(leaf: &str, want: &str) -> bool {
-    leaf == want || (leaf.len() >= 3 && want.ends_with(leaf)) || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
-}
+use toolgraph_schema::fields::{field_key as normalize, key_provides as provides};
 
 /// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
 fn leaves_for(want: &str) -> impl Iterator<Item = &str> {

@@ -137,7 +137,7 @@ pub(super) async fn list_credentials(State(d): State<Arc<Daemon>>, Extension(cal
             json!({"scope": r.scope, "host": r.host, "placement": r.placement, "name": r.name, "stored": stored, "updated_by": r.updated_by, "updated_ms": r.updated_ms})
         })
         .collect();
-    Ok(Json(json!({"credentials": list, "in_use": d.backends.executor.credentials().len()})))
+    Ok(Json(json!({"credentials": list, "in_use": d.stack.executor.credentials().len()})))
 }
 
 #[derive(Debug, Deserialize)]

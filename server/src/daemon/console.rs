@@ -333,7 +333,7 @@ pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller):
         return Err(ApiError::invalid(format!("`limit` must be 1..={MAX_LIMIT}, `q` at most 300 characters")));
     }
     let text = q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_lowercase);
-    let mut all = d.backends.memory.list().await?;
+    let mut all = d.stack.memory.list().await?;
     all.retain(|(_, e)| text.as_deref().is_none_or(|t| e.request.to_lowercase().contains(t) || e.chain.iter().any(|s| s.api.to_lowercase().contains(t))));
     all.sort_by(|a, b| a.1.request.cmp(&b.1.request));
     let total = all.len();
@@ -344,7 +344,7 @@ pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller):
 /// `DELETE /v1/memory/{id}` (administrators).
 pub(super) async fn delete_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     require_admin(&caller, "the long-term memory")?;
-    if id.len() > 200 || !d.backends.memory.delete(&id).await? {
+    if id.len() > 200 || !d.stack.memory.delete(&id).await? {
         return Err(ApiError::not_found(format!("no memory {}", id.chars().take(100).collect::<String>())));
     }
     d.audit(&caller, "memory.delete", &id, json!({})).await;
@@ -358,8 +358,8 @@ pub(super) async fn settings(State(d): State<Arc<Daemon>>, Extension(caller): Ex
     let s = d.settings();
     Ok(Json(json!({
         "run": s.run,
-        "graph": d.backends.store.backend(),
-        "vectors": d.backends.vectors.backend(),
+        "graph": d.stack.store.backend(),
+        "vectors": d.stack.vectors.backend(),
         "state": d.state.backend(),
         "models": {"default": d.models.default_name(), "list": d.models.list()},
         "limits": {"max_request_chars": s.server.max_request_chars, "max_in_flight": s.server.max_in_flight, "rate_per_s": s.server.rate_per_s, "console_login_hours": s.server.console_login_hours},

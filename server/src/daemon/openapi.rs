@@ -32,9 +32,9 @@ pub(super) async fn document() -> Json<Value> {
                     "request": {"type": "string", "maxLength": 4000}, "session_id": {"type": "string"},
                     "given": {"type": "object", "description": "values for parameters (answers to needs_input)"},
                     "stream": {"type": "boolean", "description": "stream trace steps as Server-Sent Events (events: run, step, result, error)"},
-                    "planner": {"enum": ["deterministic", "llm"], "description": "who decides this run (default: the daemon's planner)"},
+                    "planner": {"enum": toolgraph_schema::PlannerKind::names(), "description": "who decides this run (default: the daemon's planner)"},
                     "model": {"type": "string", "description": "for the llm planner: a configured model (GET /v1/models); default llm.default"},
-                    "mode": {"enum": ["graph", "plan", "dfs-no-graph", "retrieve-greedy"], "description": "plan: one plan from the solution library, executed, falling back to the graph search from a failing step"},
+                    "mode": {"enum": toolgraph_schema::Mode::names(), "description": "plan: one plan from the solution library, executed, falling back to the graph search from a failing step"},
                     "backward": {"type": "boolean", "description": "target first: call the API that answers, complete its inputs backwards (Reverse Chain)"},
                     "dry_run": {"type": "boolean", "description": "plan only: nothing is sent; the chain comes back with its data flow as $varN.field$ references (stats.dry_run); nothing is learned or remembered"}}},
                 "RunResult": {"type": "object", "properties": {

@@ -183,8 +183,8 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: boo
     let id = api_id(&category, &tool, &r.name);
     reqwest::Url::parse(&r.url).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url: {e}")))?;
     // Checked where calls really go (after the deployment's rewrites, e.g. to a replay sandbox).
-    let url = reqwest::Url::parse(&d.backends.executor.rewritten(&r.url)).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url (rewritten): {e}")))?;
-    d.backends.executor.guard().check_url(&url).await.map_err(|e| ApiError::unprocessable("url_refused", format!("url: {e}")))?;
+    let url = reqwest::Url::parse(&d.stack.executor.rewritten(&r.url)).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url (rewritten): {e}")))?;
+    d.stack.executor.guard().check_url(&url).await.map_err(|e| ApiError::unprocessable("url_refused", format!("url: {e}")))?;
     // The test call: the example's arguments, else required parameters' defaults.
     let mut args = r.example.clone().unwrap_or_default();
     let mut missing = Vec::new();
@@ -204,7 +204,7 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: boo
     }
     let spec = CallSpec { api_id: id.clone(), method: r.method.to_uppercase(), url: r.url.clone(), params: r.parameters.clone() };
     let outcome = d
-        .backends
+        .stack
         .executor
         .call(&spec, &args, &HashMap::<String, Value>::new())
         .await
@@ -236,10 +236,10 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: boo
         required,
         output_fields: fields.clone(),
     };
-    d.backends.store.upsert_apis(&[up]).await?;
+    d.stack.store.upsert_apis(&[up]).await?;
     // It passed its test call: a re-registered API that was invalidated is active again.
     let change = StatusChange { id: id.clone(), status: STATUS_ACTIVE.into(), reason: format!("registered; its test call answered HTTP {}", outcome.status), since: now_rfc3339(), probe: Some(Value::Object(outcome.arguments.clone()).to_string()) };
-    d.backends.store.set_api_status(&change).await?;
+    d.stack.store.set_api_status(&change).await?;
     d.health.reset(&id);
     Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) })
 }
@@ -316,12 +316,12 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
     }
     if let Some(status) = &p.status {
         let change = StatusChange { id: id.clone(), status: status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
-        if !d.backends.store.set_api_status(&change).await? {
+        if !d.stack.store.set_api_status(&change).await? {
             return Err(ApiError::not_found(format!("no API {id}")));
         }
         d.health.reset(&id);
         tracing::warn!(api = %id, status = %status, reason, "API status changed");
-        let forgotten = if status == STATUS_INVALID { d.backends.memory.forget_api(&id).await? } else { 0 };
+        let forgotten = if status == STATUS_INVALID { d.stack.memory.forget_api(&id).await? } else { 0 };
         d.reload().await?;
         d.audit(&caller, "tool.status", &id, json!({"status": status, "reason": reason})).await;
         out["status"] = json!(status);

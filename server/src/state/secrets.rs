@@ -10,22 +10,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use toolgraph_engine::exec::credentials::{Credential, CredentialSet, Placement};
 
-/// An optional secret from `NAME` or the file named by `NAME_FILE` (trimmed); errors name the
-/// variable, never the value.
-pub fn env_secret(name: &str) -> Result<Option<SecretString>, String> {
-    if let Ok(v) = std::env::var(name) {
-        if !v.trim().is_empty() {
-            return Ok(Some(SecretString::from(v.trim().to_string())));
-        }
-    }
-    if let Ok(path) = std::env::var(format!("{name}_FILE")) {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {name}_FILE ({path}): {e}"))?;
-        if !text.trim().is_empty() {
-            return Ok(Some(SecretString::from(text.trim().to_string())));
-        }
-    }
-    Ok(None)
-}
+pub use toolgraph_schema::secrets::env_secret;
 
 /// The key credentials are sealed with.
 #[derive(Clone)]

@@ -1,0 +1,358 @@
+//! Argument filling every planner shares (SoAy's I/O coupling first): a parameter takes a field of
+//! an earlier output with its name (or whose name it ends with: `pick_up_latitude` ← `latitude`),
+//! else a typed value of the request (dates in order, start/end aware; times; counted numbers;
+//! names; quoted strings; emails; URLs), else an earlier turn's output, else its documented
+//! default. The deterministic planner fills with it; the LLM planner falls back to it and the engine
+//! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
+
+use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
+use super::{ApiView, ArgSource, Context, Filled};
+use chrono::Duration;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+fn norm(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// The scalar fields of a response in breadth-first order, normalized name → path; arrays are
+/// entered at their first element and the index left out of the path (references take the first
+/// element there). Built once per step; argument filling looks fields up here.
+#[derive(Debug, Default)]
+pub struct FieldIndex {
+    entries: Vec<(String, String)>,
+    first: HashMap<String, usize>,
+    /// Answers already given, by parameter name (a run asks for the same parameters often).
+    memo: std::sync::Mutex<HashMap<String, Option<(String, bool)>>>,
+}
+
+impl PartialEq for FieldIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl FieldIndex {
+    pub fn build(v: &Value) -> Self {
+        let mut idx = FieldIndex::default();
+        let mut queue: VecDeque<(&Value, String, usize)> = VecDeque::from([(v, String::new(), 0)]);
+        let mut seen = 0;
+        while let Some((node, path, depth)) = queue.pop_front() {
+            seen += 1;
+            if seen > 400 || depth > 6 {
+                break;
+            }
+            match node {
+                Value::Object(m) => {
+                    for (k, sub) in m {
+                        let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                        if sub.is_object() || sub.is_array() {
+                            queue.push_back((sub, p, depth + 1));
+                        } else if !sub.is_null() {
+                            let nk = norm(k);
+                            idx.first.entry(nk.clone()).or_insert(idx.entries.len());
+                            idx.entries.push((nk, p));
+                        }
+                    }
+                }
+                Value::Array(items) => {
+                    if let Some(first) = items.first() {
+                        queue.push_back((first, path, depth + 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+        idx
+    }
+
+    /// A field for `param`: `(path, exact)`: the same name, else the first whose name the
+    /// parameter ends with (`pick_up_latitude` ← `latitude`, `fromId` ← `id`) or that ends with it.
+    pub fn find(&self, param: &str) -> Option<(String, bool)> {
+        if let Some(hit) = self.memo.lock().ok().and_then(|m| m.get(param).cloned()) {
+            return hit;
+        }
+        let found = self.search(param);
+        if let Ok(mut m) = self.memo.lock() {
+            m.insert(param.to_string(), found.clone());
+        }
+        found
+    }
+
+    fn search(&self, param: &str) -> Option<(String, bool)> {
+        let want = norm(param);
+        if want.is_empty() {
+            return None;
+        }
+        if let Some(&i) = self.first.get(&want) {
+            return Some((self.entries[i].1.clone(), true));
+        }
+        self.entries
+            .iter()
+            .find(|(nk, _)| {
+                let id_link = nk == "id" && want.len() > 2 && want.ends_with("id");
+                id_link || nk.len() >= 3 && (want.ends_with(nk.as_str()) || (want.len() >= 4 && nk.ends_with(&want)))
+            })
+            .map(|(_, p)| (p.clone(), false))
+    }
+}
+
+fn find_field(ctx: &Context, step: &super::Step, param: &str) -> Option<(String, bool)> {
+    match ctx.fields.get(&step.label) {
+        Some(idx) => idx.find(param),
+        None => FieldIndex::build(&step.response).find(param),
+    }
+}
+
+/// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
+/// `toId`, `drop_off_*`, `destination`): with two producers, the start takes the earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Start,
+    End,
+    Neutral,
+}
+
+fn role(name: &str) -> Role {
+    let n = name.to_ascii_lowercase();
+    let to_prefix = name.starts_with("to") && name[2..].chars().next().is_some_and(|c| c.is_uppercase() || c == '_');
+    if ["from", "pick", "origin", "src", "source", "start"].iter().any(|k| n.starts_with(k)) {
+        Role::Start
+    } else if to_prefix || ["drop", "dest", "return", "end"].iter().any(|k| n.starts_with(k)) {
+        Role::End
+    } else {
+        Role::Neutral
+    }
+}
+
+fn is_name_param(name: &str, description: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let d = description.to_ascii_lowercase();
+    ["query", "name", "city", "location", "place", "destination", "keyword", "term", "search", "text", "address", "country", "title"]
+        .iter()
+        .any(|k| n.contains(k))
+        || n == "q"
+        || d.contains("name of") && !n.ends_with("id")
+}
+
+fn is_numeric(ty: &str) -> bool {
+    let t = ty.to_ascii_lowercase();
+    t.starts_with("int") || t.starts_with("number") || t.starts_with("float") || t.starts_with("double")
+}
+
+/// Strings already used as argument values on the path.
+fn used_strings(ctx: &Context) -> HashSet<String> {
+    ctx.path.iter().flat_map(|s| s.arguments.values()).filter_map(|v| v.as_str().map(|s| s.to_ascii_lowercase())).collect()
+}
+
+/// Fill one parameter from the request's typed values; `repeat` = earlier calls of the same API.
+/// A value the request labels with the parameter's name ("latitude: 35.77" for
+/// `pick_up_latitude`); the start of a span takes the first, the end the second.
+fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize) -> Option<String> {
+    let want = norm(&p.name);
+    let hits: Vec<&String> = values.labelled.iter().filter(|(l, _)| l.len() >= 2 && (want == *l || want.ends_with(l.as_str()))).map(|(_, v)| v).collect();
+    let mut dedup: Vec<&String> = Vec::new();
+    for h in hits {
+        if dedup.last() != Some(&h) {
+            dedup.push(h);
+        }
+    }
+    let i = match role(&p.name) {
+        Role::End => 1 + 2 * repeat,
+        Role::Start => 2 * repeat,
+        Role::Neutral => repeat,
+    };
+    dedup.get(i).or(dedup.last()).map(|v| v.to_string())
+}
+
+fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>, avoid: &HashSet<String>) -> Option<(Value, &'static str)> {
+    if let Some(v) = labelled(values, p, repeat) {
+        return Some((Value::String(v), "labelled"));
+    }
+    if is_date_param(&p.name, &p.description) {
+        if values.dates.is_empty() {
+            return None;
+        }
+        let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
+        let d = if is_end_param(&p.name) { values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1)) } else { start };
+        return Some((Value::String(d.format("%Y-%m-%d").to_string()), "date"));
+    }
+    if is_time_param(&p.name) {
+        let t = values.times.get(repeat).or(values.times.last())?;
+        return Some((Value::String(t.clone()), "time"));
+    }
+    if is_numeric(&p.ty) {
+        return values.count_for(&p.name).map(|n| (serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null), "number")).filter(|(v, _)| !v.is_null());
+    }
+    let n = p.name.to_ascii_lowercase();
+    if n.contains("email") {
+        return values.emails.first().map(|e| (Value::String(e.clone()), "email"));
+    }
+    if n.contains("url") || n.contains("link") {
+        return values.urls.first().map(|e| (Value::String(e.clone()), "url"));
+    }
+    if n.contains("phone") || n.contains("mobile") || n == "tel" || n == "telephone" {
+        return values.phones.get(repeat).or(values.phones.first()).map(|e| (Value::String(e.clone()), "phone"));
+    }
+    if ["file", "document", "path", "attachment"].iter().any(|k| n.contains(k)) {
+        if let Some(f) = values.files.first() {
+            return Some((Value::String(f.clone()), "file"));
+        }
+    }
+    if is_name_param(&p.name, &p.description) {
+        // The first name not used yet (nor failed with this API), else the call's turn.
+        let fresh = |s: &&String| !avoid.contains(&s.to_ascii_lowercase());
+        let pick = values
+            .names
+            .iter()
+            .filter(fresh)
+            .find(|s| !used.contains(&s.to_ascii_lowercase()))
+            .or_else(|| {
+                let left: Vec<&String> = values.names.iter().filter(fresh).collect();
+                (!left.is_empty()).then(|| left[repeat % left.len()])
+            })
+            .or_else(|| values.quoted.iter().find(fresh))?;
+        return Some((Value::String(pick.clone()), "name"));
+    }
+    if is_text_param(&n) {
+        // Free text (a message, a prompt, a search term): what the user quoted.
+        return values.quoted.iter().find(|q| !avoid.contains(&q.to_ascii_lowercase())).map(|q| (Value::String(q.clone()), "quoted"));
+    }
+    None
+}
+
+/// Parameters that take free text as the user wrote it.
+fn is_text_param(lower_name: &str) -> bool {
+    matches!(lower_name, "message" | "msg" | "text" | "prompt" | "content" | "input" | "body" | "note" | "comment" | "question" | "term" | "keyword" | "keywords" | "q" | "search")
+}
+
+/// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
+pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
+    let mut out = Filled::default();
+    let repeat = ctx.calls_of(&api.id);
+    let used = used_strings(ctx);
+    for p in &api.params {
+        if let Some(v) = ctx.given.get(&p.name) {
+            out.arguments.insert(p.name.clone(), v.clone());
+            out.sources.insert(p.name.clone(), ArgSource::Given);
+            continue;
+        }
+        // A repeated call takes a parameter from where the earlier call of that API took it (the
+        // second rental search reads the same location as the first).
+        let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(&p.name) {
+            Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => Some((label.clone(), path.clone())),
+            _ => None,
+        });
+        if let Some((label, path)) = earlier {
+            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
+            continue;
+        }
+        // Earlier outputs: exact names before suffix matches; of several producers, a start
+        // parameter takes the earliest, others the most recent.
+        let matches: Vec<(String, String, bool)> = ctx.path.iter().filter_map(|step| find_field(ctx, step, &p.name).map(|(path, exact)| (step.label.clone(), path, exact))).collect();
+        let any_exact = matches.iter().any(|m| m.2);
+        let pool: Vec<&(String, String, bool)> = matches.iter().filter(|m| m.2 == any_exact).collect();
+        let found = match role(&p.name) {
+            Role::Start => pool.first(),
+            _ => pool.last(),
+        }
+        .map(|m| (*m).clone());
+        // Values the user gave (dates, times, labelled values) win over fields of earlier outputs.
+        let literal_first = (is_date_param(&p.name, &p.description) && !ctx.values.dates.is_empty())
+            || (is_time_param(&p.name) && !ctx.values.times.is_empty())
+            || labelled(&ctx.values, p, repeat).is_some();
+        if let Some((label, path, _)) = found.filter(|_| !literal_first) {
+            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
+            continue;
+        }
+        let avoid: HashSet<String> = ctx.dead_ends.iter().filter(|d| d.api == api.id).filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase)).collect();
+        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid) {
+            if p.required || kind != "name" {
+                out.arguments.insert(p.name.clone(), v);
+                out.sources.insert(p.name.clone(), ArgSource::Request { kind: kind.to_string() });
+                continue;
+            }
+        }
+        if !p.required {
+            continue;
+        }
+        // An earlier turn of the conversation (most recent first): "book the first one".
+        let from_earlier = ctx.earlier.iter().rev().find_map(|e| {
+            let (path, _) = e.fields.find(&p.name)?;
+            let parts: Vec<&str> = path.split('.').collect();
+            crate::exec::refs::lookup(&e.response, &parts).filter(|v| !v.is_null()).map(|v| (e, path.clone(), v.clone()))
+        });
+        if let Some((e, path, v)) = from_earlier {
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Earlier { turn: e.turn, api: e.api.clone(), path });
+            continue;
+        }
+        if let Some(d) = p.default.as_ref().filter(|d| !d.is_null() && d.as_str() != Some("")) {
+            out.arguments.insert(p.name.clone(), d.clone());
+            out.sources.insert(p.name.clone(), ArgSource::Default);
+            continue;
+        }
+        out.missing.push(p.name.clone());
+    }
+    out
+}
+
+/// Arguments of `m` as a sorted JSON text (for comparing planned calls).
+pub fn canonical(m: &Map<String, Value>) -> String {
+    let sorted: BTreeMap<&String, &Value> = m.iter().collect();
+    serde_json::to_string(&sorted).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::test_support::{api, ctx, p};
+    use crate::plan::Step;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_later_turn_takes_what_the_request_lacks_from_earlier_turns() {
+        let mut c = ctx("Book the first one for me");
+        let book = api("book", vec![p("hotel_id", "number", true), p("currency", "string", false)]);
+        assert_eq!(fill_arguments(&c, &book).missing, vec!["hotel_id".to_string()]);
+        let older = Arc::new(json!({"data": [{"hotel_id": 7}]}));
+        let newer = Arc::new(json!({"data": {"hotels": [{"hotel_id": 42, "name": "Ritz"}]}}));
+        c.earlier = vec![crate::plan::Earlier::new(1, "hotels in Rome", "search", older), crate::plan::Earlier::new(2, "hotels in Paris", "search", newer)];
+        let f = fill_arguments(&c, &book);
+        assert_eq!(f.arguments["hotel_id"], json!(42), "the most recent turn wins");
+        assert!(matches!(&f.sources["hotel_id"], ArgSource::Earlier { turn: 2, .. }));
+        assert!(!f.arguments.contains_key("currency"), "optional parameters are not filled from earlier turns");
+    }
+
+    #[test]
+    fn fills_from_outputs_then_request_then_defaults() {
+        let mut c = ctx("Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow.");
+        let loc = api("loc", vec![p("query", "string", true)]);
+        let f = fill_arguments(&c, &loc);
+        assert_eq!(f.arguments["query"], json!("San Diego Marriott La Jolla"));
+        assert!(f.missing.is_empty());
+        c.path.push(Step {
+            api: loc,
+            label: "var1".into(),
+            arguments: f.arguments,
+            sources: f.sources,
+            observation: String::new(),
+            response: json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]).into(),
+            repeat: 0,
+        });
+        let mut with_default = p("currency", "string", true);
+        with_default.default = Some(json!("USD"));
+        let rent = api("rent", vec![p("pick_up_latitude", "number", true), p("pick_up_date", "string", true), p("drop_off_date", "string", true), p("pick_up_time", "string", true), with_default, p("driver_id", "string", true), p("adults", "number", false)]);
+        let f = fill_arguments(&c, &rent);
+        assert_eq!(f.arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
+        assert_eq!(f.arguments["pick_up_date"], json!("2024-10-14"));
+        assert_eq!(f.arguments["drop_off_date"], json!("2024-10-15"));
+        assert_eq!(f.arguments["pick_up_time"], json!("08:00"));
+        assert_eq!(f.arguments["currency"], json!("USD"));
+        assert_eq!(f.missing, vec!["driver_id"]);
+        assert!(!f.arguments.contains_key("adults"), "optional with no value stays out");
+    }
+}

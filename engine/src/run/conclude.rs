@@ -1,0 +1,196 @@
+//! The end of a run: the judgement, the status, the answer (per subtask when searched per subtask),
+//! the long-term memory of a run judged complete, and the report.
+
+use super::memory::MemoryStep;
+use super::report::{ChainCall, RunReport, Status};
+use super::RunSettings;
+use super::trace::TraceEvent;
+use super::{Ended, Engine, RunState};
+use crate::plan::judge::{bad_response, judge_path};
+use crate::plan::Step;
+use crate::Result;
+
+/// What decides a finished run's status.
+struct Outcome {
+    steps: usize,
+    passed: bool,
+    usable_steps: usize,
+    needs_input: bool,
+    failed_calls: u64,
+}
+
+/// Answered only when judged complete. Only a missing value blocked the run (no tool failed): ask
+/// the user; some usable calls: partial; otherwise give up (the report still names the missing
+/// value).
+fn status_of(o: &Outcome) -> Status {
+    let blocked_on_input = o.needs_input && o.failed_calls == 0;
+    if o.steps == 0 {
+        if blocked_on_input {
+            Status::NeedsInput
+        } else {
+            Status::GaveUp
+        }
+    } else if o.passed {
+        Status::Answered
+    } else if blocked_on_input {
+        Status::NeedsInput
+    } else if o.usable_steps > 0 {
+        Status::Partial
+    } else {
+        Status::GaveUp
+    }
+}
+
+impl Engine {
+    /// The answer: the planner's; for a request searched subtask by subtask, in parts that say
+    /// which subtask each answers. When the whole request asks for a quantity (a price compared
+    /// across subtasks' calls …) the whole path's answer comes first and each part names the calls
+    /// that served it; otherwise each part is composed from its own subtask's calls. An LLM's
+    /// answer (one call) leads, the parts follow.
+    pub(super) async fn answer(&self, st: &RunState<'_>) -> Result<String> {
+        let subtasks = &st.ctx.subtasks;
+        if subtasks.len() < 2 || st.ctx.step_subtask.is_empty() {
+            return st.planner.answer(&st.ctx).await;
+        }
+        let deterministic = st.planner.composes_answers();
+        let whole = !crate::plan::coverage::asked_quantities(&st.ctx.request).is_empty();
+        let head = if !deterministic {
+            Some(st.planner.answer(&st.ctx).await?)
+        } else if whole {
+            Some(crate::plan::answer::compose(&st.ctx))
+        } else {
+            None
+        };
+        let mut parts = Vec::new();
+        for (i, sub) in subtasks.iter().enumerate() {
+            let steps: Vec<&Step> = st.ctx.path.iter().filter(|s| st.ctx.step_subtask.get(&s.label) == Some(&i)).collect();
+            let text = if steps.is_empty() {
+                "nothing found for this part".to_string()
+            } else if head.is_some() {
+                format!("served by {}", steps.iter().map(|s| format!("{} ({})", s.api.name, s.label)).collect::<Vec<_>>().join(", "))
+            } else {
+                let mut sc = st.ctx.clone();
+                sc.request = sub.request.clone();
+                sc.path.retain(|s| st.ctx.step_subtask.get(&s.label) == Some(&i));
+                crate::plan::answer::compose(&sc)
+            };
+            parts.push(format!("[{}] {} — {}\n{}", i + 1, sub.name, sub.request, text));
+        }
+        let by_part = parts.join("\n\n");
+        Ok(match head {
+            Some(h) => format!("{h}\n\n{by_part}"),
+            None => by_part,
+        })
+    }
+
+    pub(super) async fn conclude(&self, st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
+        self.conclude_with(st, ended, vector, recalled, &self.settings).await
+    }
+
+    pub(super) async fn conclude_with(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool, settings: &RunSettings) -> Result<RunReport> {
+        let judgement = if st.ctx.path.is_empty() {
+            None
+        } else if recalled || st.deterministic_judge {
+            Some(judge_path(&st.ctx))
+        } else {
+            st.stats.planner_calls += 1;
+            Some(st.planner.judge(&st.ctx).await?)
+        };
+        if let Some(j) = &judgement {
+            st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
+        }
+        let status = status_of(&Outcome {
+            steps: st.ctx.path.len(),
+            passed: judgement.as_ref().is_some_and(|j| j.pass),
+            usable_steps: st.ctx.path.iter().filter(|s| bad_response(&s.response).is_none()).count(),
+            needs_input: st.needs_input.is_some(),
+            failed_calls: st.stats.failed_calls,
+        });
+        let answer = match status {
+            // A dry run has no results to write an answer from: it says what it planned.
+            Status::Answered if st.dry_run => {
+                let a = crate::plan::answer::planned(&st.ctx);
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
+            Status::Answered => {
+                if !recalled {
+                    st.stats.planner_calls += 1;
+                }
+                let a = if recalled { crate::plan::answer::compose(&st.ctx) } else { self.answer(&st).await? };
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
+            Status::Partial => {
+                if !recalled && !st.dry_run {
+                    st.stats.planner_calls += 1;
+                }
+                let done = if st.dry_run {
+                    crate::plan::answer::planned(&st.ctx)
+                } else if recalled {
+                    crate::plan::answer::compose(&st.ctx)
+                } else {
+                    self.answer(&st).await?
+                };
+                let missing = judgement.as_ref().map(|j| if j.complete() { j.reason.clone() } else { crate::plan::coverage::missing_text(&j.coverage) }).unwrap_or_default();
+                let a = format!("Partly done; not covered: {missing}.\n{done}");
+                st.emit(TraceEvent::Finish { answer: a.clone() }).await;
+                a
+            }
+            Status::NeedsInput => st.needs_input.as_ref().map(|n| n.message.clone()).unwrap_or_default(),
+            Status::GaveUp => {
+                let reason = match &ended {
+                    Ended::GaveUp(r) => r.clone(),
+                    Ended::Finished => "no API call succeeded".to_string(),
+                };
+                st.emit(TraceEvent::GiveUp { reason: reason.clone() }).await;
+                reason
+            }
+        };
+        // Long-term memory of runs judged complete (the graph learns in `learn_from`, once per run).
+        if judgement.is_some() && !recalled {
+            // Only a run judged complete is a plan worth recalling.
+            if status == Status::Answered && settings.remember && !st.dry_run {
+                if let Some(mem) = &self.memory {
+                    let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
+                    mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
+                }
+            }
+        }
+        let chain = st
+            .ctx
+            .path
+            .iter()
+            .map(|s| ChainCall { label: s.label.clone(), api: s.api.id.clone(), name: s.api.name.clone(), arguments: s.arguments.clone(), sent: st.sent.get(&s.label).cloned().unwrap_or_default(), subtask: st.ctx.step_subtask.get(&s.label).copied() })
+            .collect();
+        st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
+        st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);
+        let responses = st.ctx.path.iter().map(|s| s.response.clone()).collect();
+        Ok(RunReport { request: st.ctx.request.clone(), status, answer, chain, needs_input: st.needs_input.clone(), judgement, trace: st.trace, stats: st.stats, responses })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(steps: usize, passed: bool, usable_steps: usize, needs_input: bool, failed_calls: u64) -> Outcome {
+        Outcome { steps, passed, usable_steps, needs_input, failed_calls }
+    }
+
+    #[test]
+    fn a_run_is_answered_only_when_judged_complete() {
+        assert_eq!(status_of(&outcome(2, true, 2, false, 0)), Status::Answered);
+        assert_eq!(status_of(&outcome(2, false, 1, false, 0)), Status::Partial, "usable calls that do not cover the request");
+        assert_eq!(status_of(&outcome(2, false, 0, false, 0)), Status::GaveUp, "no usable response");
+    }
+
+    #[test]
+    fn only_a_missing_value_with_no_failed_tool_asks_the_user() {
+        assert_eq!(status_of(&outcome(0, false, 0, true, 0)), Status::NeedsInput);
+        assert_eq!(status_of(&outcome(0, false, 0, true, 1)), Status::GaveUp, "a tool failed: asking would not help");
+        assert_eq!(status_of(&outcome(1, false, 1, true, 0)), Status::NeedsInput, "a usable call, then a value only the user has");
+        assert_eq!(status_of(&outcome(1, true, 1, true, 0)), Status::Answered, "a path judged complete wins");
+        assert_eq!(status_of(&outcome(0, false, 0, false, 0)), Status::GaveUp);
+    }
+}

@@ -1,0 +1,108 @@
+//! Reverse Chain: a call whose required arguments nothing fills gets a provider — an API whose
+//! output has the field (a FEEDS edge first) — called before it, nested up to `run.reverse_depth`;
+//! what nothing provides ends in `needs_input` naming exactly those parameters.
+
+use super::trace::TraceEvent;
+use super::{report::NeedsInput, Engine, RunState};
+use crate::plan::fill::fill_arguments;
+use crate::plan::{ApiView, DeadEnd, Filled, Offer};
+use crate::Result;
+use std::sync::Arc;
+
+/// Providers offered per missing parameter to a planner that looks at them.
+const OFFERS_PER_PARAM: usize = 3;
+
+impl Engine {
+    /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
+    /// the field, else an API whose documented output has that field; by graph weight, similarity.
+    /// APIs excluded, degraded or already being completed are left out.
+    pub(super) fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
+        let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
+        for (cand, feeds) in self.providers.candidates(&api.id, param) {
+            if st.ctx.excluded_tools.contains(&cand.tool) || st.inserting.contains(&cand.id) || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id)) {
+                continue;
+            }
+            let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims().get(&cand.id).copied().unwrap_or(0.0).max(st.sims.get(&cand.id).copied().unwrap_or(0.0)) * 0.5;
+            scored.push((score, cand));
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        scored.into_iter().map(|(_, a)| a).collect()
+    }
+
+    pub(super) fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
+        self.providers_of(st, api, param).into_iter().next()
+    }
+
+    /// Provider offers for the required parameters of `api` no earlier output or request value fills.
+    pub(super) fn offers(&self, st: &RunState<'_>, api: &ApiView) -> Vec<Offer> {
+        let open = fill_arguments(&st.ctx, api).missing;
+        api.params
+            .iter()
+            .filter(|p| p.required && open.contains(&p.name))
+            .map(|p| Offer { param: p.name.clone(), providers: self.providers_of(st, api, &p.name).into_iter().take(OFFERS_PER_PARAM).collect() })
+            .filter(|o| !o.providers.is_empty())
+            .collect()
+    }
+
+    /// Fill and execute one call; on success the step is on the path. Missing arguments are
+    /// completed Reverse-Chain style: each gets its provider (the planner's pick, else the best
+    /// one) called first, nesting at most `run.reverse_depth` deep; what nothing provides — or what
+    /// the planner says only the user knows — ends in `needs_input` naming exactly those
+    /// parameters. `deterministic`: fill without the planner (plan steps). Returns whether the
+    /// call succeeded.
+    pub(super) fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize, deterministic: bool) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
+    where
+        'b: 's,
+    {
+        Box::pin(async move {
+            let fill = |st: &mut RunState<'b>| {
+                let offers = if !deterministic && st.planner.wants_offers() { self.offers(st, api) } else { Vec::new() };
+                if !deterministic {
+                    st.stats.planner_calls += 1;
+                }
+                offers
+            };
+            let offers = fill(st);
+            let mut filled: Filled = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
+            if !filled.missing.is_empty() {
+                let mut inserted = false;
+                st.inserting.push(api.id.clone());
+                for param in filled.missing.clone() {
+                    if filled.ask_user.contains(&param) {
+                        continue;
+                    }
+                    if nesting >= self.settings.reverse_depth || st.ctx.path.len() + 1 >= self.settings.max_depth {
+                        break;
+                    }
+                    // An output inserted for an earlier parameter may provide this one too.
+                    if inserted && !fill_arguments(&st.ctx, api).missing.contains(&param) {
+                        continue;
+                    }
+                    let pick = filled.from_api.iter().find(|p| p.param == param).and_then(|p| self.apis.get(&p.api).cloned()).filter(|a| !st.inserting.contains(&a.id));
+                    let Some(provider) = pick.or_else(|| self.provider_for(st, api, &param)) else { continue };
+                    st.emit(TraceEvent::Insert { api: api.id.clone(), argument: param.clone(), provider: provider.id.clone() }).await;
+                    if self.call_api(st, &provider, nesting + 1, deterministic).await? {
+                        inserted = true;
+                    }
+                }
+                st.inserting.pop();
+                if inserted {
+                    let offers = fill(st);
+                    let again = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
+                    filled = again;
+                }
+                if !filled.missing.is_empty() {
+                    let message = format!("{} needs {} and no earlier output or API can provide {}; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" }, if filled.missing.len() == 1 { "it" } else { "them" });
+                    st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
+                    if st.needs_input.is_none() {
+                        st.needs_input = Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
+                    }
+                    st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: format!("missing {}", filled.missing.join(", ")) });
+                    return Ok(false);
+                }
+            }
+            Ok(self.execute(st, api, filled).await)
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! The one place that builds the system: [`Stack::open`] opens what [`Settings`] names — the graph
+//! store, the vector store, the embedder, the long-term memory, the executor and the planners —
+//! and [`Stack::engine`] builds an [`Engine`] over them. Every entry point gets its engine here:
+//! the CLI's `ask`, the daemon behind `serve` and `mcp` (which rebuilds it after the graph changes),
+//! the evaluation harnesses (one stack per fold, over the stores they learned) and the tests.
+
+use crate::adapters::fastembed::FastEmbedder;
+use crate::embed::Embedder;
+use crate::exec::{ExecSettings, Executor};
+use crate::plan::llm::{LlmPlanner, LlmSettings};
+use crate::plan::models::Models;
+use crate::plan::Planner;
+use crate::retrieval::cache::EmbeddingCache;
+use crate::retrieval::hybrid::Retriever;
+use crate::run::health::Health;
+use crate::run::memory::Memory;
+use crate::run::{Engine, EngineParts, RunSettings};
+use crate::vector::VectorStore;
+use crate::{EngineError, GraphStore, Result};
+use std::path::Path;
+use std::sync::Arc;
+use toolgraph_schema::{EmbedSettings, GraphSnapshot, PlannerKind, Settings};
+
+/// Who decides, as a command line or a request chose it.
+#[derive(Debug, Clone, Default)]
+pub struct PlannerChoice {
+    pub kind: PlannerKind,
+    /// For the LLM planner: a model configured under `[llm.models.NAME]` (the default when `None`).
+    pub model: Option<String>,
+    /// For the LLM planner: an OpenAI-compatible base URL used instead of the configured models
+    /// (its key from `TOOLGRAPH_LLM_API_KEY(_FILE)`).
+    pub url: Option<String>,
+    /// With `url`: the model name that endpoint expects.
+    pub endpoint_model: String,
+}
+
+impl PlannerChoice {
+    /// The models a run may pick from: the configured ones, or the one `url` names. `categories`
+    /// are the graph's tool categories an LLM decomposition may name.
+    pub fn models(&self, s: &Settings, categories: &[String]) -> Result<Models> {
+        match &self.url {
+            Some(url) => {
+                let key = toolgraph_schema::secrets::env_secret("TOOLGRAPH_LLM_API_KEY").map_err(EngineError::Config)?;
+                let name = self.model.clone().unwrap_or_else(|| "cli".into());
+                let p = LlmPlanner::new(LlmSettings { name: name.clone(), base_url: url.clone(), model: self.endpoint_model.clone(), ..Default::default() }, key)?.with_categories(categories.to_vec());
+                Ok(Models::single(&name, p))
+            }
+            None => Models::from_config(&s.llm, categories),
+        }
+    }
+
+    /// The chosen planner among `models` (the endpoint's own model when a URL was given).
+    pub fn planner(&self, models: &Models) -> Result<Arc<dyn Planner>> {
+        let model = match self.kind {
+            PlannerKind::Llm => self.model.as_deref().filter(|_| self.url.is_none()),
+            PlannerKind::Deterministic => None,
+        };
+        models.planner(self.kind.name(), model).map_err(EngineError::Config)
+    }
+}
+
+/// What a toolgraph process runs on. Fields are public so a harness can assemble one over stores
+/// it opened itself ([`Stack::over`]); [`Stack::open`] opens them from the settings.
+pub struct Stack {
+    pub settings: Settings,
+    pub store: Arc<dyn GraphStore>,
+    pub vectors: Arc<dyn VectorStore>,
+    /// Embeds API texts (indexing) and, unless an engine is given another, requests.
+    pub embedder: Arc<dyn Embedder>,
+    /// Embeddings kept across runs of the indexer (`embed.cache`), when configured.
+    pub cache: Option<EmbeddingCache>,
+    pub memory: Arc<Memory>,
+    pub executor: Executor,
+    /// The planner runs use unless a request picks another from `models`.
+    pub planner: Arc<dyn Planner>,
+    /// The planners and models a request may pick; `None`: built from `settings.llm` by whoever
+    /// needs the list (the daemon, with the graph's categories).
+    pub models: Option<Arc<Models>>,
+}
+
+impl Stack {
+    /// Open what `settings` names: the graph store (schema set up), the vector store, the embedder,
+    /// the memory, the executor (tool URLs rewritten by `rewrites`, FROM → TO) and the planner
+    /// `planner` chooses (its models listed for requests that pick another).
+    pub async fn open(settings: Settings, planner: &PlannerChoice, rewrites: Vec<(String, String)>) -> Result<Stack> {
+        let store = crate::store::open(&settings.store).await?;
+        store.setup().await?;
+        let vectors = crate::store::open_vectors(&settings.vectors)?;
+        let embedder = load_embedder(&settings.embed).await?;
+        let cache = if settings.embed.cache.is_empty() { None } else { Some(EmbeddingCache::open(Path::new(&settings.embed.cache))?) };
+        let executor = Executor::new(exec_settings(&settings, rewrites))?;
+        let categories: Vec<String> = store.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
+        let models = Arc::new(planner.models(&settings, &categories)?);
+        let chosen = planner.planner(&models)?;
+        let mut stack = Stack::over(settings, store, vectors, embedder, executor).await?;
+        stack.cache = cache;
+        stack.planner = chosen;
+        stack.models = Some(models);
+        Ok(stack)
+    }
+
+    /// A stack over stores opened elsewhere (an evaluation fold's, a test's): its memory opened on
+    /// `vectors`, the deterministic planner, no embedding cache, models from `settings.llm`.
+    pub async fn over(settings: Settings, store: Arc<dyn GraphStore>, vectors: Arc<dyn VectorStore>, embedder: Arc<dyn Embedder>, executor: Executor) -> Result<Stack> {
+        let memory = Arc::new(Memory::open(vectors.clone(), embedder.dim()).await?);
+        Ok(Stack { settings, store, vectors, embedder, cache: None, memory, executor, planner: Arc::new(crate::plan::deterministic::DeterministicPlanner::default()), models: None })
+    }
+
+    /// The same stack deciding with `planner`.
+    pub fn with_planner(mut self, planner: Arc<dyn Planner>) -> Self {
+        self.planner = planner;
+        self
+    }
+
+    /// Index what the graph holds that the vector store does not have yet (or all, `rebuild`).
+    pub async fn index(&self, rebuild: bool) -> Result<crate::retrieval::index::SyncReport> {
+        crate::retrieval::index::index_graph(self.store.as_ref(), self.vectors.as_ref(), self.embedder.as_ref(), self.cache.as_ref(), self.settings.retrieval.index_chunk, rebuild, |_, _| {}).await
+    }
+
+    /// An engine over the graph and API index as they are now, with the run settings of the config.
+    pub async fn engine(&self) -> Result<Engine> {
+        self.engine_with(self.embedder.clone(), self.settings.run.clone(), None).await
+    }
+
+    /// An engine over the graph and API index as they are now: requests embedded by `queries`
+    /// (the daemon memoizes them), runs under `run`, API health shared through `health`.
+    pub async fn engine_with(&self, queries: Arc<dyn Embedder>, run: RunSettings, health: Option<Arc<Health>>) -> Result<Engine> {
+        let graph = Arc::new(self.store.snapshot().await?);
+        let retriever = Arc::new(Retriever::load(self.vectors.clone(), queries, None, self.settings.retrieval.clone()).await?);
+        Ok(self.engine_over(graph, retriever, run, health))
+    }
+
+    /// An engine over a graph already loaded and a retriever already opened (an evaluation runs
+    /// several methods over one fold's).
+    pub fn engine_over(&self, graph: Arc<GraphSnapshot>, retriever: Arc<Retriever>, run: RunSettings, health: Option<Arc<Health>>) -> Engine {
+        Engine::new(EngineParts {
+            graph,
+            store: Some(self.store.clone()),
+            retriever,
+            memory: Some(self.memory.clone()),
+            executor: self.executor.clone(),
+            planner: self.planner.clone(),
+            settings: run,
+            weights: self.settings.weights,
+            health,
+        })
+    }
+}
+
+/// The embedder `embed` configures (ONNX Runtime and the model loaded off the async threads).
+pub async fn load_embedder(embed: &EmbedSettings) -> Result<Arc<dyn Embedder>> {
+    let embed = embed.clone();
+    let e = tokio::task::spawn_blocking(move || FastEmbedder::load(&embed)).await.map_err(|e| EngineError::Config(format!("loading the embedder: {e}")))??;
+    Ok(Arc::new(e))
+}
+
+/// The executor's settings with URL rewrites added; a rewrite to loopback admits loopback targets.
+pub fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> ExecSettings {
+    let mut e = s.exec.clone();
+    for (_, to) in &rewrites {
+        let host = to.split("://").nth(1).unwrap_or(to).split('/').next().unwrap_or_default();
+        if host.starts_with("127.") || host.starts_with("localhost") {
+            e.allow_private.push("127.0.0.0/8".into());
+        } else if host.starts_with("[::1]") {
+            e.allow_private.push("::1/128".into());
+        }
+    }
+    e.rewrites.extend(rewrites);
+    e
+}

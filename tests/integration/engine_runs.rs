@@ -1,0 +1,253 @@
+//! The orchestration engine end to end on real data: ComplexFuncBench chains are learned (graph,
+//! API vectors, long-term memory), then held-out requests are planned and executed over HTTP
+//! against the replay sandbox serving their real recorded responses — also with faults injected.
+
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use toolgraph_engine::embed::Embedder;
+use toolgraph_engine::exec::{ExecSettings, Executor};
+use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::run::{Engine, Mode, RunSettings, Status};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
+use toolgraph_eval::chains::{gold_of, learn, recordings};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
+
+fn data() -> PathBuf {
+    std::env::var_os("TOOLGRAPH_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+}
+
+fn settings() -> toolgraph_schema::Settings {
+    let mut s = toolgraph_engine::settings::load(None, &[]).expect("defaults load");
+    s.embed.cache = String::new();
+    s
+}
+
+struct World {
+    graph: Arc<toolgraph_schema::GraphSnapshot>,
+    learned: toolgraph_eval::chains::Learned,
+    test: Vec<Chain>,
+    specs: Vec<Spec>,
+}
+
+/// One learned world for every test of this file (learning embeds ~600 requests; the tests only
+/// read it: none learns or remembers), in a folder under cargo's target tmp dir.
+static WORLD: tokio::sync::OnceCell<World> = tokio::sync::OnceCell::const_new();
+
+async fn world() -> &'static World {
+    WORLD.get_or_init(learn_world).await
+}
+
+/// Learn from every chain but the held-out ones (every 7th of the first 140).
+async fn learn_world() -> World {
+    let d = data().join("complexfuncbench");
+    let specs = read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
+    let chains = read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
+    let held_out = |i: usize| i % 7 == 3 && i < 140;
+    let train: Vec<&Chain> = chains.iter().enumerate().filter(|(i, _)| !held_out(*i)).map(|(_, c)| c).collect();
+    let test: Vec<usize> = (0..chains.len()).filter(|i| held_out(*i)).collect();
+    let s = settings();
+    let embedder: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"));
+    // Worlds of earlier runs of this file go first (a static is never dropped).
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("engine_runs_world_") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let dir = tmp.join(format!("engine_runs_world_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let learned = learn(&dir, &train, &specs, &s, embedder, None).await.unwrap();
+    let snapshot = Arc::new(learned.store.snapshot().await.unwrap());
+    let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
+    World { graph: snapshot, learned, test, specs }
+}
+
+async fn engine(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
+    engine_with(w, faults, exec, run, Vec::new()).await
+}
+
+/// Like [`engine`], with `extra` recordings replacing the chains' own.
+async fn engine_with(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings, extra: Vec<toolgraph_sandbox::Recording>) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
+    let (mut recs, errors) = recordings(&w.test, &w.specs);
+    recs.extend(extra);
+    assert!(errors.is_empty(), "{errors:?}");
+    let sb = Sandbox::new(Library::new(recs), faults);
+    let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
+    let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], allow_private: vec!["127.0.0.1/32".into()], ..exec }).unwrap();
+    let stack = w.learned.stack(&settings(), exec, Arc::new(DeterministicPlanner::default()));
+    (stack.engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None), stop, sb)
+}
+
+fn quick_exec() -> ExecSettings {
+    ExecSettings { timeout_ms: 300, retries: 2, backoff_ms: 5, max_retry_after_ms: 50, ..ExecSettings::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
+    let w = world().await;
+    let no_memory = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), no_memory).await;
+    // Held-out chain 3: rent a car at an airport, compare two pick-up days.
+    let gold = gold_of(&w.test[0]).unwrap();
+    assert!(gold.request.contains("rent a car"), "{}", gold.request);
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    assert_eq!(r.status, Status::Answered, "{r:#?}");
+    let names: Vec<&str> = r.chain.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["Search_Car_Location", "Search_Car_Rentals", "Search_Car_Rentals"], "{:#?}", r.trace);
+    // Data flow: the rental takes the location's coordinates by reference, and the second call
+    // is the next day (dates come from "tomorrow and the day after tomorrow").
+    assert_eq!(r.chain[1].arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
+    for (i, g) in gold.calls.iter().enumerate() {
+        for (k, v) in &g.resolved {
+            assert_eq!(toolgraph_sandbox::normalize(&r.chain[i].sent[k]), toolgraph_sandbox::normalize(v), "call {i} argument {k}");
+        }
+    }
+    assert!(!r.stats.recalled && r.stats.http_calls >= 3);
+    // Judged complete, and the answer is an answer: each compared day priced, the cheaper named.
+    let j = r.judgement.clone().unwrap();
+    assert!(j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::coverage::Kind::Each), "{j:#?}");
+    assert!(r.answer.matches("Search_Car_Rentals (").count() >= 2 && r.answer.contains("pick_up_date 2024-") && r.answer.contains("lowest price"), "{}", r.answer);
+    assert!(r.answer.contains(" is cheaper than ") || r.answer.contains("Both cost the same"), "{}", r.answer);
+    assert!(!r.answer.contains("{\""), "not a JSON dump: {}", r.answer);
+    assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Retrieve { .. })));
+    assert!(matches!(r.trace.last(), Some(TraceEvent::Finish { .. })));
+    let _ = stop.send(());
+
+    // With long-term memory, the same family is replayed with zero planner decisions.
+    let with_memory = RunSettings { learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), with_memory).await;
+    let r2 = e.run(&gold.request, Map::new(), None).await.unwrap();
+    assert!(r2.stats.recalled, "{:#?}", r2.trace.first());
+    assert_eq!(r2.stats.planner_calls, 0);
+    assert_eq!(r2.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), names);
+    assert_eq!(r2.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>());
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_end_in_a_clear_trace_never_a_hang() {
+    let w = world().await;
+    let gold = gold_of(&w.test[0]).unwrap();
+    let run = RunSettings { use_memory: false, learn: false, remember: false, wall_ms: 20_000, ..RunSettings::default() };
+    for (name, faults) in [
+        ("5xx", Faults { server_error_rate: 1.0, ..Faults::default() }),
+        ("429", Faults { throttle_rate: 1.0, retry_after_s: 30, ..Faults::default() }),
+        ("garbage", Faults { garbage_rate: 1.0, ..Faults::default() }),
+        ("timeout", Faults { timeout_rate: 1.0, hang_ms: 2_000, ..Faults::default() }),
+    ] {
+        let (e, stop, sb) = engine(w, faults, quick_exec(), run.clone()).await;
+        let started = std::time::Instant::now();
+        let r = tokio::time::timeout(std::time::Duration::from_secs(30), e.run(&gold.request, Map::new(), None)).await.expect("no hang").unwrap();
+        assert_eq!(r.status, Status::GaveUp, "{name}: {r:#?}");
+        let failures: Vec<String> = r.trace.iter().filter_map(|t| match t { TraceEvent::CallFailed { error, .. } => Some(error.to_string()), _ => None }).collect();
+        assert!(!failures.is_empty(), "{name}");
+        let want = match name { "5xx" => "HTTP 500", "429" => "HTTP 429", "garbage" => "malformed JSON", _ => "timed out" };
+        assert!(failures.iter().all(|f| f.contains(want) && f.contains("3 attempts")), "{name}: {failures:?}");
+        assert!(matches!(r.trace.last(), Some(TraceEvent::GiveUp { .. })), "{name}");
+        // Retry-After (30 s) is capped at 50 ms: retries never stall a run.
+        assert!(started.elapsed().as_secs() < 25, "{name}: {:?}", started.elapsed());
+        assert!(sb.stats().faulted >= 3, "{name}");
+        let _ = stop.send(());
+    }
+    // Some faults: retries and backtracking still reach the gold chain.
+    let (e, stop, sb) = engine(w, Faults { server_error_rate: 0.2, throttle_rate: 0.1, garbage_rate: 0.1, seed: 11, ..Faults::default() }, quick_exec(), run.clone()).await;
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
+    assert_eq!(r.chain.len(), 3);
+    assert!(sb.stats().faulted > 0);
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_argument_asks_the_user_and_the_answer_resumes() {
+    let w = world().await;
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
+    // No place is named: Search_Car_Location's `query` cannot come from the request or any API.
+    let r = e.run("I want to rent a car tomorrow at 8 AM for a day and compare prices.", Map::new(), None).await.unwrap();
+    assert_eq!(r.status, Status::NeedsInput, "{:#?}", r.trace);
+    let n = r.needs_input.clone().unwrap();
+    assert!(n.missing.contains(&"query".to_string()), "{n:?}");
+    assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::NeedsInput { .. })));
+    // Given the place, the run goes through.
+    let gold = gold_of(&w.test[0]).unwrap();
+    let place: Value = gold.calls[0].resolved["query"].clone();
+    let mut given = Map::new();
+    given.insert("query".into(), place);
+    let r = e.run(&gold.request.replace("at the ", "at some "), given, None).await.unwrap();
+    assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
+    assert_eq!(r.chain[0].name, "Search_Car_Location");
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_search_beats_both_baselines_on_held_out_chains() {
+    let w = world().await;
+    let mut scores = Vec::new();
+    for mode in [Mode::Graph, Mode::RetrieveGreedy, Mode::DfsNoGraph] {
+        let run = RunSettings { mode, use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+        let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
+        let (mut hit, mut pred, mut gold_n) = (0usize, 0usize, 0usize);
+        for c in &w.test {
+            let gold = gold_of(c).unwrap();
+            let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+            let mut g: Vec<&str> = gold.calls.iter().map(|c| c.name.as_str()).collect();
+            pred += r.chain.len();
+            gold_n += g.len();
+            for c in &r.chain {
+                if let Some(i) = g.iter().position(|n| *n == c.name) {
+                    g.remove(i);
+                    hit += 1;
+                }
+            }
+        }
+        let (p, rc) = (hit as f64 / pred.max(1) as f64, hit as f64 / gold_n.max(1) as f64);
+        scores.push((mode, 2.0 * p * rc / (p + rc).max(1e-9)));
+        let _ = stop.send(());
+    }
+    assert!(scores[0].1 > scores[1].1 && scores[0].1 > scores[2].1, "call F1: {scores:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_step_is_judged_bad_and_reflection_resumes_before_it() {
+    let w = world().await;
+    let gold = gold_of(&w.test[0]).unwrap();
+    // The first rental search answers with nothing.
+    let (recs, _) = recordings(&w.test[..1], &w.specs);
+    let mut empty = recs.into_iter().find(|r| r.api == "Search_Car_Rentals").unwrap();
+    empty.response = json!([]);
+    let emptied = empty.arguments.clone();
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine_with(w, Faults::default(), quick_exec(), run, vec![empty]).await;
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    let reflect = r.trace.iter().find_map(|t| match t { TraceEvent::Reflect { mode, resume_at, reason, .. } => Some((mode.clone(), *resume_at, reason.clone())), _ => None });
+    let (mode, at, reason) = reflect.unwrap_or_else(|| panic!("no reflection: {:#?}", r.trace));
+    assert_eq!((mode.as_str(), at), ("resume", Some(1)), "{reason}");
+    assert!(reason.contains("Search_Car_Rentals") && reason.contains("empty"), "{reason}");
+    // (A second round may extend the path when the request is still not covered.)
+    assert!(r.stats.reflections >= 1);
+    // The empty call is not on the final path, and the location step before it was kept.
+    assert_eq!(r.chain[0].name, "Search_Car_Location");
+    assert!(r.chain.iter().all(|c| c.sent != emptied), "{:#?}", r.chain);
+    let _ = stop.send(());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_stops_after_a_correct_prefix_is_partial_not_answered() {
+    let w = world().await;
+    let gold = gold_of(&w.test[0]).unwrap();
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, sb) = engine(w, Faults::default(), quick_exec(), run).await;
+    // The rental search is down: the location lookup works, the rest of the request cannot be done.
+    let rentals = w.graph.apis.values().find(|a| a.name == "Search_Car_Rentals").unwrap();
+    sb.set_outage(&format!("/{}", rentals.url.trim_start_matches("https://")), true);
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    assert_eq!(r.status, Status::Partial, "{:#?}", r.trace);
+    assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["Search_Car_Location"]);
+    assert!(r.answer.starts_with("Partly done; not covered:") && r.answer.contains("the date 2024-") && r.answer.contains("per compared option"), "{}", r.answer);
+    // The judge reflected by extending the path, not by giving up on the location it had.
+    assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Reflect { mode, .. } if mode == "extend")), "{:#?}", r.trace);
+    let _ = stop.send(());
+}

@@ -1,0 +1,31 @@
+//! The integration tests in one test binary (one link of the whole workspace instead of one per
+//! file). Each module is one area; `common` and `daemon_common` are the helpers they share.
+//!
+//! Two suites stay binaries of their own because they change process-wide state: `telemetry`
+//! (the global tracing subscriber and OpenTelemetry provider, `OTEL_*` variables) and
+//! `accounts_and_state` (a global debug-level log capture that its credential test reads, the
+//! sealing key in the environment).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/daemon.rs"]
+mod daemon_common;
+
+mod ask_and_eval_cli;
+mod complexfuncbench_convert;
+mod console;
+mod daemon_api;
+mod daemon_binary;
+mod deploy_files;
+mod engine_runs;
+mod eval_retrieval;
+mod ingest_idempotency;
+mod ingest_shared_data;
+mod interrupted_ingest;
+mod llm_planner;
+mod malformed_inputs;
+mod mcp_import;
+mod mcp_serve;
+mod reverse_chain_and_plans;
+mod search_and_index;
+mod store_operations;

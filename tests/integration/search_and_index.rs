@@ -1,0 +1,68 @@
+//! Seed-tool retrieval through the binary: `ingest` indexes the APIs it stored, `search` ranks
+//! them with filters, re-indexing embeds only what changed, and a missing model is a clear error.
+
+use crate::common::*;
+
+fn search(dir: &std::path::Path, store: &str, args: &[&str]) -> serde_json::Value {
+    let out = run_ok(bin_in(dir).arg("--store").arg(store).arg("search").args(args).arg("--json"));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ids(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn ingest_indexes_and_search_ranks_real_apis() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out) = ingest_complexfuncbench(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("40 APIs, 40 embedded"), "{err}");
+
+    // Real booking.com APIs (ComplexFuncBench spec): the request's words and meaning find them.
+    let hits = search(dir.path(), &store, &["I need to rent a car at the airport", "-k", "3"]);
+    let top = ids(&hits);
+    assert!(top.iter().any(|id| id.contains("car")), "{top:?}");
+    let flights = ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3"]));
+    assert!(flights.iter().any(|id| id.ends_with("/search_flights")), "{flights:?}");
+    for method in ["bm25", "dense"] {
+        let m = ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3", "--method", method]));
+        assert!(m.iter().any(|id| id.contains("flight")), "{method}: {m:?}");
+    }
+    // Filters: category by name (any case), and a category with no APIs.
+    assert_eq!(ids(&search(dir.path(), &store, &["hotels", "--category", "travel"])).len(), 10);
+    assert!(ids(&search(dir.path(), &store, &["hotels", "--category", "Sports"])).is_empty());
+    // Graph prior with a chosen API: its observed successor moves up.
+    let rentals = "travel/booking_com15/search_car_rentals".to_string();
+    let rank = |v: &serde_json::Value| ids(v).iter().position(|id| *id == rentals).expect("ranked");
+    let plain = search(dir.path(), &store, &["search", "-k", "40"]);
+    let after = search(dir.path(), &store, &["search", "-k", "40", "--after", "travel/booking_com15/search_car_location"]);
+    assert!(rank(&after) + 3 <= rank(&plain), "{} → {}", rank(&plain), rank(&after));
+
+    // Incremental: nothing changed, nothing embedded; a rebuild re-uses the cache.
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("index"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("40 APIs, 0 embedded (0 by the model), 0 payload updates, 40 unchanged"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("index").arg("--rebuild"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("40 embedded (0 by the model"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3"])), flights);
+}
+
+#[test]
+fn a_missing_model_names_the_setup_command_and_keeps_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.jsonl");
+    std::fs::write(
+        &tools,
+        r#"{"tool_name": "Weather Hub", "category": "Weather", "tool_description": "weather", "api_list": [{"name": "Forecast", "method": "GET", "required_parameters": [], "optional_parameters": []}]}"#,
+    )
+    .unwrap();
+    let store = format!("embedded:{}", dir.path().join("g.redb").display());
+    for (var, value) in [("TOOLGRAPH__EMBED__MODEL_DIR", "/nonexistent/model"), ("TOOLGRAPH__EMBED__ORT_LIBRARY", "/nonexistent/libonnxruntime.so")] {
+        let out = bin_in(dir.path()).env(var, value).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("scripts/setup.sh") && err.contains("toolgraph index"), "{var}: {err}");
+    }
+    let stats = run_ok(bin().arg("--store").arg(&store).args(["graph", "stats"]));
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("\"apis\": 1"), "the graph was kept");
+}
