@@ -43,6 +43,28 @@ pub struct ApiUpsert {
     pub output_fields: Vec<String>,
 }
 
+impl ApiUpsert {
+    /// The store row of an API's documentation — the one builder, whatever documented it (a tool
+    /// file, a registration, an OpenAPI import, an MCP server's tool list).
+    pub fn from_doc(doc: &toolgraph_schema::ApiDoc) -> ApiUpsert {
+        ApiUpsert {
+            id: doc.id(),
+            name: doc.api.clone(),
+            tool: doc.tool.clone(),
+            tool_id: doc.tool_id(),
+            tool_description: doc.tool_description.clone(),
+            category: doc.category.clone(),
+            category_id: toolgraph_schema::category_id(&doc.category),
+            description: doc.description.clone(),
+            method: doc.method.clone(),
+            url: doc.url.clone(),
+            parameters: serde_json::to_string(&doc.params).unwrap_or_else(|_| "[]".into()),
+            required: doc.required_params().map(|p| p.name.clone()).collect(),
+            output_fields: doc.output_fields.clone(),
+        }
+    }
+}
+
 /// Per-API call counter increments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiCountDelta {

@@ -189,23 +189,9 @@ impl Catalog {
     }
 }
 
-/// The store row of an API doc on its own.
+/// The store row of an API doc on its own ([`ApiUpsert::from_doc`]).
 pub fn upsert_of(doc: &ApiDoc) -> ApiUpsert {
-    ApiUpsert {
-        id: doc.id(),
-        name: doc.api.clone(),
-        tool: doc.tool.clone(),
-        tool_id: doc.tool_id(),
-        tool_description: doc.tool_description.clone(),
-        category: doc.category.clone(),
-        category_id: category_id(&doc.category),
-        description: doc.description.clone(),
-        method: doc.method.clone(),
-        url: doc.url.clone(),
-        parameters: serde_json::to_string(&doc.params).unwrap_or_else(|_| "[]".into()),
-        required: doc.required_params().map(|p| p.name.clone()).collect(),
-        output_fields: doc.output_fields.clone(),
-    }
+    ApiUpsert::from_doc(doc)
 }
 
 // ---- raw formats --------------------------------------------------------------------------------

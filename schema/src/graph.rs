@@ -23,7 +23,7 @@ pub struct StatusChange {
 }
 
 /// An API node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ApiNode {
     pub id: String,
     pub name: String,

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolgraph_engine::exec::{RemoteError, RemoteTools, MCP_SCHEME};
 use toolgraph_engine::graph::ApiUpsert;
-use toolgraph_schema::{api_id, category_id, tool_id, ParamDoc};
+use toolgraph_schema::{tool_id, ApiDoc, ParamDoc};
 
 /// The category of every MCP tool.
 pub const MCP_CATEGORY: &str = "mcp";
@@ -307,21 +307,17 @@ pub fn api_of(server: &str, tool: &Tool) -> ApiUpsert {
     let output_fields = tool.output_schema.as_ref().map(|o| toolgraph_schema::output_fields(&Value::Object((**o).clone()))).unwrap_or_default();
     let name = tool.name.to_string();
     let description = tool.description.as_deref().map(str::to_string).or_else(|| tool.title.clone()).unwrap_or_default();
-    ApiUpsert {
-        id: api_id(MCP_CATEGORY, server, &name),
-        name: name.clone(),
-        tool: server.to_string(),
-        tool_id: tool_id(MCP_CATEGORY, server),
-        tool_description: format!("MCP server {server}"),
+    ApiUpsert::from_doc(&ApiDoc {
         category: MCP_CATEGORY.to_string(),
-        category_id: category_id(MCP_CATEGORY),
+        tool: server.to_string(),
+        url: format!("{MCP_SCHEME}{server}/{name}"),
+        api: name,
+        tool_description: format!("MCP server {server}"),
         description,
         method: "MCP".into(),
-        url: format!("{MCP_SCHEME}{server}/{name}"),
-        parameters: serde_json::to_string(&params).unwrap_or_else(|_| "[]".into()),
-        required: params.iter().filter(|p| p.required).map(|p| p.name.clone()).collect(),
+        params,
         output_fields,
-    }
+    })
 }
 
 /// What an import did.

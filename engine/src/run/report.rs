@@ -7,7 +7,7 @@ use crate::plan::{Judgement, ModelUsage, Planner};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use toolgraph_schema::Mode;
+use toolgraph_schema::{CallStatus, GraphSnapshot, Mode, Outcome, RecordedCall, RecordedRun};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -141,9 +141,97 @@ pub struct RunReport {
     pub responses: Vec<Arc<Value>>,
 }
 
+impl RunReport {
+    /// This run as a trajectory in toolgraph's own JSONL format ([`RecordedRun`]): the chain's calls
+    /// with their tool and category from `graph`, the arguments as sent, the responses, and the
+    /// outcome (`answered`, else `gave_up` for a run that gave up, else `failed`). What a run
+    /// contributes as an example of how its APIs are called; planned-only runs sent nothing and
+    /// come out with their planned arguments and no responses.
+    pub fn recorded(&self, id: Option<String>, graph: &GraphSnapshot) -> RecordedRun {
+        let calls = self
+            .chain
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let node = graph.apis.get(&c.api);
+                RecordedCall {
+                    tool: node.map(|n| n.tool.clone()).unwrap_or_default(),
+                    api: c.name.clone(),
+                    category: node.map(|n| n.category.clone()),
+                    arguments: Value::Object(if self.stats.dry_run { c.arguments.clone() } else { c.sent.clone() }),
+                    status: CallStatus::Ok,
+                    error: None,
+                    response: self.responses.get(i).filter(|_| !self.stats.dry_run).map(|r| (**r).clone()),
+                    label: Some(c.label.clone()),
+                }
+            })
+            .collect();
+        let outcome = match self.status {
+            Status::Answered => Outcome::Answered,
+            Status::GaveUp => Outcome::GaveUp,
+            Status::Partial | Status::NeedsInput => Outcome::Failed,
+        };
+        RecordedRun { id, request: self.request.clone(), calls, outcome, answer: (!self.answer.is_empty()).then(|| self.answer.clone()) }
+    }
+}
+
 /// What the graph took from one run: counts and edges, and status changes of failing APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunLearning {
     pub learned: learn::Learned,
     pub status_changes: Vec<toolgraph_schema::StatusChange>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgraph_schema::ApiNode;
+
+    fn report(status: Status, dry_run: bool) -> RunReport {
+        let call = |label: &str, api: &str, name: &str, arg: Value, sent: Value| ChainCall { label: label.into(), api: api.into(), name: name.into(), arguments: arg.as_object().cloned().unwrap(), sent: sent.as_object().cloned().unwrap(), subtask: None };
+        RunReport {
+            request: "hotels in Paris".into(),
+            status,
+            answer: "Hotel Lutetia".into(),
+            chain: vec![
+                call("var1", "travel/booking/search_dest", "search_dest", serde_json::json!({"query": "Paris"}), serde_json::json!({"query": "Paris"})),
+                call("var2", "travel/booking/search_hotels", "search_hotels", serde_json::json!({"dest_id": "$var1.dest_id$"}), serde_json::json!({"dest_id": "-1456928"})),
+            ],
+            needs_input: None,
+            judgement: None,
+            trace: Vec::new(),
+            stats: RunStats { dry_run, ..RunStats::default() },
+            responses: vec![Arc::new(serde_json::json!({"dest_id": "-1456928"})), Arc::new(serde_json::json!({"hotels": ["Hotel Lutetia"]}))],
+        }
+    }
+
+    fn graph() -> GraphSnapshot {
+        let mut g = GraphSnapshot::default();
+        for (id, name) in [("travel/booking/search_dest", "search_dest"), ("travel/booking/search_hotels", "search_hotels")] {
+            g.apis.insert(id.into(), ApiNode { id: id.into(), name: name.into(), tool: "Booking".into(), category: "Travel".into(), ..ApiNode::default() });
+        }
+        g
+    }
+
+    #[test]
+    fn a_run_report_becomes_a_recorded_run_with_the_arguments_sent_and_the_responses() {
+        let r = report(Status::Answered, false).recorded(Some("run_1".into()), &graph());
+        assert_eq!(r.outcome, Outcome::Answered);
+        assert_eq!(r.calls.len(), 2);
+        assert_eq!((r.calls[1].tool.as_str(), r.calls[1].category.as_deref(), r.calls[1].label.as_deref()), ("Booking", Some("Travel"), Some("var2")));
+        assert_eq!(r.calls[1].arguments, serde_json::json!({"dest_id": "-1456928"}), "the value as sent, not the reference");
+        assert_eq!(r.calls[0].response, Some(serde_json::json!({"dest_id": "-1456928"})));
+        // It reads back as a trajectory line.
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<RecordedRun>(&line).unwrap(), r);
+    }
+
+    #[test]
+    fn a_planned_only_run_keeps_its_references_and_no_response_and_a_partial_run_failed() {
+        let r = report(Status::Partial, true).recorded(None, &graph());
+        assert_eq!(r.outcome, Outcome::Failed);
+        assert_eq!(r.calls[1].arguments, serde_json::json!({"dest_id": "$var1.dest_id$"}));
+        assert!(r.calls.iter().all(|c| c.response.is_none()));
+        assert_eq!(report(Status::GaveUp, false).recorded(None, &graph()).outcome, Outcome::GaveUp);
+    }
 }

@@ -17,7 +17,7 @@ use toolgraph_engine::exec::{kind, response_problem, CallSpec};
 use toolgraph_engine::graph::ApiUpsert;
 use toolgraph_engine::retrieval::hybrid::Method;
 use toolgraph_engine::retrieval::Filter;
-use toolgraph_schema::{api_id, category_id, output_fields, tool_id, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
+use toolgraph_schema::{api_id, output_fields, ApiDoc, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
 use toolgraph_engine::run::health::now_rfc3339;
 
 #[derive(Debug, Deserialize)]
@@ -219,23 +219,19 @@ async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: boo
     if dry_run {
         return Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) });
     }
-    let required = r.parameters.iter().filter(|p| p.required).map(|p| p.name.clone()).collect();
     let params: Vec<ParamDoc> = r.parameters.iter().map(|p| ParamDoc { ty: if p.ty.is_empty() { "string".into() } else { kind(&p.ty).to_string() }, ..p.clone() }).collect();
-    let up = ApiUpsert {
-        id: id.clone(),
-        name: r.name.clone(),
-        tool: tool.clone(),
-        tool_id: tool_id(&category, &tool),
-        tool_description: r.tool_description.clone(),
+    let up = ApiUpsert::from_doc(&ApiDoc {
         category: category.clone(),
-        category_id: category_id(&category),
+        tool: tool.clone(),
+        api: r.name.clone(),
+        tool_description: r.tool_description.clone(),
         description: r.description.clone(),
         method: r.method.to_uppercase(),
         url: r.url.clone(),
-        parameters: serde_json::to_string(&params).map_err(|e| ApiError::internal(e.to_string()))?,
-        required,
+        params,
         output_fields: fields.clone(),
-    };
+    });
+    debug_assert_eq!(up.id, id);
     d.stack.store.upsert_apis(&[up]).await?;
     // It passed its test call: a re-registered API that was invalidated is active again.
     let change = StatusChange { id: id.clone(), status: STATUS_ACTIVE.into(), reason: format!("registered; its test call answered HTTP {}", outcome.status), since: now_rfc3339(), probe: Some(Value::Object(outcome.arguments.clone()).to_string()) };
