@@ -31,15 +31,12 @@ impl ApiKeys {
         ApiKeys { digests }
     }
 
-    /// From `TOOLGRAPH_API_KEYS` / `TOOLGRAPH_API_KEYS_FILE`; an unreadable file is an error that
-    /// names the variable, not the file's content.
+    /// From `TOOLGRAPH_API_KEYS` (comma-separated) and `TOOLGRAPH_API_KEYS_FILE` (one a line);
+    /// an unreadable file is an error that names the variable, not the file's content.
     pub fn from_env() -> Result<Self, String> {
-        let mut keys: Vec<String> = std::env::var("TOOLGRAPH_API_KEYS").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
-        if let Ok(path) = std::env::var("TOOLGRAPH_API_KEYS_FILE") {
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("TOOLGRAPH_API_KEYS_FILE ({path}): {e}"))?;
-            keys.extend(text.lines().map(str::to_string));
-        }
-        Ok(ApiKeys::new(keys))
+        use secrecy::ExposeSecret;
+        let keys = toolgraph_schema::secrets::env_secret_list("TOOLGRAPH_API_KEYS")?;
+        Ok(ApiKeys::new(keys.iter().map(|k| k.expose_secret())))
     }
 
     pub fn is_empty(&self) -> bool {

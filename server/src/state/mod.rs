@@ -5,8 +5,8 @@
 //!
 //! One code path, two adapters: sqlx's `Any` driver over **SQLite** (the embedded default, a file
 //! under `.tgdata/`) or **PostgreSQL** (production: several daemon replicas share it). The schema is
-//! one portable migration (`server/migrations/`), applied at open under sqlx's migration lock, so
-//! replicas starting together migrate once. Every statement uses `$N` parameters (both drivers take
+//! portable migrations (`server/migrations/`), applied in order at open under sqlx's migration lock,
+//! so replicas starting together migrate once. One file per group of tables. Every statement uses `$N` parameters (both drivers take
 //! them); times are milliseconds since the epoch, JSON documents are text.
 
 pub mod secrets;
