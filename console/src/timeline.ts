@@ -162,6 +162,7 @@ export { short };
 function errorText(e: any): string {
   if (!e || typeof e !== 'object') return String(e);
   if (e.kind === 'invalid_arguments') return 'invalid arguments: ' + (e.problems ?? []).map((p: any) => `${p.argument}: ${p.problem}`).join('; ');
+  if (e.kind === 'repeated') return `not sent again: the same call failed earlier in this run (${e.earlier})`;
   const { kind, ...rest } = e;
   return `${String(kind).replace(/_/g, ' ')}: ${Object.values(rest).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(' ')}`;
 }

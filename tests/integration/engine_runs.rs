@@ -251,3 +251,46 @@ async fn a_run_that_stops_after_a_correct_prefix_is_partial_not_answered() {
     assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Reflect { mode, .. } if mode == "extend")), "{:#?}", r.trace);
     let _ = stop.send(());
 }
+
+/// Issue 26: the car-rental request sent the identical failing `Search_Car_Rentals` call four
+/// times in one run. Over every held-out request: no call whose literal arguments already failed
+/// in the run is sent again; the engine refuses it (`repeated`), and that costs no HTTP call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_failed_is_never_sent_again_with_the_same_arguments() {
+    use toolgraph_engine::exec::CallError;
+    let w = world().await;
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
+    let mut refused = 0usize;
+    for c in &w.test {
+        let r = e.run(c.input.trim(), Map::new(), None).await.unwrap();
+        let calls = r.trace.iter().filter(|e| matches!(e, TraceEvent::Call { .. })).count() as u64;
+        assert_eq!(calls, r.stats.http_calls, "every HTTP call is a traced call");
+        // (API, literal arguments) of the calls that failed so far in this run.
+        let mut failed: Vec<(String, Map<String, Value>)> = Vec::new();
+        let mut last_call: Option<(String, Map<String, Value>)> = None;
+        for ev in &r.trace {
+            match ev {
+                TraceEvent::Call { api, arguments, .. } => {
+                    let literal = !Value::Object(arguments.clone()).to_string().contains('$');
+                    assert!(!(literal && failed.contains(&(api.clone(), arguments.clone()))), "{}: {api} sent again with {arguments:?} after it failed", c.input.trim());
+                    last_call = literal.then(|| (api.clone(), arguments.clone()));
+                }
+                TraceEvent::CallFailed { error: CallError::Repeated { .. }, .. } => {
+                    // Refused before sending: no `Call` was traced for it.
+                    assert!(last_call.is_none(), "a refused repeat was sent");
+                    refused += 1;
+                }
+                TraceEvent::CallFailed { api, .. } => {
+                    if let Some(call) = last_call.take().filter(|(a, _)| a == api) {
+                        failed.push(call);
+                    }
+                }
+                TraceEvent::Response { .. } => last_call = None,
+                _ => {}
+            }
+        }
+    }
+    let _ = stop.send(());
+    assert!(refused > 0, "the held-out requests include runs that would repeat a failed call");
+}

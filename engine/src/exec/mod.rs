@@ -58,6 +58,9 @@ pub enum CallError {
     BadRequest { message: String },
     /// A person refused the call (APIs that require approval); nothing was sent.
     NotApproved { by: String, reason: String },
+    /// The same call (API and arguments as they would be sent) already failed in this run; it is
+    /// not sent again.
+    Repeated { earlier: String },
 }
 
 impl std::fmt::Display for CallError {
@@ -72,6 +75,7 @@ impl std::fmt::Display for CallError {
             CallError::Rejected { status, body } => write!(f, "rejected with HTTP {status}: {body}"),
             CallError::BadRequest { message } => write!(f, "cannot call: {message}"),
             CallError::NotApproved { by, reason } => write!(f, "not approved by {by}: {reason}"),
+            CallError::Repeated { earlier } => write!(f, "not sent again: the same call failed earlier in this run ({earlier})"),
         }
     }
 }

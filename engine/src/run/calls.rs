@@ -54,16 +54,27 @@ impl Engine {
         if st.dry_run {
             return self.execute_dry(st, api, filled, label).await;
         }
-        if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
+        // The arguments as they would be sent: a call that failed with exactly these is not sent
+        // again (nor put to a person for approval).
+        let resolved = {
             let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
-            let resolved = crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone());
-            drop(outputs);
+            crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone())
+        };
+        let key = call_key(&api.id, &resolved);
+        if let Some(earlier) = st.failed.get(&key).cloned() {
+            let error = CallError::Repeated { earlier };
+            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+            return false;
+        }
+        if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
             let call = PendingCall { api: api.id.clone(), name: api.name.clone(), arguments: resolved };
             st.emit(TraceEvent::AwaitingApproval { label: label.clone(), call: call.clone() }).await;
             let decision = approver.decide(&call).await;
             st.emit(TraceEvent::Approval { api: api.id.clone(), decision: decision.clone() }).await;
             if let ApprovalDecision::Rejected { by, reason } = decision {
                 let error = CallError::NotApproved { by, reason };
+                st.failed.insert(key, error.to_string());
                 st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
                 st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
                 return false;
@@ -89,6 +100,9 @@ impl Engine {
             Ok(o) => o,
             Err(error) => {
                 st.stats.failed_calls += 1;
+                // Refused before sending for its arguments (invalid, unresolvable): the same
+                // arguments would be refused again; sent and failed: likewise not sent twice.
+                st.failed.insert(key, error.to_string());
                 st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
                 st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
                 return false;
@@ -98,6 +112,7 @@ impl Engine {
         // judgement finds it and reflection resumes from it.
         if let Some(problem) = crate::exec::response_problem(&outcome.response) {
             st.stats.failed_calls += 1;
+            st.failed.insert(key, problem.chars().take(200).collect());
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: problem.clone() });
             st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem } }).await;
             return false;
@@ -166,9 +181,42 @@ impl Engine {
     }
 }
 
+/// A call's identity within a run: its API and its arguments as sent, objects' keys in sorted
+/// order at every depth (equal arguments in any order give equal keys).
+fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&m[k], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for x in a {
+                    canonical(x, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = format!("{api}\u{0}");
+    canonical(&Value::Object(arguments.clone()), &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::skeleton;
+    use super::{call_key, skeleton};
     use serde_json::json;
 
     #[test]
@@ -176,5 +224,18 @@ mod tests {
         let fields = vec!["hotel".to_string(), "hotel.id".to_string(), "hotel.name".to_string(), "price".to_string()];
         assert_eq!(skeleton(&fields, "var2"), json!({"hotel": {"id": "$var2.hotel.id$", "name": "$var2.hotel.name$"}, "price": "$var2.price$"}));
         assert_eq!(skeleton(&[], "var1"), json!({"result": "$var1.result$"}), "no documented output: one `result` field");
+    }
+
+    #[test]
+    fn a_call_is_the_same_call_whatever_the_order_of_its_arguments() {
+        let a = json!({"from": "LAX", "date": "2024-11-16"}).as_object().cloned().unwrap();
+        let b = json!({"date": "2024-11-16", "from": "LAX"}).as_object().cloned().unwrap();
+        let c = json!({"date": "2024-11-17", "from": "LAX"}).as_object().cloned().unwrap();
+        let nested_a = json!({"car": {"type": "suv", "seats": 5}}).as_object().cloned().unwrap();
+        let nested_b = json!({"car": {"seats": 5, "type": "suv"}}).as_object().cloned().unwrap();
+        assert_eq!(call_key("x", &nested_a), call_key("x", &nested_b));
+        assert_eq!(call_key("x", &a), call_key("x", &b));
+        assert_ne!(call_key("x", &a), call_key("x", &c));
+        assert_ne!(call_key("x", &a), call_key("y", &a));
     }
 }

@@ -81,6 +81,8 @@ struct RunState<'a> {
     next_label: usize,
     needs_input: Option<NeedsInput>,
     sent: HashMap<String, Map<String, Value>>,
+    /// Calls that failed in this run — API id and arguments as sent — with why: never sent again.
+    failed: HashMap<String, String>,
     /// Who decides, and how candidates are found, in this run.
     planner: Arc<dyn Planner>,
     mode: Mode,
@@ -292,6 +294,7 @@ impl Engine {
             next_label: 1,
             needs_input: None,
             sent: HashMap::new(),
+            failed: HashMap::new(),
             planner: opts.planner.clone().unwrap_or_else(|| self.planner.clone()),
             mode: opts.mode.unwrap_or(self.settings.mode),
             backward: opts.backward.unwrap_or(self.settings.backward),
