@@ -85,9 +85,33 @@ fn v4_kind(ip: Ipv4Addr) -> Option<&'static str> {
     }
 }
 
+/// The IPv4 address an IPv6 address carries by a translation or tunnelling convention, and which:
+/// IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96` (RFC 6052) and its local-use `64:ff9b:1::/48`
+/// (RFC 8215; the address in its last 32 bits, as local translators put it), 6to4 `2002:AABB:CCDD::/48`,
+/// and Teredo `2001::/32` (the server in bits 32..64, the client obfuscated in the last 32).
+fn embedded_v4(ip: Ipv6Addr) -> Vec<(Ipv4Addr, &'static str)> {
+    let s = ip.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if s[..6] == [0; 6] && !ip.is_loopback() && !ip.is_unspecified() {
+        vec![(low, "IPv4-compatible")]
+    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
+        vec![(low, "NAT64")]
+    } else if s[0] == 0x2002 {
+        vec![(Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8), "6to4")]
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        let server = Ipv4Addr::new((s[2] >> 8) as u8, s[2] as u8, (s[3] >> 8) as u8, s[3] as u8);
+        let client = Ipv4Addr::from(!u32::from(low));
+        vec![(server, "Teredo server"), (client, "Teredo client")]
+    } else {
+        Vec::new()
+    }
+}
+
 fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
     let s = ip.segments();
-    if ip.is_loopback() {
+    if embedded_v4(ip).iter().any(|(v4, _)| v4_kind(*v4).is_some()) {
+        Some("non-public IPv4 address embedded in an IPv6")
+    } else if ip.is_loopback() {
         Some("loopback")
     } else if ip.is_unspecified() {
         Some("unspecified")
@@ -97,6 +121,10 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
         Some("private (unique local)")
     } else if ip.is_multicast() {
         Some("multicast")
+    } else if s[0] == 0x2001 && s[1] == 0xdb8 {
+        Some("documentation")
+    } else if s[..4] == [0x100, 0, 0, 0] {
+        Some("discard-only")
     } else {
         None
     }
@@ -188,6 +216,29 @@ mod tests {
         assert!(g.check_ip("169.254.169.254".parse().unwrap()).unwrap_err().contains("link-local"));
         assert!(Guard::new(&["10.0.0.0/33".into()]).is_err());
         assert!(Guard::new(&["localhost".into()]).is_err());
+    }
+
+    #[test]
+    fn ipv6_forms_that_carry_a_private_ipv4_are_refused_and_no_ipv4_allow_entry_admits_them() {
+        let g = Guard::new(&[]).unwrap();
+        // NAT64 of 169.254.169.254, 6to4 of 127.0.0.1, IPv4-compatible 127.0.0.1 and 10.0.0.1,
+        // local-use NAT64, Teredo with a loopback server, Teredo with a private client (10.0.0.1
+        // obfuscated: !0x0a000001), documentation and discard-only ranges.
+        for ip in ["64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2002:c0a8:101::1", "::127.0.0.1", "::10.0.0.1", "64:ff9b:1::7f00:1", "2001:0:7f00:1::1", "2001:0:808:808::f5ff:fffe", "2001:db8::1", "100::1"] {
+            let e = g.check_ip(ip.parse().unwrap());
+            assert!(e.is_err(), "{ip} must be refused");
+        }
+        // The same forms carrying public addresses, and ordinary public IPv6, pass.
+        for ip in ["64:ff9b::808:808", "2002:808:808::1", "2001:0:808:808::f7f7:f7f7", "2606:4700::1111", "2a00:1450:4001:82a::200e"] {
+            assert!(g.check_ip(ip.parse().unwrap()).is_ok(), "{ip} is public");
+        }
+        // Allow-listing 127.0.0.1 (the replay sandbox) admits it and its mapped form, not a
+        // translated or tunnelled form of it.
+        let g = Guard::new(&["127.0.0.1/32".into()]).unwrap();
+        assert!(g.check_ip("::ffff:127.0.0.1".parse().unwrap()).is_ok());
+        for ip in ["::127.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1"] {
+            assert!(g.check_ip(ip.parse().unwrap()).is_err(), "{ip} must stay refused");
+        }
     }
 
     #[tokio::test]

@@ -360,7 +360,7 @@ impl Executor {
     /// deployment rewrites): the host credentials are bound to.
     fn url_of(&self, spec: &CallSpec, args: &mut Map<String, Value>) -> Result<(reqwest::Url, String), CallError> {
         let mut url = spec.url.clone();
-        // Path parameters: `{name}` in the URL template.
+        // Path parameters: `{name}` in the URL template, each value one percent-encoded segment.
         let names: Vec<String> = args.keys().filter(|k| url.contains(&format!("{{{k}}}"))).cloned().collect();
         for k in names {
             if let Some(v) = args.remove(&k) {
@@ -368,7 +368,8 @@ impl Executor {
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
-                url = url.replace(&format!("{{{k}}}"), &text.replace('/', "%2F"));
+                let segment = path_segment(&text).map_err(|problem| CallError::InvalidArguments { problems: vec![ArgProblem { argument: k.clone(), problem }] })?;
+                url = url.replace(&format!("{{{k}}}"), &segment);
             }
         }
         let own_host = reqwest::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default();
@@ -500,10 +501,56 @@ async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>
     Ok(body)
 }
 
+/// A path parameter's value as exactly one URL path segment: every byte but the unreserved
+/// characters (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so `/`, a backslash, `?`, `#` and `%` cannot end
+/// the segment, start a query or fragment, or be decoded into one. An empty value and the dot
+/// segments `.` and `..` (which URL parsers resolve even when encoded) are refused.
+pub fn path_segment(value: &str) -> Result<String, String> {
+    if value.is_empty() || value == "." || value == ".." {
+        return Err(format!("`{value}` cannot be a path segment"));
+    }
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_path_parameter_stays_one_segment_whatever_its_value() {
+        let exec = Executor::new(ExecSettings::default()).unwrap();
+        let spec = CallSpec { api_id: "t/a".into(), method: "GET".into(), url: "http://tools.example.com/items/{id}/detail".into(), params: vec![] };
+        let url_for = |id: &str| {
+            let mut args = json!({"id": id, "apikey": "k"}).as_object().cloned().unwrap();
+            exec.url_of(&spec, &mut args).map(|(u, _)| (u.path().to_string(), u.query().map(str::to_string), u.fragment().map(str::to_string), args))
+        };
+        let (path, query, fragment, rest) = url_for("..\\..\\admin").unwrap();
+        assert_eq!(path, "/items/..%5C..%5Cadmin/detail");
+        assert_eq!((query, fragment), (None, None));
+        assert_eq!(rest, json!({"apikey": "k"}).as_object().cloned().unwrap(), "the path value leaves the arguments; the rest stay");
+        let (path, query, _, _) = url_for("x?injected=1&apikey=evil").unwrap();
+        assert_eq!((path.as_str(), query), ("/items/x%3Finjected%3D1%26apikey%3Devil/detail", None));
+        let (path, _, fragment, _) = url_for("x#frag").unwrap();
+        assert_eq!((path.as_str(), fragment), ("/items/x%23frag/detail", None));
+        assert_eq!(url_for("../../admin").unwrap().0, "/items/..%2F..%2Fadmin/detail");
+        assert_eq!(url_for("100%").unwrap().0, "/items/100%25/detail");
+        assert_eq!(url_for("Café Ñ").unwrap().0, "/items/Caf%C3%A9%20%C3%91/detail");
+        for bad in ["..", ".", ""] {
+            match url_for(bad) {
+                Err(CallError::InvalidArguments { problems }) => assert_eq!(problems[0].argument, "id"),
+                other => panic!("`{bad}` must be refused: {other:?}"),
+            }
+        }
+    }
 
     fn p(name: &str, ty: &str, required: bool) -> ParamDoc {
         ParamDoc { name: name.into(), ty: ty.into(), description: String::new(), required, default: None }
