@@ -502,3 +502,49 @@ async fn console_logins_are_digests_that_expire_and_end_with_their_key() {
         assert!(!st.delete_login("tgs_password_login").await.unwrap());
     }
 }
+
+/// Issue 27, finding 8: a daemon killed mid-run left its runs `running` for ever (retention skips
+/// them). What it leaves — a `running` record whose lease lapsed — becomes `interrupted` (finished,
+/// listed by that status) once a daemon on the same state store is up; a run another live daemon
+/// holds (its lease current) stays `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_running_by_a_stopped_daemon_becomes_interrupted() {
+    use toolgraph_server::state::RunRecord;
+    let dir = tempfile::tempdir().unwrap();
+    for url in state_urls(dir.path(), "interrupted").await {
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let keys = users(&st).await;
+        let ana = st.user_by_name("ana").await.unwrap().unwrap();
+        let now = toolgraph_server::state::now_ms();
+        let record = |id: &str, lease: i64| RunRecord {
+            id: id.into(),
+            user_id: ana.id.clone(),
+            session_id: format!("s_{id}"),
+            request: "weather in Paris".into(),
+            options: json!({}),
+            status: "running".into(),
+            tools: Vec::new(),
+            body: json!({"run_id": id, "status": "running", "request": "weather in Paris"}),
+            pending: None,
+            lease_until_ms: Some(lease),
+            created_ms: now - 60_000,
+            finished_ms: None,
+            duration_ms: None,
+        };
+        st.start_run(&record("run_crashed", now - 1_000), None).await.unwrap();
+        st.start_run(&record("run_held", now + 600_000), None).await.unwrap();
+        let sub = dir.path().join(format!("d{}", url.len()));
+        std::fs::create_dir_all(&sub).unwrap();
+        let (base, d, stop, server) = daemon_on(&sub, st.clone(), ApiKeys::default(), |_| {}).await;
+        let http = reqwest::Client::new();
+        let run = wait_for(&http, &base, &keys.ana, "run_crashed", "interrupted").await;
+        assert!(run["answer"].as_str().unwrap().contains("interrupted"), "{run}");
+        let listed: Value = get(&http, &format!("{base}/v1/runs?status=interrupted"), &keys.ana).await.json().await.unwrap();
+        let ids: Vec<&str> = listed["runs"].as_array().unwrap().iter().filter_map(|r| r["run_id"].as_str()).collect();
+        assert_eq!(ids, ["run_crashed"], "{listed}");
+        let held: Value = get(&http, &format!("{base}/v1/runs/run_held"), &keys.ana).await.json().await.unwrap();
+        assert_eq!(held["status"], "running", "a run a live daemon holds is left alone");
+        assert!(st.run("run_crashed").await.unwrap().unwrap().finished_ms.is_some());
+        stop_daemon(d, stop, server).await;
+    }
+}

@@ -72,7 +72,7 @@ export function jsonView(v: unknown, open = true, depth = 0): HTMLElement {
 }
 
 export function badge(status: string): HTMLElement {
-  const text: Record<string, string> = { answered: 'answered', partial: 'partial', gave_up: 'gave up', needs_input: 'needs input', running: 'running', awaiting_approval: 'awaiting approval', error: 'error', active: 'active', invalid: 'invalid', degraded: 'degraded' };
+  const text: Record<string, string> = { answered: 'answered', partial: 'partial', gave_up: 'gave up', needs_input: 'needs input', running: 'running', awaiting_approval: 'awaiting approval', interrupted: 'interrupted', error: 'error', active: 'active', invalid: 'invalid', degraded: 'degraded' };
   return h('span', { class: 'badge b-' + status, 'data-status': status }, text[status] ?? status);
 }
 

@@ -5,7 +5,7 @@ import { badge, clear, errorBox, field, go, h, into, jsonView, loading, routePar
 import { outcome, short, timeline } from '../timeline';
 import type { Ctx } from '../main';
 
-const STATUSES = ['', 'answered', 'partial', 'gave_up', 'needs_input', 'awaiting_approval', 'running', 'error'];
+const STATUSES = ['', 'answered', 'partial', 'gave_up', 'needs_input', 'awaiting_approval', 'running', 'interrupted', 'error'];
 
 export async function historyPage(main: HTMLElement, _ctx: Ctx) {
   const params = routeParams();

@@ -64,7 +64,7 @@ impl RunApprover {
         if let Some(d) = self.state.decision(&self.run_id, key).await? {
             // Decided already (while the run was being taken over, or the same call again): the
             // run goes on, and its record says so.
-            self.state.set_run_paused(&self.run_id, None, 0).await?;
+            self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
             return Ok(decision_of(d));
         }
         let pending = json!({"call_key": key, "api": call.api, "name": call.name, "arguments": call.arguments});
@@ -78,13 +78,13 @@ impl RunApprover {
         loop {
             tokio::time::sleep(POLL).await;
             if let Some(d) = self.state.decision(&self.run_id, key).await? {
-                self.state.set_run_paused(&self.run_id, None, 0).await?;
+                self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
                 return Ok(decision_of(d));
             }
             if started.elapsed() >= self.timeout {
                 let reason = format!("no decision within {} s", self.timeout.as_secs());
                 self.state.decide(&self.run_id, key, false, "timeout", &reason).await?;
-                self.state.set_run_paused(&self.run_id, None, 0).await?;
+                self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
                 return Ok(ApprovalDecision::Rejected { by: "timeout".into(), reason });
             }
             if renewed.elapsed().as_millis() as i64 >= self.lease_ms / 3 {

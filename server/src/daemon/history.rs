@@ -25,7 +25,7 @@ pub(super) struct RunsQuery {
     user: Option<String>,
 }
 
-const STATUSES: &[&str] = &["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"];
+const STATUSES: &[&str] = &["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "interrupted", "error"];
 
 /// `GET /v1/runs?status=&q=&tool=&before=&limit=`: the caller's runs, newest first.
 pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<RunsQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {

@@ -39,7 +39,7 @@ pub(super) async fn document() -> Json<Value> {
                     "dry_run": {"type": "boolean", "description": "plan only: nothing is sent; the chain comes back with its data flow as $varN.field$ references (stats.dry_run); nothing is learned or remembered"}}},
                 "RunResult": {"type": "object", "properties": {
                     "run_id": {"type": "string"}, "session_id": {"type": "string"}, "request": {"type": "string"},
-                    "status": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"]}, "answer": {"type": "string"},
+                    "status": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "interrupted", "error"]}, "answer": {"type": "string"},
                     "pending": {"type": "object", "description": "while awaiting_approval: the call (api, name, arguments, call_key)"},
                     "chain": {"type": "array"}, "needs_input": {"type": ["object", "null"]}, "judgement": {"type": ["object", "null"]},
                     "stats": {"type": "object"}, "trace": {"type": "array"}}},
@@ -82,7 +82,7 @@ pub(super) async fn document() -> Json<Value> {
             "/v1/models": {"get": {"summary": "The configured LLMs (name, model, endpoint, sampling; never keys) and the default", "responses": with(json!({"200": {"description": "models"}}))}},
             "/v1/me": {"get": {"summary": "Who this key belongs to (user id, name, role)", "responses": with(json!({"200": {"description": "the caller"}}))}},
             "/v1/runs": {"get": {"summary": "The caller's runs, newest first (administrators: user=ID or user=*)", "parameters": [
-                {"name": "status", "in": "query", "schema": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "error"]}},
+                {"name": "status", "in": "query", "schema": {"enum": ["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "interrupted", "error"]}},
                 {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 200}, "description": "words of the request"},
                 {"name": "tool", "in": "query", "schema": {"type": "string"}, "description": "an API id or a prefix (category/tool)"},
                 {"name": "before", "in": "query", "schema": {"type": "string"}, "description": "the `next` cursor of the previous page"},

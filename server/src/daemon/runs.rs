@@ -202,7 +202,8 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             tools: Vec::new(),
             body: json!({"run_id": rid, "session_id": sid, "status": "running", "request": job.request}),
             pending: None,
-            lease_until_ms: None,
+            // Held by this daemon while it runs (upkeep renews it); lapsed: the run is interrupted.
+            lease_until_ms: Some(now + d.settings().server.approval_lease_ms.max(100) as i64),
             created_ms: now,
             finished_ms: None,
             duration_ms: None,

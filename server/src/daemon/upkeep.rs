@@ -76,7 +76,8 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
     let _follower = AbortOnDrop(tokio::spawn(follow_mcp(d.clone())));
     let probe_every = Duration::from_millis(d.settings().health.probe_every_ms.max(100));
     let lease = Duration::from_millis(d.settings().server.approval_lease_ms.max(100));
-    let tick = REFRESH_EVERY.min(probe_every).min(lease);
+    // Leases are renewed three times within their length.
+    let tick = REFRESH_EVERY.min(probe_every).min(lease / 3);
     let retention_every = Duration::from_secs(d.settings().state.retention_every_s.max(1));
     let mut last_probe = Instant::now();
     let mut last_retention: Option<Instant> = None;
@@ -86,6 +87,15 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
         }
         if let Err(e) = approvals::resume_orphans(&d).await {
             tracing::warn!(error = %e, "resuming paused runs failed");
+        }
+        let running: Vec<String> = d.active_runs.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+        if let Err(e) = d.state.renew_running(&running, lease.as_millis() as i64).await {
+            tracing::warn!(error = %e, "renewing the leases of running runs failed");
+        }
+        match d.state.interrupt_abandoned_runs().await {
+            Ok(ids) if !ids.is_empty() => tracing::warn!(runs = ids.len(), first = %ids[0], "runs whose daemon stopped mid-way marked interrupted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "marking abandoned runs interrupted failed"),
         }
         if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
             last_retention = Some(Instant::now());

@@ -226,12 +226,12 @@ impl StateStore {
         Ok(r.rows_affected() > 0)
     }
 
-    /// Pause a run on a call (`Some`: status `awaiting_approval`, leased until `lease_until_ms`) or
-    /// let it go on (`None`: status `running`).
+    /// Pause a run on a call (`Some`: status `awaiting_approval`) or let it go on (`None`: status
+    /// `running`); either way held by this daemon until `lease_until_ms`.
     pub async fn set_run_paused(&self, id: &str, pending: Option<&Value>, lease_until_ms: i64) -> Result<()> {
         match pending {
             Some(p) => sqlx::query("UPDATE runs SET status = 'awaiting_approval', pending = $1, lease_until_ms = $2 WHERE id = $3").bind(p.to_string()).bind(lease_until_ms).bind(id).execute(&self.pool).await,
-            None => sqlx::query("UPDATE runs SET status = 'running', pending = NULL, lease_until_ms = NULL WHERE id = $1").bind(id).execute(&self.pool).await,
+            None => sqlx::query("UPDATE runs SET status = 'running', pending = NULL, lease_until_ms = $1 WHERE id = $2").bind(lease_until_ms).bind(id).execute(&self.pool).await,
         }
         .map_err(err("pausing a run"))?;
         Ok(())
@@ -247,6 +247,47 @@ impl StateStore {
     pub async fn release_lease(&self, id: &str) -> Result<()> {
         sqlx::query("UPDATE runs SET lease_until_ms = 0 WHERE id = $1 AND status = 'awaiting_approval'").bind(id).execute(&self.pool).await.map_err(err("releasing a lease"))?;
         Ok(())
+    }
+
+    /// Extend the leases of the running runs this daemon executes (`ids`); a paused one is renewed
+    /// by its approver.
+    pub async fn renew_running(&self, ids: &[String], lease_ms: i64) -> Result<()> {
+        let until = now_ms() + lease_ms;
+        for id in ids {
+            sqlx::query("UPDATE runs SET lease_until_ms = $1 WHERE id = $2 AND status = 'running'").bind(until).bind(id).execute(&self.pool).await.map_err(err("renewing a running run's lease"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs left `running` by a daemon that is gone (their lease lapsed: no live daemon holds them)
+    /// become `interrupted`, finished now; returns their ids. At most 100 a call.
+    pub async fn interrupt_abandoned_runs(&self) -> Result<Vec<String>> {
+        let now = now_ms();
+        let rows = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' AND (lease_until_ms IS NULL OR lease_until_ms < $1) ORDER BY created_ms LIMIT 100"))
+            .bind(now)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("listing abandoned runs"))?;
+        let mut out = Vec::new();
+        for r in rows.iter().map(Self::run_of) {
+            let r = r?;
+            let mut body = r.body.as_object().cloned().unwrap_or_default();
+            body.insert("status".into(), json!("interrupted"));
+            body.insert("answer".into(), json!("The run was interrupted: the daemon executing it stopped before it finished."));
+            let done = sqlx::query("UPDATE runs SET status = 'interrupted', body = $1, lease_until_ms = NULL, finished_ms = $2, duration_ms = $3 WHERE id = $4 AND status = 'running' AND (lease_until_ms IS NULL OR lease_until_ms < $5)")
+                .bind(Value::Object(body).to_string())
+                .bind(now)
+                .bind(now - r.created_ms)
+                .bind(&r.id)
+                .bind(now)
+                .execute(&self.pool)
+                .await
+                .map_err(err("interrupting an abandoned run"))?;
+            if done.rows_affected() > 0 {
+                out.push(r.id);
+            }
+        }
+        Ok(out)
     }
 
     /// Paused runs nobody holds (lease expired).
