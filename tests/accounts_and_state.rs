@@ -479,8 +479,8 @@ async fn console_logins_are_digests_that_expire_and_end_with_their_key() {
         st.put_login("tgs_password_login", &cleo, "csrf_a", far, None).await.unwrap();
         st.put_login("tgs_key_login", &cleo, "csrf_b", far, Some(&key)).await.unwrap();
         st.put_login("tgs_expired", &cleo, "csrf_c", toolgraph_server::state::now_ms() - 1, None).await.unwrap();
-        let (c, csrf) = st.login("tgs_password_login").await.unwrap().expect("a live login");
-        assert_eq!((c.name.as_str(), c.role, csrf.as_str()), ("cleo", Role::User, "csrf_a"), "{url}");
+        let l = st.login("tgs_password_login").await.unwrap().expect("a live login");
+        assert_eq!((l.caller.name.as_str(), l.caller.role, l.csrf.as_str(), l.bootstrap_key), ("cleo", Role::User, "csrf_a", None), "{url}");
         assert!(st.login("tgs_expired").await.unwrap().is_none(), "expired: {url}");
         assert!(st.login("tgs_unknown").await.unwrap().is_none());
         // Only digests are stored: the token itself appears nowhere.
@@ -491,10 +491,11 @@ async fn console_logins_are_digests_that_expire_and_end_with_their_key() {
                 assert!(!bytes.windows(18).any(|w| w == b"tgs_password_login"), "the token is stored in clear");
             }
         }
-        // Revoking the key ends the login made with it, not the password login.
+        // Revoking the key ends the login made with it (whatever revoked it), not the password login.
+        assert!(st.login("tgs_key_login").await.unwrap().is_some());
         assert!(st.revoke_key(&info.id).await.unwrap());
+        assert!(st.login("tgs_key_login").await.unwrap().is_none(), "{url}");
         assert_eq!(st.delete_logins_of_key(&info.id).await.unwrap(), 1, "{url}");
-        assert!(st.login("tgs_key_login").await.unwrap().is_none());
         assert!(st.login("tgs_password_login").await.unwrap().is_some());
         // Retention removes expired ones; logout removes a live one.
         st.enforce_retention(0, 0, 0).await.unwrap();
@@ -546,5 +547,55 @@ async fn a_run_left_running_by_a_stopped_daemon_becomes_interrupted() {
         assert_eq!(held["status"], "running", "a run a live daemon holds is left alone");
         assert!(st.run("run_crashed").await.unwrap().unwrap().finished_ms.is_some());
         stop_daemon(d, stop, server).await;
+    }
+}
+
+/// Issue 27, finding 4: a console login made with a key revoked through the CLI kept working for
+/// up to 12 h, and so did one made with a bootstrap key removed across a restart. A login lives only
+/// as long as the key it was made with, whatever ends the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_login_ends_with_its_key_whatever_revokes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "login_keys").await {
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let keys = users(&st).await;
+        let sub = tmp.path().join(format!("d{}", url.len()));
+        std::fs::create_dir_all(&sub).unwrap();
+        let (base, d, stop, server) = daemon_on(&sub, st.clone(), ApiKeys::new(["boot-key-1"]), |_| {}).await;
+        let http = reqwest::Client::new();
+        let login = |key: String| {
+            let (http, base) = (http.clone(), base.clone());
+            async move {
+                let r = http.post(format!("{base}/v1/login")).json(&json!({"api_key": key})).send().await.unwrap();
+                assert_eq!(r.status(), 200);
+                let set = r.headers().get("set-cookie").unwrap().to_str().unwrap().to_string();
+                set.split(';').next().unwrap().to_string()
+            }
+        };
+        let me = |cookie: String, base: String| {
+            let http = http.clone();
+            async move { http.get(format!("{base}/v1/me")).header("cookie", cookie).send().await.unwrap().status().as_u16() }
+        };
+        let ana_login = login(keys.ana.clone()).await;
+        let boot_login = login("boot-key-1".into()).await;
+        let ben_login = login(keys.ben.clone()).await;
+        assert_eq!(me(ana_login.clone(), base.clone()).await, 200);
+        assert_eq!(me(boot_login.clone(), base.clone()).await, 200);
+        // Ana's key revoked by the CLI (`toolgraph users revoke-key`), not through the daemon.
+        let ana = st.user_by_name("ana").await.unwrap().unwrap();
+        let kid = st.keys(Some(&ana.id)).await.unwrap()[0].id.clone();
+        let out = common::bin().env("TOOLGRAPH__STATE__URL", &url).args(["users", "revoke-key", &kid]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(me(ana_login.clone(), base.clone()).await, 401, "the login ends with its key");
+        assert_eq!(me(ben_login.clone(), base.clone()).await, 200, "other logins go on");
+        stop_daemon(d, stop, server).await;
+        // Restarted without boot-key-1: the login made with it ends; with it kept, it would go on.
+        let (base2, d2, stop2, server2) = daemon_on(&sub, st.clone(), ApiKeys::new(["boot-key-2"]), |_| {}).await;
+        assert_eq!(me(boot_login.clone(), base2.clone()).await, 401, "a removed bootstrap key ends its logins");
+        assert_eq!(me(ben_login.clone(), base2.clone()).await, 200);
+        stop_daemon(d2, stop2, server2).await;
+        let (base3, d3, stop3, server3) = daemon_on(&sub, st.clone(), ApiKeys::new(["boot-key-2", "boot-key-1"]), |_| {}).await;
+        assert_eq!(me(boot_login, base3).await, 200, "a kept bootstrap key keeps its logins");
+        stop_daemon(d3, stop3, server3).await;
     }
 }

@@ -16,7 +16,13 @@ pub(super) async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, ne
         (Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin }, ip)
     } else if let (None, Some(token)) = (presented_key(req.headers()), console::session_cookie(req.headers())) {
         // A console login: its state-changing requests must echo the login's CSRF token.
-        let (c, csrf) = d.state.login(token).await?.ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "login_expired", "the console login has ended or expired: log in again"))?;
+        let ended = || ApiError::new(StatusCode::UNAUTHORIZED, "login_expired", "the console login has ended or expired: log in again");
+        let l = d.state.login(token).await?.ok_or_else(ended)?;
+        // Made with a bootstrap key: it ends when that key is no longer configured.
+        if l.bootstrap_key.as_deref().is_some_and(|k| !d.keys.has_digest(k)) {
+            return Err(ended());
+        }
+        let (c, csrf) = (l.caller, l.csrf);
         let safe = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
         let echoed = req.headers().get(console::CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if !safe && !console::same_token(echoed, &csrf) {

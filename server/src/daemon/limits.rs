@@ -39,6 +39,12 @@ impl ApiKeys {
         Ok(ApiKeys::new(keys.iter().map(|k| k.expose_secret())))
     }
 
+    /// Whether a key whose SHA-256 digest (hex, as the state store keeps it) is `hex` is configured.
+    pub fn has_digest(&self, hex: &str) -> bool {
+        let hex = hex.to_ascii_lowercase();
+        self.digests.iter().any(|d| d.iter().map(|b| format!("{b:02x}")).collect::<String>() == hex)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.digests.is_empty()
     }

@@ -24,7 +24,7 @@ pub use chains::SavedChain;
 pub use credentials::CredentialRow;
 pub use mcp_servers::McpServer;
 pub use runs::{RunFilter, RunRecord, RunSummary};
-pub use users::{Caller, KeyInfo, Role, User};
+pub use users::{Caller, KeyInfo, Login, Role, User};
 use sessions::put_session_on;
 
 use serde::{Deserialize, Serialize};

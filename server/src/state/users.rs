@@ -41,6 +41,17 @@ impl Caller {
     }
 }
 
+/// A live console login ([`StateStore::login`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Login {
+    pub caller: Caller,
+    /// The token its state-changing requests must echo.
+    pub csrf: String,
+    /// The digest of the bootstrap key it was made with (not a stored user key): valid only while
+    /// the daemon still has that key configured.
+    pub bootstrap_key: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct User {
     pub id: String,
@@ -154,17 +165,32 @@ impl StateStore {
         Ok(())
     }
 
-    /// The caller and CSRF token of a console login that has not expired; a user's current role
-    /// (a login of a user deleted since is no login).
-    pub async fn login(&self, token: &str) -> Result<Option<(Caller, String)>> {
-        let row = sqlx::query("SELECT l.user_id, l.name, l.role, l.csrf, u.role AS user_role, u.name AS user_name FROM console_logins l LEFT JOIN users u ON u.id = l.user_id WHERE l.digest = $1 AND l.expires_ms > $2")
+    /// A console login that has not expired, with its user's current role (a login of a user
+    /// deleted since is no login). A login made with a user's API key lives only as long as that key:
+    /// revoked (by any route) or expired, the login is gone. One made with a key the store does not
+    /// hold (a bootstrap key) names that key's digest, for the daemon to check it is still configured.
+    pub async fn login(&self, token: &str) -> Result<Option<Login>> {
+        let now = now_ms();
+        let row = sqlx::query("SELECT l.user_id, l.name, l.role, l.csrf, l.key_digest, u.role AS user_role, u.name AS user_name, k.id AS key_id, k.revoked_ms AS key_revoked, k.expires_ms AS key_expires FROM console_logins l LEFT JOIN users u ON u.id = l.user_id LEFT JOIN api_keys k ON k.digest = l.key_digest WHERE l.digest = $1 AND l.expires_ms > $2")
             .bind(key_digest(token))
-            .bind(now_ms())
+            .bind(now)
             .fetch_optional(&self.pool)
             .await
             .map_err(err("reading a login"))?;
         let Some(r) = row else { return Ok(None) };
         let get = |c: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(c).map_err(err("reading a login")) };
+        let get_ms = |c: &str| -> Result<Option<i64>> { r.try_get::<Option<i64>, _>(c).map_err(err("reading a login")) };
+        let made_with = get("key_digest")?;
+        let bootstrap_key = match (&made_with, get("key_id")?) {
+            (None, _) => None,
+            (Some(_), Some(_)) => {
+                if get_ms("key_revoked")?.is_some() || get_ms("key_expires")?.is_some_and(|e| e <= now) {
+                    return Ok(None);
+                }
+                None
+            }
+            (Some(d), None) => Some(d.clone()),
+        };
         let user_id = get("user_id")?.unwrap_or_default();
         let (name, role) = match (get("user_name")?, get("user_role")?) {
             (Some(n), Some(role)) => (n, role),
@@ -172,7 +198,7 @@ impl StateStore {
             _ => return Ok(None),
         };
         let role = Role::parse(&role).ok_or_else(|| StateError(format!("login of {user_id}: unknown role `{role}`")))?;
-        Ok(Some((Caller { user_id, name, role }, get("csrf")?.unwrap_or_default())))
+        Ok(Some(Login { caller: Caller { user_id, name, role }, csrf: get("csrf")?.unwrap_or_default(), bootstrap_key }))
     }
 
     /// End the console logins made with a key (it was revoked); how many.
