@@ -599,3 +599,91 @@ async fn a_console_login_ends_with_its_key_whatever_revokes_it() {
         stop_daemon(d3, stop3, server3).await;
     }
 }
+
+/// A tool on 127.0.0.1 that echoes its request: the request line (with the query as sent), every
+/// header, and the base64 of the `x-token` header, as JSON. Answers until the test ends.
+async fn echo_tool() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf).to_string();
+                let mut lines = text.split("\r\n");
+                let request_line = lines.next().unwrap_or_default().to_string();
+                let mut headers = serde_json::Map::new();
+                for l in lines.take_while(|l| !l.is_empty()) {
+                    if let Some((k, v)) = l.split_once(": ") {
+                        headers.insert(k.to_ascii_lowercase(), json!(v));
+                    }
+                }
+                let token = headers.get("x-token").and_then(Value::as_str).unwrap_or_default().to_string();
+                use base64::Engine as _;
+                let body = json!({"request_line": request_line, "headers": headers, "token_b64": base64::engine::general_purpose::STANDARD.encode(token.as_bytes()), "status": true}).to_string();
+                let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Issue 27, finding 1: a user running an admin's tool saw the admin's credential URL-encoded and
+/// JSON-escaped in the response, the trace and the stored run. No form of a secret — plain,
+/// encoded, escaped, base64 — reaches a response, a stored run, the state database or the logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_credential_never_reaches_a_user_in_any_encoding() {
+    let logs = logs();
+    const QUERY_SECRET: &str = "SEKRIT qry/+&=ENC";
+    const HEADER_SECRET: &str = "H\"dr <x>&y-5ecret";
+    // The same passphrase as the other credentials test (they share the process environment).
+    std::env::set_var("TOOLGRAPH_SECRET_KEY", "test-sealing-passphrase-0123456789abcdef");
+    let echo = echo_tool().await;
+    let tmp = tempfile::tempdir().unwrap();
+    for url in state_urls(tmp.path(), "echoed").await {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+        let k = users(&st).await;
+        let http = reqwest::Client::new();
+        let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), |s| s.health.enabled = false).await;
+        let tool = json!({"name": "echo", "description": "Echoes the request it gets", "tool": "Echo", "category": "Testing", "method": "GET",
+            "url": format!("http://{echo}/echo"), "parameters": [{"name": "q", "type": "string", "description": "anything", "required": true}], "example": {"q": "x"}});
+        let r = post(&http, &format!("{base}/v1/tools"), &k.admin, tool).await;
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+        let r = http.put(format!("{base}/v1/credentials/host:127.0.0.1")).header("authorization", bearer(&k.admin))
+            .json(&json!({"entries": [{"placement": "query", "name": "apikey", "value": QUERY_SECRET}, {"placement": "header", "name": "X-Token", "value": HEADER_SECRET}]})).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let r = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": "testing/echo/echo", "arguments": {"q": "hello"}}]})).await;
+        let response = r.text().await.unwrap();
+        let run: Value = serde_json::from_str(&response).unwrap();
+        assert_eq!(run["status"], "answered", "{response}");
+        // The tool did get both credentials (its echo, redacted, is in the run).
+        assert!(response.contains("apikey=[redacted]") && response.contains("[redacted]"), "{response}");
+        let stored = get(&http, &format!("{base}/v1/runs/{}", run["run_id"].as_str().unwrap()), &k.ana).await.text().await.unwrap();
+        let mut db = Vec::new();
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            for f in [path.to_string(), format!("{path}-wal")] {
+                db.extend(std::fs::read(f).unwrap_or_default());
+            }
+        }
+        let db = String::from_utf8_lossy(&db).to_string();
+        let log_text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+        let forms: Vec<String> = toolgraph_engine::exec::credentials::echo_forms(QUERY_SECRET).into_iter().chain(toolgraph_engine::exec::credentials::echo_forms(HEADER_SECRET)).collect();
+        for (what, text) in [("response", &response), ("stored run", &stored), ("state database", &db), ("logs", &log_text)] {
+            for f in &forms {
+                assert!(!text.contains(f.as_str()), "the {what} holds the secret as `{f}`");
+            }
+        }
+        stop_daemon(d, stop, server).await;
+    }
+}

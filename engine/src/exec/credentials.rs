@@ -6,7 +6,8 @@
 //! (its documented URL with path parameters filled, before any deployment rewrite) is on that host,
 //! so an argument or a registered URL template can never carry it elsewhere. The SSRF guard still
 //! applies to every call. Values are [`SecretString`]s: never in `Debug`, traces, logs or errors;
-//! a response or error text that echoes a value has it replaced by `[redacted]`.
+//! a response or error text that echoes a value — plainly or in any usual encoding: form- or
+//! percent-encoded, JSON- or HTML-escaped, base64 — has it replaced by `[redacted]`.
 
 use secrecy::{ExposeSecret, SecretString};
 use std::collections::HashMap;
@@ -127,21 +128,128 @@ impl CredentialSet {
     }
 }
 
-/// Replace every secret value in `text` by `[redacted]`.
+/// Every form in which a server may echo `v`: plain; form-encoded (a query string, `+` for a
+/// space) and percent-encoded (`%20`), either hex case; JSON-escaped (also with `<>&'` as `\u003c`…);
+/// HTML-escaped; base64 (standard and URL-safe, with and without padding). Longest first; forms
+/// shorter than 4 characters are left out (too short to tell from other text).
+pub fn echo_forms(v: &str) -> Vec<String> {
+    use base64::Engine as _;
+    fn percent(v: &str, form: bool, lower: bool) -> String {
+        let mut out = String::new();
+        for b in v.bytes() {
+            match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => out.push(b as char),
+                b'~' if !form => out.push('~'),
+                b'*' if form => out.push('*'),
+                b' ' if form => out.push('+'),
+                _ if lower => out.push_str(&format!("%{b:02x}")),
+                _ => out.push_str(&format!("%{b:02X}")),
+            }
+        }
+        out
+    }
+    let json = serde_json::to_string(v).unwrap_or_default();
+    let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_string();
+    let json_html = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026").replace('\'', "\\u0027");
+    let html = v.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;");
+    let b = v.as_bytes();
+    let mut out = vec![
+        v.to_string(),
+        percent(v, true, false),
+        percent(v, true, true),
+        percent(v, false, false),
+        percent(v, false, true),
+        json,
+        json_html,
+        html,
+        base64::engine::general_purpose::STANDARD.encode(b),
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(b),
+        base64::engine::general_purpose::URL_SAFE.encode(b),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b),
+    ];
+    out.retain(|f| f.chars().count() >= 4);
+    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    out.dedup();
+    out
+}
+
+/// Replace every form ([`echo_forms`]) of every secret value in `text` by `[redacted]`.
 pub fn scrub(text: &str, secrets: &[&Credential]) -> String {
     let mut s = text.to_string();
     for c in secrets {
         let v = c.value.expose_secret();
-        if v.len() >= 4 && s.contains(v) {
-            s = s.replace(v, "[redacted]");
+        if v.len() < 4 {
+            continue;
+        }
+        for f in echo_forms(v) {
+            if s.contains(&f) {
+                s = s.replace(&f, "[redacted]");
+            }
         }
     }
     s
 }
 
+/// [`scrub`] every string (and object key) of a JSON value, in place; whether anything changed.
+pub fn scrub_value(v: &mut serde_json::Value, secrets: &[&Credential]) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            let clean = scrub(s, secrets);
+            let changed = clean != *s;
+            *s = clean;
+            changed
+        }
+        Value::Array(a) => a.iter_mut().fold(false, |acc, x| scrub_value(x, secrets) | acc),
+        Value::Object(m) => {
+            let mut changed = false;
+            let entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
+            for (k, mut x) in entries {
+                changed |= scrub_value(&mut x, secrets);
+                let key = scrub(&k, secrets);
+                changed |= key != k;
+                m.insert(key, x);
+            }
+            changed
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_usual_encoding_of_a_secret_is_redacted() {
+        let c = cred("host:127.0.0.1", "127.0.0.1", "apikey", "SEKRIT qry/+&=ENC");
+        let h = cred("host:127.0.0.1", "127.0.0.1", "X-Token", "H\"dr <x>&y");
+        let secrets = [&c, &h];
+        for echoed in [
+            "SEKRIT qry/+&=ENC",
+            "apikey=SEKRIT+qry%2F%2B%26%3DENC",
+            "SEKRIT%20qry%2F%2B%26%3DENC",
+            "sekrit: SEKRIT%20qry%2f%2b%26%3dENC",
+            r#"{"h": "H\"dr <x>&y"}"#,
+            r#"{"h": "H\"dr \u003cx\u003e\u0026y"}"#,
+            "H&quot;dr &lt;x&gt;&amp;y",
+            "U0VLUklUIHFyeS8rJj1FTkM=",
+            "U0VLUklUIHFyeS8rJj1FTkM",
+            "SCJkciA8eD4meQ==",
+            "SCJkciA8eD4meQ",
+        ] {
+            let out = scrub(echoed, &secrets);
+            assert!(out.contains("[redacted]"), "{echoed} → {out}");
+            for f in echo_forms("SEKRIT qry/+&=ENC").iter().chain(echo_forms("H\"dr <x>&y").iter()) {
+                assert!(!out.contains(f.as_str()), "{echoed} → {out} still holds {f}");
+            }
+        }
+        let mut v = serde_json::json!({"query": "apikey=SEKRIT+qry%2F%2B%26%3DENC", "headers": {"x-token": "H\"dr <x>&y"}, "H\"dr <x>&y": 1, "n": 5});
+        assert!(scrub_value(&mut v, &secrets));
+        assert_eq!(v, serde_json::json!({"query": "apikey=[redacted]", "headers": {"x-token": "[redacted]"}, "[redacted]": 1, "n": 5}));
+        let mut clean = serde_json::json!({"city": "Paris"});
+        assert!(!scrub_value(&mut clean, &secrets));
+    }
 
     fn cred(scope: &str, host: &str, name: &str, v: &str) -> Credential {
         Credential { scope: scope.into(), host: host.into(), placement: Placement::Header, name: name.into(), value: SecretString::from(v.to_string()) }

@@ -445,13 +445,10 @@ impl Executor {
                             }
                             Ok(body) => match serde_json::from_slice::<Value>(&body) {
                                 Ok(mut response) => {
-                                    // A server that echoes a credential does not get it into the trace.
+                                    // A server that echoes a credential (in any usual encoding)
+                                    // does not get it into the trace, the run or the planner.
                                     if !creds.is_empty() {
-                                        let text = response.to_string();
-                                        let clean = scrub(text.clone());
-                                        if clean != text {
-                                            response = serde_json::from_str(&clean).unwrap_or(Value::String("[response withheld: it echoed a credential]".into()));
-                                        }
+                                        credentials::scrub_value(&mut response, &creds);
                                     }
                                     return Ok(CallOutcome {
                                         status: status.as_u16(),
