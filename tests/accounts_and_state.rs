@@ -687,3 +687,33 @@ async fn an_echoed_credential_never_reaches_a_user_in_any_encoding() {
         stop_daemon(d, stop, server).await;
     }
 }
+
+/// Issue 27, finding 7: five calls with junk arguments (answered "no result") marked an API
+/// `degraded` for every user. A tool refusing a call for its arguments is not the API failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_arguments_from_one_user_do_not_degrade_an_api_for_everyone() {
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = state_urls(tmp.path(), "junk").await.remove(0);
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let http = reqwest::Client::new();
+    let (base, d, stop, server) = daemon_on(tmp.path(), st.clone(), ApiKeys::default(), |s| {
+        s.health = toolgraph_schema::HealthSettings { enabled: true, consecutive_failures: 2, window: 10, min_availability: 0.5, probe_every_ms: 60_000, invalid_after_probes: 0 }
+    })
+    .await;
+    assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{sb_addr}"))).await.status(), 201);
+    let api = "weather/weather_example/current_weather";
+    for junk in ["qqzz1", "qqzz2", "qqzz3", "qqzz4", "qqzz5"] {
+        let r: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ben, json!({"steps": [{"api": api, "arguments": {"city": junk}}]})).await.json().await.unwrap();
+        assert_ne!(r["status"], "answered", "{r}");
+        assert!(r.to_string().contains("no result"), "the tool refused the junk: {r}");
+    }
+    let tool: Value = get(&http, &format!("{base}/v1/tools/{api}"), &k.ana).await.json().await.unwrap();
+    assert_eq!(tool["status"], "active", "{tool}");
+    let r: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}]})).await.json().await.unwrap();
+    assert_eq!(r["status"], "answered", "another user still gets the API: {r}");
+    stop_daemon(d, stop, server).await;
+    let _ = sb_stop.send(());
+}

@@ -17,7 +17,10 @@ pub fn now_rfc3339() -> String {
 #[derive(Debug, Default)]
 struct ApiHealth {
     consecutive: u32,
-    window: VecDeque<bool>,
+    /// Who made the calls of the current run of failures.
+    streak_callers: HashSet<String>,
+    /// The last calls: whether each worked, and who made it.
+    window: VecDeque<(bool, String)>,
     /// The arguments of the last successful call (what a probe replays).
     last_ok: Option<Map<String, Value>>,
     failed_probes: u32,
@@ -47,18 +50,28 @@ impl Health {
         self.settings.enabled && self.degraded.read().unwrap_or_else(|p| p.into_inner()).contains(id)
     }
 
-    /// Record the calls of one run; returns the APIs that must now be marked `degraded`.
-    pub fn observe(&self, calls: &[SentCall]) -> Vec<StatusChange> {
+    /// Record the calls of one run made for `caller` (`None`: the local operator); returns the APIs
+    /// that must now be marked `degraded`. Calls the tool refused for their arguments do not count
+    /// ([`SentCall::refused`]); and when several callers use an API, failures of one caller alone
+    /// never degrade it for the others.
+    pub fn observe(&self, calls: &[SentCall], caller: Option<&str>) -> Vec<StatusChange> {
+        let caller = caller.unwrap_or_default().to_string();
         if !self.settings.enabled {
             return Vec::new();
         }
         let mut changes = Vec::new();
         let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
         let mut degraded = self.degraded.write().unwrap_or_else(|p| p.into_inner());
-        for c in calls {
+        for c in calls.iter().filter(|c| !c.refused) {
             let h = apis.entry(c.api.clone()).or_default();
-            h.consecutive = if c.ok { 0 } else { h.consecutive + 1 };
-            h.window.push_back(c.ok);
+            if c.ok {
+                h.consecutive = 0;
+                h.streak_callers.clear();
+            } else {
+                h.consecutive += 1;
+                h.streak_callers.insert(caller.clone());
+            }
+            h.window.push_back((c.ok, caller.clone()));
             while h.window.len() > self.settings.window.max(1) {
                 h.window.pop_front();
             }
@@ -71,9 +84,15 @@ impl Health {
             if degraded.contains(&c.api) {
                 continue;
             }
-            let ok = h.window.iter().filter(|x| **x).count();
+            let ok = h.window.iter().filter(|x| x.0).count();
             let availability = ok as f64 / h.window.len().max(1) as f64;
-            let reason = if self.settings.consecutive_failures > 0 && h.consecutive >= self.settings.consecutive_failures {
+            // Several callers use it: the failures must come from more than one of them.
+            let callers: HashSet<&str> = h.window.iter().map(|x| x.1.as_str()).collect();
+            let failing: HashSet<&str> = h.window.iter().filter(|x| !x.0).map(|x| x.1.as_str()).collect();
+            let shared = callers.len() > 1;
+            let reason = if shared && (h.streak_callers.len() < 2 || failing.len() < 2) {
+                None
+            } else if self.settings.consecutive_failures > 0 && h.consecutive >= self.settings.consecutive_failures {
                 Some(format!("{} calls in a row failed", h.consecutive))
             } else if h.window.len() >= self.settings.window.max(1) && availability < self.settings.min_availability {
                 Some(format!("availability {availability:.2} over the last {} calls is below {}", h.window.len(), self.settings.min_availability))
@@ -108,6 +127,7 @@ impl Health {
         let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
         let h = apis.entry(id.to_string()).or_default();
         h.consecutive = 0;
+        h.streak_callers.clear();
         h.window.clear();
         h.failed_probes = 0;
         StatusChange { id: id.into(), status: STATUS_ACTIVE.into(), reason: format!("probe succeeded: {detail}"), since: now_rfc3339(), probe: None }
@@ -139,18 +159,47 @@ mod tests {
     use serde_json::json;
 
     fn call(api: &str, ok: bool) -> SentCall {
-        SentCall { api: api.into(), ok, arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()) }
+        SentCall { api: api.into(), ok, refused: false, arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()) }
+    }
+
+    fn refused(api: &str) -> SentCall {
+        SentCall { api: api.into(), ok: false, refused: true, arguments: None }
+    }
+
+    #[test]
+    fn refusals_for_bad_arguments_never_degrade_an_api() {
+        let h = Health::new(HealthSettings { consecutive_failures: 2, window: 4, min_availability: 0.5, ..HealthSettings::default() }, &GraphSnapshot::default());
+        for _ in 0..10 {
+            assert!(h.observe(&[refused("a")], Some("u1")).is_empty());
+        }
+        assert!(!h.is_degraded("a"));
+        // Its own faults still do.
+        assert_eq!(h.observe(&[call("a", false), call("a", false)], Some("u1")).len(), 1);
+    }
+
+    #[test]
+    fn one_callers_failures_do_not_degrade_an_api_others_use() {
+        let h = Health::new(HealthSettings { consecutive_failures: 3, window: 10, min_availability: 0.0, ..HealthSettings::default() }, &GraphSnapshot::default());
+        assert!(h.observe(&[call("a", true)], Some("u1")).is_empty());
+        assert!(h.observe(&[call("a", false), call("a", false), call("a", false), call("a", false), call("a", false)], Some("mallory")).is_empty(), "one caller alone");
+        assert!(!h.is_degraded("a"));
+        // A second caller failing too: the API is at fault.
+        assert_eq!(h.observe(&[call("a", false)], Some("u1")).len(), 1);
+        assert!(h.is_degraded("a"));
+        // A deployment with one caller (the CLI) is degraded by its failures, as before.
+        let solo = Health::new(HealthSettings { consecutive_failures: 3, window: 10, ..HealthSettings::default() }, &GraphSnapshot::default());
+        assert_eq!(solo.observe(&[call("b", false), call("b", false), call("b", false)], None).len(), 1);
     }
 
     #[test]
     fn consecutive_failures_degrade_then_a_probe_restores() {
         let h = Health::new(HealthSettings { consecutive_failures: 3, window: 100, ..HealthSettings::default() }, &GraphSnapshot::default());
-        assert!(h.observe(&[call("a", true), call("a", false), call("a", false)]).is_empty());
-        let c = h.observe(&[call("a", false)]);
+        assert!(h.observe(&[call("a", true), call("a", false), call("a", false)], None).is_empty());
+        let c = h.observe(&[call("a", false)], None);
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].status.as_str(), c[0].reason.as_str(), c[0].probe.as_deref()), (STATUS_DEGRADED, "3 calls in a row failed", Some(r#"{"q":"x"}"#)));
         assert!(h.is_degraded("a"));
-        assert!(h.observe(&[call("a", false)]).is_empty(), "degraded once");
+        assert!(h.observe(&[call("a", false)], None).is_empty(), "degraded once");
         assert_eq!(h.probe_succeeded("a", "HTTP 200").status, STATUS_ACTIVE);
         assert!(!h.is_degraded("a"));
     }
@@ -158,8 +207,8 @@ mod tests {
     #[test]
     fn low_availability_over_a_full_window_degrades_and_failed_probes_invalidate() {
         let h = Health::new(HealthSettings { consecutive_failures: 0, window: 4, min_availability: 0.5, invalid_after_probes: 2, ..HealthSettings::default() }, &GraphSnapshot::default());
-        assert!(h.observe(&[call("b", false), call("b", true), call("b", false)]).is_empty(), "window not full");
-        let c = h.observe(&[call("b", false)]);
+        assert!(h.observe(&[call("b", false), call("b", true), call("b", false)], None).is_empty(), "window not full");
+        let c = h.observe(&[call("b", false)], None);
         assert!(c[0].reason.starts_with("availability 0.25 over the last 4 calls"), "{}", c[0].reason);
         assert!(h.probe_failed("b", "HTTP 503").is_none());
         assert_eq!(h.probe_failed("b", "HTTP 503").map(|c| c.status), Some(STATUS_INVALID.to_string()));

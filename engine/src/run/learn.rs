@@ -20,6 +20,10 @@ use toolgraph_schema::{Contribution, ResolvedCall, WeightSettings};
 pub struct SentCall {
     pub api: String,
     pub ok: bool,
+    /// The tool refused it for its arguments (a 4xx answer, or an error-shaped "no result"): the
+    /// caller's mistake, not the API's fault. Only faults of the API (5xx, timeouts, connection
+    /// errors, after retries) count against its health.
+    pub refused: bool,
     /// The arguments as sent, for a successful call on the final chain (what a health probe can
     /// replay); `None` otherwise.
     pub arguments: Option<Map<String, Value>>,
@@ -33,9 +37,10 @@ pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
         match e {
             TraceEvent::Response { api, label, .. } => {
                 let arguments = report.chain.iter().find(|c| &c.label == label && &c.api == api).map(|c| c.sent.clone());
-                out.push(SentCall { api: api.clone(), ok: true, arguments });
+                out.push(SentCall { api: api.clone(), ok: true, refused: false, arguments });
             }
-            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. } | CallError::Rejected { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, arguments: None }),
+            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, refused: false, arguments: None }),
+            TraceEvent::CallFailed { api, error: CallError::Rejected { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, refused: true, arguments: None }),
             _ => {}
         }
     }

@@ -192,6 +192,12 @@ impl Engine {
     /// marked `degraded` in the graph, logged), then — with `run.learn` — calls, successes and the
     /// answered chain into the graph's counts, once per run id ([`learn::learn_run`]).
     pub async fn learn_from(&self, run_id: &str, report: &RunReport) -> Result<RunLearning> {
+        self.learn_from_caller(run_id, report, None).await
+    }
+
+    /// [`Engine::learn_from`] a run made for `caller` (a daemon's user): API health weighs
+    /// callers apart, so one caller's failures do not take an API away from the others.
+    pub async fn learn_from_caller(&self, run_id: &str, report: &RunReport, caller: Option<&str>) -> Result<RunLearning> {
         let mut out = RunLearning::default();
         let Some(store) = &self.store else { return Ok(out) };
         // A planned-only run sent nothing: there is nothing to learn from.
@@ -200,7 +206,7 @@ impl Engine {
         }
         let _one = self.learning.lock().await;
         if let Some(h) = &self.health {
-            for change in h.observe(&learn::sent_calls(report)) {
+            for change in h.observe(&learn::sent_calls(report), caller) {
                 if store.set_api_status(&change).await? {
                     tracing::warn!(api = %change.id, status = %change.status, reason = %change.reason, "API status changed");
                     out.status_changes.push(change);

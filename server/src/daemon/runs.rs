@@ -350,7 +350,7 @@ pub(super) async fn execute_inner(d: &Daemon, job: &Job, sink: Option<mpsc::Send
     tracing::info!(status, calls = report.stats.http_calls, ms = t.elapsed().as_millis() as u64, "run ended");
     // The graph learns from the run (counts, the answered chain, failing APIs); a failure to
     // learn is logged, never the user's error.
-    match engine.learn_from(&job.run_id, &report).await {
+    match engine.learn_from_caller(&job.run_id, &report, Some(&job.caller.user_id)).await {
         Ok(l) => {
             if l.learned.applied || !l.status_changes.is_empty() {
                 d.learned_since_refresh.store(true, Ordering::SeqCst);
