@@ -717,3 +717,43 @@ async fn junk_arguments_from_one_user_do_not_degrade_an_api_for_everyone() {
     stop_daemon(d, stop, server).await;
     let _ = sb_stop.send(());
 }
+
+/// Issue 27, finding 12: user names took homoglyphs and case variants of existing names, tool
+/// names zero-width and right-to-left characters, and logout needed no CSRF token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_people_read_cannot_impersonate_and_logout_needs_the_csrf_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = state_urls(tmp.path(), "names").await.remove(0);
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let http = reqwest::Client::new();
+    let (base, d, stop, server) = daemon_on(tmp.path(), st.clone(), ApiKeys::default(), |_| {}).await;
+    for (name, want, code) in [("adm\u{0456}n", "ASCII", 400), ("ROOT", "`root` exists already", 409), ("Ana", "`ana` exists already", 409), ("r\u{200B}oot", "ASCII", 400)] {
+        let r = post(&http, &format!("{base}/v1/users"), &k.admin, json!({"name": name, "role": "admin"})).await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert!(status == code && body.contains(want), "{name:?}: {status} {body}");
+    }
+    assert_eq!(post(&http, &format!("{base}/v1/users"), &k.admin, json!({"name": "dora.k-2@ops", "role": "user"})).await.status(), 201);
+    for (field, value) in [("name", "current\u{200B}weather"), ("tool", "\u{202E}rehtaeW"), ("description", "Weather\u{2066} for a city")] {
+        let mut tool = weather_tool("http://127.0.0.1:9");
+        tool[field] = json!(value);
+        let r = post(&http, &format!("{base}/v1/tools"), &k.admin, tool).await;
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert!(status == 400 || status == 422, "{field}: {status} {body}");
+        assert!(body.contains(field) && body.contains("invisible or text-reordering"), "{field}: {body}");
+    }
+    // Logout is a state-changing request of the login: it needs the login's CSRF token.
+    let r = http.post(format!("{base}/v1/login")).json(&json!({"api_key": k.ana})).send().await.unwrap();
+    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap().split(';').next().unwrap().to_string();
+    let csrf = r.json::<Value>().await.unwrap()["csrf_token"].as_str().unwrap().to_string();
+    let me = || http.get(format!("{base}/v1/me")).header("cookie", &cookie).send();
+    let r = http.post(format!("{base}/v1/logout")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(r.status(), 403, "{}", r.text().await.unwrap());
+    assert_eq!(me().await.unwrap().status(), 200, "a forged logout ends nothing");
+    let r = http.post(format!("{base}/v1/logout")).header("cookie", &cookie).header("x-csrf-token", &csrf).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(me().await.unwrap().status(), 401);
+    stop_daemon(d, stop, server).await;
+}

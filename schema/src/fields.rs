@@ -17,6 +17,32 @@ pub fn key_provides(leaf: &str, want: &str) -> bool {
     leaf == want || (leaf.len() >= 3 && want.ends_with(leaf)) || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
 }
 
+/// The first character of `s` that shows nothing or reorders what is shown — control characters,
+/// zero-width characters and joiners, bidirectional embeddings, overrides and isolates, the byte
+/// order mark — if any. Names people read (tools, APIs, users) must not hold one: `admin` and
+/// `adm\u{200B}in` look the same.
+pub fn hidden_char(s: &str) -> Option<char> {
+    s.chars().find(|c| {
+        c.is_control()
+            || matches!(*c as u32, 0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF)
+    })
+}
+
+#[cfg(test)]
+mod hidden_tests {
+    use super::hidden_char;
+
+    #[test]
+    fn invisible_and_reordering_characters_are_found() {
+        for s in ["adm\u{200B}in", "\u{202E}nimda", "tool\u{2066}x", "a\u{FEFF}", "x\u{00AD}y", "tab\tname", "zw\u{200D}j"] {
+            assert!(hidden_char(s).is_some(), "{s:?}");
+        }
+        for s in ["current_weather", "Booking.com — hotels", "Café Ñandú", "東京 weather"] {
+            assert_eq!(hidden_char(s), None, "{s:?}");
+        }
+    }
+}
+
 /// Field names an example response or output schema shows, as dotted paths (`coordinates.latitude`).
 pub fn output_fields(v: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();

@@ -9,7 +9,7 @@ pub mod settings;
 pub mod tool;
 pub mod trajectory;
 
-pub use fields::{output_fields, schema_type};
+pub use fields::{hidden_char, output_fields, schema_type};
 pub use graph::*;
 pub use ids::*;
 pub use settings::*;

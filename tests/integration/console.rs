@@ -127,8 +127,9 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     let me: Value = http.get(format!("{url}/v1/me")).header("cookie", format!("tg_session={ben_pw_token}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(me["name"], "ben");
 
-    // Logout ends the login everywhere (the row is gone, not just the cookie).
-    let out = http.post(format!("{url}/v1/logout")).header("cookie", &cookie).send().await.unwrap();
+    // Logout (with the login's CSRF token, like every state-changing request of a login) ends the
+    // login everywhere (the row is gone, not just the cookie).
+    let out = http.post(format!("{url}/v1/logout")).header("cookie", &cookie).header("x-csrf-token", &csrf).send().await.unwrap();
     assert_eq!(out.status(), 204);
     assert!(out.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
     error_of(http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap(), 401, "login_expired").await;

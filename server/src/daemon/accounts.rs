@@ -55,8 +55,8 @@ pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Ex
         Some(p) => Some(crate::state::secrets::hash_password(p).map_err(ApiError::invalid)?),
         None => None,
     };
-    if d.state.user_by_name(&b.name).await?.is_some() {
-        return Err(ApiError::new(StatusCode::CONFLICT, "user_exists", format!("user `{}` exists already", b.name)));
+    if let Some(existing) = d.state.name_taken(&b.name).await? {
+        return Err(ApiError::new(StatusCode::CONFLICT, "user_exists", format!("user `{existing}` exists already (names are compared without case)")));
     }
     let has_password = hash.is_some();
     let u = d.state.add_user(&b.name, role, hash).await.map_err(|e| ApiError::invalid(e.0))?;

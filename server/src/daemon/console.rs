@@ -169,6 +169,14 @@ pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer
 /// `POST /v1/logout`: end this browser's login (idempotent).
 pub(super) async fn logout(State(d): State<Arc<Daemon>>, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(token) = session_cookie(&headers) {
+        // Like every state-changing request of a login, logout echoes its CSRF token: another
+        // site cannot end a person's login. A login that is gone already needs none.
+        if let Some(login) = d.state.login(token).await? {
+            let echoed = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            if !same_token(echoed, &login.csrf) {
+                return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", "logging out needs the login's CSRF token in `X-CSRF-Token`"));
+            }
+        }
         d.state.delete_login(token).await?;
     }
     let mut r = StatusCode::NO_CONTENT.into_response();

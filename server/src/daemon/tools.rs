@@ -102,6 +102,12 @@ fn validate(r: &Registration) -> Result<(), ApiError> {
     if r.name.trim().is_empty() || r.name.len() > 200 {
         problems.push("name: 1..200 characters".to_string());
     }
+    // Names and descriptions people read hold no invisible or reordering characters.
+    for (f, v) in [("name", Some(&r.name)), ("tool", r.tool.as_ref()), ("category", r.category.as_ref()), ("description", Some(&r.description)), ("tool_description", Some(&r.tool_description))] {
+        if let Some(c) = v.and_then(|v| toolgraph_schema::hidden_char(v)) {
+            problems.push(format!("{f}: holds an invisible or text-reordering character (U+{:04X})", c as u32));
+        }
+    }
     if r.description.len() > 4000 || r.tool_description.len() > 4000 {
         problems.push("description / tool_description: at most 4000 characters".into());
     }
@@ -132,6 +138,9 @@ fn validate(r: &Registration) -> Result<(), ApiError> {
     for (i, p) in r.parameters.iter().enumerate() {
         if p.name.trim().is_empty() || p.name.len() > 100 {
             problems.push(format!("parameters[{i}].name: 1..100 characters"));
+        }
+        if let Some(c) = toolgraph_schema::hidden_char(&p.name) {
+            problems.push(format!("parameters[{i}].name: holds an invisible or text-reordering character (U+{:04X})", c as u32));
         }
         if !names.insert(p.name.as_str()) {
             problems.push(format!("parameters[{i}].name: `{}` is declared twice", p.name));

@@ -77,11 +77,12 @@ pub struct KeyInfo {
 impl StateStore {
     /// Add a user (`name`: 1..64 visible characters, unique).
     pub async fn add_user(&self, name: &str, role: Role, password_hash: Option<String>) -> Result<User> {
-        if name.is_empty() || name.chars().count() > 64 || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(StateError("a user name is 1 to 64 characters without spaces".into()));
+        // ASCII only: a name people read must not pass for another (`admіn` with a Cyrillic і).
+        if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b)) {
+            return Err(StateError("a user name is 1 to 64 ASCII letters, digits, `.`, `_`, `@` or `-`".into()));
         }
-        if self.user_by_name(name).await?.is_some() {
-            return Err(StateError(format!("user `{name}` exists already")));
+        if let Some(existing) = self.name_taken(name).await? {
+            return Err(StateError(format!("user `{existing}` exists already (names are compared without case)")));
         }
         let u = User { id: random_id("usr", 8), name: name.into(), role, has_password: password_hash.is_some(), created_ms: now_ms() };
         sqlx::query("INSERT INTO users (id, name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4, $5)")
@@ -94,6 +95,12 @@ impl StateStore {
             .await
             .map_err(err("adding a user"))?;
         Ok(u)
+    }
+
+    /// The existing user name equal to `name` without regard to case (`ROOT` takes `root`), if any.
+    pub async fn name_taken(&self, name: &str) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT name FROM users WHERE LOWER(name) = $1").bind(name.to_ascii_lowercase()).fetch_optional(&self.pool).await.map_err(err("reading users"))?;
+        row.map(|r| r.try_get::<String, _>("name").map_err(err("reading users"))).transpose()
     }
 
     pub(super) fn user_of(r: &AnyRow) -> Result<User> {
