@@ -154,17 +154,37 @@ pub async fn load_embedder(embed: &EmbedSettings) -> Result<Arc<dyn Embedder>> {
     Ok(Arc::new(e))
 }
 
-/// The executor's settings with URL rewrites added; a rewrite to loopback admits loopback targets.
+/// The executor's settings with URL rewrites added. A rewrite to a non-public address (the replay
+/// sandbox on loopback) admits exactly its target — that address on that port — and nothing else
+/// there (not the daemon's own port).
 pub fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> ExecSettings {
     let mut e = s.exec.clone();
     for (_, to) in &rewrites {
-        let host = to.split("://").nth(1).unwrap_or(to).split('/').next().unwrap_or_default();
-        if host.starts_with("127.") || host.starts_with("localhost") {
-            e.allow_private.push("127.0.0.0/8".into());
-        } else if host.starts_with("[::1]") {
-            e.allow_private.push("::1/128".into());
+        let Ok(url) = reqwest::Url::parse(to) else { continue };
+        let Some(port) = url.port_or_known_default() else { continue };
+        let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+        let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) if host.eq_ignore_ascii_case("localhost") => vec![std::net::Ipv4Addr::LOCALHOST.into(), std::net::Ipv6Addr::LOCALHOST.into()],
+            Err(_) => Vec::new(),
+        };
+        for ip in ips.into_iter().filter(|ip| crate::exec::guard::non_public(*ip).is_some()) {
+            e.allow_private.push(std::net::SocketAddr::new(ip, port).to_string());
         }
     }
     e.rewrites.extend(rewrites);
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exec_settings;
+
+    #[test]
+    fn a_rewrite_admits_exactly_its_target() {
+        let s = crate::settings::load(None, &[]).unwrap();
+        let e = exec_settings(&s, vec![("https://".into(), "http://127.0.0.1:8765/".into()), ("http://a/".into(), "http://localhost:9000/".into()), ("http://b/".into(), "https://api.example.com/".into())]);
+        let added: Vec<&str> = e.allow_private.iter().map(String::as_str).skip(s.exec.allow_private.len()).collect();
+        assert_eq!(added, ["127.0.0.1:8765", "127.0.0.1:9000", "[::1]:9000"]);
+    }
 }

@@ -177,3 +177,39 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     });
     (daemon, port)
 }
+
+/// Issue 27, finding 3: under `--rewrite` to the sandbox, every address of 127.0.0.0/8 was
+/// admitted — a registered tool (or an MCP server) could reach the daemon itself. A rewrite admits
+/// exactly its target: the sandbox's socket, however the daemon's own address is spelled.
+#[test]
+fn a_rewrite_to_the_sandbox_admits_the_sandbox_and_not_the_daemon_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::start();
+    let port = free_port();
+    let store = format!("embedded:{}", dir.path().join("graph.redb").display());
+    let _daemon = serve(dir.path(), &store, None, port, sandbox.port);
+    let rt = runtime();
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let register = |url: String| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let tool = json!({"name": "probe", "description": "a probe", "tool": "Probe", "category": "Testing", "method": "GET", "url": url,
+                "parameters": [{"name": "q", "type": "string", "description": "q", "required": false}], "example": {}});
+            let r = http.post(format!("{base}/v1/tools")).json(&tool).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    rt.block_on(async {
+        for host in ["127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "localhost"] {
+            let (status, body) = register(format!("http://{host}:{port}/v1/users")).await;
+            assert!(status >= 400 && body.contains("refused"), "{host}: {status} {body}");
+        }
+        // The sandbox itself is admitted (its answer to the test call is another matter).
+        let (status, body) = register(format!("http://127.0.0.1:{}/probe.example.com/x", sandbox.port)).await;
+        assert!(!body.contains("refused"), "the rewrite target must stay reachable: {status} {body}");
+        let r = http.post(format!("{base}/v1/mcp-servers")).json(&json!({"name": "self", "url": format!("http://127.0.0.1:{port}/mcp")})).send().await.unwrap();
+        let (status, body) = (r.status().as_u16(), r.text().await.unwrap());
+        assert!(status >= 400 && body.contains("refused"), "MCP to the daemon itself: {status} {body}");
+    });
+}

@@ -9,16 +9,23 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-/// An allow-listed network: an address and a prefix length.
+/// An allow-listed network — an address and a prefix length — or one socket (address and port).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
     addr: IpAddr,
     prefix: u8,
+    /// Only this port (a socket entry: `127.0.0.1:8765`, `[::1]:8765`).
+    port: Option<u16>,
 }
 
 impl Cidr {
-    /// `10.0.0.0/8`, `127.0.0.1` (a single address), `fd00::/8`.
+    /// `10.0.0.0/8`, `127.0.0.1` (a single address), `fd00::/8`, or one socket: `127.0.0.1:8765`,
+    /// `[::1]:8765` (that address on that port only: what a URL rewrite to the sandbox admits).
     pub fn parse(s: &str) -> Result<Self, String> {
+        if let Ok(sock) = s.trim().parse::<SocketAddr>() {
+            let prefix = if sock.is_ipv4() { 32 } else { 128 };
+            return Ok(Cidr { addr: sock.ip(), prefix, port: Some(sock.port()) });
+        }
         let (a, p) = match s.trim().split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s.trim(), None),
@@ -29,7 +36,13 @@ impl Cidr {
             Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?,
             None => max,
         };
-        Ok(Cidr { addr, prefix })
+        Ok(Cidr { addr, prefix, port: None })
+    }
+
+    /// Whether it admits `ip` on `port` (`None`: the port is not known here — the HTTP client's
+    /// resolver — and was checked with the URL before).
+    pub fn admits(&self, ip: IpAddr, port: Option<u16>) -> bool {
+        self.contains(ip) && (self.port.is_none() || port.is_none() || self.port == port)
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -141,10 +154,18 @@ impl Guard {
         Ok(Guard { allow: allow.iter().map(|s| Cidr::parse(s)).collect::<Result<_, _>>()? })
     }
 
-    /// `Err(reason)` when `ip` may not be reached.
+    /// `Err(reason)` when `ip` may not be reached (on some port: see [`Guard::check_addr`]).
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), String> {
+        self.check_addr(ip, None)
+    }
+
+    /// `Err(reason)` when `ip` may not be reached on `port`.
+    pub fn check_addr(&self, ip: IpAddr, port: Option<u16>) -> Result<(), String> {
         match non_public(ip) {
-            Some(kind) if !self.allow.iter().any(|c| c.contains(ip)) => Err(format!("{ip} is a {kind} address (allow-list it in exec.allow_private to call it)")),
+            Some(kind) if !self.allow.iter().any(|c| c.admits(ip, port)) => match port {
+                Some(p) if self.allow.iter().any(|c| c.contains(ip)) => Err(format!("{ip} is a {kind} address, allow-listed on other ports than {p}")),
+                _ => Err(format!("{ip} is a {kind} address (allow-list it in exec.allow_private to call it)")),
+            },
             _ => Ok(()),
         }
     }
@@ -153,16 +174,16 @@ impl Guard {
     pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
         let host = url.host_str().ok_or_else(|| format!("URL `{}` has no host", redact(url)))?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = bare.parse::<IpAddr>() {
-            return self.check_ip(ip);
-        }
         let port = url.port_or_known_default().unwrap_or(80);
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return self.check_addr(ip, Some(port));
+        }
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port)).await.map_err(|e| format!("cannot resolve {bare}: {e}"))?.collect();
         if addrs.is_empty() {
             return Err(format!("{bare} resolves to no address"));
         }
         for a in addrs {
-            self.check_ip(a.ip()).map_err(|e| format!("{bare} resolves to {e}"))?;
+            self.check_addr(a.ip(), Some(port)).map_err(|e| format!("{bare} resolves to {e}"))?;
         }
         Ok(())
     }
@@ -239,6 +260,18 @@ mod tests {
         for ip in ["::127.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1"] {
             assert!(g.check_ip(ip.parse().unwrap()).is_err(), "{ip} must stay refused");
         }
+    }
+
+    #[tokio::test]
+    async fn a_socket_entry_admits_its_port_only_whatever_the_address_is_spelled() {
+        let g = Guard::new(&["127.0.0.1:8765".into()]).unwrap();
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        assert!(g.check_url(&url("http://127.0.0.1:8765/x")).await.is_ok());
+        for u in ["http://127.0.0.1:8080/v1/users", "http://2130706433:8080/", "http://0x7f000001:8080/", "http://0177.0.0.1:8080/", "http://127.1:8080/", "http://[::ffff:127.0.0.1]:8080/", "http://localhost:8080/", "http://127.0.0.2:8765/", "http://127.0.0.1/"] {
+            assert!(g.check_url(&url(u)).await.is_err(), "{u} must be refused");
+        }
+        assert!(g.check_url(&url("http://2130706433:8765/")).await.is_ok(), "the same socket, spelled otherwise");
+        assert_eq!(Cidr::parse("[::1]:8765").unwrap(), Cidr { addr: "::1".parse().unwrap(), prefix: 128, port: Some(8765) });
     }
 
     #[tokio::test]
