@@ -757,3 +757,64 @@ async fn names_people_read_cannot_impersonate_and_logout_needs_the_csrf_token() 
     assert_eq!(me().await.unwrap().status(), 401);
     stop_daemon(d, stop, server).await;
 }
+
+/// A server on 127.0.0.1 that answers every request 500 with a body full of internals.
+async fn leaky_server() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                let _ = sock.read(&mut buf).await;
+                let body = "INTERNAL-TRACE-7731 at db.internal.corp:5432";
+                let resp = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Issue 27, finding 11: a 503 for `planner: llm` named the internal LLM URL; MCP import errors
+/// echoed library internals and the target's response body. A client is told which backend failed
+/// and a reference; the details are in the daemon's log under that reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_no_internals_but_a_reference_to_the_log() {
+    let logs = logs();
+    let leaky = leaky_server().await;
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = state_urls(tmp.path(), "internals").await.remove(0);
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let http = reqwest::Client::new();
+    let llm_url = format!("http://127.0.0.1:{dead}/secret-llm-path/v1");
+    let (base, d, stop, server) = daemon_on(tmp.path(), st.clone(), ApiKeys::default(), |s| {
+        s.llm.default = "local".into();
+        s.llm.models.insert("local".into(), toolgraph_schema::ModelSettings { base_url: llm_url.clone(), model: "m".into(), retries: 0, timeout_ms: 500, ..Default::default() });
+    })
+    .await;
+    assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{leaky}"))).await.status().as_u16() / 100, 4, "the leaky tool fails its test call");
+    let r = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, json!({"request": "What is the weather in Paris?", "planner": "llm"})).await;
+    let (status, body) = (r.status().as_u16(), r.text().await.unwrap());
+    assert!(status >= 400, "{status} {body}");
+    for secret in ["secret-llm-path", &dead.to_string(), "127.0.0.1"] {
+        assert!(!body.contains(secret), "the LLM error names `{secret}`: {body}");
+    }
+    let e: Value = serde_json::from_str(&body).unwrap();
+    let reference = e["message"].as_str().unwrap().split("reference ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    assert!(e["message"].as_str().unwrap().contains("the LLM"), "{e}");
+    let r = post(&http, &format!("{base}/v1/mcp-servers"), &k.admin, json!({"name": "leaky", "url": format!("http://{leaky}/mcp")})).await;
+    let (status, body) = (r.status().as_u16(), r.text().await.unwrap());
+    assert_eq!(status, 422, "{body}");
+    assert!(!body.contains("INTERNAL-TRACE") && !body.contains("db.internal") && body.contains("reference"), "{body}");
+    let log_text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    assert!(log_text.contains(&reference) && log_text.contains("secret-llm-path"), "the details are in the log under the reference");
+    stop_daemon(d, stop, server).await;
+}

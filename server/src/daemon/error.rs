@@ -133,15 +133,37 @@ impl From<PathRejection> for ApiError {
     }
 }
 
+/// A short id that ties an error a client sees to the log line holding its details.
+pub fn reference() -> String {
+    crate::state::random_id("ref", 6)
+}
+
 impl From<toolgraph_engine::EngineError> for ApiError {
+    /// Bad input, unsupported requests and missing things are the caller's to read. A backend's
+    /// failure (the graph store, the LLM, an embedder) says only which backend failed and a
+    /// reference: its details — URLs, response bodies, library messages — go to the log.
     fn from(e: toolgraph_engine::EngineError) -> Self {
-        use toolgraph_engine::ErrorClass;
+        use toolgraph_engine::{EngineError, ErrorClass};
         match (&e, e.class()) {
-            (toolgraph_engine::EngineError::NotFound(m), _) => ApiError::not_found(m.clone()),
-            (toolgraph_engine::EngineError::Unsupported { .. }, _) => ApiError::invalid(e.to_string()),
+            (EngineError::NotFound(m), _) => ApiError::not_found(m.clone()),
+            (EngineError::Unsupported { .. }, _) => ApiError::invalid(e.to_string()),
             (_, ErrorClass::BadInput) => ApiError::invalid(e.to_string()),
-            (_, ErrorClass::Transient) => ApiError::unavailable("backend_unavailable", e.to_string(), 1),
-            _ => ApiError::internal(e.to_string()),
+            (_, class) => {
+                let what = match &e {
+                    EngineError::Service { service: "llm", .. } => "the LLM".to_string(),
+                    EngineError::Service { service, .. } => format!("the {service} service"),
+                    EngineError::Store { backend, .. } => format!("the {backend} store"),
+                    _ => "a backend".to_string(),
+                };
+                let r = reference();
+                if class == ErrorClass::Transient {
+                    tracing::warn!(reference = %r, error = %e, "a backend is unavailable");
+                    ApiError::unavailable("backend_unavailable", format!("{what} is unavailable; retry shortly (reference {r} in the daemon's log)"), 1)
+                } else {
+                    tracing::error!(reference = %r, error = %e, "a backend failed");
+                    ApiError::internal(format!("{what} failed (reference {r} in the daemon's log)"))
+                }
+            }
         }
     }
 }

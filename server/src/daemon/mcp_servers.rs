@@ -26,7 +26,14 @@ pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(calle
             if !known {
                 d.mcp.remove(&def.name);
             }
-            return Err(ApiError::unprocessable("mcp_unreachable", e));
+            // The guard's refusal is ours to show; anything else came from the server or the MCP
+            // library (response bodies, internals): logged, not echoed.
+            if e.starts_with("url refused:") {
+                return Err(ApiError::unprocessable("mcp_unreachable", e));
+            }
+            let r = super::error::reference();
+            tracing::warn!(reference = %r, server = %def.name, error = %e, "importing an MCP server failed");
+            return Err(ApiError::unprocessable("mcp_unreachable", format!("`{}` did not answer as an MCP server (Streamable HTTP: initialize, then tools/list); reference {r} in the daemon's log", def.name)));
         }
     };
     d.state.put_mcp_server(&def, &caller.name).await?;
