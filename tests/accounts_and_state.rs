@@ -818,3 +818,38 @@ async fn errors_name_no_internals_but_a_reference_to_the_log() {
     assert!(log_text.contains(&reference) && log_text.contains("secret-llm-path"), "the details are in the log under the reference");
     stop_daemon(d, stop, server).await;
 }
+
+/// Issue 27, finding 9 (the error contract): extractor rejections answered `text/plain`
+/// (`{"reason": {}}` to approve, a body of the wrong shape to add a key, no content type) and
+/// `/v1/audit?limit=1001` was accepted. Every error is `{message, code, type}` JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_answers_in_the_json_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = state_urls(tmp.path(), "contract").await.remove(0);
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let http = reqwest::Client::new();
+    let (base, d, stop, server) = daemon_on(tmp.path(), st.clone(), ApiKeys::default(), |_| {}).await;
+    let ana = st.user_by_name("ana").await.unwrap().unwrap();
+    let auth = bearer(&k.admin);
+    let cases = [
+        (http.post(format!("{base}/v1/runs/run_x/approve")).header("authorization", &auth).json(&json!({"reason": {}})), "approve with a reason of the wrong type"),
+        (http.post(format!("{base}/v1/runs/run_x/reject")).header("authorization", &auth).body("{not json").header("content-type", "application/json"), "reject with broken JSON"),
+        (http.post(format!("{base}/v1/users/{}/keys", ana.id)).header("authorization", &auth).json(&json!({"label": 5})), "a key with a label of the wrong type"),
+        (http.post(format!("{base}/v1/orchestrate")).header("authorization", &auth).body("{\"request\": \"x\"}"), "no content type"),
+        (http.get(format!("{base}/v1/audit?limit=1001")).header("authorization", &auth), "a limit over 1000"),
+        (http.get(format!("{base}/v1/audit?limit=lots")).header("authorization", &auth), "a limit that is no number"),
+        (http.put(format!("{base}/v1/me")).header("authorization", &auth), "a method the endpoint does not take"),
+    ];
+    for (req, what) in cases {
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let body = r.text().await.unwrap();
+        assert!((400..500).contains(&status), "{what}: {status} {body}");
+        assert!(ct.starts_with("application/json"), "{what}: {status} answered `{ct}`: {body}");
+        let e: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{what}: not JSON: {body}"));
+        assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["code"].is_string() && e["type"].is_string(), "{what}: {e}");
+    }
+    stop_daemon(d, stop, server).await;
+}

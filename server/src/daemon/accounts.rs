@@ -265,5 +265,9 @@ pub(super) struct AuditQuery {
 pub(super) async fn audit_log(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<AuditQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
     require_admin(&caller, "the audit log")?;
     let q = q?.0;
-    Ok(Json(json!({"entries": d.state.audit_log(q.limit.unwrap_or(100)).await?})))
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::invalid(format!("limit: {limit} is not within 1..=1000")));
+    }
+    Ok(Json(json!({"entries": d.state.audit_log(limit).await?})))
 }

@@ -59,6 +59,7 @@ pub fn router(d: Arc<Daemon>) -> Router {
         .fallback(|| async { ApiError::not_found("no such endpoint (see GET /openapi.json)") })
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method (see GET /openapi.json)") })
         .layer(middleware::from_fn_with_state(d.clone(), observe))
+        .layer(middleware::map_response(json_errors))
         .layer(DefaultBodyLimit::max(s.max_body_bytes))
         .with_state(d)
 }
@@ -109,4 +110,35 @@ pub(super) async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Ne
     };
     d.metrics.request(&method, &route, r.status().as_u16());
     r
+}
+
+/// Every error answer keeps the `{message, code, type}` contract: one that a layer or an extractor
+/// made as plain text (a rejected body, a missing content type, an oversized body) is rewritten
+/// as JSON with its status, its headers (`Allow`, `Retry-After`) and its text as the message.
+pub(super) async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let json = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).trim().chars().take(300).collect::<String>()).unwrap_or_default();
+    let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let code = match status.as_u16() {
+        400 | 422 => "invalid_request",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        406 => "not_acceptable",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        _ if status.is_server_error() => "internal",
+        _ => "error",
+    };
+    let mut out = ApiError::new(status, code, message).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
 }
