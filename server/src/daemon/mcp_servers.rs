@@ -28,8 +28,8 @@ pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(calle
             }
             // The guard's refusal is ours to show; anything else came from the server or the MCP
             // library (response bodies, internals): logged, not echoed.
-            if e.starts_with("url refused:") {
-                return Err(ApiError::unprocessable("mcp_unreachable", e));
+            if let Some(i) = e.find("url refused:") {
+                return Err(ApiError::unprocessable("mcp_unreachable", e[i..].to_string()));
             }
             let r = super::error::reference();
             tracing::warn!(reference = %r, server = %def.name, error = %e, "importing an MCP server failed");
