@@ -600,15 +600,17 @@ async fn a_console_login_ends_with_its_key_whatever_revokes_it() {
     }
 }
 
-/// A tool on 127.0.0.1 that echoes its request: the request line (with the query as sent), every
-/// header, and the base64 of the `x-token` header, as JSON. Answers until the test ends.
-async fn echo_tool() -> std::net::SocketAddr {
+/// An HTTP/1.1 server on 127.0.0.1 for the tests' own tools: each request's head (request line and
+/// headers, as text) goes to `answer`, which gives (status line, content type, body).
+async fn raw_http(answer: impl Fn(&str) -> (&'static str, &'static str, String) + Send + Sync + 'static) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
         loop {
             let Ok((mut sock, _)) = listener.accept().await else { return };
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -618,24 +620,32 @@ async fn echo_tool() -> std::net::SocketAddr {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
-                let text = String::from_utf8_lossy(&buf).to_string();
-                let mut lines = text.split("\r\n");
-                let request_line = lines.next().unwrap_or_default().to_string();
-                let mut headers = serde_json::Map::new();
-                for l in lines.take_while(|l| !l.is_empty()) {
-                    if let Some((k, v)) = l.split_once(": ") {
-                        headers.insert(k.to_ascii_lowercase(), json!(v));
-                    }
-                }
-                let token = headers.get("x-token").and_then(Value::as_str).unwrap_or_default().to_string();
-                use base64::Engine as _;
-                let body = json!({"request_line": request_line, "headers": headers, "token_b64": base64::engine::general_purpose::STANDARD.encode(token.as_bytes()), "status": true}).to_string();
-                let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let (status, content_type, body) = answer(&String::from_utf8_lossy(&buf));
+                let resp = format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                 let _ = sock.write_all(resp.as_bytes()).await;
             });
         }
     });
     addr
+}
+
+/// A tool that echoes its request: the request line (with the query as sent), every header, and
+/// the base64 of the `x-token` header, as JSON.
+async fn echo_tool() -> std::net::SocketAddr {
+    raw_http(|head| {
+        let mut lines = head.split("\r\n");
+        let request_line = lines.next().unwrap_or_default().to_string();
+        let mut headers = serde_json::Map::new();
+        for l in lines.take_while(|l| !l.is_empty()) {
+            if let Some((k, v)) = l.split_once(": ") {
+                headers.insert(k.to_ascii_lowercase(), json!(v));
+            }
+        }
+        let token = headers.get("x-token").and_then(Value::as_str).unwrap_or_default().to_string();
+        use base64::Engine as _;
+        ("200 OK", "application/json", json!({"request_line": request_line, "headers": headers, "token_b64": base64::engine::general_purpose::STANDARD.encode(token.as_bytes()), "status": true}).to_string())
+    })
+    .await
 }
 
 /// Issue 27, finding 1: a user running an admin's tool saw the admin's credential URL-encoded and
@@ -758,24 +768,9 @@ async fn names_people_read_cannot_impersonate_and_logout_needs_the_csrf_token() 
     stop_daemon(d, stop, server).await;
 }
 
-/// A server on 127.0.0.1 that answers every request 500 with a body full of internals.
+/// A server that answers every request 500 with a body full of internals.
 async fn leaky_server() -> std::net::SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let mut buf = [0u8; 8192];
-                let _ = sock.read(&mut buf).await;
-                let body = "INTERNAL-TRACE-7731 at db.internal.corp:5432";
-                let resp = format!("HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = sock.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    addr
+    raw_http(|_| ("500 Internal Server Error", "text/plain", "INTERNAL-TRACE-7731 at db.internal.corp:5432".to_string())).await
 }
 
 /// Issue 27, finding 11: a 503 for `planner: llm` named the internal LLM URL; MCP import errors
