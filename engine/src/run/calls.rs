@@ -183,7 +183,7 @@ impl Engine {
 
 /// A call's identity within a run: its API and its arguments as sent, objects' keys in sorted
 /// order at every depth (equal arguments in any order give equal keys).
-fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
+pub(super) fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
     fn canonical(v: &Value, out: &mut String) {
         match v {
             Value::Object(m) => {

@@ -62,14 +62,22 @@ impl Engine {
     /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
     /// that repeats a call on the path or a dead end.
     pub(super) fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
-        // Only an API already on the path or at a dead end can repeat a call.
-        if !st.ctx.path.iter().any(|s| s.api.id == api.id) && !st.ctx.dead_ends.iter().any(|d| d.api == api.id) {
+        // Only an API already on the path, at a dead end or with a failed call can repeat a call.
+        let failed_before = st.failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
+        if !failed_before && !st.ctx.path.iter().any(|s| s.api.id == api.id) && !st.ctx.dead_ends.iter().any(|d| d.api == api.id) {
             return Some(format!("{}|", api.id));
         }
         let f = fill_arguments(&st.ctx, api);
         let key = canonical(&f.arguments);
         let repeats = st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key) || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
-        (!repeats).then(|| format!("{}|{key}", api.id))
+        // A call that failed with these very values (as they would be sent) is not offered again:
+        // choosing it would cost a decision for a call that is never sent.
+        let failed = failed_before && {
+            let outputs: std::collections::HashMap<String, &serde_json::Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+            let resolved = crate::exec::refs::resolve(&f.arguments, &outputs).unwrap_or_else(|_| f.arguments.clone());
+            st.failed.contains_key(&super::calls::call_key(&api.id, &resolved))
+        };
+        (!repeats && !failed).then(|| format!("{}|{key}", api.id))
     }
 
     /// The candidates at the current node (the root when the path is empty), each with the key of
