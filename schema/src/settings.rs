@@ -279,6 +279,15 @@ pub struct ServerSettings {
     pub max_request_chars: usize,
     /// Time limit of one HTTP request (a streamed run: until its headers), milliseconds.
     pub request_timeout_ms: u64,
+    /// A request's head must arrive within this time of the server waiting for it (a new
+    /// connection, or a keep-alive one after its last answer), else the connection is closed: it
+    /// bounds slow headers and idle keep-alive connections alike. Milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// A request's body must arrive within this time of its head, milliseconds.
+    pub body_read_timeout_ms: u64,
+    /// Connections served at once; one more is closed as soon as it is accepted. Lowered to the
+    /// process's open-file limit less 64 when that is smaller.
+    pub max_connections: usize,
     /// Runs executing at once; beyond that, 503 with Retry-After.
     pub max_in_flight: usize,
     /// Per API key (or client address without keys): sustained requests per second and burst.
@@ -312,6 +321,9 @@ impl Default for ServerSettings {
             max_body_bytes: 1 << 20,
             max_request_chars: 4000,
             request_timeout_ms: 150_000,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 256,
             max_in_flight: 64,
             rate_per_s: 50.0,
             rate_burst: 100.0,

@@ -488,3 +488,105 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let _ = server.await;
     let _ = sb_stop.send(());
 }
+
+/// A raw connection to the daemon: write `bytes`, then read until the server closes it or
+/// `within` passes; returns what came back and whether the server closed the connection.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&got).into_owned(), true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_answering() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
+        s.server.header_read_timeout_ms = 600;
+        s.server.body_read_timeout_ms = 600;
+        s.server.max_connections = 24;
+    })
+    .await;
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
+    let addr = url.trim_start_matches("http://").to_string();
+    let http = reqwest::Client::new();
+
+    // A connection that never sends a byte is closed by the head limit.
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    let t = std::time::Instant::now();
+    let (_, closed) = read_until_closed(&mut idle, Duration::from_secs(5)).await;
+    assert!(closed && t.elapsed() < Duration::from_secs(3), "an idle connection stayed open {:?}", t.elapsed());
+
+    // Slow headers: a byte every 100 ms never completes the head; cut off by the head limit.
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let t = std::time::Instant::now();
+    let mut cut = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if slow.write_all(b"X").await.is_err() {
+            cut = true;
+            break;
+        }
+        let mut probe = [0u8; 64];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(1), tokio::io::AsyncReadExt::read(&mut slow, &mut probe)).await {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut && t.elapsed() < Duration::from_secs(3), "a slow-header client kept its connection for {:?}", t.elapsed());
+
+    // A keep-alive connection is served, then closed once it sits idle past the head limit.
+    let mut ka = TcpStream::connect(&addr).await.unwrap();
+    ka.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let t = std::time::Instant::now();
+    let (answer, closed) = read_until_closed(&mut ka, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(closed && t.elapsed() < Duration::from_secs(3), "an idle keep-alive connection stayed open {:?}", t.elapsed());
+
+    // A slow body: its head arrives, then the body stalls; the answer is an error in the JSON
+    // contract and the connection is closed.
+    let mut body = TcpStream::connect(&addr).await.unwrap();
+    body.write_all(b"POST /v1/orchestrate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"request\": \"wea").await.unwrap();
+    let t = std::time::Instant::now();
+    let (answer, closed) = read_until_closed(&mut body, Duration::from_secs(6)).await;
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("did not arrive within 600 ms") && answer.contains("\"code\""), "{answer}");
+    assert!(closed && t.elapsed() < Duration::from_secs(4), "a stalled body held its connection {:?}", t.elapsed());
+
+    // The cap: 24 connections held open, the next one is closed at once and counted; /healthz
+    // answers again as soon as the idle ones are cut off.
+    let mut held = Vec::new();
+    for _ in 0..24 {
+        held.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut extra = TcpStream::connect(&addr).await.unwrap();
+    let (_, closed) = read_until_closed(&mut extra, Duration::from_millis(300)).await;
+    assert!(closed, "a connection past the cap was kept open");
+    let t = std::time::Instant::now();
+    let mut healthy = false;
+    while t.elapsed() < Duration::from_secs(5) {
+        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await {
+            healthy = r.status() == 200;
+            if healthy {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(healthy && t.elapsed() < Duration::from_secs(3), "/healthz did not answer within {:?} under a full connection table", t.elapsed());
+    let metrics = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    let refused: u64 = metrics.lines().find_map(|l| l.strip_prefix("toolgraph_connections_refused_total ")).and_then(|v| v.trim().parse().ok()).unwrap();
+    assert!(refused >= 1, "{metrics}");
+    drop(held);
+    stop_daemon(d, stop, server).await;
+}

@@ -76,8 +76,12 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
         let _ = stop_tx.send(true);
         tracing::info!("shutting down: draining {} in-flight runs", dd.runs_in_flight());
     };
-    let app = router(d.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+    let limits = super::listen::ConnLimits::from_settings(&d.settings().server);
+    let counted = d.clone();
+    let refused: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        counted.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+    });
+    let server = super::listen::serve_connections(listener, router(d.clone()), limits, refused, signal);
     let mut maintenance = AbortOnDrop(tokio::spawn(maintain(d.clone(), stop_rx.clone())));
     let mut stop = stop_rx;
     let deadline = async move {

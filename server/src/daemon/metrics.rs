@@ -19,6 +19,7 @@ pub struct Metrics {
     pub tool_call_failures: AtomicU64,
     pub rate_limited: AtomicU64,
     pub busy: AtomicU64,
+    pub connections_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -84,6 +85,7 @@ impl Metrics {
             ("toolgraph_tool_call_failures_total", "Tool API calls that failed.", "counter", &self.tool_call_failures),
             ("toolgraph_rate_limited_total", "Requests refused by a rate limit (429).", "counter", &self.rate_limited),
             ("toolgraph_busy_total", "Runs refused because the daemon was full (503).", "counter", &self.busy),
+            ("toolgraph_connections_refused_total", "Connections closed at once: the connection limit was reached.", "counter", &self.connections_refused),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", v.load(Ordering::Relaxed));
         }

@@ -24,6 +24,7 @@ mod app;
 pub mod mcp_serve;
 mod auth;
 mod cypher;
+mod listen;
 mod mcp_servers;
 mod ops;
 mod runs;

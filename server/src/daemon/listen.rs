@@ -1,0 +1,194 @@
+//! The connection layer under the router: how long a client may take to send a request's head
+//! and body, how long a keep-alive connection may sit idle, and how many connections are served
+//! at once. `axum::serve` exposes none of these, so the daemon accepts and serves its
+//! connections itself (HTTP/1.1 on hyper, the same stack axum uses).
+//!
+//! - **Head**: from the moment the server waits for a request — a new connection, or a
+//!   keep-alive one after its last response — the whole head must arrive within
+//!   `server.header_read_timeout_ms`, else the connection is closed. So a slow-header client
+//!   and an idle keep-alive connection are both closed by that time.
+//! - **Body**: the request's body must arrive within `server.body_read_timeout_ms` of its head;
+//!   a slower body ends in an error answer and the connection is closed.
+//! - **Connections**: at most `server.max_connections` at once; one more is closed as soon as it
+//!   is accepted (counted in `toolgraph_connections_refused_total`), so a flood of idle sockets
+//!   never holds the accept queue and the open idle ones go away by the head limit.
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use axum::Router;
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The limits of the connection layer (from `[server]`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    pub header_read: Duration,
+    pub body_read: Duration,
+    pub max_connections: usize,
+}
+
+impl ConnLimits {
+    /// The configured limits; the connection cap lowered to the open-file limit less 64 (the
+    /// stores, the state database and outgoing calls need descriptors too) when that is smaller.
+    pub fn from_settings(s: &toolgraph_schema::settings::ServerSettings) -> Self {
+        let mut max_connections = s.max_connections.max(1);
+        if let Some(files) = open_file_limit() {
+            let room = files.saturating_sub(64).max(16);
+            if room < max_connections {
+                tracing::warn!(configured = max_connections, open_file_limit = files, serving = room, "server.max_connections lowered to fit the open-file limit");
+                max_connections = room;
+            }
+        }
+        ConnLimits {
+            header_read: Duration::from_millis(s.header_read_timeout_ms.max(1)),
+            body_read: Duration::from_millis(s.body_read_timeout_ms.max(1)),
+            max_connections,
+        }
+    }
+}
+
+/// The soft open-file limit of this process (Linux: `/proc/self/limits`), if it can be read.
+fn open_file_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    parse_open_file_limit(&text)
+}
+
+fn parse_open_file_limit(limits: &str) -> Option<usize> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// Serve `app` on `listener` until `shutdown` resolves; then stop accepting and wait for the open
+/// connections to finish their requests (the caller bounds that wait). `refused` is called for
+/// each connection closed because the limit was reached.
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    refused: Arc<dyn Fn() + Send + Sync>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused();
+            tracing::debug!(%remote, limit = limits.max_connections, "connection refused: at the connection limit");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let body_read = limits.body_read;
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(remote));
+            let req = req.map(|body| Body::new(BodyDeadline::new(body, body_read)));
+            app.clone().oneshot(req)
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_read)
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%remote, error = %e, "connection closed with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// A request body that must be received within a time limit of the request's head.
+struct BodyDeadline<B> {
+    inner: B,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+}
+
+impl<B> BodyDeadline<B> {
+    fn new(inner: B, limit: Duration) -> Self {
+        BodyDeadline { inner, deadline: Box::pin(tokio::time::sleep(limit)), limit }
+    }
+}
+
+impl<B> hyper::body::Body for BodyDeadline<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            let message = format!("the request body did not arrive within {} ms", this.limit.as_millis());
+            return Poll::Ready(Some(Err(message.into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_open_file_limit_is_read_from_proc_limits() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max cpu time              unlimited            unlimited            seconds   \n\
+                    Max open files            256                  524288               files     \n";
+        assert_eq!(parse_open_file_limit(text), Some(256));
+        assert_eq!(parse_open_file_limit("Max open files            unlimited  unlimited files"), None);
+        assert_eq!(parse_open_file_limit("nothing here"), None);
+    }
+
+    #[test]
+    fn the_connection_cap_fits_the_open_file_limit() {
+        let mut s = toolgraph_schema::settings::ServerSettings::default();
+        s.max_connections = usize::MAX;
+        let limits = ConnLimits::from_settings(&s);
+        if let Some(files) = open_file_limit() {
+            assert_eq!(limits.max_connections, files.saturating_sub(64).max(16));
+        }
+        s.max_connections = 3;
+        assert_eq!(ConnLimits::from_settings(&s).max_connections, 3);
+    }
+}
