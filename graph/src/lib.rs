@@ -125,7 +125,7 @@ pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {
 pub struct CypherRows {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<serde_json::Value>>,
-    /// True when the row limit cut the result.
+    /// True when the row or byte limit cut the result.
     pub truncated: bool,
 }
 
@@ -134,6 +134,44 @@ pub struct CypherRows {
 pub struct CypherLimits {
     pub max_rows: usize,
     pub timeout_ms: u64,
+    /// Bytes of the result (its rows as JSON): rows past it are cut (`truncated`); a first row
+    /// larger than it is an error. The servers bound the memory a query may use themselves
+    /// (FalkorDB `QUERY_MEM_CAPACITY`, Neo4j `db.memory.transaction.max`: see scripts/).
+    pub max_bytes: usize,
+}
+
+impl CypherLimits {
+    /// The limits `[store]` sets for users' queries.
+    pub fn of(s: &toolgraph_schema::StoreSettings) -> Self {
+        CypherLimits { max_rows: s.query_max_rows, timeout_ms: s.query_timeout_ms, max_bytes: s.query_max_bytes }
+    }
+}
+
+impl CypherRows {
+    /// Add `row` to the result unless that would pass a limit: past `max_rows` rows or
+    /// `max_bytes` bytes (`bytes` counts the rows so far) the result is marked truncated and
+    /// `false` comes back (stop reading); a first row alone over `max_bytes` is an error.
+    pub fn push_within(&mut self, row: Vec<serde_json::Value>, limits: CypherLimits, bytes: &mut usize) -> Result<bool> {
+        if self.rows.len() >= limits.max_rows {
+            self.truncated = true;
+            return Ok(false);
+        }
+        // The row as JSON, and the comma that separates it from the next.
+        let size = serde_json::to_vec(&row).map(|v| v.len() + 1).unwrap_or(usize::MAX);
+        if bytes.saturating_add(size) > limits.max_bytes {
+            if self.rows.is_empty() {
+                return Err(EngineError::bad_input(format!(
+                    "one row of the result is larger than the {} byte limit (store.query_max_bytes); return less per row (aggregate, LIMIT inside collect, fewer columns)",
+                    limits.max_bytes
+                )));
+            }
+            self.truncated = true;
+            return Ok(false);
+        }
+        *bytes += size;
+        self.rows.push(row);
+        Ok(true)
+    }
 }
 
 /// A tool-graph store. Implementations: embedded (redb), FalkorDB and Neo4j (one shared Cypher layer).

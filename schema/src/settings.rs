@@ -204,6 +204,13 @@ pub struct StoreSettings {
     pub query_timeout_ms: u64,
     /// Row limit of one read-only Cypher query.
     pub query_max_rows: usize,
+    /// Byte limit of one read-only Cypher query's result (its rows as JSON).
+    #[serde(default = "default_query_max_bytes")]
+    pub query_max_bytes: usize,
+}
+
+fn default_query_max_bytes() -> usize {
+    4 << 20
 }
 
 /// Dynamic-weight parameters (thesis §3.5.2): f(x) = αx+1 for x ≥ 0, e^{αx} for x < 0;

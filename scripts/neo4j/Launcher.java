@@ -34,6 +34,7 @@ public final class Launcher {
 
         long pageCacheMib = Long.parseLong(env("TOOLGRAPH_NEO4J_PAGECACHE_MB", "256"));
         long txTimeoutS = Long.parseLong(env("TOOLGRAPH_NEO4J_TX_TIMEOUT_S", "600"));
+        long txMemoryMib = Long.parseLong(env("TOOLGRAPH_NEO4J_TX_MEMORY_MB", "512"));
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
                 .setConfig(BoltConnector.enabled, true)
                 .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", port))
@@ -42,6 +43,10 @@ public final class Launcher {
                 .setConfig(GraphDatabaseSettings.pagecache_memory, ByteUnit.mebiBytes(pageCacheMib))
                 // A server-side ceiling for every transaction; clients ask for shorter ones.
                 .setConfig(GraphDatabaseSettings.transaction_timeout, Duration.ofSeconds(txTimeoutS))
+                // A memory ceiling for every transaction (db.memory.transaction.max): a query that
+                // builds a huge value (collect over millions of rows) fails fast instead of filling
+                // the heap, and the daemon never receives it.
+                .setConfig(GraphDatabaseSettings.memory_transaction_max_size, ByteUnit.mebiBytes(txMemoryMib))
                 .setConfig(GraphDatabaseSettings.preallocate_logical_logs, false)
                 .setConfig(GraphDatabaseSettings.keep_logical_logs, "2 files")
                 .build();

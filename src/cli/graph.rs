@@ -208,7 +208,7 @@ pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
                 let value = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
                 map.insert(k.to_string(), value);
             }
-            let limits = CypherLimits { max_rows: s.store.query_max_rows, timeout_ms: s.store.query_timeout_ms };
+            let limits = CypherLimits::of(&s.store);
             let rows = store.cypher_read(query, map, limits).await?;
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }

@@ -3,8 +3,10 @@
 //! probes, config map and secret names agree; and the daemon config they ship is the one the
 //! settings loader accepts (the same loader the tests use).
 
+use crate::common::root;
 use serde_norway::Value as Yaml;
 use std::path::PathBuf;
+use std::process::Command;
 
 fn deploy() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy")
@@ -41,8 +43,10 @@ fn the_daemon_config_loads_and_points_at_the_server_backends() {
     assert!(dockerfile.contains("COPY deploy/toolgraph.daemon.toml /etc/toolgraph/toolgraph.toml"));
     assert!(dockerfile.contains(&format!("EXPOSE {}", st.server.port)));
     // The console is built before the binary that embeds it.
-    let (console, cargo) = (dockerfile.find("COPY --from=console /src/console/dist console/dist").expect("the console's build is copied in"), dockerfile.find("cargo build").unwrap());
+    let (console, cargo) = (dockerfile.find("COPY --from=console /src/console/dist console/dist").expect("the console's build is copied in"), dockerfile.find("bash scripts/release.sh").unwrap());
     assert!(console < cargo);
+    // The image holds the binary and its symbol table beside it (named panic backtraces).
+    assert!(dockerfile.contains("/src/target/release/toolgraph /src/target/release/toolgraph.debug /usr/local/bin/"));
     assert!(dockerfile.contains(&st.embed.model_dir.replace("/minilm", "")), "the image holds the model where the config says");
 }
 
@@ -140,4 +144,46 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
     }
     let grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(grace > st.server.shutdown_grace_s, "Kubernetes waits longer than the daemon drains");
+}
+
+/// The release binary's symbols are split off (scripts/split-symbols.sh, run by
+/// scripts/release.sh): the binary gets smaller, a panic's backtrace names every frame through
+/// the sidecar, and without the sidecar still names toolgraph's own frames.
+#[test]
+fn split_symbols_keep_panic_backtraces_readable() {
+    if Command::new("objcopy").arg("--version").output().is_err() {
+        panic!("objcopy (binutils) is needed by scripts/release.sh and this test");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("probe.rs");
+    std::fs::write(
+        &src,
+        "#[inline(never)]\nfn toolgraph_probe_deep(v: &[u32]) -> u32 { v[v.len() + 1] }\n\
+         #[inline(never)]\nfn other_library_frame(v: &[u32]) -> u32 { toolgraph_probe_deep(v) + 1 }\n\
+         fn main() { let v: Vec<u32> = std::env::args().map(|a| a.len() as u32).collect(); println!(\"{}\", other_library_frame(&v)); }\n",
+    )
+    .unwrap();
+    let bin = dir.path().join("probe");
+    let out = Command::new("rustc").args(["-O", "-C", "debuginfo=0", "-C", "strip=debuginfo", "-o"]).arg(&bin).arg(&src).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let whole = std::fs::metadata(&bin).unwrap().len();
+    let backtrace = || {
+        let out = Command::new(&bin).env("RUST_BACKTRACE", "1").output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(backtrace().contains("other_library_frame"), "the whole binary names its frames");
+    let out = Command::new("bash").arg(root().join("scripts/split-symbols.sh")).arg(&bin).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sidecar = dir.path().join("probe.debug");
+    assert!(sidecar.exists() && std::fs::metadata(&bin).unwrap().len() < whole, "the symbols moved out of the binary");
+    let with = backtrace();
+    assert!(with.contains("probe::toolgraph_probe_deep") && with.contains("probe::other_library_frame"), "{with}");
+    // Again: nothing to do on a binary already split.
+    let out = Command::new("bash").arg(root().join("scripts/split-symbols.sh")).arg(&bin).output().unwrap();
+    assert!(out.status.success());
+    std::fs::rename(&sidecar, dir.path().join("elsewhere.debug")).unwrap();
+    let without = backtrace();
+    assert!(without.contains("probe::toolgraph_probe_deep"), "toolgraph's own frames stay named: {without}");
+    assert!(!without.contains("other_library_frame") && without.contains("<unknown>"), "other names live only in the sidecar: {without}");
 }

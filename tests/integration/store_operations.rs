@@ -144,7 +144,7 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
     rt.block_on(async {
         let store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
         store.setup().await.unwrap();
-        let limits = CypherLimits { max_rows: 10, timeout_ms: 5_000 };
+        let limits = CypherLimits { max_rows: 10, timeout_ms: 5_000, max_bytes: 1 << 20 };
         // Straight to the server, past the word check: the server refuses each write.
         for q in [
             "CREATE (:Intruder {id: 'x'}) RETURN 1",
@@ -179,12 +179,68 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
         // Time limit: the server stops a query that runs past it.
         let started = std::time::Instant::now();
         let slow = "UNWIND range(1, 2000000000) AS x WITH x WHERE x % 7 = 8 RETURN count(x) AS n";
-        let e = store.cypher_read(slow, Default::default(), CypherLimits { max_rows: 10, timeout_ms: 300 }).await.unwrap_err();
+        let e = store.cypher_read(slow, Default::default(), CypherLimits { max_rows: 10, timeout_ms: 300, max_bytes: 1 << 20 }).await.unwrap_err();
         assert!(e.to_string().contains("300 ms limit"), "{e}");
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
         for _ in 0..3 {
             let rows = store.cypher_read("RETURN 1 AS one", Default::default(), limits).await.unwrap();
             assert_eq!(rows.rows, vec![vec![serde_json::json!(1)]]);
+        }
+    });
+}
+
+/// This process's resident memory, bytes (Linux).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).unwrap_or(0) * 1024
+}
+
+/// What a user's query may cost, on both Cypher servers: a query that builds a huge value is
+/// stopped by the server's per-query memory ceiling (our scripts start FalkorDB with
+/// `QUERY_MEM_CAPACITY`, Neo4j with `db.memory.transaction.max`) within its time limit and without
+/// growing this process; the result's bytes are bounded (cut, or a clear error for one row that
+/// is too large); a slow query answers by its time limit; the store is usable right after.
+#[test]
+fn cypher_results_are_bounded_in_memory_bytes_and_time_on_falkordb_and_neo4j() {
+    use toolgraph_engine::graph::CypherLimits;
+    let rt = runtime();
+    let falkor = Falkor::start();
+    let neo = neo4j();
+    rt.block_on(async {
+        let falkor_store = toolgraph_engine::adapters::falkordb::connect(&format!("127.0.0.1:{}", falkor.port), "bounds", 2).await.unwrap();
+        let neo_store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
+        let stores: Vec<(&str, Arc<dyn GraphStore>)> = vec![("falkordb", Arc::new(falkor_store)), ("neo4j", Arc::new(neo_store))];
+        for (name, store) in stores {
+            store.setup().await.unwrap();
+            let limits = CypherLimits { max_rows: 1000, timeout_ms: 5_000, max_bytes: 64 * 1024 };
+            // The probe's query: 30 million values collected into one row.
+            let before = rss_bytes();
+            let started = std::time::Instant::now();
+            let e = store.cypher_read("UNWIND range(1, 30000000) AS x RETURN collect(x) AS xs", Default::default(), limits).await.unwrap_err();
+            assert_eq!(e.class(), toolgraph_engine::ErrorClass::BadInput, "{name}: {e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(6), "{name}: answered after {:?}", started.elapsed());
+            let grown = rss_bytes().saturating_sub(before);
+            assert!(grown < 300 << 20, "{name}: the daemon's side grew by {} MiB", grown >> 20);
+            // Bytes: many small rows are cut at the byte limit, before the row limit.
+            let rows = store.cypher_read("UNWIND range(1, 900) AS x RETURN x AS n, 'abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz' AS pad", Default::default(), limits).await.unwrap();
+            assert!(rows.truncated && rows.rows.len() > 100 && rows.rows.len() < 900, "{name}: {} rows, truncated {}", rows.rows.len(), rows.truncated);
+            assert!(serde_json::to_vec(&rows.rows).unwrap().len() <= 64 * 1024 + 1, "{name}");
+            // One row larger than the limit: a clear error, not a cut row.
+            let e = store.cypher_read("RETURN range(1, 100000) AS xs", Default::default(), limits).await.unwrap_err();
+            assert!(e.to_string().contains("larger than the 65536 byte limit"), "{name}: {e}");
+            // Time: a slow query answers by its limit. (FalkorDB 4 neither times out nor bounds the
+            // memory of `range(1, 2000000000)`: it runs on for a minute and the server dies, so
+            // its slow query here is one its own timeout stops.)
+            let started = std::time::Instant::now();
+            let slow = if name == "falkordb" { "UNWIND range(1, 5000000) AS x WITH x WHERE x % 7 = 8 RETURN count(x) AS n" } else { "UNWIND range(1, 2000000000) AS x WITH x WHERE x % 7 = 8 RETURN count(x) AS n" };
+            let e = store.cypher_read(slow, Default::default(), CypherLimits { timeout_ms: 300, ..limits }).await.unwrap_err();
+            assert!(e.to_string().contains("300 ms limit"), "{name}: {e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(3), "{name}: answered after {:?}", started.elapsed());
+            // And the store answers right after.
+            for _ in 0..3 {
+                let rows = store.cypher_read("RETURN 1 AS one", Default::default(), limits).await.unwrap();
+                assert_eq!(rows.rows, vec![vec![serde_json::json!(1)]], "{name}");
+            }
         }
     });
 }

@@ -170,16 +170,26 @@ impl CypherRunner for FalkorRunner {
         for (k, v) in &params {
             q = q.with_param(k.as_str(), to_falkor(v));
         }
-        let res = q.execute().await.map_err(|e| match e {
-            FalkorDBError::RedisError(m) => EngineError::bad_input(format!("FalkorDB refused the query: {m}")),
-            other => store_err(other),
-        })?;
-        let columns: Vec<String> = res.header.iter().cloned().collect();
-        let total = res.data.len();
-        let mut rows = Vec::new();
-        for row in res.data.into_values_lossy().take(limits.max_rows) {
-            rows.push(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?);
+        // FalkorDB checks its timeout only now and then (a 5 s limit fired after 8–12 s): the
+        // answer comes back on time regardless, and the server's late reply is dropped (the
+        // connection is multiplexed, so it stays usable).
+        let grace = std::time::Duration::from_millis(limits.timeout_ms.saturating_add(500));
+        let res = match tokio::time::timeout(grace, q.execute()).await {
+            Err(_) => return Err(EngineError::bad_input(format!("query ran past its {} ms limit", limits.timeout_ms))),
+            Ok(r) => r.map_err(|e| match e {
+                FalkorDBError::RedisError(m) if m.contains("timed out") => EngineError::bad_input(format!("query ran past its {} ms limit (stopped by FalkorDB)", limits.timeout_ms)),
+                FalkorDBError::RedisError(m) if m.contains("mem consumption") => EngineError::bad_input(format!("FalkorDB stopped the query: it needed more memory than one query may use ({m})")),
+                FalkorDBError::RedisError(m) => EngineError::bad_input(format!("FalkorDB refused the query: {m}")),
+                other => store_err(other),
+            })?,
+        };
+        let mut out = CypherRows { columns: res.header.iter().cloned().collect(), ..CypherRows::default() };
+        let mut bytes = 0;
+        for row in res.data.into_values_lossy() {
+            if !out.push_within(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?, limits, &mut bytes)? {
+                break;
+            }
         }
-        Ok(CypherRows { columns, rows, truncated: total > limits.max_rows })
+        Ok(out)
     }
 }

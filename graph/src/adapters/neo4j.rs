@@ -110,6 +110,11 @@ fn refusal(e: neo4rs::Error, timeout_ms: u64) -> EngineError {
         if code.contains("TransactionTimedOut") || code.contains("Transaction.TransactionTerminated") {
             return EngineError::bad_input(format!("query ran past its {timeout_ms} ms limit (stopped by Neo4j)"));
         }
+        if code.contains("MemoryPoolOutOfMemoryError") {
+            // db.memory.transaction.max: the query, not the server, is the problem.
+            let msg = inner.message().lines().next().unwrap_or_default();
+            return EngineError::bad_input(format!("Neo4j stopped the query: it needed more memory than one query may use ({msg})"));
+        }
         if code.starts_with("Neo.ClientError") {
             let msg = inner.message().lines().next().unwrap_or_default();
             if code.contains("AccessMode") || code.contains("Forbidden") || msg.contains("read access mode") {
@@ -206,16 +211,16 @@ impl CypherRunner for Neo4jRunner {
         let fut = async {
             let mut stream = self.graph.execute_read(q).await.map_err(|e| refusal(e, limits.timeout_ms))?;
             let mut out = CypherRows::default();
+            let mut bytes = 0;
             while let Some(row) = stream.next().await.map_err(|e| refusal(e, limits.timeout_ms))? {
                 if out.columns.is_empty() {
                     out.columns = column_order(query, row.keys().iter().map(|k| k.value.clone()).collect());
                 }
-                if out.rows.len() == limits.max_rows {
+                let values = out.columns.iter().map(|c| row.get::<Value>(c).unwrap_or(Value::Null)).collect();
+                if !out.push_within(values, limits, &mut bytes)? {
                     // Dropping the stream resets its connection, which ends the query on the server.
-                    out.truncated = true;
                     break;
                 }
-                out.rows.push(out.columns.iter().map(|c| row.get::<Value>(c).unwrap_or(Value::Null)).collect());
             }
             Ok(out)
         };

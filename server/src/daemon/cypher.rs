@@ -22,8 +22,7 @@ pub(super) async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Exte
     if body.query.trim().is_empty() || body.query.len() > MAX_QUERY_CHARS {
         return Err(ApiError::invalid(format!("`query` must be 1..{MAX_QUERY_CHARS} characters")));
     }
-    let s = &d.settings().store;
-    let limits = toolgraph_engine::graph::CypherLimits { max_rows: s.query_max_rows, timeout_ms: s.query_timeout_ms };
+    let limits = toolgraph_engine::graph::CypherLimits::of(&d.settings().store);
     match store.cypher_read(&body.query, body.params, limits).await {
         Ok(rows) => Ok(Json(json!(rows))),
         Err(e) if e.class() == toolgraph_engine::ErrorClass::Transient => Err(e.into()),
