@@ -290,6 +290,9 @@ pub struct ServerSettings {
     /// connection, or a keep-alive one after its last answer), else the connection is closed: it
     /// bounds slow headers and idle keep-alive connections alike. Milliseconds.
     pub header_read_timeout_ms: u64,
+    /// The same limit for a connection accepted while a quarter of `max_connections` or less is
+    /// free, so slots cycle under a flood of idle clients. Milliseconds.
+    pub header_read_timeout_busy_ms: u64,
     /// A request's body must arrive within this time of its head, milliseconds.
     pub body_read_timeout_ms: u64,
     /// Connections served at once; one more is closed as soon as it is accepted. Lowered to the
@@ -329,6 +332,7 @@ impl Default for ServerSettings {
             max_request_chars: 4000,
             request_timeout_ms: 150_000,
             header_read_timeout_ms: 10_000,
+            header_read_timeout_busy_ms: 1_000,
             body_read_timeout_ms: 30_000,
             max_connections: 256,
             max_in_flight: 64,

@@ -590,3 +590,45 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     drop(held);
     stop_daemon(d, stop, server).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_flood_of_idle_clients_slots_cycle_and_health_answers_within_the_busy_limit() {
+    use tokio::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
+        s.server.header_read_timeout_ms = 8_000;
+        s.server.header_read_timeout_busy_ms = 300;
+        s.server.max_connections = 8;
+    })
+    .await;
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
+    let addr = url.trim_start_matches("http://").to_string();
+    // Idle clients take the slots: the first six get the 8 s head limit, those accepted with a
+    // quarter of the slots or less free get 300 ms, so they are cut and their slots free up.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(TcpStream::connect(&addr).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = std::time::Instant::now();
+    let (_, closed) = read_until_closed(held.last_mut().unwrap(), Duration::from_secs(3)).await;
+    assert!(closed && t.elapsed() < Duration::from_secs(2), "a connection accepted under pressure kept its slot {:?}", t.elapsed());
+    let (_, closed) = read_until_closed(&mut held[0], Duration::from_millis(500)).await;
+    assert!(!closed, "a connection accepted with room keeps the full head limit");
+    // While the six hold their slots, /healthz gets one well before the 8 s limit.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let t = std::time::Instant::now();
+    let mut healthy = false;
+    while t.elapsed() < Duration::from_secs(6) {
+        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await {
+            if r.status() == 200 {
+                healthy = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(healthy && t.elapsed() < Duration::from_secs(2), "/healthz waited {:?} behind idle clients", t.elapsed());
+    drop(held);
+    stop_daemon(d, stop, server).await;
+}

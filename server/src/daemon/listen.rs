@@ -11,7 +11,10 @@
 //!   a slower body ends in an error answer and the connection is closed.
 //! - **Connections**: at most `server.max_connections` at once; one more is closed as soon as it
 //!   is accepted (counted in `toolgraph_connections_refused_total`), so a flood of idle sockets
-//!   never holds the accept queue and the open idle ones go away by the head limit.
+//!   never holds the accept queue and the open idle ones go away by the head limit. Under
+//!   pressure (a quarter of the slots or less free) a new connection gets the shorter
+//!   `server.header_read_timeout_busy_ms` for its heads, so slots cycle and a health check gets
+//!   one within about that time even while idle clients hold the rest.
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -32,6 +35,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
     pub header_read: Duration,
+    /// The head limit of a connection accepted while a quarter of the slots or less are free.
+    pub header_read_busy: Duration,
     pub body_read: Duration,
     pub max_connections: usize,
 }
@@ -50,6 +55,7 @@ impl ConnLimits {
         }
         ConnLimits {
             header_read: Duration::from_millis(s.header_read_timeout_ms.max(1)),
+            header_read_busy: Duration::from_millis(s.header_read_timeout_busy_ms.clamp(1, s.header_read_timeout_ms.max(1))),
             body_read: Duration::from_millis(s.body_read_timeout_ms.max(1)),
             max_connections,
         }
@@ -93,6 +99,7 @@ pub async fn serve_connections(
             },
             _ = &mut shutdown => break,
         };
+        let head = if slots.available_permits() <= limits.max_connections / 4 { limits.header_read_busy } else { limits.header_read };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refused();
             tracing::debug!(%remote, limit = limits.max_connections, "connection refused: at the connection limit");
@@ -109,7 +116,7 @@ pub async fn serve_connections(
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(limits.header_read)
+            .header_read_timeout(head)
             .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
