@@ -489,6 +489,35 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let _ = sb_stop.send(());
 }
 
+/// A daemon on an empty graph with the given connection limits: (url, host:port, daemon, stop, server).
+async fn daemon_with_limits(dir: &std::path::Path, head_ms: u64, busy_ms: u64, body_ms: u64, max_connections: usize) -> (String, String, Arc<toolgraph_server::daemon::Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let backends = empty_stack(dir, embedder(), exec_to(None, true), |s| {
+        s.server.header_read_timeout_ms = head_ms;
+        s.server.header_read_timeout_busy_ms = busy_ms;
+        s.server.body_read_timeout_ms = body_ms;
+        s.server.max_connections = max_connections;
+    })
+    .await;
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
+    let addr = url.trim_start_matches("http://").to_string();
+    (url, addr, d, stop, server)
+}
+
+/// How long until `/healthz` answers 200 on a fresh connection (`None`: not within `within`).
+async fn health_answers_within(url: &str, within: Duration) -> Option<Duration> {
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let t = std::time::Instant::now();
+    while t.elapsed() < within {
+        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await {
+            if r.status() == 200 {
+                return Some(t.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 /// A raw connection to the daemon: write `bytes`, then read until the server closes it or
 /// `within` passes; returns what came back and whether the server closed the connection.
 async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> (String, bool) {
@@ -510,14 +539,7 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpStream;
     let dir = tempfile::tempdir().unwrap();
-    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
-        s.server.header_read_timeout_ms = 600;
-        s.server.body_read_timeout_ms = 600;
-        s.server.max_connections = 24;
-    })
-    .await;
-    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
-    let addr = url.trim_start_matches("http://").to_string();
+    let (url, addr, d, stop, server) = daemon_with_limits(dir.path(), 600, 600, 600, 24).await;
     let http = reqwest::Client::new();
 
     // A connection that never sends a byte is closed by the head limit.
@@ -572,18 +594,8 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     let mut extra = TcpStream::connect(&addr).await.unwrap();
     let (_, closed) = read_until_closed(&mut extra, Duration::from_millis(300)).await;
     assert!(closed, "a connection past the cap was kept open");
-    let t = std::time::Instant::now();
-    let mut healthy = false;
-    while t.elapsed() < Duration::from_secs(5) {
-        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await {
-            healthy = r.status() == 200;
-            if healthy {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(healthy && t.elapsed() < Duration::from_secs(3), "/healthz did not answer within {:?} under a full connection table", t.elapsed());
+    let waited = health_answers_within(&url, Duration::from_secs(5)).await;
+    assert!(waited.is_some_and(|w| w < Duration::from_secs(3)), "/healthz did not answer within 3 s under a full connection table: {waited:?}");
     let metrics = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
     let refused: u64 = metrics.lines().find_map(|l| l.strip_prefix("toolgraph_connections_refused_total ")).and_then(|v| v.trim().parse().ok()).unwrap();
     assert!(refused >= 1, "{metrics}");
@@ -595,14 +607,7 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
 async fn under_a_flood_of_idle_clients_slots_cycle_and_health_answers_within_the_busy_limit() {
     use tokio::net::TcpStream;
     let dir = tempfile::tempdir().unwrap();
-    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
-        s.server.header_read_timeout_ms = 8_000;
-        s.server.header_read_timeout_busy_ms = 300;
-        s.server.max_connections = 8;
-    })
-    .await;
-    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
-    let addr = url.trim_start_matches("http://").to_string();
+    let (url, addr, d, stop, server) = daemon_with_limits(dir.path(), 8_000, 300, 30_000, 8).await;
     // Idle clients take the slots: the first six get the 8 s head limit, those accepted with a
     // quarter of the slots or less free get 300 ms, so they are cut and their slots free up.
     let mut held = Vec::new();
@@ -616,19 +621,8 @@ async fn under_a_flood_of_idle_clients_slots_cycle_and_health_answers_within_the
     let (_, closed) = read_until_closed(&mut held[0], Duration::from_millis(500)).await;
     assert!(!closed, "a connection accepted with room keeps the full head limit");
     // While the six hold their slots, /healthz gets one well before the 8 s limit.
-    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-    let t = std::time::Instant::now();
-    let mut healthy = false;
-    while t.elapsed() < Duration::from_secs(6) {
-        if let Ok(r) = http.get(format!("{url}/healthz")).timeout(Duration::from_secs(1)).send().await {
-            if r.status() == 200 {
-                healthy = true;
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(healthy && t.elapsed() < Duration::from_secs(2), "/healthz waited {:?} behind idle clients", t.elapsed());
+    let waited = health_answers_within(&url, Duration::from_secs(6)).await;
+    assert!(waited.is_some_and(|w| w < Duration::from_secs(2)), "/healthz waited behind idle clients: {waited:?}");
     drop(held);
     stop_daemon(d, stop, server).await;
 }
