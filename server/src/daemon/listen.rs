@@ -20,6 +20,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::Router;
+use hyper::body::Body as _;
 use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
@@ -111,7 +112,8 @@ pub async fn serve_connections(
         let body_read = limits.body_read;
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(remote));
-            let req = req.map(|body| Body::new(BodyDeadline::new(body, body_read)));
+            // Only a request with a body gets a deadline (no timer for a GET).
+            let req = req.map(|body| if body.is_end_stream() { Body::new(body) } else { Body::new(BodyDeadline::new(body, body_read)) });
             app.clone().oneshot(req)
         });
         let conn = hyper::server::conn::http1::Builder::new()
