@@ -45,6 +45,9 @@ bash scripts/console.sh build
 (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
 if [ ! -x tests/mcp/.venv/bin/python ]; then python3 -m venv tests/mcp/.venv; fi
 tests/mcp/.venv/bin/pip install -q --disable-pip-version-check -r tests/mcp/requirements.txt
+# Schemathesis (PyPI) holds the daemon to its own OpenAPI document (tests/integration/http_contract.rs).
+if [ ! -x tests/contract/.venv/bin/st ]; then python3 -m venv tests/contract/.venv; fi
+tests/contract/.venv/bin/pip install -q --disable-pip-version-check -r tests/contract/requirements.txt
 if [ "${TOOLGRAPH_BROWSER_TESTS:-1}" = 1 ]; then
   bash scripts/console.sh browser
   export TOOLGRAPH_BROWSER_TESTS=1

@@ -122,6 +122,7 @@ pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {
 
 /// Rows of a read-only Cypher query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CypherRows {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<serde_json::Value>>,

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// One parameter of an API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ParamDoc {
     pub name: String,
     /// Declared type as the docs give it (`string`, `NUMBER`, `ENUM`, ...).

@@ -321,7 +321,7 @@ pub fn api_of(server: &str, tool: &Tool) -> ApiUpsert {
 }
 
 /// What an import did.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, utoipa::ToSchema)]
 pub struct Imported {
     pub server: String,
     pub admitted: Vec<String>,

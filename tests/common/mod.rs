@@ -322,6 +322,22 @@ impl Drop for Proc {
     }
 }
 
+/// The replay sandbox over ComplexFuncBench, as its own process.
+pub struct Sandbox {
+    pub port: u16,
+    _proc: Proc,
+}
+
+impl Sandbox {
+    pub fn start() -> Sandbox {
+        let d = data().join("complexfuncbench");
+        let port = free_port();
+        let p = Proc(bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &port.to_string()]).stderr(std::process::Stdio::null()).spawn().unwrap());
+        wait_for(port, "the sandbox");
+        Sandbox { port, _proc: p }
+    }
+}
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -92,22 +92,6 @@ fn the_daemon_binary_serves_neo4j_survives_kill_9_and_recovers_from_a_lost_conne
 
 const REQUEST: &str = "Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow. Show me the cheapest car for each day.";
 
-/// The replay sandbox over ComplexFuncBench, as its own process.
-struct Sandbox {
-    port: u16,
-    _proc: Proc,
-}
-
-impl Sandbox {
-    fn start() -> Sandbox {
-        let d = data().join("complexfuncbench");
-        let port = free_port();
-        let p = Proc(bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &port.to_string()]).stderr(Stdio::null()).spawn().unwrap());
-        wait_for(port, "the sandbox");
-        Sandbox { port, _proc: p }
-    }
-}
-
 /// Ingest ComplexFuncBench into `store` with the binary, serve it, ask over JSON and SSE, read-only
 /// Cypher, kill -9 mid-run, restart: graph and memory intact. Returns the running daemon and its port.
 fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, backend: &str, sandbox: &Sandbox) -> (Proc, u16) {

@@ -17,6 +17,7 @@ mod console;
 mod daemon_api;
 mod daemon_binary;
 mod deploy_files;
+mod http_contract;
 mod engine_runs;
 mod eval_retrieval;
 mod ingest_idempotency;

@@ -15,6 +15,7 @@ use toolgraph_schema::{LlmConfig, ModelSettings};
 
 /// A configured model as `GET /v1/models` shows it (never its key).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelInfo {
     pub name: String,
     pub model: String,

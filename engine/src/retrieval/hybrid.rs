@@ -107,6 +107,7 @@ fn param_names(a: &ApiNode) -> Vec<String> {
 
 /// A ranked API with what a person needs to read the list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RankedApi {
     pub id: String,
     pub score: f32,

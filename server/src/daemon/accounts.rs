@@ -2,40 +2,52 @@
 
 use super::error::{ApiError, ApiJson};
 use super::{require_admin, Daemon};
-use crate::state::{now_ms, Caller, CredentialRow, Role};
+use crate::state::{now_ms, AuditEntry, Caller, CredentialRow, KeyInfo, Role, User};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use toolgraph_engine::exec::credentials::{check_scope, valid_host, Placement};
 
-/// `GET /v1/me`: who this key belongs to.
+/// Who the caller is (user id, name, role).
+///
 /// A console login also gets its CSRF token back (a reloaded page needs it again).
-pub(super) async fn me(Extension(caller): Extension<Caller>, login: Option<Extension<super::console::ConsoleLogin>>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/me", tag = "accounts", responses((status = 200, description = "the caller", body = super::console::Me)))]
+pub(super) async fn me(Extension(caller): Extension<Caller>, login: Option<Extension<super::console::ConsoleLogin>>) -> Json<super::console::Me> {
     let mut v = super::console::me_of(&caller);
-    if let Some(csrf) = login.and_then(|l| l.0.csrf) {
-        v["csrf_token"] = json!(csrf);
-    }
+    v.csrf_token = login.and_then(|l| l.0.csrf);
     Json(v)
 }
 
-pub(super) async fn list_users(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
-    require_admin(&caller, "managing users")?;
-    Ok(Json(json!({"users": d.state.users().await?})))
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Users {
+    users: Vec<User>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Users (administrators).
+#[utoipa::path(get, path = "/v1/users", tag = "accounts", responses((status = 200, description = "every user", body = Users)))]
+pub(super) async fn list_users(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Users>, ApiError> {
+    require_admin(&caller, "managing users")?;
+    Ok(Json(Users { users: d.state.users().await? }))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewUser {
+    /// 1 to 64 visible characters, unique without case and look-alike letters.
+    #[schema(min_length = 1, max_length = 64)]
     name: String,
+    /// `admin` or `user` (default).
     #[serde(default = "default_role")]
+    #[schema(default = "user")]
     role: String,
     /// For the console's login (stored as an argon2id hash).
     #[serde(default)]
+    #[schema(write_only, max_length = 200)]
     password: Option<String>,
     /// Also create a first key (returned once).
     #[serde(default)]
@@ -46,8 +58,32 @@ fn default_role() -> String {
     "user".into()
 }
 
-/// `POST /v1/users`.
-pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewUser>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// A new key, shown once.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ShownKey {
+    id: String,
+    /// The key itself: shown this once, stored only as a digest.
+    key: String,
+    /// Its first characters, to recognise it in lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_ms: Option<i64>,
+    note: &'static str,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct CreatedUser {
+    user: User,
+    /// With `with_key`: the first key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<ShownKey>,
+}
+
+/// Add a user (administrators), optionally with a password and a first key.
+#[utoipa::path(post, path = "/v1/users", tag = "accounts", request_body = NewUser,
+    responses((status = 201, description = "added", body = CreatedUser), (status = 409, description = "the name is taken (`user_exists`)", body = super::error::ErrorBody)))]
+pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewUser>) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
     require_admin(&caller, "managing users")?;
     let role = Role::parse(&b.role).ok_or_else(|| ApiError::invalid(format!("role: `{}` is not admin or user", b.role.chars().take(20).collect::<String>())))?;
     let hash = match &b.password {
@@ -63,35 +99,46 @@ pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Ex
     if has_password {
         d.auth_required.store(true, Ordering::SeqCst);
     }
-    let mut body = json!({"user": u});
+    let mut key = None;
     if b.with_key {
-        let (info, key) = d.state.add_key(&u.id, "first key", None).await?;
+        let (info, k) = d.state.add_key(&u.id, "first key", None).await?;
         d.auth_required.store(true, Ordering::SeqCst);
-        body["key"] = json!({"id": info.id, "key": key, "note": "shown once: store it now"});
+        key = Some(ShownKey { id: info.id, key: k, prefix: None, expires_ms: None, note: "shown once: store it now" });
     }
     d.audit(&caller, "user.add", &u.id, json!({"name": u.name, "role": u.role})).await;
-    Ok((StatusCode::CREATED, Json(body)))
+    Ok((StatusCode::CREATED, Json(CreatedUser { user: u, key })))
 }
 
-pub(super) async fn list_keys(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Keys {
+    keys: Vec<KeyInfo>,
+}
+
+/// A user's keys (never the keys themselves): their own, or anyone's for administrators.
+#[utoipa::path(get, path = "/v1/users/{id}/keys", tag = "accounts", params(("id" = String, Path, description = "the user's id")),
+    responses((status = 200, description = "the keys", body = Keys)))]
+pub(super) async fn list_keys(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Keys>, ApiError> {
     if id != caller.user_id {
         require_admin(&caller, "other users' keys")?;
     }
-    Ok(Json(json!({"keys": d.state.keys(Some(&id)).await?})))
+    Ok(Json(Keys { keys: d.state.keys(Some(&id)).await? }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewKey {
     #[serde(default)]
+    #[schema(max_length = 100)]
     label: String,
     /// Days until it expires (none: never).
     #[serde(default)]
     expires_in_days: Option<u32>,
 }
 
-/// `POST /v1/users/{id}/keys`: a new key, shown once. Users may add keys for themselves.
-pub(super) async fn add_key(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<Json<NewKey>>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// A new key, shown once. Users may add keys for themselves.
+#[utoipa::path(post, path = "/v1/users/{id}/keys", tag = "accounts", params(("id" = String, Path, description = "the user's id")), request_body = Option<NewKey>,
+    responses((status = 201, description = "the key, shown once", body = ShownKey)))]
+pub(super) async fn add_key(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<NewKey>>) -> Result<(StatusCode, Json<ShownKey>), ApiError> {
     if id != caller.user_id {
         require_admin(&caller, "other users' keys")?;
     }
@@ -106,10 +153,12 @@ pub(super) async fn add_key(State(d): State<Arc<Daemon>>, Extension(caller): Ext
     let (info, key) = d.state.add_key(&id, &b.label, expires).await?;
     d.auth_required.store(true, Ordering::SeqCst);
     d.audit(&caller, "key.add", &info.id, json!({"user_id": id, "label": info.label})).await;
-    Ok((StatusCode::CREATED, Json(json!({"id": info.id, "key": key, "prefix": info.prefix, "expires_ms": info.expires_ms, "note": "shown once: store it now"}))))
+    Ok((StatusCode::CREATED, Json(ShownKey { id: info.id, key, prefix: Some(info.prefix), expires_ms: info.expires_ms, note: "shown once: store it now" })))
 }
 
-/// `DELETE /v1/keys/{id}`: revoke (administrators, or the key's owner).
+/// Revoke a key (administrators, or the key's owner); console logins made with it end too.
+#[utoipa::path(delete, path = "/v1/keys/{id}", tag = "accounts", params(("id" = String, Path, description = "the key's id")),
+    responses((status = 204, description = "revoked"), (status = 409, description = "revoked already (`already_revoked`)", body = super::error::ErrorBody)))]
 pub(super) async fn revoke_key(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let owner = d.state.keys(None).await?.into_iter().find(|k| k.id == id).map(|k| k.user_id);
     match owner {
@@ -126,26 +175,53 @@ pub(super) async fn revoke_key(State(d): State<Arc<Daemon>>, Extension(caller): 
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /v1/credentials`: scopes, hosts, placements and names — never a value.
-pub(super) async fn list_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
+/// A stored credential entry, without its value.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct CredentialView {
+    scope: String,
+    host: String,
+    /// `header`, `query` or `bearer`.
+    placement: String,
+    name: String,
+    /// `sealed`, `env` or `file`.
+    stored: String,
+    updated_by: String,
+    updated_ms: i64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Credentials {
+    credentials: Vec<CredentialView>,
+    /// Entries the executor holds now.
+    in_use: usize,
+}
+
+/// Tool credentials: scope, host, placement, name, how stored — never values (administrators).
+#[utoipa::path(get, path = "/v1/credentials", tag = "accounts", responses((status = 200, description = "the credentials, without values", body = Credentials)))]
+pub(super) async fn list_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Credentials>, ApiError> {
     require_admin(&caller, "tool credentials")?;
     let rows = d.state.credentials().await?;
-    let list: Vec<Value> = rows
+    let list = rows
         .iter()
         .map(|r| {
             let stored = if r.sealed.is_some() { "sealed".to_string() } else { r.reference.as_deref().and_then(|x| x.split(':').next()).unwrap_or("none").to_string() };
-            json!({"scope": r.scope, "host": r.host, "placement": r.placement, "name": r.name, "stored": stored, "updated_by": r.updated_by, "updated_ms": r.updated_ms})
+            CredentialView { scope: r.scope.clone(), host: r.host.clone(), placement: r.placement.clone(), name: r.name.clone(), stored, updated_by: r.updated_by.clone(), updated_ms: r.updated_ms }
         })
         .collect();
-    Ok(Json(json!({"credentials": list, "in_use": d.stack.executor.credentials().len()})))
+    Ok(Json(Credentials { credentials: list, in_use: d.stack.executor.credentials().len() }))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CredentialEntry {
+    /// `header`, `query` or `bearer`.
+    #[schema(example = "header")]
     placement: String,
+    /// The header or query parameter's name (ignored for `bearer`).
     name: String,
+    /// The value, sealed with TOOLGRAPH_SECRET_KEY (exactly one of value, from_env, from_file).
     #[serde(default)]
+    #[schema(write_only, max_length = 4096)]
     value: Option<String>,
     #[serde(default)]
     from_env: Option<String>,
@@ -159,13 +235,30 @@ impl std::fmt::Debug for CredentialBody {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CredentialBody {
     /// The host the values may be sent to (default: a host scope's host, or the host of the tool's APIs).
     #[serde(default)]
     host: Option<String>,
+    #[schema(min_items = 1, max_items = 10)]
     entries: Vec<CredentialEntry>,
+}
+
+/// An entry as stored (no value).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct StoredEntry {
+    placement: String,
+    name: String,
+    /// `sealed`, `env` or `file`.
+    stored: &'static str,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct StoredCredentials {
+    scope: String,
+    host: String,
+    entries: Vec<StoredEntry>,
 }
 
 const MAX_ENTRIES: usize = 10;
@@ -191,10 +284,14 @@ fn tool_host(d: &Daemon, scope: &str) -> Result<String, ApiError> {
     }
 }
 
-/// `PUT /v1/credentials/{scope}` (`tool:CATEGORY/TOOL` or `host:HOST`): replace the scope's
-/// entries. A `value` is sealed with `TOOLGRAPH_SECRET_KEY`; `from_env` / `from_file` store only
-/// the reference. The answer never holds a value.
-pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(scope): Path<String>, ApiJson(b): ApiJson<CredentialBody>) -> Result<Json<Value>, ApiError> {
+/// Set a scope's credentials (administrators).
+///
+/// The scope is `tool:CATEGORY/TOOL` or `host:HOST`; its entries are replaced. A `value` is sealed
+/// with `TOOLGRAPH_SECRET_KEY`; `from_env` / `from_file` store only the reference; every entry is
+/// bound to one host. The answer never holds a value.
+#[utoipa::path(put, path = "/v1/credentials/{scope}", tag = "accounts", params(("scope" = String, Path, description = "`tool:CATEGORY/TOOL` or `host:HOST`")), request_body = CredentialBody,
+    responses((status = 200, description = "stored (without values)", body = StoredCredentials)))]
+pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(scope): Path<String>, ApiJson(b): ApiJson<CredentialBody>) -> Result<Json<StoredCredentials>, ApiError> {
     require_admin(&caller, "tool credentials")?;
     check_scope(&scope).map_err(ApiError::invalid)?;
     if b.entries.is_empty() || b.entries.len() > MAX_ENTRIES {
@@ -231,7 +328,7 @@ pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(call
             _ => return Err(ApiError::invalid(format!("entries[{i}]: exactly one of `value`, `from_env` (a variable name) or `from_file` (an absolute path)"))),
         };
         rows.push(CredentialRow { scope: scope.clone(), name: name.clone(), placement: placement.as_str().into(), host: host.clone(), sealed, reference, updated_by: caller.name.clone(), updated_ms: now_ms() });
-        shown.push(json!({"placement": placement.as_str(), "name": name, "stored": stored}));
+        shown.push(StoredEntry { placement: placement.as_str().into(), name, stored });
     }
     // A reference that cannot be read now is refused (it would fail every call later).
     let (_, problems) = crate::state::secrets::credential_set(&rows, d.sealing.as_ref());
@@ -241,10 +338,12 @@ pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(call
     d.state.put_credentials(&scope, &rows).await?;
     d.sync_state().await?;
     d.audit(&caller, "credentials.put", &scope, json!({"host": host, "entries": shown})).await;
-    Ok(Json(json!({"scope": scope, "host": host, "entries": shown})))
+    Ok(Json(StoredCredentials { scope, host, entries: shown }))
 }
 
-/// `DELETE /v1/credentials/{scope}`.
+/// Delete a scope's credentials (administrators).
+#[utoipa::path(delete, path = "/v1/credentials/{scope}", tag = "accounts", params(("scope" = String, Path, description = "`tool:CATEGORY/TOOL` or `host:HOST`")),
+    responses((status = 204, description = "deleted")))]
 pub(super) async fn delete_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(scope): Path<String>) -> Result<StatusCode, ApiError> {
     require_admin(&caller, "tool credentials")?;
     if !d.state.delete_credentials(&scope).await? {
@@ -255,19 +354,28 @@ pub(super) async fn delete_credentials(State(d): State<Arc<Daemon>>, Extension(c
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct AuditQuery {
+    /// Entries to return (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/audit?limit=`: newest first.
-pub(super) async fn audit_log(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<AuditQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct AuditLog {
+    entries: Vec<AuditEntry>,
+}
+
+/// The audit log, newest first (administrators).
+#[utoipa::path(get, path = "/v1/audit", tag = "accounts", params(AuditQuery), responses((status = 200, description = "the entries", body = AuditLog)))]
+pub(super) async fn audit_log(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<AuditQuery>, QueryRejection>) -> Result<Json<AuditLog>, ApiError> {
     require_admin(&caller, "the audit log")?;
     let q = q?.0;
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::invalid(format!("limit: {limit} is not within 1..=1000")));
     }
-    Ok(Json(json!({"entries": d.state.audit_log(limit).await?})))
+    Ok(Json(AuditLog { entries: d.state.audit_log(limit).await? }))
 }

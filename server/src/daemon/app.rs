@@ -1,43 +1,67 @@
 //! The HTTP application: the `/v1` routes, the router with its layers, `serve` with its drain.
 
 use super::*;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The `/v1` endpoints, without authentication: each request must carry its [`Caller`] (and a
 /// [`console::ConsoleLogin`]) in its extensions. [`router`] puts `authorize` in front; the MCP
 /// server calls them in-process for the caller it has authenticated.
 pub(crate) fn api_routes() -> Router<Arc<Daemon>> {
-    Router::new()
-        .route("/v1/orchestrate", post(orchestrate))
-        .route("/v1/models", get(list_models))
-        .route("/v1/me", get(accounts::me))
-        .route("/v1/runs", get(history::list_runs))
-        .route("/v1/runs/{id}", get(get_run))
-        .route("/v1/runs/{id}/rerun", post(history::rerun))
-        .route("/v1/runs/{id}/approve", post(approvals::approve))
-        .route("/v1/runs/{id}/reject", post(approvals::reject))
-        .route("/v1/sessions", post(create_session).get(list_sessions))
-        .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
-        .route("/v1/chains", post(history::save_chain).get(history::list_chains))
-        .route("/v1/chains/execute", post(history::execute_chain))
-        .route("/v1/chains/{id}", get(history::get_chain).delete(history::delete_chain))
-        .route("/v1/tools", post(tools::register).get(console::list_apis))
-        .route("/v1/tools/search", get(tools::search))
-        .route("/v1/tools/import-openapi", post(tools::import_openapi))
+    documented_api().split_for_parts().0
+}
+
+/// The `/v1` endpoints with their OpenAPI operations, taken from each handler's
+/// `#[utoipa::path]`: a route and its documentation are registered in one call, so neither can
+/// exist without the other. The two wildcard routes (ids with `/` in them) are axum routes whose
+/// operations [`super::openapi`] adds (`WildcardRoutes`); a test checks they agree.
+pub(super) fn documented_api() -> OpenApiRouter<Arc<Daemon>> {
+    OpenApiRouter::new()
+        .routes(routes!(orchestrate))
+        .routes(routes!(list_models))
+        .routes(routes!(accounts::me))
+        .routes(routes!(history::list_runs))
+        .routes(routes!(get_run))
+        .routes(routes!(history::rerun))
+        .routes(routes!(approvals::approve))
+        .routes(routes!(approvals::reject))
+        .routes(routes!(create_session, list_sessions))
+        .routes(routes!(get_session, delete_session))
+        .routes(routes!(history::save_chain, history::list_chains))
+        .routes(routes!(history::execute_chain))
+        .routes(routes!(history::get_chain, history::delete_chain))
+        .routes(routes!(tools::register, console::list_apis))
+        .routes(routes!(tools::search))
+        .routes(routes!(tools::import_openapi))
         .route("/v1/tools/{*id}", get(tools::get_tool).patch(tools::patch_tool))
-        .route("/v1/graph/cypher", post(cypher))
-        .route("/v1/users", get(accounts::list_users).post(accounts::add_user))
-        .route("/v1/users/{id}/keys", get(accounts::list_keys).post(accounts::add_key))
-        .route("/v1/keys/{id}", axum::routing::delete(accounts::revoke_key))
-        .route("/v1/credentials", get(accounts::list_credentials))
+        .routes(routes!(cypher))
+        .routes(routes!(accounts::list_users, accounts::add_user))
+        .routes(routes!(accounts::list_keys, accounts::add_key))
+        .routes(routes!(accounts::revoke_key))
+        .routes(routes!(accounts::list_credentials))
         .route("/v1/credentials/{*scope}", put(accounts::put_credentials).delete(accounts::delete_credentials))
-        .route("/v1/audit", get(accounts::audit_log))
-        .route("/v1/mcp-servers", get(mcp_servers).post(add_mcp_server))
-        .route("/v1/categories", get(console::categories))
-        .route("/v1/graph/neighborhood", get(console::neighbourhood))
-        .route("/v1/memory", get(console::list_memory))
-        .route("/v1/memory/{id}", axum::routing::delete(console::delete_memory))
-        .route("/v1/settings", get(console::settings))
-        .route("/v1/chains/check", post(console::check_chain))
+        .routes(routes!(accounts::audit_log))
+        .routes(routes!(mcp_servers, add_mcp_server))
+        .routes(routes!(console::categories))
+        .routes(routes!(console::neighbourhood))
+        .routes(routes!(console::list_memory))
+        .routes(routes!(console::delete_memory))
+        .routes(routes!(console::settings))
+        .routes(routes!(console::check_chain))
+}
+
+/// The endpoints outside `/v1`'s authentication: operations, this document, the console and its
+/// login. (`/assets/{*path}`, the console's files, and `/mcp`, MCP's own protocol, are not part of
+/// the HTTP API's document.)
+pub(super) fn documented_public() -> OpenApiRouter<Arc<Daemon>> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics_text))
+        .routes(routes!(openapi::document))
+        .routes(routes!(console::index))
+        .routes(routes!(console::login))
+        .routes(routes!(console::logout))
 }
 
 /// The router with every endpoint and layer.
@@ -46,15 +70,9 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let v1 = api_routes().route_layer(middleware::from_fn_with_state(d.clone(), authorize));
     #[cfg(feature = "mcp")]
     let v1 = v1.merge(Router::new().route_service("/mcp", super::mcp_serve::http_service(d.clone())).route_layer(middleware::from_fn_with_state(d.clone(), authorize)));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .route("/openapi.json", get(openapi::document))
-        .route("/", get(console::index))
+    let (public, _) = documented_public().split_for_parts();
+    public
         .route("/assets/{*path}", get(console::asset))
-        .route("/v1/login", post(console::login))
-        .route("/v1/logout", post(console::logout))
         .merge(v1)
         .fallback(|| async { ApiError::not_found("no such endpoint (see GET /openapi.json)") })
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method (see GET /openapi.json)") })

@@ -10,12 +10,12 @@
 //! call goes through (or is refused) without asking again. Calls before it are sent again (they
 //! are the reads that led to it; the call that needed approval is sent at most once per decision).
 
-use super::{error::ApiError, start_run, visible_run, Daemon, Job};
+use super::{error::{ApiError, ApiJson}, start_run, visible_run, Daemon, Job};
 use crate::state::{Caller, StateStore};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::collections::HashSet;
@@ -122,14 +122,26 @@ impl Approver for RunApprover {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DecisionBody {
+    /// Why (kept in the run and the audit log).
     #[serde(default)]
+    #[schema(max_length = 500)]
     reason: Option<String>,
 }
 
-async fn decide(d: Arc<Daemon>, caller: Caller, id: String, body: Option<Json<DecisionBody>>, approved: bool) -> Result<Json<Value>, ApiError> {
+/// A decision taken.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Decision {
+    run_id: String,
+    /// `approved` or `rejected`.
+    decision: &'static str,
+    /// The call decided on (api, name, arguments, call_key).
+    call: Value,
+}
+
+async fn decide(d: Arc<Daemon>, caller: Caller, id: String, body: Option<ApiJson<DecisionBody>>, approved: bool) -> Result<Json<Decision>, ApiError> {
     let run = visible_run(&d, &caller, &id).await?;
     let pending = match (&run.pending, run.status.as_str()) {
         (Some(p), "awaiting_approval") => p.clone(),
@@ -145,16 +157,20 @@ async fn decide(d: Arc<Daemon>, caller: Caller, id: String, body: Option<Json<De
         return Err(ApiError::new(StatusCode::CONFLICT, "already_decided", format!("the call of run {id} was decided already")));
     }
     d.audit(&caller, if approved { "run.approve" } else { "run.reject" }, &id, json!({"api": pending.get("api"), "reason": reason})).await;
-    Ok(Json(json!({"run_id": id, "decision": if approved { "approved" } else { "rejected" }, "call": pending})))
+    Ok(Json(Decision { run_id: id, decision: if approved { "approved" } else { "rejected" }, call: pending }))
 }
 
-/// `POST /v1/runs/{id}/approve`.
-pub(super) async fn approve(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<Json<DecisionBody>>) -> Result<Json<Value>, ApiError> {
+/// Approve the call a paused run waits on (the owner or an administrator; the first decision wins).
+#[utoipa::path(post, path = "/v1/runs/{id}/approve", tag = "runs", params(("id" = String, Path, description = "the run's id")), request_body = Option<DecisionBody>,
+    responses((status = 200, description = "decided", body = Decision), (status = 409, description = "not awaiting approval, or decided already", body = super::error::ErrorBody)))]
+pub(super) async fn approve(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<DecisionBody>>) -> Result<Json<Decision>, ApiError> {
     decide(d, caller, id, body, true).await
 }
 
-/// `POST /v1/runs/{id}/reject`.
-pub(super) async fn reject(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<Json<DecisionBody>>) -> Result<Json<Value>, ApiError> {
+/// Reject the call a paused run waits on: that branch fails, the search goes on.
+#[utoipa::path(post, path = "/v1/runs/{id}/reject", tag = "runs", params(("id" = String, Path, description = "the run's id")), request_body = Option<DecisionBody>,
+    responses((status = 200, description = "decided", body = Decision), (status = 409, description = "not awaiting approval, or decided already", body = super::error::ErrorBody)))]
+pub(super) async fn reject(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<DecisionBody>>) -> Result<Json<Decision>, ApiError> {
     decide(d, caller, id, body, false).await
 }
 

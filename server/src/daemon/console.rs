@@ -12,8 +12,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -50,7 +50,9 @@ fn page_headers(ty: &str, cache: &'static str) -> [(header::HeaderName, HeaderVa
     ]
 }
 
-/// `GET /`: the console's page, or how to build it.
+/// The web console (built into the binary; 503 with how to build it otherwise).
+#[utoipa::path(get, path = "/", tag = "console", security(()), responses((status = 200, description = "the console's page", body = String, content_type = "text/html"),
+    (status = 503, description = "the console is not built into this binary", body = String, content_type = "text/html")))]
 pub(super) async fn index() -> Response {
     match CONSOLE_ASSETS.iter().find(|(p, _, _)| *p == "index.html") {
         Some((_, ty, bytes)) => (page_headers(ty, "no-cache"), *bytes).into_response(),
@@ -96,15 +98,31 @@ fn behind_https(h: &HeaderMap) -> bool {
     h.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Login {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(write_only, min_length = 1, max_length = 200)]
     password: Option<String>,
     #[serde(default)]
+    #[schema(write_only, min_length = 1, max_length = 200)]
     api_key: Option<String>,
+}
+
+/// A console login (or that none is needed).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct LoggedIn {
+    /// False on a daemon that needs no keys: the console works without a login.
+    login_required: bool,
+    user: Me,
+    /// Echo it in `X-CSRF-Token` on state-changing requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    csrf_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_ms: Option<i64>,
 }
 
 /// A hash that no password matches, verified for unknown names so that a login takes as long
@@ -114,13 +132,17 @@ fn decoy_hash() -> &'static str {
     H.get_or_init(|| crate::state::secrets::hash_password(&random_id("decoy", 16)).unwrap_or_default())
 }
 
-/// `POST /v1/login`: `{name, password}` or `{api_key}` → the cookie session (HttpOnly,
-/// SameSite=Strict) and the CSRF token that state-changing requests echo in `X-CSRF-Token`.
-/// A daemon that needs no keys (local, none configured) answers `login_required: false`.
+/// Console login: name + password (argon2id) or an API key.
+///
+/// The answer sets an HttpOnly, SameSite=Strict cookie `tg_session` and gives the CSRF token that
+/// state-changing requests echo in `X-CSRF-Token`; rate-limited per address and per name. A daemon
+/// that needs no keys (local, none configured) answers `login_required: false`.
+#[utoipa::path(post, path = "/v1/login", tag = "console", security(()), request_body = Login,
+    responses((status = 200, description = "logged in (Set-Cookie), or no login needed", body = LoggedIn)))]
 pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer: Option<Extension<ConnectInfo<SocketAddr>>>, ApiJson(b): ApiJson<Login>) -> Result<Response, ApiError> {
     if !d.auth_required.load(Ordering::Relaxed) {
         let local = Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin };
-        return Ok(Json(json!({"login_required": false, "user": me_of(&local)})).into_response());
+        return Ok(Json(LoggedIn { login_required: false, user: me_of(&local), csrf_token: None, expires_ms: None }).into_response());
     }
     let ip = peer.map(|c| c.0 .0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
     // Password guessing: a slow bucket per address and per name (10 tries, then one every 6 s).
@@ -160,13 +182,14 @@ pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer
     let expires_ms = now_ms() + hours as i64 * 3_600_000;
     d.state.put_login(&token, &caller, &csrf, expires_ms, via_key.as_deref()).await?;
     d.audit(&caller, "console.login", &caller.user_id, json!({"ip": ip})).await;
-    let mut r = Json(json!({"login_required": true, "user": me_of(&caller), "csrf_token": csrf, "expires_ms": expires_ms})).into_response();
+    let mut r = Json(LoggedIn { login_required: true, user: me_of(&caller), csrf_token: Some(csrf), expires_ms: Some(expires_ms) }).into_response();
     r.headers_mut().insert(header::SET_COOKIE, cookie(&token, hours * 3600, behind_https(&headers)));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(r)
 }
 
-/// `POST /v1/logout`: end this browser's login (idempotent).
+/// End this browser's console login (idempotent; a live login echoes its CSRF token).
+#[utoipa::path(post, path = "/v1/logout", tag = "console", security(()), responses((status = 204, description = "ended; the cookie is cleared")))]
 pub(super) async fn logout(State(d): State<Arc<Daemon>>, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(token) = session_cookie(&headers) {
         // Like every state-changing request of a login, logout echoes its CSRF token: another
@@ -184,26 +207,81 @@ pub(super) async fn logout(State(d): State<Arc<Daemon>>, headers: HeaderMap) -> 
     Ok(r)
 }
 
-pub(super) fn me_of(c: &Caller) -> Value {
-    json!({"user_id": c.user_id, "name": c.name, "role": c.role})
+/// Who a caller is.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Me {
+    user_id: String,
+    name: String,
+    role: Role,
+    /// For a console login: its CSRF token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) csrf_token: Option<String>,
+}
+
+pub(super) fn me_of(c: &Caller) -> Me {
+    Me { user_id: c.user_id.clone(), name: c.name.clone(), role: c.role, csrf_token: None }
 }
 
 // ---- read views for the console ----
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ListQuery {
+    /// A category's id or name.
+    #[param(max_length = 300)]
     category: Option<String>,
+    /// A tool's id or name.
+    #[param(max_length = 300)]
     tool: Option<String>,
+    /// Words of the id, name or description.
+    #[param(max_length = 300)]
     q: Option<String>,
+    /// `active` or `invalid`.
+    #[param(max_length = 300)]
     status: Option<String>,
     offset: Option<usize>,
+    /// 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<usize>,
+}
+
+/// An API in a list.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ApiSummary {
+    id: String,
+    name: String,
+    tool: String,
+    tool_name: String,
+    category: String,
+    category_name: String,
+    method: String,
+    /// `active` or `invalid`.
+    status: String,
+    /// Successes / calls (null before any call).
+    availability: Option<f64>,
+    calls: u64,
+    successes: u64,
+    /// The first 300 characters.
+    description: String,
 }
 
 const MAX_LIMIT: usize = 200;
 
-fn api_summary(g: &toolgraph_schema::GraphSnapshot, a: &toolgraph_schema::ApiNode) -> Value {
-    json!({"id": a.id, "name": a.name, "tool": a.tool, "tool_name": tool_name(g, &a.tool), "category": a.category, "category_name": category_name(g, &a.category), "method": a.method, "status": a.status, "availability": a.availability(), "calls": a.calls, "successes": a.successes, "description": a.description.chars().take(300).collect::<String>()})
+fn api_summary(g: &toolgraph_schema::GraphSnapshot, a: &toolgraph_schema::ApiNode) -> ApiSummary {
+    ApiSummary {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        tool: a.tool.clone(),
+        tool_name: tool_name(g, &a.tool).to_string(),
+        category: a.category.clone(),
+        category_name: category_name(g, &a.category).to_string(),
+        method: a.method.clone(),
+        status: a.status.clone(),
+        availability: a.availability(),
+        calls: a.calls,
+        successes: a.successes,
+        description: a.description.chars().take(300).collect(),
+    }
 }
 
 fn tool_name<'a>(g: &'a toolgraph_schema::GraphSnapshot, id: &'a str) -> &'a str {
@@ -214,8 +292,22 @@ fn category_name<'a>(g: &'a toolgraph_schema::GraphSnapshot, id: &'a str) -> &'a
     g.categories.get(id).map(|c| c.name.as_str()).filter(|n| !n.is_empty()).unwrap_or(id)
 }
 
-/// `GET /v1/categories`: every category (id and name) with its number of tools and APIs.
-pub(super) async fn categories(State(d): State<Arc<Daemon>>) -> Json<Value> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Category {
+    id: String,
+    name: String,
+    tools: usize,
+    apis: usize,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Categories {
+    categories: Vec<Category>,
+}
+
+/// Categories (id, name) with their numbers of tools and APIs.
+#[utoipa::path(get, path = "/v1/categories", tag = "graph", responses((status = 200, description = "every category", body = Categories)))]
+pub(super) async fn categories(State(d): State<Arc<Daemon>>) -> Json<Categories> {
     let engine = d.engine();
     let g = engine.graph();
     let mut by: BTreeMap<&str, (BTreeSet<&str>, usize)> = BTreeMap::new();
@@ -224,14 +316,35 @@ pub(super) async fn categories(State(d): State<Arc<Daemon>>) -> Json<Value> {
         e.0.insert(a.tool.as_str());
         e.1 += 1;
     }
-    let list: Vec<Value> = by.into_iter().map(|(id, (tools, apis))| json!({"id": id, "name": category_name(g, id), "tools": tools.len(), "apis": apis})).collect();
-    Json(json!({"categories": list}))
+    let list = by.into_iter().map(|(id, (tools, apis))| Category { id: id.to_string(), name: category_name(g, id).to_string(), tools: tools.len(), apis }).collect();
+    Json(Categories { categories: list })
 }
 
-/// `GET /v1/tools?category=&tool=&q=&status=&offset=&limit=`: APIs, paged (ordered by category,
-/// tool, name); `category` and `tool` take an id or a name. With `category` (and no `tool`) also
-/// that category's tools and their API counts.
-pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// A tool and its number of APIs.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ToolCount {
+    id: String,
+    name: String,
+    apis: usize,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ApiPage {
+    total: usize,
+    offset: usize,
+    limit: usize,
+    apis: Vec<ApiSummary>,
+    /// With `category` alone: that category's tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<ToolCount>>,
+}
+
+/// APIs, paged, by category and tool (ids or names), status and words.
+///
+/// Ordered by category, tool, name. With `category` (and no `tool`) also that category's tools
+/// and their API counts.
+#[utoipa::path(get, path = "/v1/tools", tag = "tools", params(ListQuery), responses((status = 200, description = "a page of APIs", body = ApiPage)))]
+pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<ApiPage>, ApiError> {
     let q = q?.0;
     let limit = q.limit.unwrap_or(50);
     if limit == 0 || limit > MAX_LIMIT {
@@ -255,27 +368,90 @@ pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<List
     apis.sort_by(|a, b| (&a.category, &a.tool, &a.name).cmp(&(&b.category, &b.tool, &b.name)));
     let total = apis.len();
     let offset = q.offset.unwrap_or(0).min(total);
-    let page: Vec<Value> = apis.iter().skip(offset).take(limit).map(|a| api_summary(g, a)).collect();
-    let mut out = json!({"total": total, "offset": offset, "limit": limit, "apis": page});
+    let page = apis.iter().skip(offset).take(limit).map(|a| api_summary(g, a)).collect();
+    let mut out = ApiPage { total, offset, limit, apis: page, tools: None };
     if q.category.is_some() && q.tool.is_none() {
         let mut tools: BTreeMap<&str, usize> = BTreeMap::new();
         for a in &apis {
             *tools.entry(a.tool.as_str()).or_default() += 1;
         }
-        out["tools"] = json!(tools.into_iter().map(|(id, n)| json!({"id": id, "name": tool_name(g, id), "apis": n})).collect::<Vec<_>>());
+        out.tools = Some(tools.into_iter().map(|(id, n)| ToolCount { id: id.to_string(), name: tool_name(g, id).to_string(), apis: n }).collect());
     }
     Ok(Json(out))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct NeighbourhoodQuery {
+    /// An API id, `START` (default) or `END`.
     id: Option<String>,
+    /// 1 to 50 (default 8).
+    #[param(minimum = 1, maximum = 50)]
     k: Option<usize>,
 }
 
-/// `GET /v1/graph/neighborhood?id=API|START&k=8`: the node, its top-k successors and
-/// predecessors by dynamic weight (NEXT edges with both weights) and the FEEDS edges among them.
-pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<NeighbourhoodQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// An edge of a neighbourhood: NEXT (with its count and weights) or FEEDS (with the shared fields).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Edge {
+    /// `NEXT` or `FEEDS`.
+    kind: &'static str,
+    from: String,
+    to: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    static_weight: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dynamic_weight: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fields: Option<Vec<String>>,
+}
+
+/// A node of a neighbourhood: an API (`kind: api`, with its summary) or START/END (`terminal`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Node {
+    /// `api` or `terminal`.
+    kind: &'static str,
+    id: String,
+    name: String,
+    tool: String,
+    category: String,
+    // An API node also has the rest of its summary (a terminal has none of these).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    category_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    /// Successes / calls (null before any call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    availability: Option<Option<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    successes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Neighbourhood {
+    center: String,
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    successors_total: usize,
+    predecessors_total: usize,
+}
+
+/// An API's (or START's) neighbourhood.
+///
+/// The node, its top-k successors and predecessors by dynamic weight (NEXT edges with count,
+/// static and dynamic weight) and the FEEDS edges (shared fields) among them.
+#[utoipa::path(get, path = "/v1/graph/neighborhood", tag = "graph", params(NeighbourhoodQuery),
+    responses((status = 200, description = "the neighbourhood", body = Neighbourhood), (status = 404, description = "no such API", body = super::error::ErrorBody)))]
+pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<NeighbourhoodQuery>, QueryRejection>) -> Result<Json<Neighbourhood>, ApiError> {
     let q = q?.0;
     let id = q.id.unwrap_or_else(|| "START".into());
     let k = q.k.unwrap_or(8);
@@ -292,7 +468,7 @@ pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<
     let mut nodes: BTreeSet<String> = BTreeSet::from([id.clone()]);
     let out_total = g.next.range((id.clone(), String::new())..).take_while(|((f, _), _)| *f == id).count();
     for s in g.successors(&id, k) {
-        edges.push(json!({"kind": "NEXT", "from": id, "to": s.id, "count": s.count, "static_weight": s.static_weight, "dynamic_weight": s.dynamic_weight}));
+        edges.push(Edge { kind: "NEXT", from: id.clone(), to: s.id.clone(), count: Some(s.count), static_weight: Some(s.static_weight), dynamic_weight: Some(s.dynamic_weight), fields: None });
         nodes.insert(s.id);
     }
     let mut preds: Vec<(&String, &toolgraph_schema::NextEdge)> = g.next.iter().filter(|((_, t), _)| *t == id).map(|((f, _), e)| (f, e)).collect();
@@ -302,38 +478,73 @@ pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<
         if f == &id {
             continue;
         }
-        edges.push(json!({"kind": "NEXT", "from": f, "to": id, "count": e.count, "static_weight": e.static_weight, "dynamic_weight": e.dynamic_weight}));
+        edges.push(Edge { kind: "NEXT", from: f.clone(), to: id.clone(), count: Some(e.count), static_weight: Some(e.static_weight), dynamic_weight: Some(e.dynamic_weight), fields: None });
         nodes.insert(f.clone());
     }
     for ((f, t), fields) in &g.feeds {
         if nodes.contains(f) && nodes.contains(t) && (f == &id || t == &id) {
-            edges.push(json!({"kind": "FEEDS", "from": f, "to": t, "fields": fields}));
+            edges.push(Edge { kind: "FEEDS", from: f.clone(), to: t.clone(), count: None, static_weight: None, dynamic_weight: None, fields: Some(fields.clone()) });
         }
     }
-    let node_list: Vec<Value> = nodes
+    let node_list = nodes
         .iter()
         .map(|n| match g.apis.get(n) {
             Some(a) => {
-                let mut v = api_summary(g, a);
-                v["kind"] = json!("api");
-                v
+                let s = api_summary(g, a);
+                Node {
+                    kind: "api",
+                    id: s.id,
+                    name: s.name,
+                    tool: s.tool,
+                    category: s.category,
+                    tool_name: Some(s.tool_name),
+                    category_name: Some(s.category_name),
+                    method: Some(s.method),
+                    status: Some(s.status),
+                    availability: Some(s.availability),
+                    calls: Some(s.calls),
+                    successes: Some(s.successes),
+                    description: Some(s.description),
+                }
             }
-            None => json!({"id": n, "name": n, "kind": "terminal", "tool": "", "category": ""}),
+            None => Node { kind: "terminal", id: n.clone(), name: n.clone(), tool: String::new(), category: String::new(), tool_name: None, category_name: None, method: None, status: None, availability: None, calls: None, successes: None, description: None },
         })
         .collect();
-    Ok(Json(json!({"center": id, "nodes": node_list, "edges": edges, "successors_total": out_total, "predecessors_total": in_total})))
+    Ok(Json(Neighbourhood { center: id, nodes: node_list, edges, successors_total: out_total, predecessors_total: in_total }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct MemoryQuery {
+    /// Words of the request, or an API id.
+    #[param(max_length = 300)]
     q: Option<String>,
     offset: Option<usize>,
+    /// 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/memory?q=&offset=&limit=` (administrators: memories hold every user's requests):
-/// the long-term memory's (request → chain) entries, filtered by text in the request or API ids.
-pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<MemoryQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// A remembered (request → chain) pair.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct MemoryEntry {
+    id: String,
+    request: String,
+    /// The chain's steps (API, arguments).
+    chain: Vec<Value>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct MemoryPage {
+    total: usize,
+    entries: Vec<MemoryEntry>,
+}
+
+/// The long-term memory's (request → chain) entries (administrators).
+///
+/// Filtered by words of the request or API ids (memories hold every user's requests).
+#[utoipa::path(get, path = "/v1/memory", tag = "graph", params(MemoryQuery), responses((status = 200, description = "the entries", body = MemoryPage)))]
+pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<MemoryQuery>, QueryRejection>) -> Result<Json<MemoryPage>, ApiError> {
     require_admin(&caller, "the long-term memory")?;
     let q = q?.0;
     let limit = q.limit.unwrap_or(50);
@@ -345,11 +556,12 @@ pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller):
     all.retain(|(_, e)| text.as_deref().is_none_or(|t| e.request.to_lowercase().contains(t) || e.chain.iter().any(|s| s.api.to_lowercase().contains(t))));
     all.sort_by(|a, b| a.1.request.cmp(&b.1.request));
     let total = all.len();
-    let entries: Vec<Value> = all.into_iter().skip(q.offset.unwrap_or(0)).take(limit).map(|(id, e)| json!({"id": id, "request": e.request, "chain": e.chain})).collect();
-    Ok(Json(json!({"total": total, "entries": entries})))
+    let entries = all.into_iter().skip(q.offset.unwrap_or(0)).take(limit).map(|(id, e)| MemoryEntry { id, request: e.request, chain: e.chain.iter().map(|s| json!(s)).collect() }).collect();
+    Ok(Json(MemoryPage { total, entries }))
 }
 
-/// `DELETE /v1/memory/{id}` (administrators).
+/// Delete a stored plan (administrators).
+#[utoipa::path(delete, path = "/v1/memory/{id}", tag = "graph", params(("id" = String, Path, description = "the memory's id")), responses((status = 204, description = "deleted")))]
 pub(super) async fn delete_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     require_admin(&caller, "the long-term memory")?;
     if id.len() > 200 || !d.stack.memory.delete(&id).await? {
@@ -359,40 +571,79 @@ pub(super) async fn delete_memory(State(d): State<Arc<Daemon>>, Extension(caller
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `GET /v1/settings` (administrators): the run defaults requests start from, the graph and
-/// vector backends, the state store (no secrets: none of these sections holds one).
-pub(super) async fn settings(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
-    require_admin(&caller, "the daemon's settings")?;
-    let s = d.settings();
-    Ok(Json(json!({
-        "run": s.run,
-        "graph": d.stack.store.backend(),
-        "vectors": d.stack.vectors.backend(),
-        "state": d.state.backend(),
-        "models": {"default": d.models.default_name(), "list": d.models.list()},
-        "limits": {"max_request_chars": s.server.max_request_chars, "max_in_flight": s.server.max_in_flight, "rate_per_s": s.server.rate_per_s, "console_login_hours": s.server.console_login_hours},
-    })))
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SettingsModels {
+    default: String,
+    list: Vec<toolgraph_engine::plan::models::ModelInfo>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SettingsLimits {
+    max_request_chars: usize,
+    max_in_flight: usize,
+    rate_per_s: f64,
+    console_login_hours: u64,
+}
+
+/// What the daemon runs with (no secrets: none of these sections holds one).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SettingsView {
+    /// The run defaults requests start from (`run` of the configuration).
+    run: Value,
+    graph: String,
+    vectors: String,
+    state: String,
+    models: SettingsModels,
+    limits: SettingsLimits,
+}
+
+/// Run defaults, backends, models and limits (administrators; no secrets).
+#[utoipa::path(get, path = "/v1/settings", tag = "console", responses((status = 200, description = "the settings", body = SettingsView)))]
+pub(super) async fn settings(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<SettingsView>, ApiError> {
+    require_admin(&caller, "the daemon's settings")?;
+    let s = d.settings();
+    Ok(Json(SettingsView {
+        run: json!(s.run),
+        graph: d.stack.store.backend().to_string(),
+        vectors: d.stack.vectors.backend().to_string(),
+        state: d.state.backend().to_string(),
+        models: SettingsModels { default: d.models.default_name().to_string(), list: d.models.list() },
+        limits: SettingsLimits { max_request_chars: s.server.max_request_chars, max_in_flight: s.server.max_in_flight, rate_per_s: s.server.rate_per_s, console_login_hours: s.server.console_login_hours },
+    }))
+}
+
+/// A chain to check: its steps as `POST /v1/chains/execute` takes them.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CheckChain {
+    #[schema(value_type = Vec<super::history::Step>, min_items = 1)]
     steps: Value,
     #[serde(default)]
     request: Option<String>,
 }
 
-/// `POST /v1/chains/check`: validate a chain as `POST /v1/chains/execute` would (nothing runs).
-pub(super) async fn check_chain(State(d): State<Arc<Daemon>>, ApiJson(b): ApiJson<CheckChain>) -> Result<Json<Value>, ApiError> {
+/// A valid chain: its number of steps and the output fields each step offers to later ones.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct CheckedChain {
+    valid: bool,
+    steps: usize,
+    /// `varN` → the output fields of step N.
+    outputs: BTreeMap<String, Vec<String>>,
+}
+
+/// Validate a chain as `POST /v1/chains/execute` would (nothing runs).
+#[utoipa::path(post, path = "/v1/chains/check", tag = "chains", request_body = CheckChain,
+    responses((status = 200, description = "valid; what each step offers later ones", body = CheckedChain), (status = 422, description = "the chain is invalid (`invalid_chain`), naming the step", body = super::error::ErrorBody)))]
+pub(super) async fn check_chain(State(d): State<Arc<Daemon>>, ApiJson(b): ApiJson<CheckChain>) -> Result<Json<CheckedChain>, ApiError> {
     let chain = super::history::check_steps(&b.steps)?;
     let request = b.request.unwrap_or_else(|| "chain".into());
     d.engine().check_chain(&request, &chain).map_err(|e| ApiError::unprocessable("invalid_chain", e))?;
     let n = chain["steps"].as_array().map(Vec::len).unwrap_or(0);
-    let mut outputs = Map::new();
+    let mut outputs = BTreeMap::new();
     for (i, s) in chain["steps"].as_array().into_iter().flatten().enumerate() {
         if let Some(a) = s.get("api").and_then(Value::as_str).and_then(|id| d.engine().graph().apis.get(id).cloned()) {
-            outputs.insert(format!("var{}", i + 1), json!(a.output_fields));
+            outputs.insert(format!("var{}", i + 1), a.output_fields.clone());
         }
     }
-    Ok(Json(json!({"valid": true, "steps": n, "outputs": outputs})))
+    Ok(Json(CheckedChain { valid: true, steps: n, outputs }))
 }

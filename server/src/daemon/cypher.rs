@@ -3,17 +3,24 @@
 use super::*;
 
 /// `POST /v1/graph/cypher`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CypherRequest {
+    /// A read-only query (writes are refused).
+    #[schema(min_length = 1, max_length = 10000)]
     pub(super) query: String,
+    /// Its `$parameters`.
     #[serde(default)]
     pub(super) params: Map<String, Value>,
 }
 
 pub(super) const MAX_QUERY_CHARS: usize = 10_000;
 
-pub(super) async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<CypherRequest>) -> Result<Json<Value>, ApiError> {
+/// Read-only, parameterized Cypher (FalkorDB, Neo4j), bounded in rows, bytes and time (administrators).
+#[utoipa::path(post, path = "/v1/graph/cypher", tag = "graph", request_body = CypherRequest,
+    responses((status = 200, description = "columns and rows (`truncated` when a limit cut them)", body = toolgraph_graph::CypherRows),
+        (status = 501, description = "the embedded store has no Cypher (`cypher_unsupported`)", body = super::error::ErrorBody)))]
+pub(super) async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<CypherRequest>) -> Result<Json<toolgraph_graph::CypherRows>, ApiError> {
     require_admin(&caller, "Cypher")?;
     let store = &d.stack.store;
     if store.backend() == "embedded" {
@@ -24,7 +31,7 @@ pub(super) async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Exte
     }
     let limits = toolgraph_engine::graph::CypherLimits::of(&d.settings().store);
     match store.cypher_read(&body.query, body.params, limits).await {
-        Ok(rows) => Ok(Json(json!(rows))),
+        Ok(rows) => Ok(Json(rows)),
         Err(e) if e.class() == toolgraph_engine::ErrorClass::Transient => Err(e.into()),
         Err(e) => Err(ApiError::invalid(format!("{e}")).with_code("cypher_error")),
     }

@@ -2,7 +2,7 @@
 //! `Retry-After`. Messages never hold secrets (API keys are not echoed, URLs lose their queries).
 
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, OptionalFromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -18,12 +18,17 @@ pub struct ApiError {
     pub retry_after_s: Option<u64>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    message: &'a str,
-    code: &'a str,
+/// Every error answer's body.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    /// What went wrong, for a person (never a secret or an internal address).
+    message: String,
+    /// Stable, machine-readable (`invalid_request`, `not_found`, `rate_limited`, …).
+    code: String,
+    /// The error class: who has to act (`invalid_request_error`, `authentication_error`, …).
     #[serde(rename = "type")]
-    ty: &'a str,
+    kind: String,
 }
 
 impl ApiError {
@@ -59,7 +64,7 @@ impl ApiError {
 
     /// The contract's body (also what a stream's `error` event carries).
     pub fn body(&self) -> serde_json::Value {
-        serde_json::to_value(Body { message: &self.message, code: self.code, ty: self.kind() }).unwrap_or_default()
+        serde_json::to_value(ErrorBody { message: self.message.clone(), code: self.code.into(), kind: self.kind().into() }).unwrap_or_default()
     }
 
     /// The error class (`type`): who has to act.
@@ -182,7 +187,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::Json(v) = axum::Json::<T>::from_request(req, state).await?;
+        let axum::Json(v) = <axum::Json<T> as FromRequest<S>>::from_request(req, state).await?;
         Ok(ApiJson(v))
+    }
+}
+
+/// An optional JSON body (none without a JSON content type) whose rejections follow the error
+/// contract: a malformed one is a 400 like any other body.
+impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let v = <axum::Json<T> as OptionalFromRequest<S>>::from_request(req, state).await?;
+        Ok(v.map(|axum::Json(v)| ApiJson(v)))
     }
 }

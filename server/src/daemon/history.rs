@@ -3,38 +3,48 @@
 
 use super::error::{ApiError, ApiJson};
 use super::{run_options, start_run, visible_run, wants_stream, Daemon, Job, OrchestrateRequest, SessionState, Work};
-use crate::state::{now_ms, random_id, Caller, RunFilter, SavedChain};
+use crate::state::{now_ms, random_id, Caller, RunFilter, RunSummary, SavedChain};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::{Extension, Json};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct RunsQuery {
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<super::RunStatus>,
+    /// Words of the request.
+    #[param(max_length = 200)]
     q: Option<String>,
+    /// An API id or a prefix (`category/tool`).
+    #[param(max_length = 200)]
     tool: Option<String>,
+    /// The `next` cursor of the previous page.
     before: Option<String>,
+    /// 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<usize>,
     /// Administrators: another user's runs (`*`: everyone's).
     user: Option<String>,
 }
 
-const STATUSES: &[&str] = &["running", "awaiting_approval", "answered", "partial", "gave_up", "needs_input", "interrupted", "error"];
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct RunPage {
+    runs: Vec<RunSummary>,
+    /// The cursor of the next page (`before=`), if there is one.
+    next: Option<String>,
+}
 
-/// `GET /v1/runs?status=&q=&tool=&before=&limit=`: the caller's runs, newest first.
-pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<RunsQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// The caller's runs, newest first (administrators: `user=ID` or `user=*`).
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery), responses((status = 200, description = "a page of runs", body = RunPage)))]
+pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<RunsQuery>, QueryRejection>) -> Result<Json<RunPage>, ApiError> {
     let q = q?.0;
-    if let Some(s) = &q.status {
-        if !STATUSES.contains(&s.as_str()) {
-            return Err(ApiError::invalid(format!("status: `{}` is not one of {}", s.chars().take(40).collect::<String>(), STATUSES.join(", "))));
-        }
-    }
     for (f, v) in [("q", &q.q), ("tool", &q.tool)] {
         if v.as_ref().is_some_and(|v| v.chars().count() > 200) {
             return Err(ApiError::invalid(format!("{f}: at most 200 characters")));
@@ -58,9 +68,9 @@ pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): E
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit: 1 to 200"));
     }
-    let f = RunFilter { user_id, status: q.status, text: q.q, tool: q.tool, before, limit };
+    let f = RunFilter { user_id, status: q.status.map(|s| s.as_str().to_string()), text: q.q, tool: q.tool, before, limit };
     let (runs, next) = d.state.list_runs(&f).await?;
-    Ok(Json(json!({"runs": runs, "next": next})))
+    Ok(Json(RunPage { runs, next }))
 }
 
 /// What a stored run's options ask for, to run it again.
@@ -88,13 +98,19 @@ pub(super) async fn work_of(d: &Daemon, options: &Value, session_id: &str) -> Re
     Ok(Work::Ask { given: all, earlier: session.earlier(), opts })
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct StreamQuery {
+    /// Stream the run as Server-Sent Events (also `Accept: text/event-stream`).
     stream: Option<bool>,
 }
 
-/// `POST /v1/runs/{id}/rerun`: the same request (or chain) with the same choices, as a new run in
-/// a new session.
+/// Run the same request (or chain) again with the same choices, in a new session.
+///
+/// Only the run's owner may re-run it.
+#[utoipa::path(post, path = "/v1/runs/{id}/rerun", tag = "runs", params(("id" = String, Path, description = "the run's id"), StreamQuery),
+    responses((status = 200, description = "the new run (JSON), or its stream (SSE)", content((super::RunResult = "application/json"), (super::StreamEvent = "text/event-stream"))),
+        (status = 202, description = "paused for approval", body = super::RunResult)))]
 pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>) -> Result<Response, ApiError> {
     let q = q?.0;
     // Only the owner re-runs a run (an administrator's re-run would act as someone else).
@@ -127,11 +143,27 @@ pub(super) fn check_steps(steps: &Value) -> Result<Value, ApiError> {
     Ok(json!({"steps": steps}))
 }
 
-#[derive(Debug, Deserialize)]
+/// One step of a chain as people write it.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)] // the shape the engine's chain check reads from JSON; described here
+pub(super) struct Step {
+    /// The API's id (`category/tool/api`).
+    api: String,
+    /// Its arguments; a value may be a `$varN.field$` reference to an earlier step's output.
+    arguments: Option<Map<String, Value>>,
+    /// Call once per element of this list (a `$varN.field$` reference).
+    for_each: Option<String>,
+    /// Call only when this condition on earlier outputs holds.
+    #[serde(rename = "if")]
+    condition: Option<Value>,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExecuteChain {
     /// The steps, or …
     #[serde(default)]
+    #[schema(value_type = Option<Vec<Step>>)]
     steps: Option<Value>,
     /// … a saved chain's id.
     #[serde(default)]
@@ -145,9 +177,15 @@ pub(super) struct ExecuteChain {
     stream: bool,
 }
 
-/// `POST /v1/chains/execute`: run a chain as written (developer mode). Every step is checked like
-/// a planned call — known, usable API; argument names and types against its schema; `$varN.field$`
-/// references only to earlier steps — before anything is sent (422 otherwise).
+/// Execute a chain as written (developer mode), or a saved chain by `chain_id`.
+///
+/// Every step is checked like a planned call — known, usable API; argument names and types
+/// against its schema; `$varN.field$` references only to earlier steps — before anything is sent.
+#[utoipa::path(post, path = "/v1/chains/execute", tag = "chains", params(StreamQuery), request_body = ExecuteChain,
+    responses((status = 200, description = "the run (JSON), or its stream (SSE)", content((super::RunResult = "application/json"), (super::StreamEvent = "text/event-stream"))),
+        (status = 202, description = "paused for approval", body = super::RunResult),
+        (status = 404, description = "no saved chain `chain_id`", body = super::error::ErrorBody),
+        (status = 422, description = "the chain is invalid (`invalid_chain`)", body = super::error::ErrorBody)))]
 pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>, ApiJson(body): ApiJson<ExecuteChain>) -> Result<Response, ApiError> {
     let q = q?.0;
     let (chain, name) = match (&body.steps, &body.chain_id) {
@@ -174,20 +212,27 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
     start_run(d, job, wants_stream(body.stream, q.stream, &headers)).await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SaveChain {
+    #[schema(min_length = 1, max_length = 200)]
     name: String,
     #[serde(default)]
+    #[schema(max_length = 2000)]
     description: String,
+    #[schema(value_type = Vec<Step>, min_items = 1)]
     steps: Value,
     /// Update this saved chain instead of adding one.
     #[serde(default)]
     chain_id: Option<String>,
 }
 
-/// `POST /v1/chains`: save a chain (checked like an execution) as a template.
-pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<SaveChain>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// Save a chain as a template (checked like an execution first); `chain_id` updates one.
+#[utoipa::path(post, path = "/v1/chains", tag = "chains", request_body = SaveChain,
+    responses((status = 201, description = "saved", body = SavedChain), (status = 200, description = "updated", body = SavedChain),
+        (status = 404, description = "no saved chain `chain_id` of the caller's", body = super::error::ErrorBody),
+        (status = 422, description = "the chain is invalid (`invalid_chain`)", body = super::error::ErrorBody)))]
+pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<SaveChain>) -> Result<(StatusCode, Json<SavedChain>), ApiError> {
     if body.name.trim().is_empty() || body.name.chars().count() > 200 || body.description.chars().count() > 2000 {
         return Err(ApiError::invalid("name: 1 to 200 characters; description: at most 2000"));
     }
@@ -200,7 +245,7 @@ pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): 
     };
     let c = SavedChain { chain_id: id, user_id: caller.user_id.clone(), name: body.name.trim().into(), description: body.description, steps: body.steps, created_ms: created, updated_ms: now };
     d.state.put_chain(&c).await?;
-    Ok((if body.chain_id.is_some() { StatusCode::OK } else { StatusCode::CREATED }, Json(json!(c))))
+    Ok((if body.chain_id.is_some() { StatusCode::OK } else { StatusCode::CREATED }, Json(c)))
 }
 
 async fn own_chain(d: &Daemon, caller: &Caller, id: &str) -> Result<SavedChain, ApiError> {
@@ -210,27 +255,46 @@ async fn own_chain(d: &Daemon, caller: &Caller, id: &str) -> Result<SavedChain, 
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ChainsQuery {
+    /// Words of the name or description.
+    #[param(max_length = 200)]
     q: Option<String>,
+    /// At most this many (1 to 200, default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/chains?q=`: the caller's saved chains.
-pub(super) async fn list_chains(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ChainsQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Chains {
+    chains: Vec<SavedChain>,
+}
+
+/// The caller's saved chains.
+#[utoipa::path(get, path = "/v1/chains", tag = "chains", params(ChainsQuery), responses((status = 200, description = "the saved chains", body = Chains)))]
+pub(super) async fn list_chains(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ChainsQuery>, QueryRejection>) -> Result<Json<Chains>, ApiError> {
     let q = q?.0;
     if q.q.as_ref().is_some_and(|s| s.chars().count() > 200) {
         return Err(ApiError::invalid("q: at most 200 characters"));
     }
-    let chains = d.state.chains(&caller.user_id, q.q.as_deref(), q.limit.unwrap_or(50)).await?;
-    Ok(Json(json!({"chains": chains})))
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ApiError::invalid("limit: 1 to 200"));
+    }
+    let chains = d.state.chains(&caller.user_id, q.q.as_deref(), limit).await?;
+    Ok(Json(Chains { chains }))
 }
 
-pub(super) async fn get_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!(own_chain(&d, &caller, &id).await?)))
+/// A saved chain (the caller's own).
+#[utoipa::path(get, path = "/v1/chains/{id}", tag = "chains", params(("id" = String, Path, description = "the chain's id")), responses((status = 200, description = "the chain", body = SavedChain)))]
+pub(super) async fn get_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<SavedChain>, ApiError> {
+    Ok(Json(own_chain(&d, &caller, &id).await?))
 }
 
+/// Delete a saved chain.
+#[utoipa::path(delete, path = "/v1/chains/{id}", tag = "chains", params(("id" = String, Path, description = "the chain's id")), responses((status = 204, description = "deleted")))]
 pub(super) async fn delete_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     own_chain(&d, &caller, &id).await?;
     d.state.delete_chain(&id).await?;

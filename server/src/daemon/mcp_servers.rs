@@ -2,18 +2,31 @@
 
 use super::*;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewMcpServer {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub(super) name: String,
+    /// Its Streamable HTTP endpoint (through the SSRF guard).
     pub(super) url: String,
 }
 
-/// `POST /v1/mcp-servers {name, url}` (administrators): connect to a Streamable HTTP MCP server
-/// (its URL through the SSRF guard), import its tools as APIs (category `mcp`), re-index. stdio
-/// servers (a command to run) come only from operators: `toolgraph tools add-mcp --command`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct McpServers {
+    /// Each server: name, transport, url, connected, connected_ms, last_error.
+    servers: Vec<Value>,
+}
+
 #[cfg(feature = "mcp")]
-pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// Import a Streamable HTTP MCP server's tools as APIs (administrators).
+///
+/// Connects to the server (its URL through the SSRF guard), imports its tools as APIs (category
+/// `mcp`, tool = its name) and re-indexes. stdio servers (a command to run) come only from
+/// operators: `toolgraph tools add-mcp --command`.
+#[utoipa::path(post, path = "/v1/mcp-servers", tag = "tools", request_body = NewMcpServer,
+    responses((status = 201, description = "imported: the server, the admitted APIs and the plans invalidated", body = crate::mcp::Imported),
+        (status = 422, description = "cannot connect or list its tools (`mcp_unreachable`)", body = super::error::ErrorBody)))]
+pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<crate::mcp::Imported>), ApiError> {
     require_admin(&caller, "adding MCP servers")?;
     let def = crate::mcp::McpServer { name: b.name, command: None, url: Some(b.url) };
     def.check().map_err(ApiError::invalid)?;
@@ -39,16 +52,20 @@ pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(calle
     d.state.put_mcp_server(&def, &caller.name).await?;
     d.reload().await?;
     d.audit(&caller, "mcp.add", &def.name, json!({"url": def.url, "tools": imported.admitted.len()})).await;
-    Ok((StatusCode::CREATED, Json(json!(imported))))
+    Ok((StatusCode::CREATED, Json(imported)))
 }
 
 #[cfg(not(feature = "mcp"))]
+/// Import a Streamable HTTP MCP server's tools as APIs: not in this build.
+#[utoipa::path(post, path = "/v1/mcp-servers", tag = "tools", request_body = NewMcpServer,
+    responses((status = 501, description = "built without the `mcp` feature (`not_built`)", body = super::error::ErrorBody)))]
 pub(super) async fn add_mcp_server(Extension(_caller): Extension<Caller>, ApiJson(_b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<Value>), ApiError> {
     Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_built", "this toolgraph was built without the `mcp` feature"))
 }
 
-/// `GET /v1/mcp-servers` (administrators): each server's transport, connection and last error.
-pub(super) async fn mcp_servers(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Value>, ApiError> {
+/// MCP servers whose tools are APIs: transport, connected, last error (administrators).
+#[utoipa::path(get, path = "/v1/mcp-servers", tag = "tools", responses((status = 200, description = "the servers", body = McpServers)))]
+pub(super) async fn mcp_servers(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<McpServers>, ApiError> {
     require_admin(&caller, "MCP servers")?;
     #[cfg(feature = "mcp")]
     let list = d.mcp.status();
@@ -57,5 +74,5 @@ pub(super) async fn mcp_servers(State(d): State<Arc<Daemon>>, Extension(caller):
         let _ = &d;
         Vec::new()
     };
-    Ok(Json(json!({"servers": list})))
+    Ok(Json(McpServers { servers: list }))
 }

@@ -4,9 +4,11 @@
 use super::*;
 
 /// `POST /v1/orchestrate`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OrchestrateRequest {
+    /// What to do, in words (at most `server.max_request_chars`, 4,000 by default).
+    #[schema(min_length = 1, max_length = 4000)]
     pub request: String,
     /// Continue this conversation (from an earlier answer, or `POST /v1/sessions`).
     #[serde(default)]
@@ -19,12 +21,14 @@ pub struct OrchestrateRequest {
     pub stream: bool,
     /// Who decides this run: `deterministic` or `llm` (default: the daemon's planner).
     #[serde(default)]
+    #[schema(value_type = Option<PlannerName>)]
     pub planner: Option<String>,
     /// For the llm planner: a configured model name (`GET /v1/models`; default: `llm.default`).
     #[serde(default)]
     pub model: Option<String>,
     /// `graph`, `plan`, `dfs-no-graph` or `retrieve-greedy` (default: `run.mode`).
     #[serde(default)]
+    #[schema(value_type = Option<ModeName>)]
     pub mode: Option<String>,
     /// Target-first planning (Reverse Chain) for this run (default: `run.backward`).
     #[serde(default)]
@@ -32,6 +36,110 @@ pub struct OrchestrateRequest {
     /// Plan only: nothing is sent, learned or remembered; the chain comes back with its data flow.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// The planners (`toolgraph_schema::PlannerKind`), as a request names them.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)] // describes the names `PlannerKind` parses; a test keeps them equal
+pub enum PlannerName {
+    Deterministic,
+    Llm,
+}
+
+/// The search modes (`toolgraph_schema::Mode`), as a request names them.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)] // describes the names `Mode` parses; a test keeps them equal
+pub enum ModeName {
+    Graph,
+    Plan,
+    DfsNoGraph,
+    RetrieveGreedy,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    AwaitingApproval,
+    Answered,
+    Partial,
+    GaveUp,
+    NeedsInput,
+    Interrupted,
+    Error,
+}
+
+impl RunStatus {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub const ALL: [RunStatus; 8] = [RunStatus::Running, RunStatus::AwaitingApproval, RunStatus::Answered, RunStatus::Partial, RunStatus::GaveUp, RunStatus::NeedsInput, RunStatus::Interrupted, RunStatus::Error];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::AwaitingApproval => "awaiting_approval",
+            RunStatus::Answered => "answered",
+            RunStatus::Partial => "partial",
+            RunStatus::GaveUp => "gave_up",
+            RunStatus::NeedsInput => "needs_input",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Error => "error",
+        }
+    }
+}
+
+/// A run as the API shows it: a plain answer (with its trace), `GET /v1/runs/{id}`, a paused run
+/// (202, with the call it waits on) and the body of a stream's `result` event (without the trace).
+/// The body is assembled as JSON by [`result_body`] and the run's record; this type is its
+/// contract (a test keeps the two equal, and the contract tests validate every answer against it).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct RunResult {
+    pub run_id: String,
+    pub session_id: String,
+    pub status: RunStatus,
+    /// The request (or, for a chain, what it is for).
+    pub request: Option<String>,
+    pub answer: Option<String>,
+    /// The calls made: API, arguments and what each returned (compressed).
+    pub chain: Option<Vec<Value>>,
+    /// When the run needs a value only the user has: which parameter, of which API, and why.
+    pub needs_input: Option<Value>,
+    /// The judge's verdict on the answer.
+    pub judgement: Option<Value>,
+    /// Counts and timings: calls, planner decisions, LLM calls and tokens, milliseconds.
+    pub stats: Option<Map<String, Value>>,
+    /// Every step of the search, in order.
+    pub trace: Option<Vec<Value>>,
+    /// While `awaiting_approval`: the call (api, name, arguments, call_key).
+    pub pending: Option<Value>,
+    /// For a run that ended in an error: the error contract's body.
+    pub error: Option<super::error::ErrorBody>,
+    pub user_id: Option<String>,
+    pub created_ms: Option<i64>,
+}
+
+/// One Server-Sent Event of a streamed run: `run` (its ids), then a `step` per trace event, then
+/// `result` (the run without its trace) or `error` (the error contract's body); `data` is JSON.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // the events `start_run` writes; described here
+pub struct StreamEvent {
+    pub event: StreamEventKind,
+    /// The event's JSON.
+    pub data: String,
+    pub id: Option<String>,
+    pub retry: Option<u64>,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamEventKind {
+    Run,
+    Step,
+    Result,
+    Error,
 }
 
 /// The per-run choices of a request, checked.
@@ -48,8 +156,10 @@ pub(super) fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgrap
     Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: r.dry_run })
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct StreamQuery {
+    /// Stream the run as Server-Sent Events (also `Accept: text/event-stream`).
     #[serde(default)]
     pub(super) stream: Option<bool>,
 }
@@ -90,6 +200,16 @@ pub(super) fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> Map<
     m
 }
 
+/// Plan and execute a request.
+///
+/// The answer is JSON, or Server-Sent Events (events `run`, `step`, `result`, `error`) with
+/// `Accept: text/event-stream`, `?stream=true` or `"stream": true`. A run that reaches a call that
+/// waits for approval answers 202 and goes on in the background. An `Idempotency-Key` header makes
+/// a retried request get the run it already made.
+#[utoipa::path(post, path = "/v1/orchestrate", tag = "runs", params(StreamQuery, ("Idempotency-Key" = Option<String>, Header, description = "1 to 200 visible ASCII characters")), request_body = OrchestrateRequest,
+    responses((status = 200, description = "the run (JSON), or its stream (SSE)", content((RunResult = "application/json"), (StreamEvent = "text/event-stream"))),
+        (status = 202, description = "paused for approval", body = RunResult),
+        (status = 404, description = "no such session (`session_id`; it may have expired)", body = super::error::ErrorBody)))]
 pub(super) async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>, ApiJson(body): ApiJson<OrchestrateRequest>) -> Result<Response, ApiError> {
     let q = q?.0;
     validate_request(&body, d.settings().server.max_request_chars)?;
@@ -416,6 +536,8 @@ pub(crate) async fn visible_run(d: &Daemon, caller: &Caller, id: &str) -> Result
     }
 }
 
+/// A run with its trace (the caller's own; administrators: any); while paused, the pending call.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = String, Path, description = "the run's id")), responses((status = 200, description = "the run", body = RunResult)))]
 pub(super) async fn get_run(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let r = visible_run(&d, &caller, &id).await?;
     Ok(json_response(&run_view(&r)))

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use crate::state::Caller;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,17 +20,32 @@ use toolgraph_engine::retrieval::Filter;
 use toolgraph_schema::{api_id, output_fields, ApiDoc, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
 use toolgraph_engine::run::health::now_rfc3339;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct SearchQuery {
+    /// The text to search for (required).
+    #[param(required = true, min_length = 1, max_length = 1000)]
     q: Option<String>,
+    /// 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100)]
     k: Option<usize>,
+    /// Only this category.
     category: Option<String>,
+    /// Only this tool.
     tool: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SearchResults {
+    query: String,
+    results: Vec<toolgraph_engine::retrieval::hybrid::RankedApi>,
 }
 
 const MAX_K: usize = 100;
 
-pub(super) async fn search(State(d): State<Arc<Daemon>>, q: Result<Query<SearchQuery>, QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// Search APIs (hybrid retrieval: BM25 and embeddings, fused).
+#[utoipa::path(get, path = "/v1/tools/search", tag = "tools", params(SearchQuery), responses((status = 200, description = "ranked APIs", body = SearchResults)))]
+pub(super) async fn search(State(d): State<Arc<Daemon>>, q: Result<Query<SearchQuery>, QueryRejection>) -> Result<Json<SearchResults>, ApiError> {
     let q = q?.0;
     let text = q.q.filter(|t| !t.trim().is_empty()).ok_or_else(|| ApiError::invalid("`q` (the text to search for) is required"))?;
     if text.chars().count() > 1000 {
@@ -43,28 +58,70 @@ pub(super) async fn search(State(d): State<Arc<Daemon>>, q: Result<Query<SearchQ
     let engine = d.engine();
     let filter = Filter { category: q.category, tool: q.tool, status: None };
     let hits = engine.retriever().search(&text, k, &filter, Method::Hybrid, None).await?;
-    Ok(Json(json!({"query": text, "results": hits})))
+    Ok(Json(SearchResults { query: text, results: hits }))
 }
 
-pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+/// An API of the graph, as `GET /v1/tools/{id}` shows it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ApiView {
+    id: String,
+    name: String,
+    tool: String,
+    category: String,
+    description: String,
+    method: String,
+    url: String,
+    parameters: Vec<ParamDoc>,
+    output_fields: Vec<String>,
+    /// `active` or `invalid`.
+    status: String,
+    /// Why it has that status (empty when never changed).
+    status_reason: String,
+    /// Since when (RFC 3339; empty when never changed).
+    status_since: String,
+    /// Whether its recent calls failed often enough to avoid it now.
+    degraded_now: bool,
+    /// Successes / calls (null before any call).
+    availability: Option<f64>,
+    calls: u64,
+    successes: u64,
+    requires_approval: bool,
+}
+
+/// An API of the graph.
+#[utoipa::path(get, path = "/v1/tools/{id}", tag = "tools", params(("id" = String, Path, description = "`category/tool/api` (percent-encode the slashes, or send them as they are)")),
+    responses((status = 200, description = "the API", body = ApiView)))]
+pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<ApiView>, ApiError> {
     let engine = d.engine();
     let a = engine.graph().apis.get(&id).ok_or_else(|| ApiError::not_found(format!("no API {id} (ids look like category/tool/api)")))?;
     let requires_approval = d.state.requires_approval().await?.contains(&id);
     let params: Vec<ParamDoc> = serde_json::from_str(&a.parameters).unwrap_or_default();
-    Ok(Json(json!({
-        "id": a.id, "name": a.name, "tool": a.tool, "category": a.category, "description": a.description,
-        "method": a.method, "url": a.url, "parameters": params, "output_fields": a.output_fields,
-        "status": a.status, "status_reason": a.status_reason, "status_since": a.status_since,
-        "degraded_now": d.health.is_degraded(&a.id),
-        "availability": a.availability(), "calls": a.calls, "successes": a.successes,
-        "requires_approval": requires_approval,
-    })))
+    Ok(Json(ApiView {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        tool: a.tool.clone(),
+        category: a.category.clone(),
+        description: a.description.clone(),
+        method: a.method.clone(),
+        url: a.url.clone(),
+        parameters: params,
+        output_fields: a.output_fields.clone(),
+        status: a.status.clone(),
+        status_reason: a.status_reason.clone(),
+        status_since: a.status_since.clone(),
+        degraded_now: d.health.is_degraded(&a.id),
+        availability: a.availability(),
+        calls: a.calls,
+        successes: a.successes,
+        requires_approval,
+    }))
 }
 
 /// `POST /v1/tools`: one API to admit.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Registration {
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -75,11 +132,14 @@ pub struct Registration {
     pub tool_description: String,
     #[serde(default)]
     pub category: Option<String>,
+    /// GET (default), POST, PUT, PATCH or DELETE.
     #[serde(default = "get")]
+    #[schema(default = "GET")]
     pub method: String,
     /// Absolute http(s) URL; `{name}` marks a path parameter.
     pub url: String,
     #[serde(default)]
+    #[schema(max_items = 64)]
     pub parameters: Vec<ParamDoc>,
     /// JSON schema (or an example) of the response; its fields feed later calls.
     #[serde(default)]
@@ -259,31 +319,62 @@ pub(super) fn preview(v: &Value) -> Value {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct DryRun {
+    /// Only the test call and its response; nothing is written.
     #[serde(default)]
     dry_run: bool,
 }
 
-/// `POST /v1/tools[?dry_run=true]`: admit one API after its test call; a dry run only shows the
-/// test call's result (nothing is written).
-pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<DryRun>, QueryRejection>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// The test call made before admission.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct TestCall {
+    /// The HTTP status the API answered with.
+    status: u16,
+    elapsed_ms: f64,
+    /// Its response (compressed).
+    response: Value,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Registered {
+    id: String,
+    /// `active` once admitted (absent for a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+    /// True for a dry run (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dry_run: Option<bool>,
+    output_fields: Vec<String>,
+    test_call: TestCall,
+}
+
+/// Register an API (administrators).
+///
+/// Validated, its URL checked (SSRF guard), test-called, then added to the graph and the index;
+/// with `dry_run=true` only the test call and its response (nothing is written).
+#[utoipa::path(post, path = "/v1/tools", tag = "tools", params(DryRun), request_body = Registration,
+    responses((status = 201, description = "admitted", body = Registered), (status = 200, description = "dry run: the test call", body = Registered),
+        (status = 422, description = "invalid, refused URL or failed test call", body = super::error::ErrorBody)))]
+pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<DryRun>, QueryRejection>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Registered>), ApiError> {
     super::require_admin(&caller, "registering tools")?;
     let dry_run = q?.0.dry_run;
     let _admin = d.admin.lock().await;
     let a = admit(&d, r, "Registered", dry_run).await?;
-    let test_call = json!({"status": a.status, "elapsed_ms": a.elapsed_ms, "response": a.response});
+    let test_call = TestCall { status: a.status, elapsed_ms: a.elapsed_ms, response: a.response };
     if dry_run {
-        return Ok((StatusCode::OK, Json(json!({"id": a.id, "dry_run": true, "output_fields": a.output_fields, "test_call": test_call}))));
+        return Ok((StatusCode::OK, Json(Registered { id: a.id, status: None, dry_run: Some(true), output_fields: a.output_fields, test_call })));
     }
     d.reload().await?;
     d.audit(&caller, "tool.register", &a.id, json!({})).await;
-    Ok((StatusCode::CREATED, Json(json!({"id": a.id, "status": STATUS_ACTIVE, "output_fields": a.output_fields, "test_call": test_call}))))
+    Ok((StatusCode::CREATED, Json(Registered { id: a.id, status: Some(STATUS_ACTIVE), dry_run: None, output_fields: a.output_fields, test_call })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Patch {
+    /// `active`, or `invalid` (it leaves search; memories using it are deleted).
     #[serde(default)]
     status: Option<String>,
     /// Calls to this API wait for a person's approval (anything that books, pays or sends).
@@ -291,10 +382,27 @@ pub(super) struct Patch {
     requires_approval: Option<bool>,
     /// Why (kept on the API node as `status_reason`).
     #[serde(default)]
+    #[schema(max_length = 500)]
     reason: Option<String>,
 }
 
-pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Value>, ApiError> {
+/// What a patch changed.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Patched {
+    id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requires_approval: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    /// Long-term memories deleted because they used it (with `status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memories_deleted: Option<usize>,
+}
+
+/// Set an API's status and/or whether its calls wait for approval (administrators).
+#[utoipa::path(patch, path = "/v1/tools/{id}", tag = "tools", params(("id" = String, Path, description = "`category/tool/api`")), request_body = Patch,
+    responses((status = 200, description = "updated", body = Patched)))]
+pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Patched>, ApiError> {
     super::require_admin(&caller, "changing tools")?;
     if p.status.is_none() && p.requires_approval.is_none() {
         return Err(ApiError::invalid("give `status` and/or `requires_approval`"));
@@ -309,7 +417,7 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
         return Err(ApiError::invalid("reason: at most 500 characters"));
     }
     let _admin = d.admin.lock().await;
-    let mut out = json!({"id": id});
+    let mut out = Patched { id: id.clone(), requires_approval: None, status: None, memories_deleted: None };
     if let Some(on) = p.requires_approval {
         if !d.engine().graph().apis.contains_key(&id) {
             return Err(ApiError::not_found(format!("no API {id}")));
@@ -317,7 +425,7 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
         d.state.set_requires_approval(&id, on, &caller.name).await?;
         d.sync_state().await?;
         d.audit(&caller, "tool.requires_approval", &id, json!({"on": on})).await;
-        out["requires_approval"] = json!(on);
+        out.requires_approval = Some(on);
     }
     if let Some(status) = &p.status {
         let change = StatusChange { id: id.clone(), status: status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
@@ -329,14 +437,16 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
         let forgotten = if status == STATUS_INVALID { d.stack.memory.forget_api(&id).await? } else { 0 };
         d.reload().await?;
         d.audit(&caller, "tool.status", &id, json!({"status": status, "reason": reason})).await;
-        out["status"] = json!(status);
-        out["memories_deleted"] = json!(forgotten);
+        out.status = Some(status.clone());
+        out.memories_deleted = Some(forgotten);
     }
     Ok(Json(out))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct ImportQuery {
+    /// The category of the imported APIs (default `Imported`).
     category: Option<String>,
     /// List the document's operations (nothing is called or written).
     #[serde(default)]
@@ -349,9 +459,28 @@ pub(super) struct ImportQuery {
 
 const MAX_OPERATIONS: usize = 200;
 
-/// `POST /v1/tools/import-openapi?category=C`: body = an OpenAPI 3 document, JSON or (with a
-/// `yaml` content type) YAML.
-pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<Value>, ApiError> {
+/// What an import did (or, for a dry run, would do).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct ImportReport {
+    /// True for a dry run (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dry_run: Option<bool>,
+    /// A dry run: the document's operations as they would be registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operations: Option<Vec<Value>>,
+    /// Admitted operations: operation, id, output_fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admitted: Option<Vec<Value>>,
+    /// Skipped operations: operation, code, reason.
+    skipped: Vec<Value>,
+}
+
+/// Import an OpenAPI 3 document (JSON or YAML): every operation goes through registration (administrators).
+#[utoipa::path(post, path = "/v1/tools/import-openapi", tag = "tools", params(ImportQuery),
+    request_body(description = "an OpenAPI 3 document", content((Object = "application/json"), (Object = "application/yaml"))),
+    responses((status = 200, description = "admitted and skipped operations", body = ImportReport),
+        (status = 422, description = "not an OpenAPI 3 document this can import (`invalid_openapi`)", body = super::error::ErrorBody)))]
+pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<ImportReport>, ApiError> {
     super::require_admin(&caller, "importing tools")?;
     let q = q?.0;
     let body = body?;
@@ -369,7 +498,7 @@ pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(calle
             .iter()
             .map(|(op, r)| json!({"operation": op, "name": r.name, "tool": r.tool, "method": r.method.to_uppercase(), "url": r.url, "description": r.description, "parameters": r.parameters, "needs_example": r.parameters.iter().any(|p| p.required && p.default.as_ref().is_none_or(Value::is_null)) && r.example.is_none()}))
             .collect();
-        return Ok(Json(json!({"dry_run": true, "operations": ops, "skipped": skipped})));
+        return Ok(Json(ImportReport { dry_run: Some(true), operations: Some(ops), admitted: None, skipped }));
     }
     let only: Option<HashSet<String>> = q.only.as_deref().map(|o| o.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
     let _admin = d.admin.lock().await;
@@ -389,7 +518,7 @@ pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(calle
     if !admitted.is_empty() {
         d.reload().await?;
     }
-    Ok(Json(json!({"admitted": admitted, "skipped": skipped})))
+    Ok(Json(ImportReport { dry_run: None, operations: None, admitted: Some(admitted), skipped }))
 }
 
 /// Follow a local `$ref` (`#/components/...`), at most a few hops.

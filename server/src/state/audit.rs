@@ -2,6 +2,19 @@
 
 use super::*;
 
+/// One entry of the audit log: who did what to what, when (never a secret).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    pub at_ms: i64,
+    /// The user's name.
+    pub actor: String,
+    /// `user.add`, `key.revoke`, `tool.register`, `credentials.put`, …
+    pub action: String,
+    /// The id the action was on.
+    pub target: String,
+    pub detail: Value,
+}
+
 /// What retention removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Pruned {
@@ -26,18 +39,18 @@ impl StateStore {
         Ok(())
     }
 
-    pub async fn audit_log(&self, limit: usize) -> Result<Vec<Value>> {
+    pub async fn audit_log(&self, limit: usize) -> Result<Vec<AuditEntry>> {
         let rows = sqlx::query(&format!("SELECT at_ms, actor, action, target, detail FROM audit ORDER BY at_ms DESC, id DESC LIMIT {}", limit.clamp(1, 1000))).fetch_all(&self.pool).await.map_err(err("reading the audit log"))?;
         rows.iter()
             .map(|r| {
                 let e = || err("reading the audit log");
-                Ok(json!({
-                    "at_ms": r.try_get::<i64, _>("at_ms").map_err(e())?,
-                    "actor": r.try_get::<String, _>("actor").map_err(e())?,
-                    "action": r.try_get::<String, _>("action").map_err(e())?,
-                    "target": r.try_get::<String, _>("target").map_err(e())?,
-                    "detail": json_of(&r.try_get::<String, _>("detail").map_err(e())?),
-                }))
+                Ok(AuditEntry {
+                    at_ms: r.try_get::<i64, _>("at_ms").map_err(e())?,
+                    actor: r.try_get::<String, _>("actor").map_err(e())?,
+                    action: r.try_get::<String, _>("action").map_err(e())?,
+                    target: r.try_get::<String, _>("target").map_err(e())?,
+                    detail: json_of(&r.try_get::<String, _>("detail").map_err(e())?),
+                })
             })
             .collect()
     }

@@ -3,7 +3,7 @@
 use super::*;
 
 /// A saved chain (template).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct SavedChain {
     pub chain_id: String,
     pub user_id: String,

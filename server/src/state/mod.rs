@@ -19,7 +19,7 @@ mod runs;
 mod sessions;
 mod users;
 
-pub use audit::Pruned;
+pub use audit::{AuditEntry, Pruned};
 pub use chains::SavedChain;
 pub use credentials::CredentialRow;
 pub use mcp_servers::McpServer;

@@ -25,7 +25,7 @@ pub struct RunRecord {
 }
 
 /// A run in a listing (no trace).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunSummary {
     pub run_id: String,
     pub user_id: String,

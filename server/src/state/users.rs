@@ -4,7 +4,7 @@ use super::*;
 
 /// Roles: admins manage tools, statuses, Cypher, credentials and users; users run requests and
 /// see only their own runs, sessions and saved chains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Admin,
@@ -52,7 +52,7 @@ pub struct Login {
     pub bootstrap_key: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct User {
     pub id: String,
     pub name: String,
@@ -62,7 +62,7 @@ pub struct User {
 }
 
 /// A key's record (never the key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct KeyInfo {
     pub id: String,
     pub user_id: String,
