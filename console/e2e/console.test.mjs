@@ -254,6 +254,11 @@ test('Tools, Memory and Settings pages load', async () => {
   await page.getByRole('link', { name: 'booking-com15' }).click();
   await page.locator('table.apis tbody tr').first().waitFor();
   await shot('08-tools');
+  // An API's page says where its arguments come from (learned from remembered runs).
+  await page.locator('table.apis tbody tr a').first().click();
+  await page.getByRole('heading', { name: 'Where its arguments come from' }).waitFor();
+  await page.locator('.learned').first().waitFor();
+  await shot('08-api');
   await page.goto(BASE + '/#/memory');
   await page.getByRole('heading', { name: 'Memory' }).waitFor();
   await page.locator('main .loading').waitFor({ state: 'detached' });

@@ -461,6 +461,9 @@ pub struct RunSettings {
     pub hint_threshold: f32,
     /// Store judged-good runs in long-term memory.
     pub remember: bool,
+    /// Fill arguments with what was learned from the long-term memory's recorded runs (which
+    /// request mention a parameter takes, constants) before the rules; off: the rules alone.
+    pub learned_arguments: bool,
     /// Apply the judgement's score changes to the graph's dynamic weights.
     pub learn: bool,
     /// Observations longer than this are compressed for the planner.
@@ -497,6 +500,7 @@ impl Default for RunSettings {
             memory_hints: 3,
             hint_threshold: 0.6,
             remember: true,
+            learned_arguments: true,
             learn: true,
             observation_chars: 1024,
             reverse_depth: 3,

@@ -34,6 +34,13 @@ pub(super) enum GraphCmd {
         #[arg(short, default_value_t = 5)]
         k: usize,
     },
+    /// What the argument filler learned for an API's parameters from the long-term memory's
+    /// recorded runs: the kinds of request mention each took, the cue words for and against,
+    /// the order of the mention taken, a constant, support counts.
+    Args {
+        /// The API's id (`category/tool/api`).
+        id: String,
+    },
     /// A read-only Cypher query (FalkorDB and Neo4j stores).
     Cypher {
         query: String,
@@ -191,8 +198,23 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
 
 pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
     let s = load_settings(cli)?;
+    if let GraphCmd::Args { id } = cmd {
+        let stack = toolgraph_engine::stack::Stack::open(s.clone(), &Default::default(), Vec::new()).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
+        let engine = stack.engine().await?;
+        if !engine.graph().apis.contains_key(id) {
+            bail!("no API {id} in the graph (ids look like category/tool/api)");
+        }
+        let model = engine.arg_model().await?.unwrap_or_default();
+        let learned = model.describe(id);
+        if learned.is_null() {
+            eprintln!("nothing learned for {id}: no remembered run calls it with literal arguments ({} runs remembered)", model.examples);
+        }
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"api": id, "examples": model.examples, "parameters": learned}))?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let store = open_store(&s).await?;
     match cmd {
+        GraphCmd::Args { .. } => unreachable!("handled above"),
         GraphCmd::Stats => println!("{}", serde_json::to_string_pretty(&store.stats().await?)?),
         GraphCmd::Neighbors { id, k } => {
             let succ = store.successors(id, *k).await?;

@@ -294,3 +294,44 @@ async fn a_call_that_failed_is_never_sent_again_with_the_same_arguments() {
     let _ = stop.send(());
     assert!(refused > 0, "the held-out requests include runs that would repeat a failed call");
 }
+
+/// The learned argument filler on real recorded runs (issue 26): trained on four fifths of the
+/// ComplexFuncBench chains, it picks which date or time mention each held-out call's parameter
+/// takes (where the request has several) at least as well as the rules' order (start takes the
+/// first, end the next) and right in most cases.
+#[test]
+fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs() {
+    use toolgraph_engine::plan::learned::{mentions, ArgModel, Kind};
+    use toolgraph_engine::plan::values::{is_end_param, RequestValues};
+    let chains = read_chains(&data().join("complexfuncbench/data.json.gz"), 1 << 30).unwrap();
+    let today = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
+    let mut model = ArgModel::default();
+    for c in chains.iter().enumerate().filter(|(i, _)| i % 5 != 0).map(|(_, c)| c) {
+        let calls: Vec<(String, Map<String, Value>)> = c.output.iter().map(|k| (k.name.clone(), k.arguments.as_object().cloned().unwrap_or_default())).collect();
+        model.learn(&c.input, calls.iter().map(|(n, a)| (n.as_str(), a)), today);
+    }
+    let (mut asked, mut learned_right, mut rules_right) = (0, 0, 0);
+    for c in chains.iter().enumerate().filter(|(i, _)| i % 5 == 0).map(|(_, c)| c) {
+        let values = RequestValues::extract(&c.input, today);
+        for call in &c.output {
+            for (param, v) in call.arguments.as_object().into_iter().flatten() {
+                for kind in [Kind::Date, Kind::Time] {
+                    let ms = mentions(&values, kind);
+                    let Some(gold) = v.as_str().filter(|s| ms.iter().any(|m| m.value == *s)) else { continue };
+                    if ms.iter().filter(|m| m.value != gold).count() == 0 {
+                        continue;
+                    }
+                    let Some(choice) = model.choose(&call.name, param, kind, &ms) else { continue };
+                    asked += 1;
+                    learned_right += usize::from(ms[choice.index].value == gold);
+                    let rule = if is_end_param(param) { ms.get(1).unwrap_or(&ms[0]) } else { &ms[0] };
+                    rules_right += usize::from(rule.value == gold);
+                }
+            }
+        }
+    }
+    eprintln!("held-out date/time parameters with several mentions: {asked}; learned right {learned_right}, rules right {rules_right}");
+    assert!(asked >= 100, "{asked} decisions");
+    assert!(learned_right >= rules_right, "learned {learned_right} < rules {rules_right} of {asked}");
+    assert!(learned_right as f64 >= 0.8 * asked as f64, "learned {learned_right} of {asked}");
+}

@@ -6,6 +6,22 @@ import { short } from '../timeline';
 import type { Ctx } from '../main';
 
 const apiHref = (id: string) => '#/tools/api?id=' + encodeURIComponent(id);
+
+/** What the argument filler learned from remembered runs, per parameter: how often it took a
+ * mention of each kind from the request, the words that pick that mention (and those that pass
+ * it over), and a constant it is always sent with. */
+function learnedView(l: any): HTMLElement {
+  const cue = (c: any) => `${c.word} ${c.weight >= 0 ? '+' : ''}${c.weight}`;
+  if (!l) return h('p', { class: 'muted learned' }, 'Nothing learned yet: no remembered run calls it with values from its request.');
+  return h('table', { class: 'args learned' },
+    h('thead', null, h('tr', null, h('th', null, 'parameter'), h('th', null, 'runs'), h('th', null, 'taken from the request'), h('th', null, 'constant'))),
+    h('tbody', null, Object.entries(l).map(([name, s]: [string, any]) => h('tr', null,
+      h('td', null, h('code', null, name)),
+      h('td', null, String(s.support)),
+      h('td', null, Object.entries(s.kinds ?? {}).map(([kind, k]: [string, any]) => h('div', null, `${kind} ×${k.times}`,
+        k.decided ? h('span', { class: 'muted' }, ` · chose among several ${k.decided}× · words for: ${(k.cues_for ?? []).map(cue).join(', ') || '—'} · against: ${(k.cues_against ?? []).map(cue).join(', ') || '—'}`) : ''))),
+      h('td', null, s.constant === null || s.constant === undefined ? '' : h('code', null, JSON.stringify(s.constant)))))));
+}
 const apiPath = (id: string) => '/v1/tools/' + id.split('/').map(encodeURIComponent).join('/');
 
 function pct(x: number) {
@@ -93,6 +109,8 @@ export async function apiPage(main: HTMLElement, ctx: Ctx) {
     admin,
     h('h2', null, 'Parameters'),
     a.parameters.length ? h('table', { class: 'args' }, h('thead', null, h('tr', null, h('th', null, 'name'), h('th', null, 'type'), h('th', null, 'required'), h('th', null, 'default'), h('th', null, 'description'))), h('tbody', null, a.parameters.map((p: any) => h('tr', null, h('td', null, h('code', null, p.name)), h('td', null, p.type), h('td', null, p.required ? 'yes' : ''), h('td', null, p.default === undefined || p.default === null ? '' : JSON.stringify(p.default)), h('td', null, p.description ?? ''))))) : h('p', { class: 'muted' }, 'none'),
+    h('h2', null, 'Where its arguments come from'),
+    learnedView(a.learned_arguments),
     h('h2', null, 'Output fields'),
     h('p', null, (a.output_fields ?? []).join(', ') || '—'),
     h('h2', null, 'Graph neighbourhood ', h('a', { href: '#/graph?id=' + encodeURIComponent(id), class: 'small' }, 'open in the graph view')),

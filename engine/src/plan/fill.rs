@@ -5,6 +5,7 @@
 //! default. The deterministic planner fills with it; the LLM planner falls back to it and the engine
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
+use super::learned::{mentions, ArgModel, Kind};
 use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use super::{ApiView, ArgSource, Context, Filled};
 use chrono::Duration;
@@ -165,7 +166,14 @@ fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usiz
     dedup.get(i).or(dedup.last()).map(|v| v.to_string())
 }
 
-fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>, avoid: &HashSet<String>) -> Option<(Value, &'static str)> {
+/// The mention of `kind` the learned filler picks for `api`'s parameter (first calls only: a
+/// repeated call's values follow the rules' per-call order).
+fn learned_pick(learned: Option<(&ArgModel, &str)>, values: &RequestValues, p: &toolgraph_schema::ParamDoc, kind: Kind, repeat: usize) -> Option<usize> {
+    let (model, api) = learned.filter(|_| repeat == 0)?;
+    model.choose(api, &p.name, kind, &mentions(values, kind)).map(|c| c.index)
+}
+
+fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>, avoid: &HashSet<String>, learned: Option<(&ArgModel, &str)>) -> Option<(Value, &'static str)> {
     if let Some(v) = labelled(values, p, repeat) {
         return Some((Value::String(v), "labelled"));
     }
@@ -173,11 +181,17 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
         if values.dates.is_empty() {
             return None;
         }
+        if let Some(i) = learned_pick(learned, values, p, Kind::Date, repeat) {
+            return Some((Value::String(values.dates[i].format("%Y-%m-%d").to_string()), "date"));
+        }
         let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
         let d = if is_end_param(&p.name) { values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1)) } else { start };
         return Some((Value::String(d.format("%Y-%m-%d").to_string()), "date"));
     }
     if is_time_param(&p.name) {
+        if let Some(i) = learned_pick(learned, values, p, Kind::Time, repeat) {
+            return Some((Value::String(values.times[i].clone()), "time"));
+        }
         let t = values.times.get(repeat).or(values.times.last())?;
         return Some((Value::String(t.clone()), "time"));
     }
@@ -268,7 +282,8 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             continue;
         }
         let avoid: HashSet<String> = ctx.dead_ends.iter().filter(|d| d.api == api.id).filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase)).collect();
-        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid) {
+        let learned = ctx.args.as_deref().map(|m| (m, api.id.as_str()));
+        if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid, learned) {
             if p.required || kind != "name" {
                 out.arguments.insert(p.name.clone(), v);
                 out.sources.insert(p.name.clone(), ArgSource::Request { kind: kind.to_string() });
@@ -276,6 +291,12 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             }
         }
         if !p.required {
+            continue;
+        }
+        // A value recorded runs always send it with.
+        if let Some(v) = ctx.args.as_deref().and_then(|m| m.constant(&api.id, &p.name)) {
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Default);
             continue;
         }
         // An earlier turn of the conversation (most recent first): "book the first one".
@@ -325,6 +346,36 @@ mod tests {
         assert_eq!(f.arguments["hotel_id"], json!(42), "the most recent turn wins");
         assert!(matches!(&f.sources["hotel_id"], ArgSource::Earlier { turn: 2, .. }));
         assert!(!f.arguments.contains_key("currency"), "optional parameters are not filled from earlier turns");
+    }
+
+    /// The learned filler in the fill: without it both times take the first mention (the
+    /// issue's rental: drop-off at the pick-up time); learned from three recorded rentals, the
+    /// drop-off takes the time said with "return", and a required parameter nothing fills takes
+    /// the constant those runs always sent.
+    #[test]
+    fn learned_cues_choose_the_mention_and_constants_fill_what_nothing_else_does() {
+        let rent = api("car/rent", vec![p("pick_up_time", "string", true), p("drop_off_time", "string", true), p("currency_code", "string", true)]);
+        let request = "Rent a car at Seattle-Tacoma International Airport at 11 AM on December 25th, 2024, and return it at the same place at 5 PM seven days later.";
+        let mut c = ctx(request);
+        let f = fill_arguments(&c, &rent);
+        assert_eq!((f.arguments["pick_up_time"].as_str(), f.arguments["drop_off_time"].as_str()), (Some("11:00"), Some("11:00")), "the rules alone");
+        assert_eq!(f.missing, vec!["currency_code".to_string()]);
+        let mut model = super::super::learned::ArgModel::default();
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        for (req, pick, drop) in [
+            ("Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.", "09:00", "18:00"),
+            ("I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.", "10:00", "20:00"),
+            ("Pick up a car in Denver at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"),
+        ] {
+            let args = json!({"pick_up_time": pick, "drop_off_time": drop, "currency_code": "USD"});
+            model.learn(req, [("car/rent", args.as_object().unwrap())], day);
+        }
+        c.args = Some(Arc::new(model));
+        let f = fill_arguments(&c, &rent);
+        assert_eq!(f.arguments["pick_up_time"], json!("11:00"));
+        assert_eq!(f.arguments["drop_off_time"], json!("17:00"));
+        assert_eq!(f.arguments["currency_code"], json!("USD"));
+        assert!(f.missing.is_empty());
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod decompose;
 pub mod deterministic;
 pub mod fill;
 pub mod judge;
+pub mod learned;
 pub mod llm;
 pub mod models;
 pub mod program;
@@ -121,7 +122,7 @@ pub enum ArgSource {
     Output { label: String, path: String },
     /// A value found in the request.
     Request { kind: String },
-    /// The parameter's documented default.
+    /// The parameter's documented default, or the constant recorded runs always send it with.
     Default,
     /// Given by the user (needs_input answers) or by an LLM.
     Given,
@@ -246,6 +247,8 @@ pub struct Context {
     /// Each subtask of a request that has several, with the APIs retrieval finds for it (best
     /// first): a subtask none of whose APIs was called is not covered.
     pub subtask_apis: Vec<(String, Vec<String>)>,
+    /// Where arguments come from, learned from recorded runs (`None`: the rules alone).
+    pub args: Option<Arc<learned::ArgModel>>,
 }
 
 /// One output of an earlier turn of a session.
@@ -283,6 +286,7 @@ impl Context {
             fields: HashMap::new(),
             earlier: Vec::new(),
             subtask_apis: Vec::new(),
+            args: None,
         }
     }
 

@@ -34,6 +34,31 @@ pub struct RequestValues {
     /// Dates computed relative to the caller's today because the request does not say what day
     /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
     pub unanchored: Vec<NaiveDate>,
+    /// The words around each date, time, counted number and name (parallel to their lists): what
+    /// the learned filler ([`super::learned`]) tells mentions of one kind apart by.
+    pub date_cues: Vec<Vec<String>>,
+    pub time_cues: Vec<Vec<String>>,
+    pub number_cues: Vec<Vec<String>>,
+    pub name_cues: Vec<Vec<String>>,
+}
+
+/// Words before a mention (up to 6, within its sentence) and the 2 after it, in lower case: the
+/// context the learned filler reads ("return it at the same place at | 5 PM | seven days").
+fn cues_at(toks: &[Tok<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
+    let ends_sentence = |k: usize| toks[k].punct.is_some_and(|p| matches!(p, '.' | '?' | '!' | ';'));
+    let mut out = Vec::new();
+    let mut k = first;
+    while k > 0 && first - k < 6 && !ends_sentence(k - 1) {
+        k -= 1;
+        out.push(lower[k].clone());
+    }
+    let mut k = last;
+    while k + 1 < toks.len() && k - last < 2 && !ends_sentence(k) {
+        k += 1;
+        out.push(lower[k].clone());
+    }
+    out.retain(|w| w.chars().any(char::is_alphabetic));
+    out
 }
 
 const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
@@ -295,15 +320,19 @@ impl RequestValues {
             i += 1;
         }
         dates.sort_by_key(|(p, _)| *p);
+        v.date_cues = dates.iter().map(|(p, _)| cues_at(&toks, &lower, *p, *p)).collect();
         v.dates = dates.into_iter().map(|(_, d)| d).collect();
         // Times.
         for i in 0..toks.len() {
-            if let Some((t, _)) = parse_time(toks[i].text, toks.get(i + 1).map(|t| t.text)) {
+            let t = match parse_time(toks[i].text, toks.get(i + 1).map(|t| t.text)) {
+                Some((t, split)) => Some((t, if split { i + 1 } else { i })),
+                None if lower[i] == "noon" => Some(("12:00".into(), i)),
+                None if lower[i] == "midnight" => Some(("00:00".into(), i)),
+                None => None,
+            };
+            if let Some((t, last)) = t {
                 v.times.push(t);
-            } else if lower[i] == "noon" {
-                v.times.push("12:00".into());
-            } else if lower[i] == "midnight" {
-                v.times.push("00:00".into());
+                v.time_cues.push(cues_at(&toks, &lower, i, last));
             }
         }
         // Counted numbers: "2 adults", "two rooms"; not parts of dates or times.
@@ -319,6 +348,7 @@ impl RequestValues {
             }
             let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
             v.numbers.push(Counted { value: n, word });
+            v.number_cues.push(cues_at(&toks, &lower, i, i));
         }
         // Quoted strings.
         for q in ['"', '“'] {
@@ -429,6 +459,7 @@ impl RequestValues {
             let lone_sentence_start = starts_sentence && words.len() == 1;
             if !lone_sentence_start && !v.names.contains(&name) {
                 v.names.push(name);
+                v.name_cues.push(cues_at(&toks, &lower, i, j));
             }
             i = j + 1;
         }

@@ -152,7 +152,8 @@ impl Engine {
             // Only a run judged complete is a plan worth recalling.
             if status == Status::Answered && settings.remember && !st.dry_run {
                 if let Some(mem) = &self.memory {
-                    let chain = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
+                    let chain: Vec<MemoryStep> = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
+                    self.learn_args(&st.ctx.request, &chain);
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
                 }
             }

@@ -29,6 +29,7 @@ pub mod trace;
 
 use crate::exec::Executor;
 use crate::graph::{weights, GraphStore};
+use crate::plan::learned::ArgModel;
 use crate::plan::program::SolutionLibrary;
 use crate::plan::values::RequestValues;
 use crate::plan::{ApiView, Context, Planner};
@@ -45,6 +46,10 @@ use trace::TraceEvent;
 pub use calls::skeleton;
 pub use report::{ApprovalDecision, Approver, ChainCall, NeedsInput, PendingCall, RunLearning, RunOptions, RunReport, RunStats, Status};
 pub use toolgraph_schema::{Mode, RunSettings};
+
+/// Memory entries the argument model learns from when it is first needed (the newest are not
+/// preferred: a memory lists in its own order).
+pub const MAX_ARG_EXAMPLES: usize = 50_000;
 
 /// The orchestration engine over one loaded graph.
 pub struct Engine {
@@ -63,6 +68,9 @@ pub struct Engine {
     learning: tokio::sync::Mutex<()>,
     /// Plan mode's solution library, derived from the graph when first needed.
     solutions: std::sync::OnceLock<SolutionLibrary>,
+    /// Where arguments come from, learned from the long-term memory's (request → chain) entries
+    /// when the first run needs it, then from every run remembered.
+    args: std::sync::RwLock<Option<Arc<ArgModel>>>,
 }
 
 
@@ -166,11 +174,49 @@ impl Engine {
             health: p.health,
             learning: tokio::sync::Mutex::new(()),
             solutions: std::sync::OnceLock::new(),
+            args: std::sync::RwLock::new(None),
+        }
+    }
+
+    /// The argument model: learned from the long-term memory on first use (at most
+    /// [`MAX_ARG_EXAMPLES`] entries), `None` without a memory.
+    pub async fn arg_model(&self) -> Result<Option<Arc<ArgModel>>> {
+        if let Some(m) = self.args.read().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(Some(m));
+        }
+        let Some(memory) = &self.memory else { return Ok(None) };
+        let today = chrono::Utc::now().date_naive();
+        let entries = memory.list().await?;
+        let model = tokio::task::spawn_blocking(move || {
+            let mut m = ArgModel::default();
+            for (_, e) in entries.iter().take(MAX_ARG_EXAMPLES) {
+                m.learn(&e.request, e.chain.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
+            }
+            m
+        })
+        .await
+        .map_err(|e| crate::EngineError::Config(format!("learning the argument model: {e}")))?;
+        let model = Arc::new(model);
+        let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
+        Ok(Some(slot.get_or_insert(model).clone()))
+    }
+
+    /// Learn from a run as it is remembered (the model, once learned, follows the memory).
+    fn learn_args(&self, request: &str, chain: &[memory::MemoryStep]) {
+        let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = slot.as_mut() {
+            Arc::make_mut(m).learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
         }
     }
 
     /// The same engine over a newer graph (counts, weights and statuses learned since).
     pub fn rebuilt(&self, graph: Arc<GraphSnapshot>) -> Engine {
+        let e = self.rebuilt_parts(graph);
+        *e.args.write().unwrap_or_else(|p| p.into_inner()) = self.args.read().unwrap_or_else(|p| p.into_inner()).clone();
+        e
+    }
+
+    fn rebuilt_parts(&self, graph: Arc<GraphSnapshot>) -> Engine {
         Engine::new(EngineParts {
             graph,
             store: self.store.clone(),
@@ -315,6 +361,9 @@ impl Engine {
 
     async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
         let mut st = self.new_state(request, given, earlier, sink, &opts);
+        if self.settings.learned_arguments {
+            st.ctx.args = self.arg_model().await?;
+        }
         st.stats.dry_run = st.dry_run;
         let t = Instant::now();
         let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();

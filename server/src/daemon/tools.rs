@@ -86,6 +86,10 @@ pub(super) struct ApiView {
     calls: u64,
     successes: u64,
     requires_approval: bool,
+    /// What the argument filler learned for its parameters from remembered runs (per parameter:
+    /// support, the kinds of request mention taken with cue words for and against and the order
+    /// taken, a constant); null when nothing was learned.
+    learned_arguments: Value,
 }
 
 /// An API of the graph.
@@ -96,6 +100,7 @@ pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String
     let a = engine.graph().apis.get(&id).ok_or_else(|| ApiError::not_found(format!("no API {id} (ids look like category/tool/api)")))?;
     let requires_approval = d.state.requires_approval().await?.contains(&id);
     let params: Vec<ParamDoc> = serde_json::from_str(&a.parameters).unwrap_or_default();
+    let learned_arguments = engine.arg_model().await?.map(|m| m.describe(&a.id)).unwrap_or(Value::Null);
     Ok(Json(ApiView {
         id: a.id.clone(),
         name: a.name.clone(),
@@ -114,6 +119,7 @@ pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String
         calls: a.calls,
         successes: a.successes,
         requires_approval,
+        learned_arguments,
     }))
 }
 

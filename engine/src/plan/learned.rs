@@ -1,0 +1,331 @@
+//! The argument filler's learned part: where each (API, parameter) took its value in recorded runs
+//! — which kind of request mention (a date, a time, a counted number, a name), which of several
+//! mentions of that kind (the words around it, its order), or one constant — learned from
+//! (request, chain) examples: the long-term memory's entries (recorded trajectories a deployment
+//! or an evaluation remembers, and every run judged good since). Statistics are kept per (API,
+//! parameter) and, to back off for an API never seen, per parameter name across APIs.
+//!
+//! Choosing among mentions is a naive-Bayes score of the words around each mention (those seen
+//! around the mention the parameter took, against those around the mentions it passed over) plus
+//! the order the chosen mention had. A slot without enough examples leaves the choice to the
+//! rules in [`super::fill`].
+
+use super::values::RequestValues;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// A kind of request mention the learned filler chooses among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Date,
+    Time,
+    Number,
+    Name,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Date, Kind::Time, Kind::Number, Kind::Name];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Date => "date",
+            Kind::Time => "time",
+            Kind::Number => "number",
+            Kind::Name => "name",
+        }
+    }
+}
+
+/// One mention of a request: its normalized value and the words around it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mention {
+    pub value: String,
+    pub cues: Vec<String>,
+}
+
+/// The mentions of each kind in a request, in order of appearance.
+pub fn mentions(v: &RequestValues, kind: Kind) -> Vec<Mention> {
+    let pair = |values: Vec<String>, cues: &Vec<Vec<String>>| values.into_iter().enumerate().map(|(i, value)| Mention { value, cues: cues.get(i).cloned().unwrap_or_default() }).collect();
+    match kind {
+        Kind::Date => pair(v.dates.iter().map(|d| d.format("%Y-%m-%d").to_string()).collect(), &v.date_cues),
+        Kind::Time => pair(v.times.clone(), &v.time_cues),
+        Kind::Number => pair(v.numbers.iter().map(|n| number_text(n.value)).collect(), &v.number_cues),
+        Kind::Name => pair(v.names.iter().map(|n| n.to_lowercase()).collect(), &v.name_cues),
+    }
+}
+
+fn number_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// A recorded argument value as a mention of `kind` would read (dates `YYYY-MM-DD`, times
+/// `HH:MM`, numbers without a trailing `.0`, names in lower case).
+fn normalized(v: &Value, kind: Kind) -> Option<String> {
+    match (kind, v) {
+        (Kind::Number, Value::Number(n)) => n.as_f64().map(number_text),
+        (Kind::Number, Value::String(s)) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()).map(number_text),
+        (Kind::Date, Value::String(s)) => chrono::NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d").ok().map(|d| d.format("%Y-%m-%d").to_string()),
+        (Kind::Time, Value::String(s)) => {
+            let (h, m) = s.trim().split_once(':')?;
+            let (h, m): (u32, u32) = (h.parse().ok()?, m.get(..2)?.parse().ok()?);
+            (h < 24 && m < 60).then(|| format!("{h:02}:{m:02}"))
+        }
+        (Kind::Name, Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_lowercase()),
+        _ => None,
+    }
+}
+
+/// What the recorded calls of one slot (an API's parameter, or a parameter name) show.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlotStats {
+    /// Recorded calls that gave the parameter a literal value (not an earlier output).
+    pub support: u32,
+    /// How often its value was a mention of each kind.
+    pub kinds: BTreeMap<Kind, u32>,
+    /// Of the requests with several mentions of that kind: the position of the one it took.
+    pub order: BTreeMap<Kind, BTreeMap<usize, u32>>,
+    /// Mentions it took and mentions of the same kind it passed over, per kind.
+    pub chosen: BTreeMap<Kind, u32>,
+    pub passed: BTreeMap<Kind, u32>,
+    /// Words around the mentions it took `[0]` and around those it passed over `[1]`, per kind.
+    pub cues: BTreeMap<Kind, BTreeMap<String, [u32; 2]>>,
+    /// Literal values as sent (JSON text) → times; at most [`MAX_CONSTANTS`] kept.
+    pub values: BTreeMap<String, u32>,
+}
+
+const MAX_CONSTANTS: usize = 8;
+const MAX_CUE_WORDS: usize = 400;
+
+impl SlotStats {
+    fn observe(&mut self, value: &Value, request: &RequestValues) {
+        self.support += 1;
+        let text = value.to_string();
+        if self.values.contains_key(&text) || self.values.len() < MAX_CONSTANTS {
+            *self.values.entry(text).or_default() += 1;
+        }
+        for kind in Kind::ALL {
+            let Some(want) = normalized(value, kind) else { continue };
+            let ms = mentions(request, kind);
+            let Some(pick) = ms.iter().position(|m| m.value == want) else { continue };
+            *self.kinds.entry(kind).or_default() += 1;
+            // A value is one mention: the first kind it reads as.
+            let others: Vec<&Mention> = ms.iter().filter(|m| m.value != want).collect();
+            if others.is_empty() {
+                break;
+            }
+            *self.order.entry(kind).or_default().entry(pick).or_default() += 1;
+            *self.chosen.entry(kind).or_default() += 1;
+            *self.passed.entry(kind).or_default() += others.len() as u32;
+            let cues = self.cues.entry(kind).or_default();
+            for w in dedup(&ms[pick].cues) {
+                if cues.len() < MAX_CUE_WORDS || cues.contains_key(w) {
+                    cues.entry(w.to_string()).or_default()[0] += 1;
+                }
+            }
+            for m in others {
+                for w in dedup(&m.cues) {
+                    if cues.len() < MAX_CUE_WORDS || cues.contains_key(w) {
+                        cues.entry(w.to_string()).or_default()[1] += 1;
+                    }
+                }
+            }
+            break;
+        }
+    }
+
+    /// Requests with several mentions of `kind` in which this slot took one.
+    fn decided(&self, kind: Kind) -> u32 {
+        self.chosen.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Each mention's log-odds of being the one this slot takes.
+    pub fn scores(&self, kind: Kind, ms: &[Mention]) -> Vec<f64> {
+        let chosen = f64::from(self.decided(kind));
+        let passed = f64::from(self.passed.get(&kind).copied().unwrap_or(0));
+        let (no_cues, no_order) = (BTreeMap::new(), BTreeMap::new());
+        let cues = self.cues.get(&kind).unwrap_or(&no_cues);
+        let order = self.order.get(&kind).unwrap_or(&no_order);
+        ms.iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let words: f64 = dedup(&m.cues)
+                    .iter()
+                    .filter_map(|w| cues.get(*w))
+                    .map(|[c, p]| ((f64::from(*c) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(*p) + 0.5) / (passed + 1.0)).ln())
+                    .sum();
+                let at = f64::from(order.get(&i).copied().unwrap_or(0));
+                words + ((at + 0.5) / (chosen + 0.5 * ms.len() as f64)).ln()
+            })
+            .collect()
+    }
+
+    /// The value it always takes, when it does: at least three recorded calls, 80 % of them alike.
+    pub fn constant(&self) -> Option<Value> {
+        let (text, n) = self.values.iter().max_by_key(|(_, n)| **n)?;
+        (self.support >= 3 && f64::from(*n) >= 0.8 * f64::from(self.support)).then(|| serde_json::from_str(text).ok()).flatten()
+    }
+}
+
+fn dedup(words: &[String]) -> Vec<&str> {
+    let mut out: Vec<&str> = words.iter().map(String::as_str).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`).
+pub fn norm(name: &str) -> String {
+    name.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// Everything learned: per API and parameter, and per parameter name across APIs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArgModel {
+    /// (request, chain) examples learned from.
+    pub examples: u64,
+    pub slots: BTreeMap<String, BTreeMap<String, SlotStats>>,
+    pub by_name: BTreeMap<String, SlotStats>,
+}
+
+/// A choice among mentions, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub index: usize,
+    /// The best score's lead over the next one (log-odds).
+    pub margin: f64,
+    /// `api` (this API's own examples) or `name` (the parameter name across APIs).
+    pub from: &'static str,
+}
+
+impl ArgModel {
+    /// Learn from one example: a request and the calls made for it (API id, arguments as sent).
+    /// Values that reference an earlier output (`$varN.field$`) are the graph's FEEDS, not this.
+    pub fn learn<'a>(&mut self, request: &str, calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>, today: chrono::NaiveDate) {
+        let values = RequestValues::extract(request, today);
+        self.examples += 1;
+        for (api, args) in calls {
+            for (param, value) in args {
+                if value.is_null() || value.as_str().is_some_and(|s| s.contains('$')) || value.is_object() || value.is_array() {
+                    continue;
+                }
+                self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().observe(value, &values);
+                self.by_name.entry(norm(param)).or_default().observe(value, &values);
+            }
+        }
+    }
+
+    /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it
+    /// has decided between mentions twice or more, else the parameter name's (three or more).
+    pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
+        let own = self.slots.get(api).and_then(|s| s.get(param)).filter(|s| s.decided(kind) >= 2).map(|s| (s, "api"));
+        own.or_else(|| self.by_name.get(&norm(param)).filter(|s| s.decided(kind) >= 3).map(|s| (s, "name")))
+    }
+
+    /// Which of several mentions of `kind` `api`'s `param` takes; `None` with fewer than two
+    /// mentions, too few examples, or a tie.
+    pub fn choose(&self, api: &str, param: &str, kind: Kind, ms: &[Mention]) -> Option<Choice> {
+        if ms.len() < 2 {
+            return None;
+        }
+        let (slot, from) = self.slot(api, param, kind)?;
+        let scores = slot.scores(kind, ms);
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+        let margin = scores[order[0]] - scores[order[1]];
+        (margin > 1e-9).then(|| Choice { index: order[0], margin, from })
+    }
+
+    /// A constant `api`'s `param` is always sent with (its own examples only).
+    pub fn constant(&self, api: &str, param: &str) -> Option<Value> {
+        self.slots.get(api)?.get(param)?.constant()
+    }
+
+    /// What was learned for `api`'s parameters, for people: source kinds, the strongest cue
+    /// words either way, the order taken, constants and support counts.
+    pub fn describe(&self, api: &str) -> Value {
+        let Some(slots) = self.slots.get(api) else { return Value::Null };
+        let mut out = Map::new();
+        for (param, s) in slots {
+            let mut kinds = Map::new();
+            for (kind, n) in &s.kinds {
+                let mut k = serde_json::json!({"times": n});
+                if s.decided(*kind) > 0 {
+                    let chosen = f64::from(s.decided(*kind));
+                    let passed = f64::from(s.passed.get(kind).copied().unwrap_or(0));
+                    let mut weights: Vec<(String, f64, [u32; 2])> = s.cues.get(kind).into_iter().flatten().map(|(w, [c, p])| (w.clone(), ((f64::from(*c) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(*p) + 0.5) / (passed + 1.0)).ln(), [*c, *p])).collect();
+                    weights.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    let show = |w: &[(String, f64, [u32; 2])]| w.iter().map(|(w, s, [c, p])| serde_json::json!({"word": w, "weight": (s * 100.0).round() / 100.0, "with": c, "against": p})).collect::<Vec<_>>();
+                    let against: Vec<(String, f64, [u32; 2])> = weights.iter().rev().take(5).cloned().collect();
+                    k["decided"] = serde_json::json!(s.decided(*kind));
+                    k["order"] = serde_json::json!(s.order.get(kind));
+                    k["cues_for"] = serde_json::json!(show(&weights[..weights.len().min(5)]));
+                    k["cues_against"] = serde_json::json!(show(&against));
+                }
+                kinds.insert(kind.as_str().into(), k);
+            }
+            out.insert(param.clone(), serde_json::json!({"support": s.support, "kinds": kinds, "constant": s.constant()}));
+        }
+        Value::Object(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn day() -> chrono::NaiveDate {
+        chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap()
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    /// Three recorded rentals teach `drop_off_time` to take the time said after "return" — even
+    /// where it comes first — and an unseen request gets it right.
+    #[test]
+    fn a_parameter_learns_its_cue_from_a_few_runs_and_fills_an_unseen_request() {
+        let mut m = ArgModel::default();
+        let runs = [
+            ("Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.", "09:00", "18:00"),
+            ("I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.", "10:00", "20:00"),
+            ("Pick up a car in Denver at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"),
+        ];
+        for (req, pick, drop) in runs {
+            let a = args(json!({"pick_up_time": pick, "drop_off_time": drop, "pick_up_latitude": "$var1.latitude$"}));
+            m.learn(req, [("car/rent", &a)], day());
+        }
+        let unseen = RequestValues::extract("Today is June 1st, 2024. I need to return the rental at 5 PM, and I will collect it at 11 AM on June 4th, 2024 in Seattle.", day());
+        let times = mentions(&unseen, Kind::Time);
+        assert_eq!(times.iter().map(|t| t.value.as_str()).collect::<Vec<_>>(), ["17:00", "11:00"]);
+        let drop = m.choose("car/rent", "drop_off_time", Kind::Time, &times).expect("learned");
+        assert_eq!(times[drop.index].value, "17:00", "the time after `return`, though it comes first");
+        let pick = m.choose("car/rent", "pick_up_time", Kind::Time, &times).expect("learned");
+        assert_eq!(times[pick.index].value, "11:00");
+        // An API never seen backs off to the parameter's name across APIs (three examples).
+        let other = m.choose("car/other_rent", "drop_off_time", Kind::Time, &times).expect("backed off");
+        assert_eq!((times[other.index].value.as_str(), other.from), ("17:00", "name"));
+        // References are FEEDS, not mentions: nothing learned for them.
+        assert!(!m.slots["car/rent"].contains_key("pick_up_latitude"));
+        assert!(m.describe("car/rent")["drop_off_time"]["kinds"]["time"]["cues_for"].as_array().unwrap().iter().any(|c| c["word"] == "return"));
+    }
+
+    #[test]
+    fn a_constant_needs_support_and_agreement_and_one_mention_is_no_choice() {
+        let mut m = ArgModel::default();
+        for (i, cur) in ["USD", "USD", "USD", "EUR"].iter().enumerate() {
+            m.learn(&format!("hotels in Rome number {i}"), [("h/search", &args(json!({"currency": cur})))], day());
+        }
+        assert_eq!(m.constant("h/search", "currency"), None, "3 of 4 is under 80 %");
+        m.learn("hotels in Paris", [("h/search", &args(json!({"currency": "USD"})))], day());
+        assert_eq!(m.constant("h/search", "currency"), Some(json!("USD")));
+        let one = vec![Mention { value: "10:00".into(), cues: vec![] }];
+        assert_eq!(m.choose("h/search", "currency", Kind::Time, &one), None);
+    }
+}
