@@ -196,7 +196,10 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
         return Some((Value::String(t.clone()), "time"));
     }
     if is_numeric(&p.ty) {
-        return values.count_for(&p.name).map(|n| (serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null), "number")).filter(|(v, _)| !v.is_null());
+        // The number the request counts with the parameter's word ("2 adults"), else the one
+        // recorded runs point at.
+        let n = values.count_for(&p.name).or_else(|| learned_pick(learned, values, p, Kind::Number, repeat).map(|i| values.numbers[i].value));
+        return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), "number"));
     }
     let n = p.name.to_ascii_lowercase();
     if n.contains("email") {

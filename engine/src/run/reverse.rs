@@ -49,22 +49,30 @@ impl Engine {
     /// completed Reverse-Chain style: each gets its provider (the planner's pick, else the best
     /// one) called first, nesting at most `run.reverse_depth` deep; what nothing provides — or what
     /// the planner says only the user knows — ends in `needs_input` naming exactly those
-    /// parameters. `deterministic`: fill without the planner (plan steps). Returns whether the
+    /// parameters. The planner is asked to fill only when the shared filler leaves a required
+    /// argument open. `deterministic`: fill without the planner (plan steps). Returns whether the
     /// call succeeded.
     pub(super) fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize, deterministic: bool) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
     where
         'b: 's,
     {
         Box::pin(async move {
-            let fill = |st: &mut RunState<'b>| {
-                let offers = if !deterministic && st.planner.wants_offers() { self.offers(st, api) } else { Vec::new() };
-                if !deterministic {
-                    st.stats.planner_calls += 1;
-                }
+            // The planner fills only what the shared filler (rules and what recorded runs taught
+            // it) leaves open: a call it fills completely costs no planner decision (and no LLM
+            // call); one with a required argument open is the planner's, with the providers.
+            let filled_now = |st: &RunState<'b>| fill_arguments(&st.ctx, api);
+            let ask = |st: &mut RunState<'b>| {
+                let offers = if st.planner.wants_offers() { self.offers(st, api) } else { Vec::new() };
+                st.stats.planner_calls += 1;
                 offers
             };
-            let offers = fill(st);
-            let mut filled: Filled = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
+            let rules = filled_now(st);
+            let mut filled: Filled = if deterministic || rules.missing.is_empty() {
+                rules
+            } else {
+                let offers = ask(st);
+                st.planner.fill(&st.ctx, api, &offers).await?
+            };
             if !filled.missing.is_empty() {
                 let mut inserted = false;
                 st.inserting.push(api.id.clone());
@@ -88,9 +96,13 @@ impl Engine {
                 }
                 st.inserting.pop();
                 if inserted {
-                    let offers = fill(st);
-                    let again = if deterministic { fill_arguments(&st.ctx, api) } else { st.planner.fill(&st.ctx, api, &offers).await? };
-                    filled = again;
+                    let rules = filled_now(st);
+                    filled = if deterministic || rules.missing.is_empty() {
+                        rules
+                    } else {
+                        let offers = ask(st);
+                        st.planner.fill(&st.ctx, api, &offers).await?
+                    };
                 }
                 if !filled.missing.is_empty() {
                     let message = format!("{} needs {} and no earlier output or API can provide {}; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" }, if filled.missing.len() == 1 { "it" } else { "them" });
