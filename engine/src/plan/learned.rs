@@ -229,12 +229,18 @@ impl ArgModel {
     /// Which of several mentions of `kind` `api`'s `param` takes; `None` with fewer than two
     /// mentions, too few examples, or a tie.
     pub fn choose(&self, api: &str, param: &str, kind: Kind, ms: &[Mention]) -> Option<Choice> {
-        if ms.len() < 2 {
+        self.choose_among(api, param, kind, ms, |_| true)
+    }
+
+    /// [`ArgModel::choose`] among the mentions `allowed` admits (scored in the whole request, so
+    /// the order learned still means the same position): `None` with fewer than two allowed.
+    pub fn choose_among(&self, api: &str, param: &str, kind: Kind, ms: &[Mention], allowed: impl Fn(usize) -> bool) -> Option<Choice> {
+        let mut order: Vec<usize> = (0..ms.len()).filter(|i| allowed(*i)).collect();
+        if order.len() < 2 {
             return None;
         }
         let (slot, from) = self.slot(api, param, kind)?;
         let scores = slot.scores(kind, ms);
-        let mut order: Vec<usize> = (0..scores.len()).collect();
         order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
         let margin = scores[order[0]] - scores[order[1]];
         (margin > 1e-9).then(|| Choice { index: order[0], margin, from })
