@@ -156,7 +156,7 @@ impl SlotStats {
                 let words: f64 = dedup(&m.cues)
                     .iter()
                     .filter_map(|w| cues.get(*w))
-                    .map(|[c, p]| ((f64::from(*c) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(*p) + 0.5) / (passed + 1.0)).ln())
+                    .map(|counts| cue_weight(*counts, chosen, passed))
                     .sum();
                 let at = f64::from(order.get(&i).copied().unwrap_or(0));
                 words + ((at + 0.5) / (chosen + 0.5 * ms.len() as f64)).ln()
@@ -169,6 +169,12 @@ impl SlotStats {
         let (text, n) = self.values.iter().max_by_key(|(_, n)| **n)?;
         (self.support >= 3 && f64::from(*n) >= 0.8 * f64::from(self.support)).then(|| serde_json::from_str(text).ok()).flatten()
     }
+}
+
+/// A cue word's log-odds: seen `[with, against]` times around the `chosen` mentions and the
+/// `passed` ones (add-½ smoothing).
+fn cue_weight([with, against]: [u32; 2], chosen: f64, passed: f64) -> f64 {
+    ((f64::from(with) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(against) + 0.5) / (passed + 1.0)).ln()
 }
 
 fn dedup(words: &[String]) -> Vec<&str> {
@@ -263,7 +269,7 @@ impl ArgModel {
                 if s.decided(*kind) > 0 {
                     let chosen = f64::from(s.decided(*kind));
                     let passed = f64::from(s.passed.get(kind).copied().unwrap_or(0));
-                    let mut weights: Vec<(String, f64, [u32; 2])> = s.cues.get(kind).into_iter().flatten().map(|(w, [c, p])| (w.clone(), ((f64::from(*c) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(*p) + 0.5) / (passed + 1.0)).ln(), [*c, *p])).collect();
+                    let mut weights: Vec<(String, f64, [u32; 2])> = s.cues.get(kind).into_iter().flatten().map(|(w, counts)| (w.clone(), cue_weight(*counts, chosen, passed), *counts)).collect();
                     weights.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                     let show = |w: &[(String, f64, [u32; 2])]| w.iter().map(|(w, s, [c, p])| serde_json::json!({"word": w, "weight": (s * 100.0).round() / 100.0, "with": c, "against": p})).collect::<Vec<_>>();
                     let against: Vec<(String, f64, [u32; 2])> = weights.iter().rev().take(5).cloned().collect();

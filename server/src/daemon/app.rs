@@ -32,7 +32,7 @@ pub(super) fn documented_api() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(history::get_chain, history::delete_chain))
         .routes(routes!(tools::register, console::list_apis))
         .routes(routes!(tools::search))
-        .routes(routes!(tools::import_openapi))
+        .routes(routes!(openapi_import::import_openapi))
         .route("/v1/tools/{*id}", get(tools::get_tool).patch(tools::patch_tool))
         .routes(routes!(cypher))
         .routes(routes!(accounts::list_users, accounts::add_user))

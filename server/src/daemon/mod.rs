@@ -18,6 +18,7 @@ mod history;
 pub mod limits;
 pub mod metrics;
 mod openapi;
+mod openapi_import;
 mod tools;
 mod app;
 #[cfg(feature = "mcp")]
