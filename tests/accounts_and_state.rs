@@ -792,7 +792,8 @@ async fn errors_name_no_internals_but_a_reference_to_the_log() {
     let llm_url = format!("http://127.0.0.1:{dead}/secret-llm-path/v1");
     let (base, d, stop, server) = daemon_on(tmp.path(), st.clone(), ApiKeys::default(), |s| {
         s.llm.default = "local".into();
-        s.llm.models.insert("local".into(), toolgraph_schema::ModelSettings { base_url: llm_url.clone(), model: "m".into(), retries: 0, timeout_ms: 500, ..Default::default() });
+        // Deciding everything: the first decision asks the (dead) model.
+        s.llm.models.insert("local".into(), toolgraph_schema::ModelSettings { base_url: llm_url.clone(), model: "m".into(), retries: 0, timeout_ms: 500, decides: "all".into(), ..Default::default() });
     })
     .await;
     assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, weather_tool(&format!("http://{leaky}"))).await.status().as_u16() / 100, 4, "the leaky tool fails its test call");

@@ -1,9 +1,9 @@
 //! Rendered prompts are snapshot-tested: a change to a prompt file or to how the context is
 //! rendered shows up as a reviewed snapshot diff.
 
-use serde_json::json;
+use serde_json::{json, Map};
 use std::sync::Arc;
-use toolgraph_engine::plan::llm::{render, render_choose, render_fill, render_judge, render_plan, DECOMPOSE};
+use toolgraph_engine::plan::llm::{approx_tokens, render, render_choose, render_fill, render_judge, render_plan, DECISION_TOKENS, DECOMPOSE, PLAN_TOKENS, SYSTEM};
 use toolgraph_engine::plan::program::SolutionView;
 use toolgraph_engine::plan::values::RequestValues;
 use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Offer, Source, Step};
@@ -44,13 +44,52 @@ fn choose_prompt() {
     insta::assert_snapshot!(render_choose(&context(), &cands));
 }
 
-#[test]
-fn fill_prompt() {
+/// The car rental API and Search_Car_Location offered for its latitude.
+fn rent_with_offers() -> (Arc<ApiView>, Vec<Offer>) {
     let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd"), p("currency_code", "string", false, "")]);
     let mut loc = (*api("Search_Car_Location", vec![p("query", "string", true, "a place")])).clone();
     loc.output_fields = vec!["coordinates.latitude".into(), "coordinates.longitude".into(), "name".into()];
-    let offers = vec![Offer { param: "pick_up_latitude".into(), providers: vec![Arc::new(loc)] }];
-    insta::assert_snapshot!(render_fill(&context(), &rent, &offers));
+    (rent, vec![Offer { param: "pick_up_latitude".into(), providers: vec![Arc::new(loc)] }])
+}
+
+#[test]
+fn fill_prompt() {
+    let (rent, offers) = rent_with_offers();
+    // A model deciding everything is asked every parameter …
+    insta::assert_snapshot!(render_fill(&context(), &rent, &offers, &Map::new()));
+}
+
+#[test]
+fn open_fill_prompt() {
+    let (rent, offers) = rent_with_offers();
+    // … one deciding what is open only the required parameters the rules left open.
+    let filled = json!({"pick_up_date": "2024-10-14"}).as_object().unwrap().clone();
+    insta::assert_snapshot!(render_fill(&context(), &rent, &offers, &filled));
+}
+
+/// Long paths, many candidates and solutions are cut to the budgets, the request kept.
+#[test]
+fn prompts_fit_their_budgets() {
+    let mut ctx = context();
+    let big = api("Search_Hotels", (0..12).map(|i| p(&format!("param_{i}"), "string", i < 3, &"a long description ".repeat(20))).collect());
+    for i in 0..30 {
+        ctx.path.push(Step { api: big.clone(), label: format!("var{}", i + 2), arguments: json!({"param_0": "x".repeat(100)}).as_object().unwrap().clone(), sources: Default::default(), observation: "{\"data\": 1}".repeat(200), response: json!([]).into(), repeat: 0 });
+        ctx.dead_ends.push(DeadEnd { api: big.id.clone(), arguments: Default::default(), reason: "HTTP 500 ".repeat(20) });
+    }
+    let cands: Vec<Candidate> = (0..4).map(|_| Candidate { id: big.id.clone(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(big.clone()) }).collect();
+    let solutions: Vec<SolutionView> = (0..10).map(|i| SolutionView { index: i, score: 1.0, apis: vec![big.clone(), big.clone(), big.clone()] }).collect();
+    let offers = vec![Offer { param: "param_0".into(), providers: vec![big.clone(), big.clone()] }];
+    for (name, text, budget) in [
+        ("choose", render_choose(&ctx, &cands), DECISION_TOKENS),
+        ("fill", render_fill(&ctx, &big, &offers, &Map::new()), DECISION_TOKENS),
+        ("judge", render_judge(&ctx), DECISION_TOKENS),
+        ("plan", render_plan(&ctx, &solutions), PLAN_TOKENS),
+    ] {
+        let tokens = approx_tokens(SYSTEM) + approx_tokens(&text);
+        assert!(tokens <= budget, "{name}: ~{tokens} tokens > {budget}\n{text}");
+        assert!(text.contains(&ctx.request), "{name} keeps the request");
+        assert!(text.contains(" more"), "{name} says what it left out");
+    }
 }
 
 #[test]

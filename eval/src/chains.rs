@@ -34,17 +34,28 @@ use toolgraph_sandbox::{self as sandbox, normalize, Faults, Library, Recording, 
 /// The category ComplexFuncBench APIs are filed under.
 pub const CATEGORY: &str = "Travel";
 
-/// A method compared: a search mode, target-first or not.
+/// A method compared: a search mode, target-first or not; or `llm-direct`, the model alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalMethod {
     pub name: String,
     pub mode: Mode,
     pub backward: bool,
+    /// `llm-direct` ([`crate::direct`]): the configured LLM alone with every API in its tools,
+    /// no engine (`mode` is not used).
+    pub direct: bool,
 }
+
+/// The name of the model-alone baseline.
+pub const LLM_DIRECT: &str = "llm-direct";
 
 impl EvalMethod {
     pub fn of(mode: Mode) -> Self {
-        EvalMethod { name: mode.name().to_string(), mode, backward: false }
+        EvalMethod { name: mode.name().to_string(), mode, backward: false, direct: false }
+    }
+
+    /// The model alone ([`crate::direct`]).
+    pub fn llm_direct() -> Self {
+        EvalMethod { name: LLM_DIRECT.into(), mode: Mode::Graph, backward: false, direct: true }
     }
 }
 
@@ -127,6 +138,15 @@ pub struct MethodScores {
     /// Completions asked of an LLM per request (0 with the deterministic planner).
     #[serde(default)]
     pub llm_calls_mean: f64,
+    /// Prompt tokens sent to an LLM per request.
+    #[serde(default)]
+    pub llm_prompt_tokens_mean: f64,
+    /// Completion tokens an LLM generated per request.
+    #[serde(default)]
+    pub llm_completion_tokens_mean: f64,
+    /// Wall seconds per request (engine, calls and LLM together).
+    #[serde(default)]
+    pub seconds_mean: f64,
     /// Plan mode: runs whose plan passed without falling back to the search.
     #[serde(default)]
     pub plans_completed: usize,
@@ -331,6 +351,9 @@ struct Tally {
     recalled: usize,
     plans_completed: usize,
     llm_calls: Vec<f64>,
+    llm_prompt_tokens: Vec<f64>,
+    llm_completion_tokens: Vec<f64>,
+    seconds: Vec<f64>,
     planner_calls: Vec<f64>,
     engine_ms: Vec<f64>,
     embed_ms: Vec<f64>,
@@ -405,6 +428,8 @@ impl Tally {
         }
         self.planner_calls.push(run.stats.planner_calls as f64);
         self.llm_calls.push(run.stats.llm.values().map(|u| u.calls as f64).sum::<f64>() + 0.0);
+        self.llm_prompt_tokens.push(run.stats.llm.values().map(|u| u.prompt_tokens as f64).sum::<f64>());
+        self.llm_completion_tokens.push(run.stats.llm.values().map(|u| u.completion_tokens as f64).sum::<f64>());
         if run.stats.planned && run.stats.plan_fallback_at.is_none() {
             self.plans_completed += 1;
         }
@@ -450,6 +475,9 @@ impl Tally {
             planner_calls_mean: mean(&self.planner_calls),
             planner_calls_p50: quantile(&self.planner_calls, 0.5),
             llm_calls_mean: mean(&self.llm_calls),
+            llm_prompt_tokens_mean: mean(&self.llm_prompt_tokens),
+            llm_completion_tokens_mean: mean(&self.llm_completion_tokens),
+            seconds_mean: mean(&self.seconds),
             plans_completed: self.plans_completed,
             engine_ms_p50: quantile(&self.engine_ms, 0.5),
             engine_ms_p99: quantile(&self.engine_ms, 0.99),
@@ -458,6 +486,15 @@ impl Tally {
             sandbox_ms_p50: quantile(&self.sandbox_ms, 0.5),
             http_calls_mean: mean(&self.http_calls),
         }
+    }
+}
+
+/// At most `limit` of `items`, evenly spaced through them (all when `None` or not fewer): a fixed
+/// subset that samples the whole fold rather than its first, often alike, items.
+pub fn spread<T: Copy>(items: &[T], limit: Option<usize>) -> Vec<T> {
+    match limit {
+        Some(l) if l < items.len() => (0..l).map(|i| items[i * items.len() / l]).collect(),
+        _ => items.to_vec(),
     }
 }
 
@@ -578,7 +615,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let learned = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let retriever = learned.retriever.clone();
         let snapshot = Arc::new(learned.store.snapshot().await?);
-        let test: Vec<&Chain> = test.iter().take(opts.harness.limit.unwrap_or(usize::MAX)).copied().collect();
+        let test: Vec<&Chain> = spread(test, opts.harness.limit);
         // Seed recall, plain hybrid against hybrid with usage vectors.
         {
             let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
@@ -614,8 +651,17 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
-        let stack = learned.stack(settings, exec, opts.harness.planner());
+        let stack = learned.stack(settings, exec.clone(), opts.harness.planner());
+        // llm-direct: every API of the domain as the model's tools, in a stable order.
+        let mut apis: Vec<&toolgraph_schema::ApiNode> = snapshot.apis.values().filter(|a| a.category.eq_ignore_ascii_case(&opts.category)).collect();
+        apis.sort_by(|a, b| a.name.cmp(&b.name));
+        let direct_opts = crate::direct::DirectOptions::default();
+        let tools = crate::direct::tool_entries(&apis, &direct_opts);
+        let by_name: HashMap<String, &toolgraph_schema::ApiNode> = apis.iter().map(|a| (a.name.clone(), *a)).collect();
+        let planner = opts.harness.planner();
         for (mi, method) in opts.harness.methods.iter().enumerate() {
+            // The model alone (llm-direct), or the engine in the method's mode.
+            let llm = if method.direct { Some(planner.as_llm().ok_or_else(|| toolgraph_ingest::IngestError::Input(format!("{LLM_DIRECT} needs an LLM: --planner llm")))?) } else { None };
             let mode = &method.mode;
             let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory, remember: false, learn: false, ..opts.harness.run.clone() };
             let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
@@ -627,7 +673,12 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                         continue;
                     }
                 };
-                let r = engine.run(&gold.request, Map::new(), None).await?;
+                let started = Instant::now();
+                let r = match llm {
+                    Some(llm) => crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?,
+                    None => engine.run(&gold.request, Map::new(), None).await?,
+                };
+                tallies[mi].seconds.push(started.elapsed().as_secs_f64());
                 tallies[mi].add(&gold, &r);
                 report.details.push(detail(&method.name, &gold, &r));
                 done += 1;
@@ -695,6 +746,12 @@ pub fn markdown(r: &ChainReport) -> String {
         ));
     }
     s.push_str(&crate::complexfuncbench::table(r));
+    if r.methods.iter().any(|m| m.llm_calls_mean > 0.0) {
+        s.push_str("\nLLM cost per request (ComplexFuncBench's protocol):\n\n| method | Overall Success | Overall Call Acc. | LLM calls | prompt tokens | completion tokens | seconds |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for m in &r.methods {
+            s.push_str(&format!("| {} | {:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {:.1} |\n", m.method, 100.0 * m.overall_success_rate, 100.0 * m.overall_call_acc, m.llm_calls_mean, m.llm_prompt_tokens_mean, m.llm_completion_tokens_mean, m.seconds_mean));
+        }
+    }
     if !r.seed_recall.is_empty() {
         s.push_str("\nSeed retrieval of the gold chains' APIs (held-out requests):\n\n| retrieval | usage weight | requests | recall@3 | recall@5 | recall@10 |\n|---|---:|---:|---:|---:|---:|\n");
         for x in &r.seed_recall {
@@ -709,6 +766,15 @@ pub fn markdown(r: &ChainReport) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_limit_spreads_through_the_fold() {
+        let items: Vec<usize> = (0..10).collect();
+        assert_eq!(spread(&items, Some(3)), vec![0, 3, 6]);
+        assert_eq!(spread(&items, Some(10)), items);
+        assert_eq!(spread(&items, None), items);
+        assert_eq!(spread(&items[..0], Some(2)), Vec::<usize>::new());
+    }
 
     #[test]
     fn flow_edges_and_overlap() {

@@ -5,6 +5,7 @@
 
 pub mod chains;
 pub mod complexfuncbench;
+pub mod direct;
 pub mod retrieval;
 pub mod nestful;
 pub mod planned;

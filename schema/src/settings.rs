@@ -92,6 +92,14 @@ pub struct ModelSettings {
     pub timeout_ms: u64,
     /// Retries after the first attempt for transient failures.
     pub retries: u32,
+    /// What the model decides: `open` (default) — only what the graph, the learned filler and the
+    /// rules leave open (a close choice among candidates, arguments no rule fills, plan mode's
+    /// program), one short prompt each; `all` — every decision (decomposition, each choice and
+    /// fill, the judge, the answer), for models that plan well and are fast.
+    pub decides: String,
+    /// Completions one run may ask of this model (re-asks included); past it the run's remaining
+    /// decisions are the deterministic planner's. 0: no limit.
+    pub max_calls_per_run: u32,
 }
 
 impl Default for ModelSettings {
@@ -106,6 +114,8 @@ impl Default for ModelSettings {
             max_tokens: 512,
             timeout_ms: 60_000,
             retries: 2,
+            decides: "open".into(),
+            max_calls_per_run: 12,
         }
     }
 }
@@ -450,7 +460,12 @@ pub struct RunSettings {
     /// Calls attempted (successful or not).
     pub max_calls: usize,
     pub max_planner_calls: usize,
+    /// The run's time for everything but the LLM: tool calls, retrieval, the engine itself.
     pub wall_ms: u64,
+    /// The run's time for LLM completions, counted apart from `wall_ms` (a slow local model does
+    /// not eat the tools' time, nor tools the model's); each completion's own limit is the
+    /// model's `timeout_ms`.
+    pub llm_wall_ms: u64,
     pub reflection_rounds: usize,
     pub use_memory: bool,
     /// Cosine similarity at which a recalled memory is replayed.
@@ -494,6 +509,7 @@ impl Default for RunSettings {
             max_calls: 30,
             max_planner_calls: 200,
             wall_ms: 120_000,
+            llm_wall_ms: 600_000,
             reflection_rounds: 2,
             use_memory: true,
             memory_threshold: 0.9,

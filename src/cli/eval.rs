@@ -130,7 +130,8 @@ pub(super) enum EvalCmd {
 pub(super) struct HowArgs {
     #[arg(long, default_value_t = 5)]
     folds: usize,
-    /// At most this many test chains per fold.
+    /// At most this many test chains per fold (eval chains / complexfuncbench: evenly spaced
+    /// through the fold, a fixed subset that samples all of it).
     #[arg(long)]
     limit: Option<usize>,
     /// Methods to compare, in one run on the same folds (graph-backward: the graph search, target
@@ -249,6 +250,9 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCmd::All { data, out, how } => {
+            if how.methods.iter().any(|m| m == toolgraph_eval::chains::LLM_DIRECT) {
+                anyhow::bail!("--methods {}: `eval all` runs benchmarks that compare the engine's methods only; run the model-alone baseline with `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
+            }
             let s = how.settings(load_settings(cli)?);
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             let started = Instant::now();
@@ -296,7 +300,7 @@ fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestfu
 }
 
 async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::toolbench::ToolBenchReport> {
-    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), harness: harness(s, how)? };
+    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), harness: engine_only(harness(s, how)?, "toolbench")? };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench")).await?;
     write_json(report, &r)?;
@@ -305,7 +309,7 @@ async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, ho
 }
 
 async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), category: String::new(), harness: harness(s, how)? };
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), category: String::new(), harness: engine_only(harness(s, how)?, "apibank")? };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
     write_json(report, &r)?;
@@ -335,6 +339,14 @@ fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::Harnes
     })
 }
 
+/// The benchmarks other than ComplexFuncBench's chains compare the engine's methods only.
+fn engine_only(h: toolgraph_eval::chains::HarnessOptions, bench: &str) -> Result<toolgraph_eval::chains::HarnessOptions> {
+    if h.methods.iter().any(|m| m.direct) {
+        anyhow::bail!("--methods {}: `eval {bench}` compares the engine's methods; the model-alone baseline runs with `eval chains` and `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
+    }
+    Ok(h)
+}
+
 fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
     let mut last = Instant::now();
     move |done, total| {
@@ -346,7 +358,7 @@ fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
 }
 
 async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::nestful::NestfulReport> {
-    let opts = harness(s, how)?;
+    let opts = engine_only(harness(s, how)?, "nestful")?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL")).await?;
     write_json(report, &r)?;
@@ -355,7 +367,7 @@ async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Res
 }
 
 async fn taskbench(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
-    let opts = harness(s, how)?;
+    let opts = engine_only(harness(s, how)?, "taskbench")?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench")).await?;
     write_json(report, &r)?;
@@ -399,14 +411,18 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chai
 fn method_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Mode::names().to_vec();
     names.insert(1, "graph-backward");
+    names.push(toolgraph_eval::chains::LLM_DIRECT);
     names
 }
 
 /// A method by name: a mode, or `MODE-backward` (target-first).
 fn eval_method(name: &str) -> Result<toolgraph_eval::chains::EvalMethod> {
+    if name == toolgraph_eval::chains::LLM_DIRECT {
+        return Ok(toolgraph_eval::chains::EvalMethod::llm_direct());
+    }
     let (mode, backward) = match name.strip_suffix("-backward") {
         Some(m) => (m, true),
         None => (name, false),
     };
-    Ok(toolgraph_eval::chains::EvalMethod { name: name.to_string(), mode: mode.parse::<Mode>().map_err(|e| anyhow::anyhow!("method {e}"))?, backward })
+    Ok(toolgraph_eval::chains::EvalMethod { name: name.to_string(), mode: mode.parse::<Mode>().map_err(|e| anyhow::anyhow!("method {e}"))?, backward, direct: false })
 }

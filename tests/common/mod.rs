@@ -353,3 +353,42 @@ pub fn wait_for(port: u16, what: &str) {
     }
     panic!("{what} did not listen on {port}");
 }
+
+// ---- MockOpenAiServer: a test double of an OpenAI-compatible endpoint for the LLM planner ----
+
+use axum::extract::State as AxState;
+use axum::http::{HeaderMap, StatusCode};
+
+#[derive(Default)]
+pub struct Script {
+    /// Answers to give, in order: (HTTP status, content of the message).
+    pub answers: Vec<(u16, serde_json::Value)>,
+    /// What the server received.
+    pub requests: Vec<(serde_json::Value, Option<String>)>,
+}
+
+pub type Shared = std::sync::Arc<std::sync::Mutex<Script>>;
+
+async fn completions(AxState(s): AxState<Shared>, headers: HeaderMap, axum::Json(body): axum::Json<serde_json::Value>) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let mut s = s.lock().unwrap();
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
+    s.requests.push((body, auth));
+    let (status, content) = if s.answers.is_empty() { (200, serde_json::json!({})) } else { s.answers.remove(0) };
+    // A scripted answer with `tool_calls` is the whole message (tool calling); any other is the
+    // message's content.
+    let message = if content.get("tool_calls").is_some() { serde_json::json!({"role": "assistant", "content": null, "tool_calls": content["tool_calls"]}) } else { serde_json::json!({"role": "assistant", "content": content.to_string()}) };
+    let reply = serde_json::json!({"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}});
+    (StatusCode::from_u16(status).unwrap(), axum::Json(reply))
+}
+
+/// A test double of an OpenAI-compatible chat-completions endpoint (127.0.0.1): answers from the
+/// script in order (then `{}`), and keeps every request it received.
+pub async fn mock_openai_server(answers: Vec<(u16, serde_json::Value)>) -> (String, Shared) {
+    let shared: Shared = std::sync::Arc::new(std::sync::Mutex::new(Script { answers, requests: Vec::new() }));
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(completions)).with_state(shared.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), shared)
+}
+

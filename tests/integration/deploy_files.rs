@@ -187,3 +187,15 @@ fn split_symbols_keep_panic_backtraces_readable() {
     assert!(without.contains("probe::toolgraph_probe_deep"), "toolgraph's own frames stay named: {without}");
     assert!(!without.contains("other_library_frame") && without.contains("<unknown>"), "other names live only in the sidecar: {without}");
 }
+
+/// The LLM configs shipped: the example's hosted model decides everything, the local small model
+/// (the LLM benchmark's) only what is open, a few completions a run; both build their planners.
+#[test]
+fn llm_configs_load_and_build_their_models() {
+    for (file, model, decides, limit) in [("toolgraph.example.toml", "openai", "all", 40), ("toolgraph.local-llm.toml", "qwen", "open", 4)] {
+        let st = toolgraph_engine::settings::load(Some(&deploy().join(file)), &[]).unwrap();
+        let models = toolgraph_engine::plan::models::Models::from_config(&st.llm, &[]).unwrap();
+        let info = models.list().into_iter().find(|m| m.name == model).unwrap_or_else(|| panic!("{file}: no model {model}"));
+        assert_eq!((info.decides.as_str(), info.max_calls_per_run), (decides, limit), "{file}");
+    }
+}

@@ -335,3 +335,108 @@ fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs
     assert!(learned_right >= rules_right, "learned {learned_right} < rules {rules_right} of {asked}");
     assert!(learned_right as f64 >= 0.8 * asked as f64, "learned {learned_right} of {asked}");
 }
+
+/// The LLM path on held-out ComplexFuncBench requests with a model that never answers validly
+/// (`MockOpenAiServer` answering `{}`): every prompt the engine sends stays within the small-model
+/// budgets (≤ 800 tokens a decision, ≤ 2,500 plan mode's program, counted conservatively), each
+/// starts with the same system prompt and its kind's fixed instructions (a prompt cache reuses
+/// them), and a model deciding only what is open is asked far less than one deciding everything,
+/// while invalid answers leave the deterministic chain unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_prompts_stay_small_on_real_requests() {
+    use toolgraph_engine::plan::llm::{approx_tokens, Decides, LlmPlanner, LlmSettings, DECISION_TOKENS, PLAN_TOKENS, SYSTEM};
+    use toolgraph_engine::run::RunOptions;
+    let w = world().await;
+    let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
+    let (url, script) = crate::common::mock_openai_server(Vec::new()).await;
+    let mut llm_calls = [0u64; 2];
+    for (di, decides) in [Decides::Open, Decides::All].into_iter().enumerate() {
+        // Deciding everything, without a per-run limit; deciding what is open, with the default.
+        let limit = if decides == Decides::All { 0 } else { LlmSettings::default().max_calls_per_run };
+        let p: Arc<dyn toolgraph_engine::plan::Planner> = Arc::new(LlmPlanner::new(LlmSettings { base_url: url.clone(), model: "mock".into(), retries: 0, timeout_ms: 5_000, decides, max_calls_per_run: limit, ..Default::default() }, None).unwrap());
+        for mode in [Mode::Graph, Mode::Plan] {
+            for chain in w.test.iter().take(8) {
+                let gold = gold_of(chain).unwrap();
+                let r = e.run_with(&gold.request, Map::new(), Vec::new(), None, RunOptions { planner: Some(p.clone()), mode: Some(mode), ..Default::default() }).await.unwrap();
+                let calls = r.stats.llm.values().map(|u| u.calls).sum::<u64>();
+                assert!(limit == 0 || calls <= limit as u64, "{calls} completions > the run's {limit}");
+                llm_calls[di] += calls;
+                if decides == Decides::Open {
+                    let det = e.run_with(&gold.request, Map::new(), Vec::new(), None, RunOptions { mode: Some(mode), ..Default::default() }).await.unwrap();
+                    assert_eq!(r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), det.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), "{mode:?}: invalid answers change nothing: {}", gold.request);
+                }
+            }
+        }
+    }
+    let s = script.lock().unwrap();
+    assert!(llm_calls[0] > 0 && llm_calls[0] * 3 <= llm_calls[1], "open {} vs all {}", llm_calls[0], llm_calls[1]);
+    let mut kinds = std::collections::BTreeMap::new();
+    for (body, _) in &s.requests {
+        let kind = body["response_format"]["json_schema"]["name"].as_str().unwrap().to_string();
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        let user = body["messages"][1]["content"].as_str().unwrap();
+        assert_eq!(system, SYSTEM);
+        // A re-ask appends the rejected answer: the first asking is what the budget bounds.
+        let first = user.split("\n\nYour previous answer").next().unwrap();
+        let tokens = approx_tokens(system) + approx_tokens(first);
+        let budget = if kind == "plan" { PLAN_TOKENS } else { DECISION_TOKENS };
+        assert!(tokens <= budget, "{kind} prompt of ~{tokens} tokens > {budget}:\n{first}");
+        // The fixed instructions come first.
+        let head: String = first.chars().take(40).collect();
+        kinds.entry(kind).or_insert_with(std::collections::BTreeSet::new).insert(head);
+    }
+    assert!(kinds.contains_key("choose") && kinds.contains_key("fill") && kinds.contains_key("plan") && kinds.contains_key("judge"), "{:?}", kinds.keys());
+    assert!(kinds.values().all(|heads| heads.len() == 1), "one fixed opening per kind: {kinds:?}");
+    let _ = stop.send(());
+}
+
+/// `llm-direct`, the model-alone baseline, converses as ComplexFuncBench runs models: every
+/// Travel API in `tools`, each tool call executed against the replay sandbox and its response
+/// given back as a `tool` message with the call's id, an unknown function answered with an error,
+/// until the model answers in text. (`MockOpenAiServer` plays a model whose calls are scripted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_direct_converses_turn_by_turn_over_every_api() {
+    use toolgraph_eval::complexfuncbench::{score, sent_calls};
+    use toolgraph_eval::direct::{run_direct, tool_entries, DirectOptions};
+    let w = world().await;
+    let gold = gold_of(&w.test[0]).unwrap();
+    let (recs, _) = recordings(&w.test, &w.specs);
+    let (addr, stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
+    let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], allow_private: vec!["127.0.0.1/32".into()], ..quick_exec() }).unwrap();
+    let call = |id: &str, name: &str, args: &Map<String, Value>| json!({"id": id, "type": "function", "function": {"name": name, "arguments": Value::Object(args.clone()).to_string()}});
+    let (url, script) = crate::common::mock_openai_server(vec![
+        (200, json!({"tool_calls": [call("c1", &gold.calls[0].name, &gold.calls[0].resolved)]})),
+        (200, json!({"tool_calls": [call("c2", "Book_Flight", &Map::new()), call("c3", &gold.calls[1].name, &gold.calls[1].resolved)]})),
+        (200, json!("The car costs what the search returned.")),
+    ])
+    .await;
+    let llm = toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: url, model: "mock".into(), retries: 0, ..Default::default() }, None).unwrap();
+    let mut apis: Vec<&toolgraph_schema::ApiNode> = w.graph.apis.values().filter(|a| a.category.eq_ignore_ascii_case("travel")).collect();
+    apis.sort_by(|a, b| a.name.cmp(&b.name));
+    let opts = DirectOptions::default();
+    let tools = tool_entries(&apis, &opts);
+    let by_name = apis.iter().map(|a| (a.name.clone(), *a)).collect();
+    let r = run_direct(&llm, &by_name, &tools, &exec, &gold.request, &opts).await.unwrap();
+    assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
+    assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec![gold.calls[0].name.as_str(), gold.calls[1].name.as_str()], "{:#?}", r.trace);
+    assert_eq!(r.stats.llm.values().map(|u| u.calls).sum::<u64>(), 3);
+    let paper = score(&gold, &sent_calls(&r.trace), true);
+    assert_eq!((paper.correct, paper.success), (2, false), "two of three golden calls, then the model stopped: {paper:?}");
+    let s = script.lock().unwrap();
+    let first = &s.requests[0].0;
+    assert_eq!(first["tools"].as_array().unwrap().len(), w.specs.len(), "every API of the domain");
+    assert_eq!(first["tool_choice"], "auto");
+    let turn2 = s.requests[1].0["messages"].as_array().unwrap();
+    assert_eq!((turn2[2]["role"].as_str(), turn2[2]["tool_calls"][0]["id"].as_str()), (Some("assistant"), Some("c1")));
+    assert_eq!(turn2[3]["tool_call_id"], "c1");
+    assert!(turn2[3]["content"].as_str().unwrap().contains("latitude"), "{}", turn2[3]);
+    let turn3 = s.requests[2].0["messages"].as_array().unwrap();
+    assert!(turn3[5]["content"].as_str().unwrap().contains("no function named `Book_Flight`"), "{}", turn3[5]);
+    assert_eq!(turn3[6]["tool_call_id"], "c3");
+    // The first request, its tools cut to the first two: what a model is shown.
+    let mut shown = first.clone();
+    shown["tools"] = Value::Array(first["tools"].as_array().unwrap()[..2].to_vec());
+    insta::assert_snapshot!("llm_direct_first_request", serde_json::to_string_pretty(&shown).unwrap());
+    let _ = stop.send(());
+}

@@ -3,45 +3,13 @@
 //! the validation and retry paths are exercised. With `TOOLGRAPH_LLM_URL` set (e.g. from
 //! `scripts/llama.sh start`), the same planner also runs against that real server.
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
-use toolgraph_engine::plan::llm::{LlmPlanner, LlmSettings};
+use crate::common::mock_openai_server;
+use serde_json::json;
+use std::sync::Arc;
+use toolgraph_engine::plan::llm::{Decides, LlmPlanner, LlmSettings};
 use toolgraph_engine::plan::values::RequestValues;
 use toolgraph_engine::plan::{ApiView, Candidate, Context, Decision, Planner, Source};
 use toolgraph_schema::ParamDoc;
-
-#[derive(Default)]
-struct Script {
-    /// Answers to give, in order: (HTTP status, content of the message).
-    answers: Vec<(u16, Value)>,
-    /// What the server received.
-    requests: Vec<(Value, Option<String>)>,
-}
-
-type Shared = Arc<Mutex<Script>>;
-
-async fn completions(State(s): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
-    let mut s = s.lock().unwrap();
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
-    s.requests.push((body, auth));
-    let (status, content) = if s.answers.is_empty() { (200, json!({})) } else { s.answers.remove(0) };
-    let reply = json!({"choices": [{"message": {"role": "assistant", "content": content.to_string()}}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}});
-    (StatusCode::from_u16(status).unwrap(), Json(reply))
-}
-
-/// A test double of an OpenAI-compatible chat-completions endpoint.
-async fn mock_openai_server(answers: Vec<(u16, Value)>) -> (String, Shared) {
-    let shared: Shared = Arc::new(Mutex::new(Script { answers, requests: Vec::new() }));
-    let app = Router::new().route("/v1/chat/completions", post(completions)).with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), shared)
-}
 
 fn api(name: &str) -> Arc<ApiView> {
     Arc::new(ApiView {
@@ -70,7 +38,7 @@ fn candidates() -> Vec<Candidate> {
 }
 
 fn planner(url: &str) -> LlmPlanner {
-    LlmPlanner::new(LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 2, ..Default::default() }, Some(secrecy::SecretString::from("sk-test-123"))).unwrap()
+    LlmPlanner::new(LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 2, decides: Decides::All, ..Default::default() }, Some(secrecy::SecretString::from("sk-test-123"))).unwrap()
 }
 
 #[tokio::test]
@@ -135,7 +103,7 @@ async fn a_dead_endpoint_is_a_clear_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     drop(listener);
-    let p = LlmPlanner::new(LlmSettings { base_url: url.clone(), retries: 1, timeout_ms: 1_000, ..Default::default() }, Some(secrecy::SecretString::from("sk-secret-999"))).unwrap();
+    let p = LlmPlanner::new(LlmSettings { base_url: url.clone(), retries: 1, timeout_ms: 1_000, decides: Decides::All, ..Default::default() }, Some(secrecy::SecretString::from("sk-secret-999"))).unwrap();
     let e = p.choose(&ctx(), &candidates()).await.unwrap_err().to_string();
     assert!(e.contains("failed after 2 attempts") && e.contains(&url), "{e}");
     assert!(!e.contains("sk-secret-999"), "secrets never in errors: {e}");
@@ -149,7 +117,7 @@ async fn real_server_protocol_when_configured() {
         eprintln!("TOOLGRAPH_LLM_URL not set: skipping the real-server LLM test");
         return;
     };
-    let p = LlmPlanner::new(LlmSettings { base_url: url, model: "smollm2".into(), timeout_ms: 120_000, max_tokens: 128, ..Default::default() }, None).unwrap();
+    let p = LlmPlanner::new(LlmSettings { base_url: url, model: "smollm2".into(), timeout_ms: 120_000, max_tokens: 128, decides: Decides::All, ..Default::default() }, None).unwrap();
     let c = ctx();
     let d = p.choose(&c, &candidates()).await.unwrap();
     if let Decision::Call { index, .. } = d {
@@ -159,4 +127,56 @@ async fn real_server_protocol_when_configured() {
     assert!(f.arguments.contains_key("query"), "{f:?}");
     let u = p.usage();
     assert!(u.calls >= 2 && u.prompt_tokens > 0 && u.completion_tokens > 0, "{u:?}");
+}
+
+fn open_planner(url: &str) -> LlmPlanner {
+    LlmPlanner::new(LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 0, ..Default::default() }, None).unwrap()
+}
+
+/// Deciding only what is open: a clear choice, a fill the rules complete, the decomposition, the
+/// judge and the answer cost no completion; a close choice is asked among the close candidates
+/// only, and its index maps back to the whole list.
+#[tokio::test]
+async fn a_model_deciding_what_is_open_is_asked_only_that() {
+    let (url, script) = mock_openai_server(vec![(200, json!({"action": "call", "index": 1, "reason": "the cities first"}))]).await;
+    let p = open_planner(&url);
+    let c = ctx();
+    // One API against END: the deterministic choice stands.
+    assert!(matches!(p.choose(&c, &candidates()).await.unwrap(), Decision::Call { index: 0, .. }));
+    assert_eq!(p.decompose(&c).await.unwrap().len(), toolgraph_engine::plan::decompose::subtasks_of(&c.request).len());
+    assert!(p.fill(&c, &api("Search_Hotel_Destination"), &[]).await.unwrap().missing.is_empty(), "the rules fill `query` with Rome");
+    assert!(!p.answer(&c).await.unwrap().is_empty());
+    assert_eq!(script.lock().unwrap().requests.len(), 0, "nothing was open");
+    // Three APIs, two of them close: the model sees those two.
+    let far = Candidate { id: "travel/booking/Far".into(), source: Source::Retriever, weight: 0.0, similarity: 0.2, hint: 0.0, api: Some(api("Far")) };
+    let near = Candidate { id: "travel/booking/Search_Hotels".into(), source: Source::Retriever, weight: 0.0, similarity: 0.95, hint: 0.0, api: Some(api("Search_Hotels")) };
+    let mut cands = candidates();
+    cands.insert(0, far);
+    cands.push(near);
+    let d = p.choose(&c, &cands).await.unwrap();
+    assert_eq!(d, Decision::Call { index: 3, reason: "the cities first".into() }, "the model's [1] is the whole list's [3]");
+    let s = script.lock().unwrap();
+    assert_eq!(s.requests.len(), 1);
+    let user = s.requests[0].0["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("[0] Search_Hotel_Destination(query*: string, adults: number)") && user.contains("[1] Search_Hotels("), "{user}");
+    assert!(!user.contains("Far(") && !user.contains("END"), "{user}");
+    assert_eq!(s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["index"]["maximum"], 1);
+}
+
+/// An open fill asks only the parameters the rules left open, shows what they filled, and keeps
+/// it: the model's answer is merged, never allowed to drop a rule's value.
+#[tokio::test]
+async fn an_open_fill_asks_only_the_open_parameters() {
+    let (url, script) = mock_openai_server(vec![(200, json!({"arguments": {"sort_by": "popularity"}, "from_api": [], "ask_user": []}))]).await;
+    let p = open_planner(&url);
+    let mut hotels = (*api("Search_Hotels")).clone();
+    hotels.params.push(ParamDoc { name: "sort_by".into(), ty: "string".into(), description: "popularity, price or distance".into(), required: true, default: None });
+    let f = p.fill(&ctx(), &hotels, &[]).await.unwrap();
+    assert_eq!((f.arguments.get("query"), f.arguments.get("sort_by")), (Some(&json!("Rome")), Some(&json!("popularity"))), "{f:?}");
+    let s = script.lock().unwrap();
+    let user = s.requests[0].0["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains("Already filled: query=\"Rome\"") && user.contains("- sort_by*: string — popularity, price or distance"), "{user}");
+    assert!(!user.contains("- query"), "a filled parameter is not asked: {user}");
+    let schema = &s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["arguments"]["properties"];
+    assert_eq!(schema.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["sort_by"]);
 }

@@ -252,6 +252,9 @@ async fn scripted_openai_double(script: Script) -> (LlmPlanner, Arc<Mutex<Vec<(S
             model: "mock".into(),
             timeout_ms: 5_000,
             retries: 0,
+            // The scripts answer every decision (decompose, plan, fill, judge, answer).
+            decides: toolgraph_engine::plan::llm::Decides::All,
+            max_calls_per_run: 0,
             ..Default::default()
         },
         None,
@@ -260,12 +263,12 @@ async fn scripted_openai_double(script: Script) -> (LlmPlanner, Arc<Mutex<Vec<(S
     (p, asked)
 }
 
-/// The index of the candidate line `[i] NAME (` in a choose prompt.
+/// The index of the candidate line `[i] NAME(params)` in a choose prompt.
 fn offered(prompt: &str, name: &str) -> Option<usize> {
     prompt.lines().find_map(|l| {
         let rest = l.strip_prefix('[')?;
         let (i, tail) = rest.split_once("] ")?;
-        tail.starts_with(&format!("{name} ("))
+        tail.starts_with(&format!("{name}("))
             .then(|| i.parse().ok())
             .flatten()
     })
@@ -281,32 +284,25 @@ fn fill_api(prompt: &str) -> String {
         .to_string()
 }
 
-/// The label of the earlier output (in a fill prompt) whose observation mentions `field`.
+/// The lines of a fill prompt's earlier outputs (`var1 API {arguments} → observation`).
+fn output_lines(prompt: &str) -> Vec<&str> {
+    let section = prompt.split("Earlier outputs: ").nth(1).unwrap_or_default().split("\nAPIs that can provide").next().unwrap_or_default();
+    section.lines().collect()
+}
+
+/// The label of the earlier output (in a fill prompt) whose line mentions `field`.
 fn label_with(prompt: &str, field: &str) -> String {
-    let outputs = prompt
-        .split("Earlier outputs")
-        .nth(1)
-        .unwrap_or_default()
-        .split("Values the user gave")
-        .next()
-        .unwrap_or_default();
-    outputs
-        .lines()
+    output_lines(prompt)
+        .into_iter()
         .find(|l| l.starts_with("var") && l.contains(field))
-        .and_then(|l| l.split(':').next())
+        .and_then(|l| l.split_whitespace().next())
         .unwrap_or("var0")
         .to_string()
 }
 
-/// The earlier outputs part of a fill prompt (labels of the path).
+/// Whether a fill prompt shows the earlier output `label`.
 fn has_output(prompt: &str, label: &str) -> bool {
-    prompt.split("Earlier outputs").nth(1).is_some_and(|rest| {
-        rest.split("Values the user gave")
-            .next()
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.starts_with(&format!("{label}: ")))
-    })
+    output_lines(prompt).iter().any(|l| l.starts_with(&format!("{label} ")))
 }
 
 fn judge_pass() -> Value {
@@ -434,8 +430,8 @@ async fn two_missing_ids_are_filled_by_two_providers_in_both_planners() {
         .unwrap()
         .1;
     assert!(
-        first_fill.contains("- hotel_id: Find_Hotel (outputs")
-            && first_fill.contains("- guest_id: Find_Guest (outputs"),
+        first_fill.contains("hotel_id: Find_Hotel (outputs")
+            && first_fill.contains("guest_id: Find_Guest (outputs"),
         "{first_fill}"
     );
     // Every LLM call is counted under the model's name.
@@ -744,7 +740,7 @@ async fn a_plan_failing_at_step_2_falls_back_to_the_search_from_step_2() {
             {"api": "Book_Room", "arguments": {"hotel_id": "$var1.data.0.hotel_id$", "guest_id": "$var1.data.0.name$", "date": "2024-06-01"}}
         ]}),
         "choose" => {
-            let path = p.split("Candidates").next().unwrap_or_default();
+            let path = p.split("Calls made").nth(1).unwrap_or_default();
             let pick = if path.contains("Find_Guest {") {
                 offered(p, "Book_Room")
             } else {

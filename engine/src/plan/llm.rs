@@ -11,7 +11,7 @@ use super::deterministic::DeterministicPlanner;
 use super::fill::fill_arguments;
 use super::judge::judge_path;
 use super::program::{parse_plan, Plan, SolutionView};
-use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, Planner, ProviderPick, Source, Subtask, Usage};
+use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, Planner, ProviderPick, Subtask, Usage};
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
@@ -21,13 +21,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub const SYSTEM: &str = include_str!("../../prompts/system.prompt.md");
-pub const DECOMPOSE: &str = include_str!("../../prompts/decompose.prompt.md");
-pub const CHOOSE: &str = include_str!("../../prompts/choose.prompt.md");
-pub const FILL: &str = include_str!("../../prompts/fill.prompt.md");
-pub const JUDGE: &str = include_str!("../../prompts/judge.prompt.md");
-pub const ANSWER: &str = include_str!("../../prompts/answer.prompt.md");
-pub const PLAN: &str = include_str!("../../prompts/plan.prompt.md");
+pub use super::prompt::{approx_tokens, candidate_lines, compact_api, path_lines, render, render_answer, render_choose, render_decompose, render_fill, render_judge, render_plan, solution_lines, ANSWER, CHOOSE, DECISION_TOKENS, DECOMPOSE, FILL, JUDGE, PLAN, PLAN_TOKENS, SYSTEM};
 
 /// Where and how to ask the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,18 +39,55 @@ pub struct LlmSettings {
     pub temperature: f64,
     #[serde(default)]
     pub top_p: Option<f64>,
+    /// What the model decides.
+    #[serde(default)]
+    pub decides: Decides,
+    /// Completions one run may ask (0: no limit); past it the deterministic planner decides.
+    #[serde(default)]
+    pub max_calls_per_run: u32,
+}
+
+/// What an LLM planner decides (`[llm.models.NAME] decides`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decides {
+    /// Only what the graph, the learned filler and the rules leave open: a choice among
+    /// candidates that score close, the arguments no rule fills, plan mode's program. The
+    /// decomposition, the judge and the answer are the rules'.
+    #[default]
+    Open,
+    /// Every decision.
+    All,
+}
+
+impl Decides {
+    pub fn parse(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "open" | "" => Ok(Decides::Open),
+            "all" => Ok(Decides::All),
+            other => Err(format!("`{other}` is not one of open, all")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decides::Open => "open",
+            Decides::All => "all",
+        }
+    }
 }
 
 impl Default for LlmSettings {
     fn default() -> Self {
-        LlmSettings { name: String::new(), base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0, top_p: None }
+        LlmSettings { name: String::new(), base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0, top_p: None, decides: Decides::Open, max_calls_per_run: 12 }
     }
 }
 
 impl LlmSettings {
-    /// From a configured model.
+    /// From a configured model (`decides` checked by [`super::models::Models::from_config`];
+    /// anything else reads as `open`).
     pub fn of(name: &str, m: &toolgraph_schema::ModelSettings) -> Self {
-        LlmSettings { name: name.to_string(), base_url: m.base_url.clone(), model: m.model.clone(), timeout_ms: m.timeout_ms, retries: m.retries, max_tokens: m.max_tokens, temperature: m.temperature, top_p: m.top_p }
+        LlmSettings { name: name.to_string(), base_url: m.base_url.clone(), model: m.model.clone(), timeout_ms: m.timeout_ms, retries: m.retries, max_tokens: m.max_tokens, temperature: m.temperature, top_p: m.top_p, decides: Decides::parse(&m.decides).unwrap_or_default(), max_calls_per_run: m.max_calls_per_run }
     }
 
     /// The name usage is counted under.
@@ -67,126 +98,6 @@ impl LlmSettings {
             &self.name
         }
     }
-}
-
-/// Fill `{{name}}` placeholders in one pass. Text put in (a request, a tool's response) is not
-/// scanned again: a response that contains `{{notes}}` stays data. Unknown names stay as written.
-pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find("}}").map(|end| (&after[..end], end)) {
-            Some((name, end)) if vars.iter().any(|(k, _)| *k == name) => {
-                out.push_str(vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v).unwrap_or_default());
-                rest = &after[end + 2..];
-            }
-            _ => {
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-fn or_none(s: String) -> String {
-    if s.trim().is_empty() {
-        "(none)".to_string()
-    } else {
-        s
-    }
-}
-
-/// The path as prompt lines.
-pub fn path_lines(ctx: &Context) -> String {
-    or_none(
-        ctx.path
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{i}. {} {} {} → {}", s.label, s.api.name, Value::Object(s.arguments.clone()), s.observation))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
-}
-
-fn dead_end_lines(ctx: &Context) -> String {
-    or_none(ctx.dead_ends.iter().map(|d| format!("- {} {}: {}", d.api, Value::Object(d.arguments.clone()), d.reason)).collect::<Vec<_>>().join("\n"))
-}
-
-/// The candidates as prompt lines.
-pub fn candidate_lines(candidates: &[Candidate]) -> String {
-    candidates
-        .iter()
-        .enumerate()
-        .map(|(i, c)| match &c.api {
-            None => format!("[{i}] END — the chain is complete (graph weight {:.3})", c.weight),
-            Some(a) => format!(
-                "[{i}] {} ({}) — {} [{}; weight {:.3}; similarity {:.3}]",
-                a.name,
-                a.tool,
-                a.description.chars().take(200).collect::<String>(),
-                if c.source == Source::Graph { "graph" } else { "retriever" },
-                c.weight,
-                c.similarity
-            ),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
-    render(
-        CHOOSE,
-        &[("request", &ctx.request), ("path", &path_lines(ctx)), ("dead_ends", &dead_end_lines(ctx)), ("notes", &or_none(ctx.notes.join("\n"))), ("candidates", &candidate_lines(candidates))],
-    )
-}
-
-pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer]) -> String {
-    let params = or_none(api.params.iter().map(|p| format!("- {} ({}, {}): {}", p.name, p.ty, if p.required { "required" } else { "optional" }, p.description)).collect::<Vec<_>>().join("\n"));
-    let outputs = or_none(ctx.path.iter().map(|s| format!("{}: {}", s.label, s.observation)).collect::<Vec<_>>().join("\n"));
-    let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
-    let providers = or_none(
-        offers
-            .iter()
-            .filter(|o| !o.providers.is_empty())
-            .map(|o| format!("- {}: {}", o.param, o.providers.iter().map(|a| format!("{} (outputs {})", a.name, a.output_fields.iter().take(8).cloned().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
-    let given = or_none(ctx.given.iter().map(|(k, v)| format!("- {k} = {v}")).collect::<Vec<_>>().join("\n"));
-    render(FILL, &[("request", &ctx.request), ("today", &today), ("api", &api.name), ("description", &api.description), ("params", &params), ("outputs", &outputs), ("providers", &providers), ("given", &given)])
-}
-
-/// The solutions as prompt lines: each API with its parameters and output fields.
-pub fn solution_lines(solutions: &[SolutionView]) -> String {
-    or_none(
-        solutions
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let apis = s
-                    .apis
-                    .iter()
-                    .map(|a| {
-                        let params = a.params.iter().map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty)).collect::<Vec<_>>().join(", ");
-                        format!("    {} ({params}) → {} — {}", a.name, a.output_fields.iter().take(12).cloned().collect::<Vec<_>>().join(", "), a.description.chars().take(160).collect::<String>())
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                format!("[{i}] {}\n{apis}", s.apis.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(" → "))
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
-}
-
-pub fn render_plan(ctx: &Context, solutions: &[SolutionView]) -> String {
-    let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
-    let given = or_none(ctx.given.iter().map(|(k, v)| format!("- {k} = {v}")).collect::<Vec<_>>().join("\n"));
-    render(PLAN, &[("request", &ctx.request), ("today", &today), ("solutions", &solution_lines(solutions)), ("given", &given)])
 }
 
 /// JSON schema of a plan.
@@ -265,10 +176,6 @@ pub fn parse_subtasks(v: &Value) -> std::result::Result<Vec<Subtask>, String> {
         });
     }
     Ok(out)
-}
-
-pub fn render_judge(ctx: &Context) -> String {
-    render(JUDGE, &[("request", &ctx.request), ("path", &path_lines(ctx)), ("dead_ends", &dead_end_lines(ctx))])
 }
 
 /// JSON schema of a choice.
@@ -462,6 +369,21 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
     Ok(Judgement { pass, grade, first_bad_step, irrelevant_tools: irrelevant, deltas, reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect(), coverage })
 }
 
+/// At most this many candidates are offered to a model deciding what is open.
+pub const CLOSE_CANDIDATES: usize = 4;
+/// A candidate scoring at least this share of the deterministic choice's score is close to it.
+pub const CLOSE_RATIO: f64 = 0.75;
+
+/// The API candidates scoring within [`CLOSE_RATIO`] of the deterministic choice `chosen` (it first), at
+/// most [`CLOSE_CANDIDATES`]: what is left open for a model to choose among. `END` is the
+/// deterministic planner's to choose.
+pub fn close_candidates(det: &DeterministicPlanner, ctx: &Context, candidates: &[Candidate], chosen: usize) -> Vec<usize> {
+    let best = det.score(ctx, &candidates[chosen]);
+    let mut close: Vec<(usize, f64)> = candidates.iter().enumerate().filter(|(i, c)| *i != chosen && !c.is_end()).map(|(i, c)| (i, det.score(ctx, c))).filter(|(_, s)| *s >= best * CLOSE_RATIO).collect();
+    close.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    std::iter::once(chosen).chain(close.into_iter().map(|(i, _)| i)).take(CLOSE_CANDIDATES).collect()
+}
+
 /// The OpenAI-compatible planner.
 pub struct LlmPlanner {
     /// Tool categories the decomposition may name (from the graph).
@@ -511,26 +433,41 @@ impl LlmPlanner {
 
     /// One constrained completion: the parsed JSON content of the first choice.
     pub async fn complete(&self, name: &str, user: &str, schema: Value) -> Result<Value> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let body = json!({
-            "model": self.settings.model,
             "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
-            "temperature": self.settings.temperature,
-            "max_tokens": self.settings.max_tokens,
             "response_format": {"type": "json_schema", "json_schema": {"name": name, "strict": true, "schema": schema}},
         });
-        let mut body = body;
-        if let Some(p) = self.settings.top_p {
-            body["top_p"] = json!(p);
+        let v = self.chat(body).await?;
+        let content = v.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or_default();
+        Ok(serde_json::from_str(content.trim()).unwrap_or(Value::String(content.to_string())))
+    }
+
+    /// One chat completion of `body` (its `messages`, and `tools`, `response_format` … as the
+    /// caller sets them; the model, temperature, top_p and max_tokens are this model's unless
+    /// `body` sets them): the whole completion. Transient failures are retried; calls, tokens and
+    /// time are counted into the planner's and the current run's usage.
+    pub async fn chat(&self, mut body: Value) -> Result<Value> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(b) = body.as_object_mut() {
+            b.entry("model").or_insert_with(|| json!(self.settings.model));
+            b.entry("temperature").or_insert_with(|| json!(self.settings.temperature));
+            b.entry("max_tokens").or_insert_with(|| json!(self.settings.max_tokens));
+            if let Some(p) = self.settings.top_p {
+                b.entry("top_p").or_insert_with(|| json!(p));
+            }
         }
         let label = self.settings.label().to_string();
-        let count = |prompt: u64, completion: u64| {
+        let started = std::time::Instant::now();
+        // Counted into the run's usage: a completion (tokens) or the time a failed one took.
+        let count = |calls: u64, prompt: u64, completion: u64| {
+            let ms = started.elapsed().as_millis() as u64;
             let _ = super::RUN_USAGE.try_with(|u| {
                 let mut u = u.lock().unwrap_or_else(|p| p.into_inner());
                 let e = u.entry(label.clone()).or_default();
-                e.calls += 1;
+                e.calls += calls;
                 e.prompt_tokens += prompt;
                 e.completion_tokens += completion;
+                e.ms += ms;
             });
         };
         let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
@@ -557,23 +494,34 @@ impl LlmPlanner {
             }
             let text = resp.text().await.map_err(|_| EngineError::service("llm", ErrorClass::Transient, "reading the response failed"))?;
             if !status.is_success() {
+                count(0, 0, 0);
                 return Err(EngineError::service("llm", ErrorClass::Permanent, format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())));
             }
             let v: Value = serde_json::from_str(&text).map_err(|e| EngineError::service("llm", ErrorClass::Permanent, format!("not a chat completion: {e}")))?;
             let (pt, ct) = v.get("usage").map(|u| (u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0), u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0))).unwrap_or((0, 0));
             self.prompt_tokens.fetch_add(pt, Ordering::Relaxed);
             self.completion_tokens.fetch_add(ct, Ordering::Relaxed);
-            count(pt, ct);
-            let content = v.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or_default();
-            return Ok(serde_json::from_str(content.trim()).unwrap_or(Value::String(content.to_string())));
+            count(1, pt, ct);
+            return Ok(v);
         }
+        count(0, 0, 0);
         Err(EngineError::service("llm", ErrorClass::Transient, format!("{} failed after {} attempts: {last}", self.settings.base_url, self.settings.retries + 1)))
+    }
+
+    /// Whether the current run has asked this model its `max_calls_per_run` completions.
+    fn run_limit_reached(&self) -> bool {
+        let limit = self.settings.max_calls_per_run as u64;
+        limit > 0 && super::RUN_USAGE.try_with(|u| u.lock().unwrap_or_else(|p| p.into_inner()).get(self.settings.label()).is_some_and(|m| m.calls >= limit)).unwrap_or(false)
     }
 
     /// Ask, validate, ask once more with the problem, else `None` (the caller falls back).
     async fn ask_valid<T>(&self, name: &str, prompt: &str, schema: Value, check: impl Fn(&Value) -> std::result::Result<T, String>) -> Result<Option<T>> {
         let mut prompt = prompt.to_string();
         for _ in 0..2 {
+            if self.run_limit_reached() {
+                tracing::debug!(target: "plan.llm", prompt = name, limit = self.settings.max_calls_per_run, "the run's completions are spent: the rules decide");
+                return Ok(None);
+            }
             let v = self.complete(name, &prompt, schema.clone()).await?;
             match check(&v) {
                 Ok(t) => return Ok(Some(t)),
@@ -595,7 +543,10 @@ impl Planner for LlmPlanner {
     }
 
     async fn decompose(&self, ctx: &Context) -> Result<Vec<Subtask>> {
-        let prompt = render(DECOMPOSE, &[("request", &ctx.request), ("categories", &or_none(self.categories.join(", ")))]);
+        if self.settings.decides == Decides::Open {
+            return Ok(subtasks_of(&ctx.request));
+        }
+        let prompt = render_decompose(ctx, &self.categories);
         let got = self.ask_valid("decompose", &prompt, decompose_schema(), parse_subtasks).await?;
         Ok(got.unwrap_or_else(|| subtasks_of(&ctx.request)))
     }
@@ -604,7 +555,22 @@ impl Planner for LlmPlanner {
         if candidates.is_empty() {
             return self.fallback.choose(ctx, candidates).await;
         }
-        match self.ask_valid("choose", &render_choose(ctx, candidates), choose_schema(candidates.len()), |v| parse_choice(v, candidates)).await? {
+        // Deciding what is open: the deterministic choice stands unless other API candidates
+        // score close to it; the model then chooses among those few only.
+        let (offered, index_of): (Vec<Candidate>, Vec<usize>) = match self.settings.decides {
+            Decides::All => (candidates.to_vec(), (0..candidates.len()).collect()),
+            Decides::Open => {
+                let d = self.fallback.choose(ctx, candidates).await?;
+                let Decision::Call { index, .. } = &d else { return Ok(d) };
+                let close = close_candidates(&self.fallback, ctx, candidates, *index);
+                if close.len() < 2 {
+                    return Ok(d);
+                }
+                (close.iter().map(|&i| candidates[i].clone()).collect(), close)
+            }
+        };
+        match self.ask_valid("choose", &render_choose(ctx, &offered), choose_schema(offered.len()), |v| parse_choice(v, &offered)).await? {
+            Some(Decision::Call { index, reason }) => Ok(Decision::Call { index: index_of[index], reason }),
             Some(d) => Ok(d),
             None => {
                 let d = self.fallback.choose(ctx, candidates).await?;
@@ -618,12 +584,31 @@ impl Planner for LlmPlanner {
 
     async fn fill(&self, ctx: &Context, api: &ApiView, offers: &[Offer]) -> Result<Filled> {
         let base = fill_arguments(ctx, api);
-        let got = self.ask_valid("fill", &render_fill(ctx, api, offers), fill_schema(api), |v| parse_fill(v, api, ctx, offers)).await?;
+        // Deciding what is open: only the parameters the shared filler left open are asked,
+        // the rest stays as it filled them.
+        let (view, filled) = match self.settings.decides {
+            Decides::All => (api.clone(), Map::new()),
+            Decides::Open => {
+                if base.missing.is_empty() {
+                    return Ok(base);
+                }
+                let mut v = api.clone();
+                v.params.retain(|p| base.missing.contains(&p.name));
+                (v, base.arguments.clone())
+            }
+        };
+        let got = self.ask_valid("fill", &render_fill(ctx, api, offers, &filled), fill_schema(&view), |v| parse_fill(v, &view, ctx, offers)).await?;
         Ok(match got {
             Some(mut f) => {
                 for (k, v) in &f.arguments {
                     let source = super::ArgSource::of_reference(v).unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given));
                     f.sources.insert(k.clone(), source);
+                }
+                for (k, v) in filled {
+                    f.arguments.entry(k.clone()).or_insert(v);
+                    if let Some(src) = base.sources.get(&k) {
+                        f.sources.entry(k).or_insert_with(|| src.clone());
+                    }
                 }
                 f
             }
@@ -657,17 +642,28 @@ impl Planner for LlmPlanner {
     }
 
     async fn judge(&self, ctx: &Context) -> Result<Judgement> {
-        if ctx.path.is_empty() {
+        if ctx.path.is_empty() || self.settings.decides == Decides::Open {
             return Ok(judge_path(ctx));
         }
         Ok(self.ask_valid("judge", &render_judge(ctx), judge_schema(), |v| parse_judgement(v, ctx)).await?.unwrap_or_else(|| judge_path(ctx)))
     }
 
     async fn answer(&self, ctx: &Context) -> Result<String> {
+        if self.settings.decides == Decides::Open {
+            return Ok(plain_answer(ctx));
+        }
         let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
-        let prompt = render(ANSWER, &[("request", &ctx.request), ("path", &path_lines(ctx))]);
+        let prompt = render_answer(ctx);
         let got = self.ask_valid("answer", &prompt, schema, |v| v.get("answer").and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(|s| s.chars().take(4000).collect::<String>()).ok_or_else(|| "`answer` must be a non-empty string".to_string())).await?;
         Ok(got.unwrap_or_else(|| plain_answer(ctx)))
+    }
+
+    fn composes_answers(&self) -> bool {
+        self.settings.decides == Decides::Open
+    }
+
+    fn as_llm(&self) -> Option<&LlmPlanner> {
+        Some(self)
     }
 
     fn usage(&self) -> Usage {
@@ -683,6 +679,7 @@ impl Planner for LlmPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Source;
     use std::sync::Arc;
 
     fn cand(n: usize) -> Vec<Candidate> {

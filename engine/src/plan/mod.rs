@@ -21,6 +21,7 @@ pub mod learned;
 pub mod llm;
 pub mod models;
 pub mod program;
+pub mod prompt;
 pub mod values;
 
 use crate::Result;
@@ -338,6 +339,14 @@ pub struct ModelUsage {
     pub calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Milliseconds spent waiting for completions (retries included).
+    #[serde(default)]
+    pub ms: u64,
+}
+
+/// Milliseconds the current run has spent in LLM completions so far (0 outside a run).
+pub fn run_llm_ms() -> u64 {
+    RUN_USAGE.try_with(|u| u.lock().unwrap_or_else(|p| p.into_inner()).values().map(|m| m.ms).sum()).unwrap_or(0)
 }
 
 /// Per-model usage of the run the current task executes (the engine scopes one per run; an LLM
@@ -380,6 +389,11 @@ pub trait Planner: Send + Sync {
     }
     /// Counters so far (the planner is shared by one run at a time or counts atomically).
     fn usage(&self) -> Usage;
+    /// The OpenAI-compatible model behind this planner, if it is one (what the evaluation's
+    /// `llm-direct` baseline asks directly).
+    fn as_llm(&self) -> Option<&llm::LlmPlanner> {
+        None
+    }
 }
 
 /// Clamp a judged score change to the allowed range.

@@ -25,6 +25,10 @@ pub struct ModelInfo {
     pub max_tokens: u32,
     pub timeout_ms: u64,
     pub retries: u32,
+    /// What it decides: `open` (what the graph and the rules leave open) or `all`.
+    pub decides: String,
+    /// Completions one run may ask of it (0: no limit).
+    pub max_calls_per_run: u32,
     pub default: bool,
     /// Whether an API key was found for it.
     pub key_set: bool,
@@ -88,6 +92,9 @@ impl Models {
                     "llm.models.{name}: temperature must be within 0..=2 and max_tokens > 0"
                 )));
             }
+            if let Err(e) = super::llm::Decides::parse(&m.decides) {
+                return Err(EngineError::Config(format!("llm.models.{name}.decides: {e}")));
+            }
             let key = key_of(m)?;
             let info = ModelInfo {
                 name: name.clone(),
@@ -98,6 +105,8 @@ impl Models {
                 max_tokens: m.max_tokens,
                 timeout_ms: m.timeout_ms,
                 retries: m.retries,
+                decides: super::llm::Decides::parse(&m.decides).unwrap_or_default().as_str().to_string(),
+                max_calls_per_run: m.max_calls_per_run,
                 default: *name == cfg.default,
                 key_set: key.is_some(),
             };
@@ -132,6 +141,8 @@ impl Models {
             max_tokens: s.max_tokens,
             timeout_ms: s.timeout_ms,
             retries: s.retries,
+            decides: s.decides.as_str().to_string(),
+            max_calls_per_run: s.max_calls_per_run,
             default: true,
             key_set: false,
         };
@@ -225,6 +236,14 @@ mod tests {
             .to_string()
             .contains("not one of the configured models"));
         cfg.default = "local".into();
+        cfg.models.get_mut("big").unwrap().decides = "most".into();
+        assert!(Models::from_config(&cfg, &[])
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("llm.models.big.decides: `most` is not one of open, all"));
+        cfg.models.get_mut("big").unwrap().decides = "all".into();
+        assert!(serde_json::to_string(&Models::from_config(&cfg, &[]).unwrap().list()).unwrap().contains("\"decides\":\"all\""));
         cfg.models.get_mut("big").unwrap().top_p = Some(1.5);
         assert!(Models::from_config(&cfg, &[])
             .err()

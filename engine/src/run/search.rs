@@ -35,8 +35,13 @@ impl Engine {
         if st.stats.planner_calls as usize >= self.settings.max_planner_calls {
             return Some(format!("planner budget of {} decisions spent", self.settings.max_planner_calls));
         }
-        if st.started.elapsed() > Duration::from_millis(self.settings.wall_ms) {
+        // LLM time and the rest are budgeted apart.
+        let llm_ms = crate::plan::run_llm_ms();
+        if st.started.elapsed().saturating_sub(Duration::from_millis(llm_ms)) > Duration::from_millis(self.settings.wall_ms) {
             return Some(format!("time budget of {} ms spent", self.settings.wall_ms));
+        }
+        if llm_ms > self.settings.llm_wall_ms {
+            return Some(format!("LLM time budget of {} ms spent", self.settings.llm_wall_ms));
         }
         None
     }

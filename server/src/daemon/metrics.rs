@@ -50,6 +50,7 @@ impl Metrics {
             e.calls += u.calls;
             e.prompt_tokens += u.prompt_tokens;
             e.completion_tokens += u.completion_tokens;
+            e.ms += u.ms;
         }
     }
 
@@ -72,6 +73,10 @@ impl Metrics {
         for (m, u) in &llm {
             let m = m.replace('"', "'");
             let _ = writeln!(out, "toolgraph_llm_tokens_total{{model=\"{m}\",kind=\"prompt\"}} {}\ntoolgraph_llm_tokens_total{{model=\"{m}\",kind=\"completion\"}} {}", u.prompt_tokens, u.completion_tokens);
+        }
+        let _ = writeln!(out, "# HELP toolgraph_llm_seconds_total Time runs waited for LLM completions, by configured model.\n# TYPE toolgraph_llm_seconds_total counter");
+        for (m, u) in &llm {
+            let _ = writeln!(out, "toolgraph_llm_seconds_total{{model=\"{}\"}} {:.3}", m.replace('"', "'"), u.ms as f64 / 1000.0);
         }
         let h = *self.run_seconds.lock().unwrap_or_else(|p| p.into_inner());
         let _ = writeln!(out, "# HELP toolgraph_run_duration_seconds Wall time of orchestration runs.\n# TYPE toolgraph_run_duration_seconds histogram");
