@@ -91,6 +91,8 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
     let mut stats = RunStats::default();
     let mut answer = None;
     let no_outputs: HashMap<String, Value> = HashMap::new();
+    // What a compressed response keeps: the request's words (the same for every call).
+    let keep = keep_set(request, std::iter::empty::<&str>());
     for _ in 0..opts.max_turns {
         stats.planner_calls += 1;
         let v = llm.chat(json!({"messages": messages, "tools": tools, "tool_choice": "auto"})).await?;
@@ -124,8 +126,7 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
                         Ok(out) => {
                             stats.http_calls += 1;
                             stats.http_ms += out.elapsed_ms;
-                            let params: Vec<&str> = Vec::new();
-                            let observation = compress(&out.response, &keep_set(request, params), opts.observation_chars);
+                            let observation = compress(&out.response, &keep, opts.observation_chars);
                             let response = Arc::new(out.response);
                             trace.push(TraceEvent::Response { label: label.clone(), api: node.id.clone(), status: out.status, attempts: out.attempts, elapsed_ms: out.elapsed_ms, observation: observation.clone(), response: response.clone() });
                             chain.push(ChainCall { label, api: node.id.clone(), name: node.name.clone(), arguments: args, sent: out.arguments, subtask: None });

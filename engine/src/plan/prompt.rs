@@ -100,6 +100,16 @@ fn fit(lines: Vec<String>, chars: usize) -> String {
     or_none(out)
 }
 
+/// The last lines that fit in `chars`, in their order, after a `… N more` line when some are
+/// left out: the most recent calls of a path.
+fn fit_recent(mut lines: Vec<String>, chars: usize) -> String {
+    lines.reverse();
+    let fitted = fit(lines, chars);
+    let mut kept: Vec<&str> = fitted.lines().collect();
+    kept.reverse();
+    kept.join("\n")
+}
+
 /// Characters left for the variable parts once the template, the system prompt and the fixed
 /// variables are counted, against a budget of `tokens`.
 fn room(tokens: usize, template: &str, fixed: &[&str]) -> usize {
@@ -156,12 +166,7 @@ pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
     let all = room(DECISION_TOKENS, CHOOSE, &[&request]);
     let cands = [100, 50, 0].into_iter().map(|d| candidate_lines_with(candidates, d)).find(|c| c.chars().count() <= all * 3 / 5).unwrap_or_else(|| cut(&candidate_lines_with(candidates, 0), all * 3 / 5));
     let left = all.saturating_sub(cands.chars().count());
-    // The most recent calls first while they fit, shown in call order.
-    let mut path = path_entries(ctx, 160);
-    path.reverse();
-    let mut lines: Vec<String> = fit(path, left * 3 / 5).lines().map(str::to_string).collect();
-    lines.reverse();
-    let path = lines.join("\n");
+    let path = fit_recent(path_entries(ctx, 160), left * 3 / 5);
     let dead = fit(dead_end_lines(ctx), left / 5);
     let notes = fit(ctx.notes.clone(), left / 5);
     render(CHOOSE, &[("candidates", &cands), ("path", &path), ("dead_ends", &dead), ("notes", &notes), ("request", &request)])
@@ -211,9 +216,7 @@ pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer], filled: &Map<
     let fixed = room(DECISION_TOKENS, FILL, &[&api.name, &description, &already, &request, &today, &mentions, &given]);
     let params = fit(open, fixed / 2);
     let left = fixed.saturating_sub(params.chars().count());
-    let mut outputs: Vec<String> = path_entries(ctx, 200).into_iter().map(|l| l.to_string()).collect();
-    outputs.reverse();
-    let outputs = fit(outputs, left * 2 / 3);
+    let outputs = fit_recent(path_entries(ctx, 200), left * 2 / 3);
     let providers = fit(
         offers
             .iter()
