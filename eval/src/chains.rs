@@ -182,6 +182,12 @@ pub struct ChainDetail {
     /// Plan mode: the plan's APIs.
     #[serde(default)]
     pub plan: Vec<String>,
+    /// ComplexFuncBench's protocol: golden calls matched before the first incorrect call, and
+    /// that call with how it differs from the nearest golden call of its API.
+    #[serde(default)]
+    pub paper_correct: usize,
+    #[serde(default)]
+    pub paper_first_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -711,7 +717,10 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         TraceEvent::NeedsInput { api, missing } => Some(format!("{api} needs {}", missing.join(", "))),
         _ => None,
     });
+    let paper = crate::complexfuncbench::score(gold, &crate::complexfuncbench::sent_calls(&r.trace), r.status == Status::Answered);
     ChainDetail {
+        paper_correct: paper.correct,
+        paper_first_error: paper.first_error,
         method: method.to_string(),
         request: gold.request.chars().take(300).collect(),
         gold: gold.calls.iter().map(|c| c.name.clone()).collect(),

@@ -102,7 +102,7 @@ pub fn score(gold: &Gold, sent: &[SentCall], answered: bool) -> SampleScore {
                 correct += 1;
             }
             None => {
-                first_error = Some(format!("call {} ({}) matches no remaining golden call", n + 1, call.api));
+                first_error = Some(format!("call {} ({}) matches no remaining golden call{}", n + 1, call.api, nearest_difference(gold, &keys, &matched, call)));
                 break;
             }
         }
@@ -110,6 +110,34 @@ pub fn score(gold: &Gold, sent: &[SentCall], answered: bool) -> SampleScore {
     let golden = gold.calls.len();
     let success = first_error.is_none() && correct == golden && golden > 0 && answered;
     SampleScore { golden, correct, success, first_error }
+}
+
+/// Why a call matched no golden call, against the remaining golden call of its API that differs
+/// least: `: drop_off_time "11:00" (gold "17:00")`, or that no golden call of the API remains.
+fn nearest_difference(gold: &Gold, keys: &[String], matched: &[bool], call: &SentCall) -> String {
+    let diffs = |g: &Map<String, Value>| -> Vec<String> {
+        g.iter()
+            .filter(|(k, v)| call.arguments.get(*k).is_none_or(|s| normalize(s) != normalize(v)))
+            .map(|(k, v)| match call.arguments.get(k) {
+                Some(s) => format!("{k} {} (gold {})", short(s), short(v)),
+                None => format!("{k} missing (gold {})", short(v)),
+            })
+            .collect()
+    };
+    let nearest = (0..gold.calls.len()).filter(|&i| !matched[i] && keys[i] == call.api).map(|i| diffs(&gold.calls[i].resolved)).min_by_key(Vec::len);
+    match nearest {
+        Some(d) => format!(": {}", d.join(", ")),
+        None => ": no golden call of this API remains".to_string(),
+    }
+}
+
+fn short(v: &Value) -> String {
+    let t = v.to_string();
+    if t.chars().count() > 60 {
+        format!("{}…", t.chars().take(60).collect::<String>())
+    } else {
+        t
+    }
 }
 
 /// Gold calls some sent call matches (by rule, else by response), each gold call and each sent

@@ -470,6 +470,10 @@ pub struct RunSettings {
     pub use_memory: bool,
     /// Cosine similarity at which a recalled memory is replayed.
     pub memory_threshold: f32,
+    /// A recalled memory whose request is told like this one — the same words around its places,
+    /// dates and numbers, compared with every mention masked — is replayed by analogy from this
+    /// structure similarity (0..1; 1 = off), whatever its cosine.
+    pub analogy_threshold: f32,
     /// Memories recalled as hints for the search (their chains' steps get a vote).
     pub memory_hints: usize,
     /// Cosine similarity from which a recalled memory votes.
@@ -513,6 +517,7 @@ impl Default for RunSettings {
             reflection_rounds: 2,
             use_memory: true,
             memory_threshold: 0.9,
+            analogy_threshold: 0.8,
             memory_hints: 3,
             hint_threshold: 0.6,
             remember: true,

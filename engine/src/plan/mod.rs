@@ -11,6 +11,7 @@
 //! then earlier turns, then schema defaults), [`judge`] (usable responses and coverage),
 //! [`decompose`] (rule-based subtasks), [`answer`] (the answer composed from the results).
 
+pub mod analogy;
 pub mod answer;
 pub mod coverage;
 pub mod decompose;

@@ -1,15 +1,22 @@
-//! Long-term memory at the start of a run: a recalled chain close enough to the request is replayed
-//! (references kept, other arguments re-filled from this request) with zero planning calls; the
-//! memories below the replay threshold still vote for the steps their chains made.
+//! Long-term memory at the start of a run: a recalled chain close enough to the request — by
+//! cosine, or told the same way (the structure of the two requests, their mentions masked) — is
+//! replayed by analogy with zero planning calls (references kept, every value the remembered
+//! request said replaced by this request's counterpart, the rest from the shared filler); the
+//! memories below the replay thresholds still vote for the steps their chains made.
 
-use super::memory::MemoryStep;
+use super::memory::{MemoryStep, Recalled};
 use super::trace::TraceEvent;
 use super::{Engine, RunState};
+use crate::plan::analogy::{structure_similarity, Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
-use crate::plan::ArgSource;
+use crate::plan::learned::Kind;
+use crate::plan::{ArgSource, Filled};
 use crate::Result;
 use toolgraph_schema::{END_ID, START_ID};
+
+/// Memories compared by structure: the nearest by cosine, of which the best told alike wins.
+const ANALOGY_POOL: usize = 8;
 
 impl Engine {
     /// Recall memories for the request's `vector`: record their votes, and replay the best one
@@ -20,9 +27,10 @@ impl Engine {
             return Ok(false);
         }
         let Some(mem) = &self.memory else { return Ok(false) };
-        let hits = mem.recall(vector, self.settings.memory_hints.max(1)).await?;
+        let hints = self.settings.memory_hints.max(1);
+        let hits = mem.recall(vector, hints.max(ANALOGY_POOL)).await?;
         // Memories below the replay threshold still vote for the steps their chains made.
-        for h in hits.iter().filter(|h| h.score >= self.settings.hint_threshold) {
+        for h in hits.iter().take(hints).filter(|h| h.score >= self.settings.hint_threshold) {
             let mut prev = START_ID.to_string();
             for step in &h.entry.chain {
                 let e = st.hints.entry((prev.clone(), step.api.clone())).or_insert(0.0);
@@ -32,13 +40,13 @@ impl Engine {
             let e = st.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
             *e = e.max(h.score as f64);
         }
-        let Some(hit) = hits.into_iter().next() else { return Ok(false) };
-        let replay = hit.score >= self.settings.memory_threshold;
-        st.emit(TraceEvent::Recall { request: hit.entry.request.clone(), score: hit.score, chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(), replayed: replay }).await;
+        let Some((hit, structure)) = self.best_analogue(&st.ctx.request, hits) else { return Ok(false) };
+        let replay = hit.score >= self.settings.memory_threshold || structure >= self.settings.analogy_threshold as f64;
+        st.emit(TraceEvent::Recall { request: hit.entry.request.clone(), score: hit.score, structure: structure as f32, chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(), replayed: replay }).await;
         if !replay {
             return Ok(false);
         }
-        match self.replay(st, &hit.entry.chain).await {
+        match self.replay(st, &hit.entry.request, &hit.entry.chain).await {
             Ok(()) => {
                 st.stats.recalled = true;
                 Ok(true)
@@ -54,18 +62,64 @@ impl Engine {
         }
     }
 
-    /// Replay a remembered chain: references kept, other arguments re-filled from this request.
-    pub(super) async fn replay(&self, st: &mut RunState<'_>, chain: &[MemoryStep]) -> std::result::Result<(), String> {
+    /// Of the recalled memories, the one whose request is told most like this one (ties: the
+    /// nearer by cosine), with that structure similarity.
+    fn best_analogue(&self, request: &str, hits: Vec<Recalled>) -> Option<(Recalled, f64)> {
+        hits.into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let s = structure_similarity(&h.entry.request, request);
+                (i, h, s)
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
+            .map(|(_, h, s)| (h, s))
+    }
+
+    /// Replay a remembered chain by analogy: references kept; every value the remembered request
+    /// said replaced by this request's counterpart; values it never said kept as the constants
+    /// they are, unless an earlier output of this run provides the parameter.
+    pub(super) async fn replay(&self, st: &mut RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> std::result::Result<(), String> {
+        let analogy = Analogy::new(old_request, &st.ctx.values, chrono::Utc::now().date_naive());
         for step in chain {
             let api = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
-            let mut f = fill_arguments(&st.ctx, &api);
-            for (name, source) in &step.sources {
-                if matches!(source, ArgSource::Output { .. }) {
-                    if let Some(v) = step.arguments.get(name) {
-                        f.arguments.insert(name.clone(), v.clone());
-                        f.sources.insert(name.clone(), source.clone());
-                        f.missing.retain(|m| m != name);
+            let filled = fill_arguments(&st.ctx, &api);
+            let mut f = Filled::default();
+            for (name, recorded) in &step.arguments {
+                if let Some(source @ ArgSource::Output { .. }) = step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded)) {
+                    f.arguments.insert(name.clone(), recorded.clone());
+                    f.sources.insert(name.clone(), source);
+                    continue;
+                }
+                let kinds = self.mention_kinds(st, &api.id, name);
+                match analogy.transfer(recorded, kinds.as_deref()) {
+                    Transfer::Mapped(v) => {
+                        f.arguments.insert(name.clone(), v);
+                        f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
                     }
+                    Transfer::Unmatched(kind) => return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str())),
+                    Transfer::Unsaid => match (filled.arguments.get(name), filled.sources.get(name)) {
+                        (Some(v), Some(source @ ArgSource::Output { .. })) => {
+                            f.arguments.insert(name.clone(), v.clone());
+                            f.sources.insert(name.clone(), source.clone());
+                        }
+                        _ => {
+                            f.arguments.insert(name.clone(), recorded.clone());
+                            f.sources.insert(name.clone(), ArgSource::Default);
+                        }
+                    },
+                }
+            }
+            // What the remembered call did not send but this API requires: the shared filler's.
+            let lacking: Vec<&toolgraph_schema::ParamDoc> = api.params.iter().filter(|p| p.required && !f.arguments.contains_key(&p.name)).collect();
+            for p in lacking {
+                match filled.arguments.get(&p.name) {
+                    Some(v) => {
+                        f.arguments.insert(p.name.clone(), v.clone());
+                        if let Some(s) = filled.sources.get(&p.name) {
+                            f.sources.insert(p.name.clone(), s.clone());
+                        }
+                    }
+                    None => f.missing.push(p.name.clone()),
                 }
             }
             if !f.missing.is_empty() {
@@ -80,5 +134,13 @@ impl Engine {
             return Err(j.reason);
         }
         Ok(())
+    }
+
+    /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
+    /// third of them; none: a constant or an earlier output), or `None` when too little is known
+    /// (fewer than three recorded values, or no model).
+    fn mention_kinds(&self, st: &RunState<'_>, api: &str, param: &str) -> Option<Vec<Kind>> {
+        let slot = st.ctx.args.as_ref()?.slots.get(api)?.get(param)?;
+        (slot.support >= 3).then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
     }
 }

@@ -27,8 +27,16 @@ pub enum TraceEvent {
     PlanSkipped { step: usize, api: String, reason: String },
     /// The plan stopped at `step` (1-based; 0: no plan): the graph search goes on from there.
     PlanFailed { step: usize, reason: String },
-    /// A long-term memory recalled for the request.
-    Recall { request: String, score: f32, chain: Vec<String>, replayed: bool },
+    /// A long-term memory recalled for the request: its cosine `score`, and how alike the two
+    /// requests are told (`structure`, their words with places, dates and numbers masked).
+    Recall {
+        request: String,
+        score: f32,
+        #[serde(default)]
+        structure: f32,
+        chain: Vec<String>,
+        replayed: bool,
+    },
     /// A replayed memory failed; the search takes over.
     RecallFailed { reason: String },
     /// The planner's decision at a node.

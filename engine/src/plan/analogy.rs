@@ -1,0 +1,327 @@
+//! Replay by analogy: a remembered (request → chain) pair is a worked example of where each
+//! argument came from. A new request told the same way — the same words around other places,
+//! dates and times — takes the remembered chain with every literal that was a mention of the old
+//! request replaced by the new request's corresponding mention:
+//!
+//! - the two requests' mentions of each kind (dates, times, counted numbers, names) are aligned
+//!   (in order where both have as many, else by the words around them);
+//! - a recorded value that *is* a mention takes its counterpart; a name inside a longer value
+//!   (`"CN Tower, Toronto"`) is replaced where it stands; a date no mention gave is kept as the
+//!   offset from the nearest earlier date (or from "today": "the night after", "a 24-hour
+//!   rental");
+//! - a value the old request never said is a constant of the call or came from an earlier
+//!   output: the engine decides with the shared filler.
+//!
+//! How alike two requests are told is [`structure_similarity`]: their words with every mention
+//! and number masked (`rent a car at <name> at <num> am on <month> <num>`), compared as word pairs.
+
+use super::learned::{mentions, Kind, Mention};
+use super::values::RequestValues;
+use chrono::{Duration, NaiveDate};
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// The request as its structure reads: lower-case words, with numbers, capitalised words and
+/// month names masked and runs of one mask folded into one.
+pub fn delexicalize(text: &str) -> Vec<String> {
+    const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    let mut out: Vec<String> = Vec::new();
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let w = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let ends = raw.ends_with(['.', '?', '!']);
+        if w.is_empty() {
+            sentence_start = ends || sentence_start;
+            continue;
+        }
+        let lower = w.to_lowercase();
+        let token = if w.chars().any(|c| c.is_ascii_digit()) {
+            "<num>".to_string()
+        } else if MONTHS.contains(&lower.as_str()) {
+            "<month>".to_string()
+        } else if !sentence_start && w.chars().next().is_some_and(char::is_uppercase) && lower != "i" {
+            "<name>".to_string()
+        } else {
+            lower
+        };
+        if !(token.starts_with('<') && out.last() == Some(&token)) {
+            out.push(token);
+        }
+        sentence_start = ends;
+    }
+    out
+}
+
+/// How alike two requests are told (0..1): the Dice overlap of their delexicalized word pairs.
+pub fn structure_similarity(a: &str, b: &str) -> f64 {
+    let pairs = |t: &[String]| -> HashSet<(String, String)> { t.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect() };
+    let (pa, pb) = (pairs(&delexicalize(a)), pairs(&delexicalize(b)));
+    if pa.is_empty() || pb.is_empty() {
+        return 0.0;
+    }
+    2.0 * pa.intersection(&pb).count() as f64 / (pa.len() + pb.len()) as f64
+}
+
+/// What a recorded literal becomes for the new request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transfer {
+    /// A mention (or a value derived from one) of the old request: the new request's counterpart.
+    Mapped(Value),
+    /// The old request's mention has no counterpart in the new one.
+    Unmatched(Kind),
+    /// Not something the old request said: a constant, or an earlier output's value.
+    Unsaid,
+}
+
+/// The two requests' mentions, aligned kind by kind.
+#[derive(Debug, Clone)]
+pub struct Analogy {
+    old: RequestValues,
+    new: RequestValues,
+    /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
+    kinds: Vec<(Vec<Mention>, Vec<Mention>, Vec<Option<usize>>)>,
+}
+
+fn align(old: &[Mention], new: &[Mention]) -> Vec<Option<usize>> {
+    if old.len() == new.len() {
+        return (0..old.len()).map(Some).collect();
+    }
+    // Otherwise the pairs whose surrounding words agree most, each mention used once.
+    let jaccard = |a: &[String], b: &[String]| {
+        let (a, b): (HashSet<&String>, HashSet<&String>) = (a.iter().collect(), b.iter().collect());
+        let u = a.union(&b).count();
+        if u == 0 {
+            0.0
+        } else {
+            a.intersection(&b).count() as f64 / u as f64
+        }
+    };
+    let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
+    for (i, o) in old.iter().enumerate() {
+        for (j, n) in new.iter().enumerate() {
+            let order = if i == j { 0.25 } else { 0.0 };
+            pairs.push((jaccard(&o.cues, &n.cues) + order, i, j));
+        }
+    }
+    pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut map = vec![None; old.len()];
+    let mut taken = vec![false; new.len()];
+    for (s, i, j) in pairs {
+        if s > 0.0 && map[i].is_none() && !taken[j] {
+            map[i] = Some(j);
+            taken[j] = true;
+        }
+    }
+    map
+}
+
+fn kind_index(kind: Kind) -> usize {
+    Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+impl Analogy {
+    pub fn new(old_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
+        let old = RequestValues::extract(old_request, today);
+        let kinds = Kind::ALL
+            .iter()
+            .map(|k| {
+                let (o, n) = (mentions(&old, *k), mentions(new, *k));
+                let map = align(&o, &n);
+                (o, n, map)
+            })
+            .collect();
+        Analogy { old, new: new.clone(), kinds }
+    }
+
+    /// The counterpart of the old request's mention `i` of `kind`.
+    fn counterpart(&self, kind: Kind, i: usize) -> Option<&Mention> {
+        let (_, new, map) = &self.kinds[kind_index(kind)];
+        map.get(i).copied().flatten().and_then(|j| new.get(j))
+    }
+
+    fn old_mentions(&self, kind: Kind) -> &[Mention] {
+        &self.kinds[kind_index(kind)].0
+    }
+
+    /// The new value of a recorded literal. `mention_kinds`: the kinds of mention this parameter
+    /// is known to take (learned from recorded runs; empty: it takes none), `None` when nothing
+    /// was learned (then any kind).
+    pub fn transfer(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Transfer {
+        let allows = |k: Kind| mention_kinds.is_none_or(|ks| ks.contains(&k));
+        match value {
+            Value::String(s) => {
+                if allows(Kind::Date) {
+                    if let Some(t) = self.transfer_date(s) {
+                        return t;
+                    }
+                }
+                if allows(Kind::Time) {
+                    if let Some(t) = self.transfer_time(s) {
+                        return t;
+                    }
+                }
+                if allows(Kind::Number) {
+                    if let Ok(n) = s.trim().parse::<f64>() {
+                        return match self.transfer_number(n) {
+                            Transfer::Mapped(Value::Number(m)) => Transfer::Mapped(Value::String(m.to_string())),
+                            other => other,
+                        };
+                    }
+                }
+                if allows(Kind::Name) {
+                    return self.transfer_name(s);
+                }
+                Transfer::Unsaid
+            }
+            Value::Number(n) if allows(Kind::Number) => n.as_f64().map(|n| self.transfer_number(n)).unwrap_or(Transfer::Unsaid),
+            _ => Transfer::Unsaid,
+        }
+    }
+
+    fn transfer_date(&self, s: &str) -> Option<Transfer> {
+        let head = s.get(..10)?;
+        let d = NaiveDate::parse_from_str(head, "%Y-%m-%d").ok()?;
+        let rest = &s[10..];
+        let render = |n: NaiveDate| Transfer::Mapped(Value::String(format!("{}{rest}", n.format("%Y-%m-%d"))));
+        let olds = self.old_mentions(Kind::Date);
+        let key = d.format("%Y-%m-%d").to_string();
+        if let Some(i) = olds.iter().position(|m| m.value == key) {
+            return Some(match self.counterpart(Kind::Date, i) {
+                Some(m) => render(NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok()?),
+                None => Transfer::Unmatched(Kind::Date),
+            });
+        }
+        // Derived: the offset from the nearest earlier date mention, else from "today".
+        let earlier = olds.iter().enumerate().filter_map(|(i, m)| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok().map(|o| (i, o))).filter(|(_, o)| *o <= d).max_by_key(|(_, o)| *o);
+        if let Some((i, o)) = earlier.filter(|(_, o)| (d - *o).num_days() <= 31) {
+            let base = self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
+            return Some(match base {
+                Some(b) => render(b + Duration::days((d - o).num_days())),
+                None => Transfer::Unmatched(Kind::Date),
+            });
+        }
+        match (self.old.today, self.new.today) {
+            (Some(o), Some(n)) if d >= o && (d - o).num_days() <= 31 => Some(render(n + Duration::days((d - o).num_days()))),
+            _ => None,
+        }
+    }
+
+    fn transfer_time(&self, s: &str) -> Option<Transfer> {
+        let (h, m) = s.trim().split_once(':')?;
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.get(..2)?.parse().ok()?);
+        if h >= 24 || m >= 60 {
+            return None;
+        }
+        let key = format!("{h:02}:{m:02}");
+        let rest = &s.trim()[s.trim().find(':')? + 3..];
+        let i = self.old_mentions(Kind::Time).iter().position(|x| x.value == key)?;
+        Some(match self.counterpart(Kind::Time, i) {
+            Some(x) => Transfer::Mapped(Value::String(format!("{}{rest}", x.value))),
+            None => Transfer::Unmatched(Kind::Time),
+        })
+    }
+
+    fn transfer_number(&self, n: f64) -> Transfer {
+        let olds = self.old_mentions(Kind::Number);
+        let Some(i) = olds.iter().position(|m| m.value.parse::<f64>().is_ok_and(|v| v == n)) else { return Transfer::Unsaid };
+        match self.counterpart(Kind::Number, i).and_then(|m| m.value.parse::<f64>().ok()) {
+            Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => Transfer::Mapped(Value::from(v as i64)),
+            Some(v) => serde_json::Number::from_f64(v).map(|x| Transfer::Mapped(Value::Number(x))).unwrap_or(Transfer::Unsaid),
+            None => Transfer::Unmatched(Kind::Number),
+        }
+    }
+
+    /// A name: the whole value, or names of the old request inside it, replaced by their
+    /// counterparts (longest first, each place once).
+    fn transfer_name(&self, s: &str) -> Transfer {
+        let lower = s.to_lowercase();
+        let olds = self.old_mentions(Kind::Name);
+        let mut found: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, mention)
+        let mut order: Vec<usize> = (0..olds.len()).collect();
+        order.sort_by_key(|i| std::cmp::Reverse(olds[*i].value.len()));
+        for i in order {
+            let name = &olds[i].value;
+            if name.len() < 3 {
+                continue;
+            }
+            let mut from = 0;
+            while let Some(at) = lower[from..].find(name.as_str()).map(|p| p + from) {
+                let end = at + name.len();
+                let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric()) && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+                if bounded && !found.iter().any(|(a, b, _)| at < *b && *a < end) {
+                    found.push((at, end, i));
+                }
+                from = end;
+            }
+        }
+        if found.is_empty() {
+            return Transfer::Unsaid;
+        }
+        found.sort_unstable();
+        let mut out = String::new();
+        let mut at = 0;
+        for (start, end, i) in found {
+            let Some(new) = self.counterpart(Kind::Name, i) else { return Transfer::Unmatched(Kind::Name) };
+            out.push_str(&s[at..start]);
+            // The new request's own spelling of its mention.
+            let spelled = self.new.names.iter().find(|n| n.to_lowercase() == new.value).cloned().unwrap_or_else(|| new.value.clone());
+            out.push_str(&spelled);
+            at = end;
+        }
+        out.push_str(&s[at..]);
+        Transfer::Mapped(Value::String(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn day() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2024, 6, 1).unwrap()
+    }
+
+    const OLD: &str = "I'm planning to rent a car at Los Angeles International Airport at 8 AM on November 30, 2024, and return it at 2 PM on December 7 in Downtown Los Angeles. I need to rest for one night in a hotel near by after returning the car until December 8.";
+    const NEW: &str = "I'm planning to rent a car at Melbourne Airport at 10 AM on November 5, 2024, and return it at 4 PM on November 12 in Sydney City Centre. I need to rest for one night in a hotel near by after returning the car until November 13.";
+
+    #[test]
+    fn requests_told_alike_are_alike_whatever_their_places_and_dates() {
+        let same = structure_similarity(OLD, NEW);
+        assert!(same > 0.9, "{same}");
+        let other = structure_similarity(OLD, "Find me the cheapest flight from Paris to Rome on the 3rd of May and a hotel near the Colosseum for two nights.");
+        assert!(other < 0.3, "{other}");
+        assert_eq!(delexicalize("Rent a car at San Diego Marriott La Jolla at 8 AM.")[..5], ["rent", "a", "car", "at", "<name>"]);
+    }
+
+    #[test]
+    fn mentions_take_their_counterparts_derived_dates_keep_their_offset_and_constants_stay() {
+        let new = RequestValues::extract(NEW, day());
+        let a = Analogy::new(OLD, &new, day());
+        assert_eq!(a.transfer(&json!("2024-11-30"), None), Transfer::Mapped(json!("2024-11-05")));
+        assert_eq!(a.transfer(&json!("2024-12-07"), None), Transfer::Mapped(json!("2024-11-12")));
+        assert_eq!(a.transfer(&json!("14:00"), None), Transfer::Mapped(json!("16:00")));
+        assert_eq!(a.transfer(&json!("Los Angeles International Airport"), None), Transfer::Mapped(json!("Melbourne Airport")));
+        assert_eq!(a.transfer(&json!("Downtown Los Angeles"), Some(&[Kind::Name])), Transfer::Mapped(json!("Sydney City Centre")));
+        // A date two days after the last one said: two days after its counterpart.
+        assert_eq!(a.transfer(&json!("2024-12-10"), None), Transfer::Mapped(json!("2024-11-15")));
+        assert_eq!(a.transfer(&json!("distance"), None), Transfer::Unsaid);
+        assert_eq!(a.transfer(&json!(50), None), Transfer::Unsaid);
+        // Known not to take dates: left alone.
+        assert_eq!(a.transfer(&json!("2024-11-30"), Some(&[Kind::Name])), Transfer::Unsaid);
+    }
+
+    #[test]
+    fn a_name_inside_a_longer_value_is_replaced_where_it_stands() {
+        let old = "We will visit the CN Tower in Toronto on December 5th, 2024.";
+        let new = RequestValues::extract("We will visit the Brandenburg Gate in Berlin on November 25th, 2024.", day());
+        let a = Analogy::new(old, &new, day());
+        assert_eq!(a.transfer(&json!("CN Tower, Toronto"), None), Transfer::Mapped(json!("Brandenburg Gate, Berlin")));
+        // "today" anchors dates no mention gave.
+        let old = "Today is October 13th, 2024. Rent a car at the San Diego Marriott La Jolla for a 24-hour rental.";
+        let new = RequestValues::extract("Today is November 2nd, 2024. Rent a car at the Hilton Chicago for a 24-hour rental.", day());
+        let a = Analogy::new(old, &new, day());
+        assert_eq!(a.transfer(&json!("2024-10-14"), None), Transfer::Mapped(json!("2024-11-03")));
+        assert_eq!(a.transfer(&json!("San Diego Marriott La Jolla"), None), Transfer::Mapped(json!("Hilton Chicago")));
+    }
+}
