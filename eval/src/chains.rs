@@ -20,12 +20,12 @@ use toolgraph_engine::exec::refs;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
-use toolgraph_engine::plan::ArgSource;
+use toolgraph_engine::run::memory::{recorded_steps, RecordedCall};
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::retrieval::metrics::quantile;
-use toolgraph_engine::run::memory::{Memory, MemoryStep};
+use toolgraph_engine::run::memory::Memory;
 use toolgraph_engine::run::{Mode, RunReport, RunSettings, Status};
 use toolgraph_engine::stack::Stack;
 use toolgraph_schema::Settings;
@@ -567,25 +567,19 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
         // Usage vectors: the request joins every API of its chain.
         let used: Vec<String> = c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
         retriever.add_usage(&used, &v).await?;
-        let mut steps = Vec::new();
-        for call in &c.output {
-            let Some(id) = id_of.get(call.name.as_str()) else { continue };
-            let arguments = call.arguments.as_object().cloned().unwrap_or_default();
-            let sources = arguments
-                .iter()
-                .map(|(k, v)| {
-                    let src = match v.as_str().and_then(|s| refs::references(s).first().map(|r| r.to_string())) {
-                        Some(r) => {
-                            let (label, path) = r.split_once('.').unwrap_or((r.as_str(), ""));
-                            ArgSource::Output { label: label.to_string(), path: path.to_string() }
-                        }
-                        None => ArgSource::Request { kind: "recorded".into() },
-                    };
-                    (k.clone(), src)
-                })
-                .collect();
-            steps.push(MemoryStep { api: id.to_string(), arguments, sources });
-        }
+        // Literals the request never says but an earlier response holds become references.
+        let labels: Vec<String> = (1..=c.output.len()).map(|i| format!("var{i}")).collect();
+        let empty = Map::new();
+        let calls: Vec<RecordedCall<'_>> = c
+            .output
+            .iter()
+            .zip(&labels)
+            .filter_map(|(call, label)| {
+                let api = id_of.get(call.name.as_str())?;
+                Some(RecordedCall { api, label: call.label.as_deref().unwrap_or(label), arguments: call.arguments.as_object().unwrap_or(&empty), response: call.response.as_ref() })
+            })
+            .collect();
+        let steps = recorded_steps(req, &calls);
         memory.remember(req, v, steps).await?;
     }
     Ok(Learned { store, vectors, retriever, memory, embedder })

@@ -178,6 +178,22 @@ impl Analogy {
         }
     }
 
+    /// [`Analogy::transfer`] through arrays and objects (the legs of a multi-stop search): each
+    /// value inside transferred, references and values the old request never said kept; `Err`
+    /// names the kind of a mention with no counterpart.
+    pub fn transfer_deep(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Result<Value, Kind> {
+        match value {
+            Value::Array(items) => items.iter().map(|x| self.transfer_deep(x, mention_kinds)).collect::<Result<Vec<_>, _>>().map(Value::Array),
+            Value::Object(m) => m.iter().map(|(k, x)| self.transfer_deep(x, mention_kinds).map(|v| (k.clone(), v))).collect::<Result<serde_json::Map<_, _>, _>>().map(Value::Object),
+            Value::String(s) if s.contains('$') => Ok(value.clone()),
+            _ => match self.transfer(value, mention_kinds) {
+                Transfer::Mapped(v) => Ok(v),
+                Transfer::Unmatched(k) => Err(k),
+                Transfer::Unsaid => Ok(value.clone()),
+            },
+        }
+    }
+
     fn transfer_date(&self, s: &str) -> Option<Transfer> {
         let head = s.get(..10)?;
         let d = NaiveDate::parse_from_str(head, "%Y-%m-%d").ok()?;
@@ -307,6 +323,9 @@ mod tests {
         assert_eq!(a.transfer(&json!("2024-12-10"), None), Transfer::Mapped(json!("2024-11-15")));
         assert_eq!(a.transfer(&json!("distance"), None), Transfer::Unsaid);
         assert_eq!(a.transfer(&json!(50), None), Transfer::Unsaid);
+        // Inside the legs of a multi-stop search: dates mapped, references kept.
+        let legs = json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-30"}, {"fromId": "$var2.id$", "date": "2024-12-07"}]);
+        assert_eq!(a.transfer_deep(&legs, None), Ok(json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-05"}, {"fromId": "$var2.id$", "date": "2024-11-12"}])));
         // Known not to take dates: left alone.
         assert_eq!(a.transfer(&json!("2024-11-30"), Some(&[Kind::Name])), Transfer::Unsaid);
     }

@@ -106,3 +106,82 @@ impl Memory {
         Ok(self.len().await? == 0)
     }
 }
+
+/// One call of a recorded chain, as [`recorded_steps`] reads it: the API id, its label
+/// (`var1`…), the arguments as sent and the response it got.
+pub struct RecordedCall<'a> {
+    pub api: &'a str,
+    pub label: &'a str,
+    pub arguments: &'a Map<String, Value>,
+    pub response: Option<&'a Value>,
+}
+
+/// Memory steps of a recorded chain, with where each value came from made explicit: a literal
+/// the request never says but an earlier call's response holds (an id, coordinates, a name the
+/// annotator copied from a result) becomes a reference to that field (`$var3.result.1.hotel_id$`,
+/// indexes kept), wherever it stands — inside arrays and objects too. What the request says stays
+/// literal (the replay maps it to the new request's mention).
+pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
+    let said = request.to_lowercase();
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let earlier = &calls[..i];
+            let arguments: Map<String, Value> = c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
+            let sources = arguments
+                .iter()
+                .map(|(k, v)| (k.clone(), ArgSource::of_reference(v).unwrap_or(ArgSource::Request { kind: "recorded".into() })))
+                .collect();
+            MemoryStep { api: c.api.to_string(), arguments, sources }
+        })
+        .collect()
+}
+
+/// The literal's text if it is worth tracing to an earlier output: a string of three or more
+/// characters, or a number that is not a small count; neither said in the request.
+fn traceable(v: &Value, said: &str) -> Option<String> {
+    let text = match v {
+        Value::String(s) if s.trim().chars().count() >= 3 && !s.contains('$') => s.trim().to_string(),
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0 || f.abs() >= 100.0) => n.to_string(),
+        _ => return None,
+    };
+    (!said.contains(&text.to_lowercase())).then_some(text)
+}
+
+fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(|x| provenance(x, said, earlier)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), provenance(x, said, earlier))).collect()),
+        _ => {
+            let Some(text) = traceable(v, said) else { return v.clone() };
+            // The most recent producer first, its shallowest field holding the value.
+            earlier
+                .iter()
+                .rev()
+                .find_map(|c| field_holding(c.response?, &text).map(|path| Value::String(if path.is_empty() { format!("${}$", c.label) } else { format!("${}.{path}$", c.label) })))
+                .unwrap_or_else(|| v.clone())
+        }
+    }
+}
+
+/// The path (keys and indexes, dot-separated) of the first scalar equal to `text`, breadth first.
+fn field_holding(response: &Value, text: &str) -> Option<String> {
+    let mut queue: std::collections::VecDeque<(&Value, String)> = std::collections::VecDeque::from([(response, String::new())]);
+    let mut seen = 0;
+    let join = |p: &str, k: &str| if p.is_empty() { k.to_string() } else { format!("{p}.{k}") };
+    while let Some((node, path)) = queue.pop_front() {
+        seen += 1;
+        if seen > 20_000 {
+            return None;
+        }
+        match node {
+            Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
+            Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string())))),
+            Value::String(s) if s.trim() == text => return Some(path),
+            Value::Number(n) if n.to_string() == text || n.as_f64().zip(text.parse::<f64>().ok()).is_some_and(|(a, b)| a == b) => return Some(path),
+            _ => {}
+        }
+    }
+    None
+}

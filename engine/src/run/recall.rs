@@ -91,6 +91,12 @@ impl Engine {
                     continue;
                 }
                 let kinds = self.mention_kinds(st, &api.id, name);
+                if recorded.is_array() || recorded.is_object() {
+                    let v = analogy.transfer_deep(recorded, kinds.as_deref()).map_err(|kind| format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))?;
+                    f.arguments.insert(name.clone(), v);
+                    f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
+                    continue;
+                }
                 match analogy.transfer(recorded, kinds.as_deref()) {
                     Transfer::Mapped(v) => {
                         f.arguments.insert(name.clone(), v);
