@@ -178,6 +178,16 @@ impl Analogy {
         }
     }
 
+    /// Whether the new request's mention of `kind` reading `value` has a counterpart in the old
+    /// request (`Some(false)`: this request says something the old one did not; `None`: no such
+    /// mention).
+    pub fn has_counterpart(&self, kind: Kind, value: &str) -> Option<bool> {
+        let (_, new, map) = &self.kinds[kind_index(kind)];
+        let want = value.trim().to_lowercase();
+        let j = new.iter().position(|m| m.value == want || m.value.parse::<f64>().ok().zip(want.parse::<f64>().ok()).is_some_and(|(a, b)| a == b))?;
+        Some(map.contains(&Some(j)))
+    }
+
     /// [`Analogy::transfer`] through arrays and objects (the legs of a multi-stop search): each
     /// value inside transferred, references and values the old request never said kept; `Err`
     /// names the kind of a mention with no counterpart.
@@ -323,6 +333,13 @@ mod tests {
         assert_eq!(a.transfer(&json!("2024-12-10"), None), Transfer::Mapped(json!("2024-11-15")));
         assert_eq!(a.transfer(&json!("distance"), None), Transfer::Unsaid);
         assert_eq!(a.transfer(&json!(50), None), Transfer::Unsaid);
+        // Every mention here has a counterpart; one the old request lacks has none.
+        assert_eq!(a.has_counterpart(Kind::Name, "Sydney City Centre"), Some(true));
+        assert_eq!(a.has_counterpart(Kind::Time, "10:00"), Some(true));
+        assert_eq!(a.has_counterpart(Kind::Name, "Perth"), None);
+        let fewer = Analogy::new("Rent a car at Melbourne Airport at 10 AM on November 5, 2024.", &new, day());
+        assert_eq!(fewer.has_counterpart(Kind::Time, "10:00"), Some(true));
+        assert_eq!(fewer.has_counterpart(Kind::Time, "16:00"), Some(false));
         // Inside the legs of a multi-stop search: dates mapped, references kept.
         let legs = json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-30"}, {"fromId": "$var2.id$", "date": "2024-12-07"}]);
         assert_eq!(a.transfer_deep(&legs, None), Ok(json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-05"}, {"fromId": "$var2.id$", "date": "2024-11-12"}])));

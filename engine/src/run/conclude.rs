@@ -90,7 +90,9 @@ impl Engine {
     pub(super) async fn conclude_with(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool, settings: &RunSettings) -> Result<RunReport> {
         let judgement = if st.ctx.path.is_empty() {
             None
-        } else if recalled || st.deterministic_judge {
+        } else if recalled {
+            Some(st.recalled_judgement.take().unwrap_or_else(|| judge_path(&st.ctx)))
+        } else if st.deterministic_judge {
             Some(judge_path(&st.ctx))
         } else {
             st.stats.planner_calls += 1;

@@ -104,6 +104,9 @@ struct RunState<'a> {
     deterministic_judge: bool,
     approver: Option<Arc<dyn Approver>>,
     dry_run: bool,
+    /// The judgement of a memory replayed by analogy (its requirements weighed against the
+    /// remembered request's).
+    recalled_judgement: Option<crate::plan::Judgement>,
 }
 
 impl RunState<'_> {
@@ -356,6 +359,7 @@ impl Engine {
             deterministic_judge: false,
             approver: opts.approver.clone(),
             dry_run: opts.dry_run,
+            recalled_judgement: None,
         }
     }
 

@@ -11,9 +11,42 @@ use crate::plan::analogy::{structure_similarity, Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::learned::Kind;
-use crate::plan::{ArgSource, Filled};
+use crate::plan::{ArgSource, Filled, Judgement};
 use crate::Result;
 use toolgraph_schema::{END_ID, START_ID};
+
+/// A replay's judgement: every step must be usable, as always; of the request's requirements, one
+/// the remembered request had too (a mention with a counterpart there, an asked-for quantity, a
+/// completion, a subtask) is served as it was there — the remembered chain was judged good for it
+/// — and counts as covered by the recalled example (`covered_by: "recalled"`); a mention only this
+/// request makes must be covered by a call.
+fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
+    use crate::plan::coverage::Kind as Req;
+    if j.pass || j.first_bad_step.is_some() || j.coverage.is_empty() {
+        return j;
+    }
+    for r in j.coverage.iter_mut().filter(|r| !r.covered()) {
+        let kind = match r.kind {
+            Req::Date => Some(Kind::Date),
+            Req::Time => Some(Kind::Time),
+            Req::Name => Some(Kind::Name),
+            Req::Count => Some(Kind::Number),
+            _ => None,
+        };
+        let value = if r.kind == Req::Count { r.value.split_whitespace().next().unwrap_or_default().to_string() } else { r.value.clone() };
+        let had_it = kind.is_none_or(|k| analogy.has_counterpart(k, &value) != Some(false));
+        if had_it {
+            r.covered_by = Some("recalled".into());
+        }
+    }
+    if crate::plan::coverage::complete(&j.coverage) {
+        j.pass = true;
+        j.reason = "replayed by analogy, every call with a usable response; what the calls do not cover the remembered request asked for too, and its chain served it".to_string();
+    } else {
+        j.reason = format!("replayed by analogy, but this request also asks for {}", crate::plan::coverage::missing_text(&j.coverage));
+    }
+    j
+}
 
 /// Memories compared by structure: the nearest by cosine, of which the best told alike wins.
 const ANALOGY_POOL: usize = 8;
@@ -135,10 +168,11 @@ impl Engine {
                 return Err(format!("the call to {} failed", api.name));
             }
         }
-        let j = judge_path(&st.ctx);
+        let j = judged_by_analogy(judge_path(&st.ctx), &analogy);
         if !j.pass {
             return Err(j.reason);
         }
+        st.recalled_judgement = Some(j);
         Ok(())
     }
 
