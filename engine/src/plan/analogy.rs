@@ -76,10 +76,18 @@ pub enum Transfer {
 /// The two requests' mentions, aligned kind by kind.
 #[derive(Debug, Clone)]
 pub struct Analogy {
+    /// The two requests' words, lower-case (enumeration words are looked up in them).
+    old_words: String,
+    new_words: String,
     old: RequestValues,
     new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<(Vec<Mention>, Vec<Mention>, Vec<Option<usize>>)>,
+}
+
+/// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
+fn words(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
 }
 
 fn align(old: &[Mention], new: &[Mention]) -> Vec<Option<usize>> {
@@ -120,7 +128,7 @@ fn kind_index(kind: Kind) -> usize {
 }
 
 impl Analogy {
-    pub fn new(old_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
+    pub fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
         let old = RequestValues::extract(old_request, today);
         let kinds = Kind::ALL
             .iter()
@@ -130,7 +138,29 @@ impl Analogy {
                 (o, n, map)
             })
             .collect();
-        Analogy { old, new: new.clone(), kinds }
+        Analogy { old_words: words(old_request), new_words: words(new_request), old, new: new.clone(), kinds }
+    }
+
+    /// An enumeration word: `value` is one of the values a parameter is known to take
+    /// (`vocabulary`, learned from recorded runs: `ECONOMY`, `BUSINESS`, `FIRST`) and the old
+    /// request says it (`business class`); the new request's counterpart is the one known value
+    /// it says instead. `None`: not a word the old request says, or no single counterpart.
+    pub fn transfer_word(&self, value: &str, vocabulary: &[String]) -> Option<String> {
+        let said = |text: &str, v: &str| {
+            let w = words(v);
+            !w.trim().is_empty() && format!(" {text} ").contains(&format!(" {} ", w.trim()))
+        };
+        if vocabulary.len() < 2 || !said(&self.old_words, value) {
+            return None;
+        }
+        if said(&self.new_words, value) {
+            return Some(value.to_string());
+        }
+        let mut others = vocabulary.iter().filter(|v| v.as_str() != value && said(&self.new_words, v));
+        match (others.next(), others.next()) {
+            (Some(one), None) => Some(one.clone()),
+            _ => None,
+        }
     }
 
     /// The counterpart of the old request's mention `i` of `kind`.
@@ -323,7 +353,7 @@ mod tests {
     #[test]
     fn mentions_take_their_counterparts_derived_dates_keep_their_offset_and_constants_stay() {
         let new = RequestValues::extract(NEW, day());
-        let a = Analogy::new(OLD, &new, day());
+        let a = Analogy::new(OLD, NEW, &new, day());
         assert_eq!(a.transfer(&json!("2024-11-30"), None), Transfer::Mapped(json!("2024-11-05")));
         assert_eq!(a.transfer(&json!("2024-12-07"), None), Transfer::Mapped(json!("2024-11-12")));
         assert_eq!(a.transfer(&json!("14:00"), None), Transfer::Mapped(json!("16:00")));
@@ -337,7 +367,7 @@ mod tests {
         assert_eq!(a.has_counterpart(Kind::Name, "Sydney City Centre"), Some(true));
         assert_eq!(a.has_counterpart(Kind::Time, "10:00"), Some(true));
         assert_eq!(a.has_counterpart(Kind::Name, "Perth"), None);
-        let fewer = Analogy::new("Rent a car at Melbourne Airport at 10 AM on November 5, 2024.", &new, day());
+        let fewer = Analogy::new("Rent a car at Melbourne Airport at 10 AM on November 5, 2024.", NEW, &new, day());
         assert_eq!(fewer.has_counterpart(Kind::Time, "10:00"), Some(true));
         assert_eq!(fewer.has_counterpart(Kind::Time, "16:00"), Some(false));
         // Inside the legs of a multi-stop search: dates mapped, references kept.
@@ -350,14 +380,27 @@ mod tests {
     #[test]
     fn a_name_inside_a_longer_value_is_replaced_where_it_stands() {
         let old = "We will visit the CN Tower in Toronto on December 5th, 2024.";
-        let new = RequestValues::extract("We will visit the Brandenburg Gate in Berlin on November 25th, 2024.", day());
-        let a = Analogy::new(old, &new, day());
+        let text = "We will visit the Brandenburg Gate in Berlin on November 25th, 2024.";
+        let a = Analogy::new(old, text, &RequestValues::extract(text, day()), day());
         assert_eq!(a.transfer(&json!("CN Tower, Toronto"), None), Transfer::Mapped(json!("Brandenburg Gate, Berlin")));
         // "today" anchors dates no mention gave.
         let old = "Today is October 13th, 2024. Rent a car at the San Diego Marriott La Jolla for a 24-hour rental.";
-        let new = RequestValues::extract("Today is November 2nd, 2024. Rent a car at the Hilton Chicago for a 24-hour rental.", day());
-        let a = Analogy::new(old, &new, day());
+        let text = "Today is November 2nd, 2024. Rent a car at the Hilton Chicago for a 24-hour rental.";
+        let a = Analogy::new(old, text, &RequestValues::extract(text, day()), day());
         assert_eq!(a.transfer(&json!("2024-10-14"), None), Transfer::Mapped(json!("2024-11-03")));
         assert_eq!(a.transfer(&json!("San Diego Marriott La Jolla"), None), Transfer::Mapped(json!("Hilton Chicago")));
+    }
+
+    #[test]
+    fn an_enumeration_word_takes_the_known_value_the_new_request_says() {
+        let vocabulary: Vec<String> = ["ECONOMY", "PREMIUM_ECONOMY", "BUSINESS", "FIRST"].map(String::from).to_vec();
+        let old = "Find the cheapest business class flights from Houston to Rome.";
+        let new = "Find the cheapest premium economy class flights from Boston to Madrid.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer_word("BUSINESS", &vocabulary).as_deref(), Some("PREMIUM_ECONOMY"));
+        // Not said in the old request: a constant, not a word to transfer.
+        assert_eq!(a.transfer_word("FIRST", &vocabulary), None);
+        let same = Analogy::new(old, old, &RequestValues::extract(old, day()), day());
+        assert_eq!(same.transfer_word("BUSINESS", &vocabulary).as_deref(), Some("BUSINESS"));
     }
 }

@@ -162,6 +162,35 @@ fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
     Some((format!("{h:02}:{m:02}"), suffix_in_word.is_none() && next_suffix.is_some()))
 }
 
+/// A time said in words at token `i`: "9 o'clock (in the morning)", "3 in the afternoon",
+/// "eight in the evening" → (`HH:MM`, the last token it used).
+fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
+    let h = lower[i].parse::<u32>().ok().or_else(|| small_number(&lower[i]).map(|n| n as u32)).filter(|h| (1..=12).contains(h))?;
+    let at = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
+    let oclock = matches!(at(i + 1), "o'clock" | "o’clock" | "oclock");
+    let from = if oclock { i + 2 } else { i + 1 };
+    let part = (at(from) == "in" && at(from + 1) == "the").then(|| at(from + 2));
+    let pm = match part {
+        Some("morning") => Some(false),
+        Some("afternoon" | "evening" | "night") => Some(true),
+        _ => match at(from).trim_end_matches('.') {
+            "am" | "a.m" if oclock => Some(false),
+            "pm" | "p.m" if oclock => Some(true),
+            _ => None,
+        },
+    };
+    if !oclock && pm.is_none() {
+        return None;
+    }
+    let last = if part.is_some() { from + 2 } else if pm.is_some() { from } else { i + 1 };
+    let h = match pm {
+        Some(true) if h < 12 => h + 12,
+        Some(false) if h == 12 => 0,
+        _ => h,
+    };
+    Some((format!("{h:02}:00"), last))
+}
+
 /// `2024-10-05`, `05.10.2024`, `10-05-24`: a date, not a phone number.
 fn date_like(w: &str) -> bool {
     let g: Vec<&str> = w.split(['-', '.', '/']).collect();
@@ -243,6 +272,56 @@ impl RequestValues {
                         *u = true;
                     }
                 }
+            }
+        }
+        // Holidays: "Christmas (Eve)", "New Year's Eve", "New Year's Day", in the year said near
+        // them, else the year of the date before, else this year.
+        for i in 0..toks.len() {
+            let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
+            let (month, day, span) = match lower[i].as_str() {
+                "christmas" if next == "eve" => (12, 24, 2),
+                "christmas" => (12, 25, if next == "day" { 2 } else { 1 }),
+                "new" if matches!(next, "year's" | "year’s" | "years") => match lower.get(i + 2).map(String::as_str) {
+                    Some("eve") => (12, 31, 3),
+                    Some("day") => (1, 1, 3),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            if used[i] {
+                continue;
+            }
+            let said = (i + span..(i + span + 3).min(toks.len())).find_map(|j| year_number(toks[j].text));
+            let before = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
+            let year = said.unwrap_or_else(|| match before {
+                Some(b) if month == 1 && b.month() == 12 => b.year() + 1,
+                Some(b) => b.year(),
+                None => fallback_today.year(),
+            });
+            if let Some(d) = NaiveDate::from_ymd_opt(year, month, day) {
+                absolute.push((i, d));
+                for u in used.iter_mut().skip(i).take(span) {
+                    *u = true;
+                }
+            }
+        }
+        // "on the 7th": a bare ordinal day continues the month of the latest date before it (the
+        // next month when the day has passed).
+        for i in 1..toks.len() {
+            let ordinal = toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) && toks[i].text.chars().next().is_some_and(|c| c.is_ascii_digit());
+            if used[i] || lower[i - 1] != "the" || !ordinal {
+                continue;
+            }
+            let Some(day) = day_number(toks[i].text) else { continue };
+            let Some((_, prev)) = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).copied() else { continue };
+            let same = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| *d > prev);
+            let next = || {
+                let (y, m) = if prev.month() == 12 { (prev.year() + 1, 1) } else { (prev.year(), prev.month() + 1) };
+                NaiveDate::from_ymd_opt(y, m, day)
+            };
+            if let Some(d) = same.or_else(next) {
+                absolute.push((i, d));
+                used[i] = true;
             }
         }
         // "from October 5th to 12th": a bare day after "to" continues the month of the date before.
@@ -328,6 +407,7 @@ impl RequestValues {
                 Some((t, split)) => Some((t, if split { i + 1 } else { i })),
                 None if lower[i] == "noon" => Some(("12:00".into(), i)),
                 None if lower[i] == "midnight" => Some(("00:00".into(), i)),
+                None if !used[i] => spoken_time(&lower, i),
                 None => None,
             };
             if let Some((t, last)) = t {
@@ -343,7 +423,7 @@ impl RequestValues {
             let n = toks[i].text.parse::<f64>().ok().filter(|f| f.is_finite()).or_else(|| small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an"));
             let Some(n) = n else { continue };
             let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
-            if matches!(next, "am" | "pm" | "a.m." | "p.m.") || year_number(toks[i].text).is_some() && next.is_empty() {
+            if matches!(next, "am" | "pm" | "a.m." | "p.m.") || year_number(toks[i].text).is_some() && next.is_empty() || spoken_time(&lower, i).is_some() {
                 continue;
             }
             let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
@@ -547,6 +627,19 @@ mod tests {
         assert!(v.labelled.contains(&("hotelid".to_string(), "6374805".to_string())), "{:?}", v.labelled);
         let v = RequestValues::extract("I will return it at John F. Kennedy International Airport tomorrow.", d(2024, 1, 1));
         assert_eq!(v.names, vec!["John F. Kennedy International Airport"]);
+    }
+
+    #[test]
+    fn spoken_times_holidays_and_bare_ordinal_days() {
+        let v = RequestValues::extract("Rent a car at Charles de Gaulle Airport at 3 in the afternoon on October 1st, 2024, and return it at Orly Airport at 1 in the afternoon on the 7th.", d(2030, 1, 1));
+        assert_eq!(v.times, vec!["15:00", "13:00"]);
+        assert_eq!(v.dates, vec![d(2024, 10, 1), d(2024, 10, 7)]);
+        assert!(v.numbers.is_empty(), "{:?}", v.numbers);
+        let v = RequestValues::extract("My friend will pick it up at 9 o'clock in the morning on November 18th, 2024, and return it at 8 o'clock on the 2nd.", d(2030, 1, 1));
+        assert_eq!(v.times, vec!["09:00", "08:00"]);
+        assert_eq!(v.dates, vec![d(2024, 11, 18), d(2024, 12, 2)]);
+        let v = RequestValues::extract("I'll check in on Christmas Eve and check out on New Year's Day. We rent a car for Christmas in 2024.", d(2024, 6, 1));
+        assert_eq!(v.dates, vec![d(2024, 12, 24), d(2025, 1, 1), d(2024, 12, 25)]);
     }
 
     #[test]

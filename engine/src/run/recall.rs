@@ -13,6 +13,7 @@ use crate::plan::judge::judge_path;
 use crate::plan::learned::Kind;
 use crate::plan::{ArgSource, Filled, Judgement};
 use crate::Result;
+use serde_json::Value;
 use toolgraph_schema::{END_ID, START_ID};
 
 /// A replay's judgement: every step must be usable, as always; of the request's requirements, one
@@ -112,7 +113,7 @@ impl Engine {
     /// said replaced by this request's counterpart; values it never said kept as the constants
     /// they are, unless an earlier output of this run provides the parameter.
     pub(super) async fn replay(&self, st: &mut RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> std::result::Result<(), String> {
-        let analogy = Analogy::new(old_request, &st.ctx.values, chrono::Utc::now().date_naive());
+        let analogy = Analogy::new(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive());
         for step in chain {
             let api = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
             let filled = fill_arguments(&st.ctx, &api);
@@ -136,8 +137,12 @@ impl Engine {
                         f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
                     }
                     Transfer::Unmatched(kind) => return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str())),
-                    Transfer::Unsaid => match (filled.arguments.get(name), filled.sources.get(name)) {
-                        (Some(v), Some(source @ ArgSource::Output { .. })) => {
+                    Transfer::Unsaid => match (filled.arguments.get(name), filled.sources.get(name), recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)))) {
+                        (_, _, Some(word)) => {
+                            f.arguments.insert(name.clone(), Value::String(word));
+                            f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
+                        }
+                        (Some(v), Some(source @ ArgSource::Output { .. }), None) => {
                             f.arguments.insert(name.clone(), v.clone());
                             f.sources.insert(name.clone(), source.clone());
                         }
@@ -174,6 +179,12 @@ impl Engine {
         }
         st.recalled_judgement = Some(j);
         Ok(())
+    }
+
+    /// The string values `api`'s `param` took in recorded runs (an enumeration's known words).
+    fn vocabulary(&self, st: &RunState<'_>, api: &str, param: &str) -> Vec<String> {
+        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(api)).and_then(|s| s.get(param)) else { return Vec::new() };
+        slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect()
     }
 
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
