@@ -188,6 +188,9 @@ pub struct ChainDetail {
     pub paper_correct: usize,
     #[serde(default)]
     pub paper_first_error: Option<String>,
+    /// Planner decisions the run took.
+    #[serde(default)]
+    pub planner_calls: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -715,6 +718,7 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
     ChainDetail {
         paper_correct: paper.correct,
         paper_first_error: paper.first_error,
+        planner_calls: r.stats.planner_calls,
         method: method.to_string(),
         request: gold.request.chars().take(300).collect(),
         gold: gold.calls.iter().map(|c| c.name.clone()).collect(),

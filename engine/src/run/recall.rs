@@ -55,7 +55,7 @@ const ANALOGY_POOL: usize = 8;
 impl Engine {
     /// Recall memories for the request's `vector`: record their votes, and replay the best one
     /// when it is close enough. `true`: a replay passed (the run is concluded as recalled); a
-    /// replay that failed leaves the run as it was before it.
+    /// replay that failed leaves the calls that went through on the path for the search.
     pub(super) async fn recall(&self, st: &mut RunState<'_>, vector: &[f32]) -> Result<bool> {
         if !self.settings.use_memory {
             return Ok(false);
@@ -86,11 +86,9 @@ impl Engine {
                 Ok(true)
             }
             Err(reason) => {
+                // The calls that went through stay: the search goes on from them (a failed call
+                // is never sent again), where an analogous request went on from there.
                 st.emit(TraceEvent::RecallFailed { reason }).await;
-                st.ctx.path.clear();
-                st.ctx.fields.clear();
-                st.sent.clear();
-                st.next_label = 1;
                 Ok(false)
             }
         }
