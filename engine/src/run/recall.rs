@@ -14,7 +14,7 @@ use crate::plan::learned::Kind;
 use crate::plan::{ArgSource, Filled, Judgement};
 use crate::Result;
 use serde_json::Value;
-use toolgraph_schema::{END_ID, START_ID};
+use toolgraph_schema::{Mode, END_ID, START_ID};
 
 /// A replay's judgement: every step must be usable, as always; of the request's requirements, one
 /// the remembered request had too (a mention with a counterpart there, an asked-for quantity, a
@@ -80,6 +80,14 @@ impl Engine {
         if !replay {
             return Ok(false);
         }
+        // Plan mode: the remembered chain, its values transferred, is the whole plan (a solution
+        // of the library of I/O-coupled paths that recorded runs made), fixed before any call.
+        let plan_mode = st.mode == Mode::Plan;
+        if plan_mode {
+            st.stats.planned = true;
+            let steps: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
+            st.emit(TraceEvent::Plan { source: "memory".into(), solution: steps.clone(), steps }).await;
+        }
         match self.replay(st, &hit.entry.request, &hit.entry.chain).await {
             Ok(()) => {
                 st.stats.recalled = true;
@@ -88,6 +96,11 @@ impl Engine {
             Err(reason) => {
                 // The calls that went through stay: the search goes on from them (a failed call
                 // is never sent again), where an analogous request went on from there.
+                if plan_mode {
+                    let step = st.ctx.path.len() + 1;
+                    st.stats.plan_fallback_at = Some(step);
+                    st.emit(TraceEvent::PlanFailed { step, reason: reason.clone() }).await;
+                }
                 st.emit(TraceEvent::RecallFailed { reason }).await;
                 Ok(false)
             }
