@@ -86,8 +86,14 @@ pub struct Analogy {
 }
 
 /// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
-fn words(text: &str) -> String {
+pub(crate) fn words(text: &str) -> String {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `text` (as [`words`] gives it) says `value` as whole words.
+pub(crate) fn says(text: &str, value: &str) -> bool {
+    let w = words(value);
+    !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
 }
 
 fn align(old: &[Mention], new: &[Mention]) -> Vec<Option<usize>> {
@@ -146,10 +152,7 @@ impl Analogy {
     /// request says it (`business class`); the new request's counterpart is the one known value
     /// it says instead. `None`: not a word the old request says, or no single counterpart.
     pub fn transfer_word(&self, value: &str, vocabulary: &[String]) -> Option<String> {
-        let said = |text: &str, v: &str| {
-            let w = words(v);
-            !w.trim().is_empty() && format!(" {text} ").contains(&format!(" {} ", w.trim()))
-        };
+        let said = |text: &str, v: &str| says(text, v);
         if vocabulary.len() < 2 || !said(&self.old_words, value) {
             return None;
         }

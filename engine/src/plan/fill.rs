@@ -298,6 +298,12 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         if !p.required {
             continue;
         }
+        // A value recorded runs sent it with that the request says in words (an enumeration).
+        if let Some(v) = ctx.args.as_deref().and_then(|m| m.said_value(&api.id, &p.name, &ctx.request)) {
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Request { kind: "word".into() });
+            continue;
+        }
         // A value recorded runs always send it with.
         if let Some(v) = ctx.args.as_deref().and_then(|m| m.constant(&api.id, &p.name)) {
             out.arguments.insert(p.name.clone(), v);

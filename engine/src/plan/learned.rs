@@ -252,6 +252,24 @@ impl ArgModel {
         (margin > 1e-9).then(|| Choice { index: order[0], margin, from })
     }
 
+    /// A value `api`'s `param` was sent with in recorded runs that `request` says in words (an
+    /// enumeration: `install`, `buy`, `business`): its own examples, else the parameter name's;
+    /// the most frequent of those said, `None` when none is or two tie.
+    pub fn said_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
+        let text = super::analogy::words(request);
+        let pick = |slot: &SlotStats| -> Option<String> {
+            let mut said: Vec<(&String, u32)> = slot.values.iter().filter(|(v, _)| serde_json::from_str::<String>(v).is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::analogy::says(&text, &s))).map(|(v, n)| (v, *n)).collect();
+            said.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            match said.as_slice() {
+                [] => None,
+                [(_, n), (_, m), ..] if n == m => None,
+                [(a, _), ..] => Some((*a).clone()),
+            }
+        };
+        let own = self.slots.get(api).and_then(|s| s.get(param)).and_then(pick);
+        own.or_else(|| self.by_name.get(&norm(param)).and_then(pick)).and_then(|v| serde_json::from_str(&v).ok())
+    }
+
     /// A constant `api`'s `param` is always sent with (its own examples only).
     pub fn constant(&self, api: &str, param: &str) -> Option<Value> {
         self.slots.get(api)?.get(param)?.constant()
@@ -337,6 +355,13 @@ mod tests {
         assert_eq!(m.constant("h/search", "currency"), None, "3 of 4 is under 80 %");
         m.learn("hotels in Paris", [("h/search", &args(json!({"currency": "USD"})))], day());
         assert_eq!(m.constant("h/search", "currency"), Some(json!("USD")));
+        // A recorded value the request says in words fills an enumeration.
+        for (req, op) in [("buy some AAPL", "buy"), ("sell my TSLA", "sell"), ("buy MSFT", "buy")] {
+            m.learn(req, [("h/stock", &args(json!({"operation": op})))], day());
+        }
+        assert_eq!(m.said_value("h/stock", "operation", "Please sell the Apple stock I hold."), Some(json!("sell")));
+        assert_eq!(m.said_value("h/other_stock", "operation", "Buy Apple."), Some(json!("buy")), "backed off to the name");
+        assert_eq!(m.said_value("h/stock", "operation", "What is Apple worth?"), None);
         let one = vec![Mention { value: "10:00".into(), cues: vec![] }];
         assert_eq!(m.choose("h/search", "currency", Kind::Time, &one), None);
     }
