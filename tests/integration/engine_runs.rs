@@ -126,6 +126,45 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     let _ = stop.send(());
 }
 
+/// Held-out requests told like remembered ones (other places, dates, times) are replayed by
+/// analogy: the remembered chain, every value its request said replaced by this request's
+/// counterpart, no planner decision — and scored by ComplexFuncBench's own protocol (the first
+/// wrong call ends a sample), most of them are right call for call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
+    let w = world().await;
+    let with_memory = RunSettings { learn: false, remember: false, ..RunSettings::default() };
+    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), with_memory).await;
+    let (mut replayed, mut right, mut transferred) = (0, 0, 0);
+    for chain in &w.test {
+        let gold = gold_of(chain).unwrap();
+        let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+        let recall = r.trace.iter().find_map(|t| match t {
+            TraceEvent::Recall { request, score, structure, replayed, .. } => Some((request.clone(), *score, *structure, *replayed)),
+            _ => None,
+        });
+        let Some((remembered, score, structure, true)) = recall else { continue };
+        assert_ne!(remembered.trim(), gold.request.trim(), "held out: never its own memory");
+        assert!(structure >= 0.8 || score >= 0.9, "{structure} {score}");
+        replayed += 1;
+        if !r.stats.recalled {
+            continue;
+        }
+        assert_eq!(r.stats.planner_calls, 0, "a replay decides nothing");
+        assert_eq!(r.status, Status::Answered);
+        // Values came from this request, not copied from the remembered one.
+        let by_analogy = r.trace.iter().any(|t| matches!(t, TraceEvent::Call { sources, .. } if sources.values().any(|s| matches!(s, toolgraph_engine::plan::ArgSource::Request { kind } if kind == "analogy"))));
+        transferred += usize::from(by_analogy);
+        let paper = toolgraph_eval::complexfuncbench::score(&gold, &toolgraph_eval::complexfuncbench::sent_calls(&r.trace), true);
+        right += usize::from(paper.success);
+    }
+    let n = w.test.len();
+    assert!(replayed * 2 >= n, "{replayed} of {n} replayed");
+    assert!(right * 10 >= n * 3, "{right} of {n} right under the paper's protocol");
+    assert!(transferred >= right, "{transferred} runs took values by analogy, {right} right");
+    let _ = stop.send(());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_end_in_a_clear_trace_never_a_hang() {
     let w = world().await;
