@@ -729,11 +729,12 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         first_failure,
         success: succeeded(gold, r),
         missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage)).unwrap_or_default(),
-        plan: r.trace.iter().find_map(|t| match t {
+        // The run's plan is the last one it made (a remembered plan may have failed before it).
+        plan: r.trace.iter().rev().find_map(|t| match t {
             TraceEvent::Plan { steps, .. } => Some(steps.iter().map(|s| s.rsplit('/').next().unwrap_or(s).to_string()).collect()),
             _ => None,
         }).unwrap_or_default(),
-        plan_fallback: r.trace.iter().find_map(|t| match t {
+        plan_fallback: r.trace.iter().skip(r.trace.iter().rposition(|t| matches!(t, TraceEvent::Plan { .. })).unwrap_or(0)).find_map(|t| match t {
             TraceEvent::PlanFailed { step, reason } => Some(format!("step {step}: {reason}")),
             _ => None,
         }),

@@ -379,8 +379,9 @@ impl Engine {
         // After a replay that went part of the way, one search goes on from its calls (the
         // subtasks' own searches would start over around them).
         let per_subtask = self.retrieve_seeds(&mut st, &vector).await? && st.ctx.path.is_empty();
-        // Plan mode plans from the solution library unless a remembered plan already ran.
-        if st.mode == Mode::Plan && !st.stats.planned && self.run_plan(&mut st).await? {
+        // Plan mode plans from the solution library unless a remembered plan already went part
+        // of the way (the search goes on from its calls).
+        if st.mode == Mode::Plan && st.ctx.path.is_empty() && self.run_plan(&mut st).await? {
             st.deterministic_judge = true;
             return self.conclude(st, Ended::Finished, &vector, false).await;
         }

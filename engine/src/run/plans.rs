@@ -101,6 +101,8 @@ impl Engine {
             None => (0, format!("no solution of the library fits the request ({} offered)", views.len())),
             Some(p) => {
                 st.stats.planned = true;
+                // This plan is the run's plan now (a remembered one may have failed before it).
+                st.stats.plan_fallback_at = None;
                 let solution = p.solution.and_then(|i| self.solutions.get().and_then(|l| l.solutions.get(i))).map(|s| s.apis.clone()).unwrap_or_default();
                 st.emit(TraceEvent::Plan { source: p.source.clone(), solution, steps: p.steps.iter().map(|s| s.api.clone()).collect() }).await;
                 match self.execute_plan(st, &p).await? {
