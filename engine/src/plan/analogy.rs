@@ -159,9 +159,11 @@ impl Analogy {
         if said(&self.new_words, value) {
             return Some(value.to_string());
         }
-        let mut others = vocabulary.iter().filter(|v| v.as_str() != value && said(&self.new_words, v));
+        // Of the known values it says, the longest reading ("premium economy" is not "economy").
+        let said_new: Vec<&String> = vocabulary.iter().filter(|v| v.as_str() != value && said(&self.new_words, v)).collect();
+        let mut others = said_new.iter().filter(|v| !said_new.iter().any(|w| w != *v && says(&words(w), v)));
         match (others.next(), others.next()) {
-            (Some(one), None) => Some(one.clone()),
+            (Some(one), None) => Some((*one).clone()),
             _ => None,
         }
     }

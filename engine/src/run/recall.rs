@@ -135,6 +135,26 @@ impl Engine {
                     f.sources.insert(name.clone(), source);
                     continue;
                 }
+                // A value the user gave or an earlier turn's output is this conversation's, not
+                // the remembered one's: this request must give its own.
+                if matches!(step.sources.get(name), Some(ArgSource::Given | ArgSource::Earlier { .. })) {
+                    match filled.arguments.get(name) {
+                        Some(v) => {
+                            f.arguments.insert(name.clone(), v.clone());
+                            if let Some(s) = filled.sources.get(name) {
+                                f.sources.insert(name.clone(), s.clone());
+                            }
+                        }
+                        None => f.missing.push(name.clone()),
+                    }
+                    continue;
+                }
+                // A documented default or a constant stays what it was.
+                if matches!(step.sources.get(name), Some(ArgSource::Default)) {
+                    f.arguments.insert(name.clone(), recorded.clone());
+                    f.sources.insert(name.clone(), ArgSource::Default);
+                    continue;
+                }
                 let kinds = self.mention_kinds(st, &api.id, name);
                 if recorded.is_array() || recorded.is_object() {
                     let v = analogy.transfer_deep(recorded, kinds.as_deref()).map_err(|kind| format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))?;
@@ -157,6 +177,15 @@ impl Engine {
                             f.arguments.insert(name.clone(), v.clone());
                             f.sources.insert(name.clone(), source.clone());
                         }
+                        // A run's own memory says the value came from its request (a quoted
+                        // string, an email…): this request's, as the filler finds it.
+                        (filled_value, filled_source, None) if matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded") => match (filled_value, filled_source) {
+                            (Some(v), Some(source)) => {
+                                f.arguments.insert(name.clone(), v.clone());
+                                f.sources.insert(name.clone(), source.clone());
+                            }
+                            _ => f.missing.push(name.clone()),
+                        },
                         _ => {
                             f.arguments.insert(name.clone(), recorded.clone());
                             f.sources.insert(name.clone(), ArgSource::Default);
