@@ -49,6 +49,19 @@ fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
     j
 }
 
+/// The shared filler's value for `name` (with its source) into `f`, else `name` is missing.
+fn take_filled(filled: &Filled, name: &str, f: &mut Filled) {
+    match filled.arguments.get(name) {
+        Some(v) => {
+            f.arguments.insert(name.to_string(), v.clone());
+            if let Some(s) = filled.sources.get(name) {
+                f.sources.insert(name.to_string(), s.clone());
+            }
+        }
+        None => f.missing.push(name.to_string()),
+    }
+}
+
 /// Memories compared by structure: the nearest by cosine, of which the best told alike wins.
 const ANALOGY_POOL: usize = 8;
 
@@ -138,15 +151,7 @@ impl Engine {
                 // A value the user gave or an earlier turn's output is this conversation's, not
                 // the remembered one's: this request must give its own.
                 if matches!(step.sources.get(name), Some(ArgSource::Given | ArgSource::Earlier { .. })) {
-                    match filled.arguments.get(name) {
-                        Some(v) => {
-                            f.arguments.insert(name.clone(), v.clone());
-                            if let Some(s) = filled.sources.get(name) {
-                                f.sources.insert(name.clone(), s.clone());
-                            }
-                        }
-                        None => f.missing.push(name.clone()),
-                    }
+                    take_filled(&filled, name, &mut f);
                     continue;
                 }
                 // A documented default or a constant stays what it was.
@@ -156,55 +161,38 @@ impl Engine {
                     continue;
                 }
                 let kinds = self.mention_kinds(st, &api.id, name);
-                if recorded.is_array() || recorded.is_object() {
-                    let v = analogy.transfer_deep(recorded, kinds.as_deref()).map_err(|kind| format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))?;
-                    f.arguments.insert(name.clone(), v);
-                    f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
-                    continue;
-                }
-                match analogy.transfer(recorded, kinds.as_deref()) {
+                let transfer = if recorded.is_array() || recorded.is_object() {
+                    analogy.transfer_deep(recorded, kinds.as_deref()).map_or_else(Transfer::Unmatched, Transfer::Mapped)
+                } else {
+                    analogy.transfer(recorded, kinds.as_deref())
+                };
+                match transfer {
                     Transfer::Mapped(v) => {
                         f.arguments.insert(name.clone(), v);
                         f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
                     }
                     Transfer::Unmatched(kind) => return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str())),
-                    Transfer::Unsaid => match (filled.arguments.get(name), filled.sources.get(name), recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)))) {
-                        (_, _, Some(word)) => {
+                    Transfer::Unsaid => {
+                        let word = recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)));
+                        // An earlier output of this run provides it, or a run's own memory says the
+                        // value came from its request (a quoted string, an email…): the filler's.
+                        let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. })) || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
+                        if let Some(word) = word {
                             f.arguments.insert(name.clone(), Value::String(word));
                             f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
-                        }
-                        (Some(v), Some(source @ ArgSource::Output { .. }), None) => {
-                            f.arguments.insert(name.clone(), v.clone());
-                            f.sources.insert(name.clone(), source.clone());
-                        }
-                        // A run's own memory says the value came from its request (a quoted
-                        // string, an email…): this request's, as the filler finds it.
-                        (filled_value, filled_source, None) if matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded") => match (filled_value, filled_source) {
-                            (Some(v), Some(source)) => {
-                                f.arguments.insert(name.clone(), v.clone());
-                                f.sources.insert(name.clone(), source.clone());
-                            }
-                            _ => f.missing.push(name.clone()),
-                        },
-                        _ => {
+                        } else if refill {
+                            take_filled(&filled, name, &mut f);
+                        } else {
                             f.arguments.insert(name.clone(), recorded.clone());
                             f.sources.insert(name.clone(), ArgSource::Default);
                         }
-                    },
+                    }
                 }
             }
             // What the remembered call did not send but this API requires: the shared filler's.
-            let lacking: Vec<&toolgraph_schema::ParamDoc> = api.params.iter().filter(|p| p.required && !f.arguments.contains_key(&p.name)).collect();
-            for p in lacking {
-                match filled.arguments.get(&p.name) {
-                    Some(v) => {
-                        f.arguments.insert(p.name.clone(), v.clone());
-                        if let Some(s) = filled.sources.get(&p.name) {
-                            f.sources.insert(p.name.clone(), s.clone());
-                        }
-                    }
-                    None => f.missing.push(p.name.clone()),
-                }
+            let lacking: Vec<String> = api.params.iter().filter(|p| p.required && !f.arguments.contains_key(&p.name)).map(|p| p.name.clone()).collect();
+            for name in &lacking {
+                take_filled(&filled, name, &mut f);
             }
             if !f.missing.is_empty() {
                 return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
