@@ -52,14 +52,22 @@ pub fn delexicalize(text: &str) -> Vec<String> {
     out
 }
 
-/// How alike two requests are told (0..1): the Dice overlap of their delexicalized word pairs.
-pub fn structure_similarity(a: &str, b: &str) -> f64 {
-    let pairs = |t: &[String]| -> HashSet<(String, String)> { t.windows(2).map(|w| (w[0].clone(), w[1].clone())).collect() };
-    let (pa, pb) = (pairs(&delexicalize(a)), pairs(&delexicalize(b)));
-    if pa.is_empty() || pb.is_empty() {
+/// A request's delexicalized word pairs: what [`structure_similarity`] compares.
+pub fn word_pairs(text: &str) -> HashSet<(String, String)> {
+    delexicalize(text).windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
+}
+
+/// The Dice overlap of two sets of [`word_pairs`] (0..1).
+pub fn pair_similarity(a: &HashSet<(String, String)>, b: &HashSet<(String, String)>) -> f64 {
+    if a.is_empty() || b.is_empty() {
         return 0.0;
     }
-    2.0 * pa.intersection(&pb).count() as f64 / (pa.len() + pb.len()) as f64
+    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
+}
+
+/// How alike two requests are told (0..1): the Dice overlap of their delexicalized word pairs.
+pub fn structure_similarity(a: &str, b: &str) -> f64 {
+    pair_similarity(&word_pairs(a), &word_pairs(b))
 }
 
 /// What a recorded literal becomes for the new request.

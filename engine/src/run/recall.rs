@@ -7,7 +7,7 @@
 use super::memory::{MemoryStep, Recalled};
 use super::trace::TraceEvent;
 use super::{Engine, RunState};
-use crate::plan::analogy::{structure_similarity, Analogy, Transfer};
+use crate::plan::analogy::{pair_similarity, word_pairs, Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::learned::Kind;
@@ -123,10 +123,11 @@ impl Engine {
     /// Of the recalled memories, the one whose request is told most like this one (ties: the
     /// nearer by cosine), with that structure similarity.
     fn best_analogue(&self, request: &str, hits: Vec<Recalled>) -> Option<(Recalled, f64)> {
+        let this = word_pairs(request);
         hits.into_iter()
             .enumerate()
             .map(|(i, h)| {
-                let s = structure_similarity(&h.entry.request, request);
+                let s = pair_similarity(&word_pairs(&h.entry.request), &this);
                 (i, h, s)
             })
             .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
