@@ -554,7 +554,8 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
     drop(rw);
     let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.join("graph.redb"))?);
     store.setup().await?;
-    let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], ..Inputs::default() };
+    let learner = toolgraph_ingest::pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
+    let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], learner: Some(learner), ..Inputs::default() };
     pipeline::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
     let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..settings.vectors.clone() })?;
     index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache, settings.retrieval.index_chunk, false, |_, _| {}).await?;

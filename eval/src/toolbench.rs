@@ -220,7 +220,8 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
         std::fs::create_dir_all(&fold).map_err(|e| IngestError::Input(format!("{}: {e}", fold.display())))?;
         let store: Arc<dyn GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
         store.setup().await?;
-        pipeline::ingest(store.clone(), Inputs { toolbench: train, tools: vec![tools_path.clone()], ..Inputs::default() }, settings, Arc::new(NoProgress)).await?;
+        let learner = pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
+        pipeline::ingest(store.clone(), Inputs { toolbench: train, tools: vec![tools_path.clone()], learner: Some(learner), ..Inputs::default() }, settings, Arc::new(NoProgress)).await?;
         let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", fold.join("vectors").display()), ..settings.vectors.clone() })?;
         index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache.as_ref(), settings.retrieval.index_chunk, false, |_, _| {}).await?;
         let retriever = Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);

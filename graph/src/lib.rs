@@ -218,6 +218,12 @@ pub trait GraphStore: Send + Sync {
     /// A marker that derived weights may be stale (set before writing counts, cleared after).
     async fn set_weights_dirty(&self, dirty: bool) -> Result<()>;
     async fn weights_dirty(&self) -> Result<bool>;
+    /// Store parts of a model learned from the graph's runs — `(key, JSON text)`, keys like
+    /// `arguments/api/<api id>` — replacing those keys' values: models live with the graph they
+    /// were learned with, on every backend, and a run's update writes only the parts it changed.
+    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()>;
+    /// Every stored model part whose key starts with `prefix`, in key order.
+    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>>;
     /// Read-only Cypher, where the backend speaks Cypher.
     async fn cypher_read(
         &self,

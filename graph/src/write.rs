@@ -9,9 +9,20 @@ use crate::{aggregate, weights, ContributionBatch, GraphStore, Result};
 use std::collections::{BTreeSet, HashSet};
 use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
 
+/// Learns from the examples of the runs a writer writes (the engine's argument model): each new
+/// run's [`Example`](toolgraph_schema::Example) once, as its counts are applied; `finish` stores
+/// what was learned with the graph and says how many examples it took.
+#[async_trait::async_trait]
+pub trait ExampleSink: Send + Sync {
+    fn learn(&self, example: &toolgraph_schema::Example);
+    async fn finish(&self, store: &dyn GraphStore) -> Result<u64>;
+}
+
 /// Writes contributions into one store; see the [module](self).
 pub struct ContributionWriter<'s> {
     store: &'s dyn GraphStore,
+    /// Where new runs' examples go.
+    sink: Option<&'s dyn ExampleSink>,
     /// Derived data (weights, FEEDS) marked stale by this writer.
     marked_dirty: bool,
     /// Keys written (or found in the ledger) by this writer.
@@ -26,7 +37,13 @@ pub struct ContributionWriter<'s> {
 
 impl<'s> ContributionWriter<'s> {
     pub fn new(store: &'s dyn GraphStore) -> Self {
-        ContributionWriter { store, marked_dirty: false, seen: HashSet::new(), already: 0, touched: BTreeSet::new(), pairs: BTreeSet::new() }
+        ContributionWriter { store, sink: None, marked_dirty: false, seen: HashSet::new(), already: 0, touched: BTreeSet::new(), pairs: BTreeSet::new() }
+    }
+
+    /// Hand each new run's example to `sink` (runs the ledger already holds are not learned twice).
+    pub fn with_sink(mut self, sink: Option<&'s dyn ExampleSink>) -> Self {
+        self.sink = sink;
+        self
     }
 
     /// Mark the store's derived data stale (once), before a write that changes what it derives
@@ -65,6 +82,11 @@ impl<'s> ContributionWriter<'s> {
             self.mark_dirty().await?;
         }
         self.store.apply_contributions(&batch).await?;
+        if let Some(sink) = self.sink {
+            for example in fresh.iter().filter_map(|c| c.example.as_ref()) {
+                sink.learn(example);
+            }
+        }
         for e in &batch.edges {
             self.touched.insert(e.from.clone());
             if e.from != START_ID && e.to != END_ID {

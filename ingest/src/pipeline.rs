@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use toolgraph_graph::write::ContributionWriter;
+use toolgraph_graph::write::{ContributionWriter, ExampleSink};
 use toolgraph_graph::{weights, ApiUpsert, GraphStore};
 use toolgraph_schema::{Contribution, Settings, END_ID, START_ID};
 
@@ -34,6 +34,19 @@ pub struct Inputs {
     pub trajectories: Vec<PathBuf>,
     /// Set to stop early (Ctrl-C): reading stops, what was read is written and finished.
     pub stop: Arc<AtomicBool>,
+    /// Learns from each new answered run's request and arguments, and stores what it learned
+    /// with the graph at the end (the engine's argument model); `None` learns nothing.
+    pub learner: Option<Learner>,
+}
+
+/// An [`ExampleSink`] for [`Inputs::learner`].
+#[derive(Clone)]
+pub struct Learner(pub Arc<dyn ExampleSink>);
+
+impl std::fmt::Debug for Learner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Learner")
+    }
 }
 
 /// Progress reporting; the binary draws a bar or logs lines.
@@ -298,6 +311,7 @@ pub async fn ingest(
     drop(snapshot);
 
     let stop = inputs.stop.clone();
+    let learner = inputs.learner.clone();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
     let reader_settings = settings.clone();
     let reader_progress = progress.clone();
@@ -306,7 +320,7 @@ pub async fn ingest(
 
     let mut apis_written = 0u64;
     let mut changed_tools: BTreeSet<String> = BTreeSet::new();
-    let mut writer = ContributionWriter::new(store.as_ref());
+    let mut writer = ContributionWriter::new(store.as_ref()).with_sink(learner.as_ref().map(|l| l.0.as_ref()));
     let mut write_result: Result<(), IngestError> = Ok(());
 
     while let Some(batch) = rx.recv().await {
@@ -356,6 +370,10 @@ pub async fn ingest(
         writer.clear_dirty().await?;
     }
 
+    let arg_examples = match &learner {
+        Some(l) => l.0.finish(store.as_ref()).await?,
+        None => 0,
+    };
     let stats = store.stats().await?;
     let interrupted = stop.load(Ordering::Relaxed);
     let mut tally = read.tally;
@@ -374,6 +392,7 @@ pub async fn ingest(
         edges: EdgeCounts { next: stats.next_edges, feeds: stats.feeds_edges },
         weights_recomputed: weights_recomputed as u64,
         feeds_written: feeds_rows.len() as u64,
+        arg_examples,
         elapsed_s: elapsed,
         errors_total: read.errors_total,
         errors: read.errors,

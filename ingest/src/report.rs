@@ -98,6 +98,9 @@ pub struct IngestReport {
     pub edges: EdgeCounts,
     pub weights_recomputed: u64,
     pub feeds_written: u64,
+    /// Answered runs the argument model learned from (their requests and call arguments), when
+    /// the ingest trained one (`toolgraph ingest` does; it is stored with the graph).
+    pub arg_examples: u64,
     pub elapsed_s: f64,
     pub runs_per_s: f64,
     pub errors_total: u64,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use toolgraph_schema::{
-    ApiDoc, CallStatus, Contribution, Outcome, ParamDoc, RecordedRun, ResolvedCall,
+    ApiDoc, CallStatus, Contribution, Example, ExampleCall, Outcome, ParamDoc, RecordedRun, ResolvedCall,
     UNKNOWN_CATEGORY,
 };
 
@@ -35,6 +35,9 @@ struct Answer {
 #[derive(Deserialize)]
 struct AnswerGeneration {
     valid_data: bool,
+    /// The user's request (absent in some older files).
+    #[serde(default)]
+    query: Option<String>,
     #[serde(default)]
     finish_type: Option<String>,
     #[serde(default)]
@@ -306,6 +309,7 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
         name: String,
         args: String,
         error: Option<String>,
+        response: Option<String>,
     }
     let mut calls: Vec<PathCall> = Vec::new();
     let mut finish: Option<String> = None;
@@ -320,11 +324,13 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
                 finish = Some(rt);
             }
             ("assistant", Some(fc)) => {
-                calls.push(PathCall { name: fc.name.clone(), args: canonical_args(&text(&fc.arguments)), error: None })
+                calls.push(PathCall { name: fc.name.clone(), args: canonical_args(&text(&fc.arguments)), error: None, response: None })
             }
             ("function", _) => {
                 if let Some(last) = calls.last_mut().filter(|c| c.error.is_none()) {
-                    last.error = Some(observation_error(&text(&m.content)));
+                    let content = text(&m.content);
+                    last.error = Some(observation_error(&content));
+                    last.response = Some(content);
                 }
             }
             _ => {}
@@ -340,6 +346,7 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
         return Some(contribution);
     }
 
+    let mut example = Example { request: ag.query.clone().unwrap_or_default(), calls: Vec::new() };
     for (i, c) in calls.iter().enumerate() {
         let error = c.error.clone().unwrap_or_default();
         let code = codes.get(&(c.name.clone(), c.args.clone())).copied().or_else(|| {
@@ -364,6 +371,12 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
         }
         match resolver.resolve(&c.name, catalog) {
             Resolution::Found(id) => {
+                example.calls.push(ExampleCall {
+                    api_id: id.clone(),
+                    label: None,
+                    arguments: serde_json::from_str(&c.args).unwrap_or_default(),
+                    response: c.response.as_deref().map(|r| serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.to_string()))),
+                });
                 contribution.chain.push(id);
                 sink.tally.calls_kept += 1;
             }
@@ -388,6 +401,9 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
         sink.tally.drop_run(run_drop::NO_SUCCESSFUL_CALLS);
     } else {
         sink.tally.runs_kept += 1;
+        if !example.request.trim().is_empty() {
+            contribution.example = Some(example);
+        }
     }
     Some(contribution)
 }
@@ -459,12 +475,14 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
         sink.tally.drop_calls(call_drop::ON_DROPPED_RUN, run.calls.len() as u64);
         return Some(contribution);
     }
+    let mut example = Example { request: run.request.clone(), calls: Vec::new() };
     for (c, id) in run.calls.iter().zip(&resolved) {
         let ok = c.status == CallStatus::Ok && c.error.as_deref().is_none_or(str::is_empty);
         match (ok, id) {
             (false, _) => sink.tally.drop_calls(call_drop::FAILED, 1),
             (true, None) => sink.tally.drop_calls(call_drop::AMBIGUOUS_FUNCTION, 1),
             (true, Some(id)) => {
+                example.calls.push(ExampleCall { api_id: id.clone(), label: c.label.clone(), arguments: c.arguments.as_object().cloned().unwrap_or_default(), response: c.response.clone() });
                 contribution.chain.push(id.clone());
                 sink.tally.calls_kept += 1;
             }
@@ -474,6 +492,9 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
         sink.tally.drop_run(run_drop::NO_SUCCESSFUL_CALLS);
     } else {
         sink.tally.runs_kept += 1;
+        if !example.request.trim().is_empty() {
+            contribution.example = Some(example);
+        }
     }
     Some(contribution)
 }

@@ -79,4 +79,24 @@ pub struct Contribution {
     pub attempts: Vec<ResolvedCall>,
     /// The kept chain (successful calls of an answered path, in order); empty for dropped runs.
     pub chain: Vec<String>,
+    /// The request and the kept chain's calls with their arguments and responses, when the record
+    /// holds them: an example of where argument values come from, for the argument model.
+    pub example: Option<Example>,
+}
+
+/// A request and the successful calls of its answered path, as recorded.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Example {
+    pub request: String,
+    pub calls: Vec<ExampleCall>,
+}
+
+/// One call of an [`Example`]: the API it resolved to, the label later calls refer to it by
+/// (when the record names one), the arguments as sent and the response (when recorded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleCall {
+    pub api_id: String,
+    pub label: Option<String>,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    pub response: Option<serde_json::Value>,
 }

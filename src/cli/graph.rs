@@ -136,6 +136,8 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         tools: args.tools.clone(),
         trajectories: args.trajectories.clone(),
         stop: Arc::new(AtomicBool::new(false)),
+        // The argument model learns from every new answered run, and is stored with the graph.
+        learner: Some(toolgraph_ingest::pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?))),
     };
     // Ctrl-C: stop reading, write and finish what was read. A second Ctrl-C quits at once, which
     // is safe too: every batch is written atomically and the next ingest completes the rest.
@@ -161,7 +163,7 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
     let t = &report.tally;
     eprintln!(
         "ingested into {}: {} runs read, {} kept, {} already ingested, {} dropped {:?}; calls kept {}, dropped {:?}; \
-         graph: {} APIs, {} tools, {} categories, {} NEXT, {} FEEDS; {} record errors; {:.2}s ({:.0} runs/s)",
+         graph: {} APIs, {} tools, {} categories, {} NEXT, {} FEEDS; argument model: {} runs learned; {} record errors; {:.2}s ({:.0} runs/s)",
         report.store,
         t.runs_read,
         t.runs_kept,
@@ -175,6 +177,7 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         report.nodes.categories,
         report.edges.next,
         report.edges.feeds,
+        report.arg_examples,
         report.errors_total,
         report.elapsed_s,
         report.runs_per_s
@@ -207,7 +210,7 @@ pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
         let model = engine.arg_model().await?.unwrap_or_default();
         let learned = model.describe(id);
         if learned.is_null() {
-            eprintln!("nothing learned for {id}: no remembered run calls it with literal arguments ({} runs remembered)", model.examples);
+            eprintln!("nothing learned for {id}: no ingested or remembered run calls it with literal arguments ({} runs learned from)", model.examples);
         }
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"api": id, "examples": model.examples, "parameters": learned}))?);
         return Ok(ExitCode::SUCCESS);

@@ -19,6 +19,22 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("40 APIs, 40 embedded"), "{err}");
 
+    // The ingest trained the argument model and stored it with the graph: no run was ever made
+    // or remembered here, yet `graph args` shows what the recorded rentals teach.
+    assert!(err.contains("argument model: 613 runs learned"), "{err}");
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args(["graph", "args", "travel/booking_com15/search_car_rentals"]));
+    let learned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(learned["examples"], 613, "{learned}");
+    let drop_off = &learned["parameters"]["drop_off_time"]["kinds"]["time"];
+    assert!(drop_off["times"].as_u64().unwrap() >= 20, "{learned}");
+    // Coordinates come from the location search's response: references, not literals to learn
+    // (but for the few the annotator rounded, which no response holds).
+    let support = |p: &str| learned["parameters"][p]["support"].as_u64().unwrap_or(0);
+    assert!(support("pick_up_latitude") * 5 < support("pick_up_time"), "{} of {}", support("pick_up_latitude"), support("pick_up_time"));
+    // A second ingest of the same runs learns nothing twice (the ledger skips them).
+    let again = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(dir.path().join("cfb.jsonl")).arg("--no-index"));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("argument model: 0 runs learned"), "{}", String::from_utf8_lossy(&again.stderr));
+
     // Real booking.com APIs (ComplexFuncBench spec): the request's words and meaning find them.
     let hits = search(dir.path(), &store, &["I need to rent a car at the airport", "-k", "3"]);
     let top = ids(&hits);

@@ -82,7 +82,36 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     assert_eq!(snap.apis[&id("b")].status, STATUS_INVALID);
     assert_eq!((snap.apis[&id("b")].status_reason.as_str(), snap.apis[&id("b")].status_since.as_str(), snap.apis[&id("b")].probe.as_str()), ("invalid in a test", "2026-11-23T12:00:00Z", r#"{"q":"x"}"#));
     assert_eq!((snap.apis[&id("a")].status_reason.as_str(), snap.apis[&id("a")].probe.as_str()), ("", ""));
+    argument_model_lives_with_the_graph(store.as_ref()).await;
     snap
+}
+
+/// The argument model an ingest trains is stored with the graph, continued by the next ingest,
+/// and read back whole (JSON text with quotes and non-ASCII cue words in it).
+async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
+    use toolgraph_engine::graph::write::ExampleSink;
+    use toolgraph_engine::run::args::{stored_model, ArgTrainer};
+    let rental = |request: &str, pick: &str, drop: &str| toolgraph_schema::Example {
+        request: request.into(),
+        calls: vec![toolgraph_schema::ExampleCall { api_id: id("a"), label: None, arguments: serde_json::json!({"pick_up_time": pick, "drop_off_time": drop, "note": "say \"hi\""}).as_object().cloned().unwrap(), response: None }],
+    };
+    assert_eq!(stored_model(store).await.unwrap(), None);
+    let trainer = ArgTrainer::open(store).await.unwrap();
+    trainer.learn(&rental("Rent a car at the café at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.", "09:00", "18:00"));
+    trainer.learn(&rental("Return the car at 8 PM on August 9th, 2024; pick it up at 10 AM on August 2nd.", "10:00", "20:00"));
+    assert_eq!(trainer.finish(store).await.unwrap(), 2);
+    let model = stored_model(store).await.unwrap().expect("stored");
+    assert_eq!(model.examples, 2);
+    assert_eq!(model.slots[&id("a")]["drop_off_time"].support, 2);
+    assert!(model.slots[&id("a")]["drop_off_time"].cues.values().any(|c| c.contains_key("return")), "{model:?}");
+    // The next ingest continues the stored model; only what it changed is written.
+    let next = ArgTrainer::open(store).await.unwrap();
+    next.learn(&rental("Pick up a car at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"));
+    assert_eq!(next.finish(store).await.unwrap(), 1);
+    let model = stored_model(store).await.unwrap().unwrap();
+    assert_eq!((model.examples, model.slots[&id("a")]["drop_off_time"].support), (3, 3));
+    assert_eq!(model.slots[&id("a")]["note"].values.keys().next().map(String::as_str), Some(r#""say \"hi\"""#));
+    assert!(store.model_parts("nothing/").await.unwrap().is_empty());
 }
 
 #[test]

@@ -9,11 +9,14 @@
 //! around the mention the parameter took, against those around the mentions it passed over) plus
 //! the order the chosen mention had. A slot without enough examples leaves the choice to the
 //! rules in [`super::fill`].
+//!
+//! The model is stored with the graph, in parts ([`ArgModel::parts`]: one per API and one per
+//! parameter name, under [`PARTS_PREFIX`]), so an update after one run writes only what it changed.
 
 use super::values::RequestValues;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A kind of request mention the learned filler chooses among.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -208,12 +211,37 @@ pub struct Choice {
     pub from: &'static str,
 }
 
+/// The store keys of the argument model's parts start with this.
+pub const PARTS_PREFIX: &str = "arguments/";
+/// The layout of the stored parts; a store holding another is re-learned, not misread.
+pub const PARTS_FORMAT: u32 = 1;
+
+fn to_json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The slots one or more examples changed: what a store update must write.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Touched {
+    pub apis: BTreeSet<String>,
+    pub names: BTreeSet<String>,
+}
+
+impl Touched {
+    pub fn extend(&mut self, other: Touched) {
+        self.apis.extend(other.apis);
+        self.names.extend(other.names);
+    }
+}
+
 impl ArgModel {
     /// Learn from one example: a request and the calls made for it (API id, arguments as sent).
     /// Values that reference an earlier output (`$varN.field$`) are the graph's FEEDS, not this.
-    pub fn learn<'a>(&mut self, request: &str, calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>, today: chrono::NaiveDate) {
+    /// Returns the slots it changed.
+    pub fn learn<'a>(&mut self, request: &str, calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>, today: chrono::NaiveDate) -> Touched {
         let values = RequestValues::extract(request, today);
         self.examples += 1;
+        let mut touched = Touched::default();
         for (api, args) in calls {
             for (param, value) in args {
                 if value.is_null() || value.as_str().is_some_and(|s| s.contains('$')) || value.is_object() || value.is_array() {
@@ -221,7 +249,63 @@ impl ArgModel {
                 }
                 self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().observe(value, &values);
                 self.by_name.entry(norm(param)).or_default().observe(value, &values);
+                touched.apis.insert(api.to_string());
+                touched.names.insert(norm(param));
             }
+        }
+        touched
+    }
+
+    /// The model as store parts `(key, JSON)`: its header (format, examples) and the slots
+    /// `touched` names — every slot when `None`.
+    pub fn parts(&self, touched: Option<&Touched>) -> Vec<(String, String)> {
+        let mut out = vec![(format!("{PARTS_PREFIX}format"), PARTS_FORMAT.to_string()), (format!("{PARTS_PREFIX}examples"), self.examples.to_string())];
+        let apis: Box<dyn Iterator<Item = &String>> = match touched {
+            Some(t) => Box::new(t.apis.iter()),
+            None => Box::new(self.slots.keys()),
+        };
+        for api in apis {
+            if let Some(slots) = self.slots.get(api) {
+                out.push((format!("{PARTS_PREFIX}api/{api}"), to_json(slots)));
+            }
+        }
+        let names: Box<dyn Iterator<Item = &String>> = match touched {
+            Some(t) => Box::new(t.names.iter()),
+            None => Box::new(self.by_name.keys()),
+        };
+        for name in names {
+            if let Some(slot) = self.by_name.get(name) {
+                out.push((format!("{PARTS_PREFIX}name/{name}"), to_json(slot)));
+            }
+        }
+        out
+    }
+
+    /// The model stored as `parts` (all keys under [`PARTS_PREFIX`]); `None` when nothing is
+    /// stored, an error naming the part that does not read (or another format).
+    pub fn from_parts(parts: &[(String, String)]) -> Result<Option<ArgModel>, String> {
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let mut m = ArgModel::default();
+        let mut format = None;
+        for (key, text) in parts {
+            let bad = |e: serde_json::Error| format!("stored argument model part `{key}`: {e}");
+            let Some(rest) = key.strip_prefix(PARTS_PREFIX) else { continue };
+            if rest == "format" {
+                format = Some(text.trim().parse::<u32>().map_err(|e| format!("stored argument model part `{key}`: {e}"))?);
+            } else if rest == "examples" {
+                m.examples = text.trim().parse().map_err(|e| format!("stored argument model part `{key}`: {e}"))?;
+            } else if let Some(api) = rest.strip_prefix("api/") {
+                m.slots.insert(api.to_string(), serde_json::from_str(text).map_err(bad)?);
+            } else if let Some(name) = rest.strip_prefix("name/") {
+                m.by_name.insert(name.to_string(), serde_json::from_str(text).map_err(bad)?);
+            }
+        }
+        match format {
+            Some(PARTS_FORMAT) => Ok(Some(m)),
+            Some(other) => Err(format!("the stored argument model has format {other}; this build reads format {PARTS_FORMAT}")),
+            None => Err(format!("the stored argument model has no `{PARTS_PREFIX}format` part")),
         }
     }
 

@@ -155,7 +155,7 @@ impl Engine {
             if status == Status::Answered && settings.remember && !st.dry_run {
                 if let Some(mem) = &self.memory {
                     let chain: Vec<MemoryStep> = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
-                    self.learn_args(&st.ctx.request, &chain);
+                    self.learn_args(&st.ctx.request, &chain).await;
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
                 }
             }

@@ -53,6 +53,8 @@ pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
         key: ledger_key(run_id),
         attempts: sent_calls(report).into_iter().map(|c| ResolvedCall { api_id: c.api, ok: c.ok }).collect(),
         chain: if report.status == Status::Answered { report.chain.iter().map(|c| c.api.clone()).collect() } else { Vec::new() },
+        // The argument model learns from a run as it is remembered (`Engine::learn_args`).
+        example: None,
     }
 }
 

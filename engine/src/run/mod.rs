@@ -12,6 +12,7 @@
 //! [`Planner`](crate::plan::Planner) port; the rules every planner shares live in `plan::{fill,
 //! judge, decompose, answer}`.
 
+pub mod args;
 mod calls;
 mod conclude;
 pub mod health;
@@ -47,7 +48,7 @@ pub use calls::skeleton;
 pub use report::{ApprovalDecision, Approver, ChainCall, NeedsInput, PendingCall, RunLearning, RunOptions, RunReport, RunStats, Status};
 pub use toolgraph_schema::{Mode, RunSettings};
 
-/// Memory entries the argument model learns from when it is first needed (the newest are not
+/// Memory entries the argument model learns from when the store holds none (the newest are not
 /// preferred: a memory lists in its own order).
 pub const MAX_ARG_EXAMPLES: usize = 50_000;
 
@@ -68,8 +69,8 @@ pub struct Engine {
     learning: tokio::sync::Mutex<()>,
     /// Plan mode's solution library, derived from the graph when first needed.
     solutions: std::sync::OnceLock<SolutionLibrary>,
-    /// Where arguments come from, learned from the long-term memory's (request → chain) entries
-    /// when the first run needs it, then from every run remembered.
+    /// Where arguments come from: the model stored with the graph (trained by `ingest`, updated
+    /// by every run remembered), read when the first run needs it; see [`args`].
     args: std::sync::RwLock<Option<Arc<ArgModel>>>,
 }
 
@@ -178,37 +179,6 @@ impl Engine {
             learning: tokio::sync::Mutex::new(()),
             solutions: std::sync::OnceLock::new(),
             args: std::sync::RwLock::new(None),
-        }
-    }
-
-    /// The argument model: learned from the long-term memory on first use (at most
-    /// [`MAX_ARG_EXAMPLES`] entries), `None` without a memory.
-    pub async fn arg_model(&self) -> Result<Option<Arc<ArgModel>>> {
-        if let Some(m) = self.args.read().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Ok(Some(m));
-        }
-        let Some(memory) = &self.memory else { return Ok(None) };
-        let today = chrono::Utc::now().date_naive();
-        let entries = memory.list().await?;
-        let model = tokio::task::spawn_blocking(move || {
-            let mut m = ArgModel::default();
-            for (_, e) in entries.iter().take(MAX_ARG_EXAMPLES) {
-                m.learn(&e.request, e.chain.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
-            }
-            m
-        })
-        .await
-        .map_err(|e| crate::EngineError::Config(format!("learning the argument model: {e}")))?;
-        let model = Arc::new(model);
-        let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
-        Ok(Some(slot.get_or_insert(model).clone()))
-    }
-
-    /// Learn from a run as it is remembered (the model, once learned, follows the memory).
-    fn learn_args(&self, request: &str, chain: &[memory::MemoryStep]) {
-        let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = slot.as_mut() {
-            Arc::make_mut(m).learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
         }
     }
 

@@ -219,6 +219,11 @@ pub const COUNT_RUNS: &str = "MATCH (n:IngestedRun) RETURN count(n) AS n";
 
 pub const SET_META: &str = "MERGE (m:Meta {id: $id}) SET m.value = $value";
 pub const GET_META: &str = "MATCH (m:Meta {id: $id}) RETURN m.value AS value";
+/// Model parts are `(:Meta)` nodes whose id is `model:<key>`.
+pub const SET_MODEL_PARTS: &str = "UNWIND $rows AS row MERGE (m:Meta {id: 'model:' + row.key}) SET m.value = row.value";
+pub const MODEL_PARTS: &str = "MATCH (m:Meta) WHERE m.id STARTS WITH ('model:' + $prefix) RETURN substring(m.id, 6) AS key, m.value AS value ORDER BY key";
+/// Model parts per write (each a few kilobytes of JSON).
+const MODEL_PARTS_PER_WRITE: usize = 500;
 
 /// Statement builders: the parameter rows each statement expects.
 pub mod build {
@@ -322,6 +327,15 @@ pub mod build {
 
     pub fn get_meta(id: &str) -> Stmt {
         Stmt::new(GET_META, &["value"]).param("id", json!(id))
+    }
+
+    pub fn set_model_parts(parts: &[(String, String)]) -> Stmt {
+        let rows: Vec<Value> = parts.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+        Stmt::new(SET_MODEL_PARTS, &[]).param("rows", Value::Array(rows))
+    }
+
+    pub fn model_parts(prefix: &str) -> Stmt {
+        Stmt::new(MODEL_PARTS, &["key", "value"]).param("prefix", json!(prefix))
     }
 }
 
@@ -559,6 +573,18 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
     async fn weights_dirty(&self) -> Result<bool> {
         let rows = self.runner.read(&build::get_meta("weights_dirty")).await?;
         Ok(rows.first().and_then(|r| r.first()).map(|v| as_str(v) == "1").unwrap_or(false))
+    }
+
+    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()> {
+        for chunk in parts.chunks(MODEL_PARTS_PER_WRITE) {
+            self.runner.write(&build::set_model_parts(chunk)).await?;
+        }
+        Ok(())
+    }
+
+    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let rows = self.runner.read(&build::model_parts(prefix)).await?;
+        Ok(rows.iter().filter_map(|r| Some((as_str(r.first()?), as_str(r.get(1)?)))).collect())
     }
 
     async fn cypher_read(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {

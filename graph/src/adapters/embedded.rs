@@ -38,6 +38,8 @@ const FEEDS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("feeds"
 const LEDGER: TableDefinition<&str, ()> = TableDefinition::new("ingested_runs");
 /// Small flags.
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+/// Model parts ([`GraphStore::set_model_parts`]) live in [`META`] under this prefix.
+const MODEL_PREFIX: &str = "model:";
 
 fn err(e: impl std::fmt::Display) -> EngineError {
     EngineError::store(BACKEND, ErrorClass::Permanent, e)
@@ -514,6 +516,37 @@ impl GraphStore for EmbeddedStore {
             let tx = db.begin_read().map_err(err)?;
             let t = tx.open_table(META).map_err(err)?;
             Ok(t.get("weights_dirty").map_err(err)?.is_some())
+        })
+        .await
+    }
+
+    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()> {
+        let parts = parts.to_vec();
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(err)?;
+            {
+                let mut t = tx.open_table(META).map_err(err)?;
+                for (key, json) in &parts {
+                    t.insert(format!("{MODEL_PREFIX}{key}").as_str(), json.as_str()).map_err(err)?;
+                }
+            }
+            tx.commit().map_err(err)
+        })
+        .await
+    }
+
+    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let from = format!("{MODEL_PREFIX}{prefix}");
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(err)?;
+            let t = tx.open_table(META).map_err(err)?;
+            let mut out = Vec::new();
+            for row in t.range(from.as_str()..).map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                let Some(key) = k.value().strip_prefix(MODEL_PREFIX).filter(|_| k.value().starts_with(from.as_str())) else { break };
+                out.push((key.to_string(), v.value().to_string()));
+            }
+            Ok(out)
         })
         .await
     }

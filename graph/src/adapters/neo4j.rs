@@ -288,6 +288,8 @@ mod tests {
             build::terminals(),
             build::set_meta("weights_dirty", "1"),
             build::get_meta("weights_dirty"),
+            build::set_model_parts(&[("arguments/format".into(), "1".into())]),
+            build::model_parts("arguments/"),
         ];
         for s in stmts {
             assert!(query_of(s.text, &s.params).is_ok(), "{}", s.text);
