@@ -31,11 +31,14 @@ pub struct DeterministicSettings {
     /// `END`'s score is multiplied by this while the request has an open requirement (a date,
     /// time, count, compared option, asked-for quantity or completion no call covers yet).
     pub open_end_factor: f64,
+    /// A first call the shared filler cannot fill from the request (a required argument open:
+    /// it can only start after Reverse Chain's providers) is multiplied by this.
+    pub unfillable_seed_factor: f64,
 }
 
 impl Default for DeterministicSettings {
     fn default() -> Self {
-        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0, open_end_factor: 0.1 }
+        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0, open_end_factor: 0.1, unfillable_seed_factor: 0.5 }
     }
 }
 
@@ -60,9 +63,11 @@ impl DeterministicPlanner {
                 let repeats = ctx.calls_of(&api.id) as i32;
                 let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
                 if ctx.path.is_empty() {
-                    // The seed serves the request: similarity (sharpened) decides, and the START
-                    // edge — how often chains begin there, whatever they served — is a mild prior.
-                    return memory * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness) * (1.0 + c.weight) * avail;
+                    // The seed serves the request: similarity (sharpened) decides, the START edge
+                    // — how often chains begin there, whatever they served — is a mild prior, and
+                    // a first call the request cannot fill weighs less than one it can.
+                    let fillable = if fill_arguments(ctx, api).missing.is_empty() { 1.0 } else { self.settings.unfillable_seed_factor };
+                    return memory * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness) * (1.0 + c.weight) * avail * fillable;
                 }
                 (c.weight + self.settings.weight_floor) * (c.similarity + self.settings.similarity_floor) * avail * repeat
             }
@@ -191,5 +196,28 @@ mod tests {
         assert_eq!(planner.choose(&c, &cands).await.unwrap(), Decision::Call { index: 0, reason: "score 0.390 (weight 0.600, similarity 0.500)".into() });
         assert!(matches!(planner.choose(&c, &[]).await.unwrap(), Decision::Finish { .. }));
         assert!(matches!(planner.choose(&ctx("x"), &[]).await.unwrap(), Decision::GiveUp { .. }));
+    }
+
+    /// Of two equally similar first calls, the one the request can fill goes first: the rental
+    /// search needs coordinates only a location search gives, the location search takes the
+    /// airport's name from the request.
+    #[tokio::test]
+    async fn a_first_call_the_request_can_fill_goes_before_one_it_cannot() {
+        use crate::plan::test_support::p;
+        let planner = DeterministicPlanner::default();
+        let c = ctx("Rent a car at \"Seattle-Tacoma International Airport\".");
+        let rent = api("rent", vec![p("pick_up_latitude", "number", true), p("pick_up_longitude", "number", true)]);
+        let locate = api("locate", vec![p("query", "string", true)]);
+        let seeds = vec![
+            Candidate { id: "rent".into(), source: Source::Retriever, weight: 0.0, similarity: 0.8, hint: 0.0, api: Some(rent) },
+            Candidate { id: "locate".into(), source: Source::Retriever, weight: 0.0, similarity: 0.8, hint: 0.0, api: Some(locate) },
+        ];
+        assert!(planner.score(&c, &seeds[1]) > planner.score(&c, &seeds[0]));
+        assert!(matches!(planner.choose(&c, &seeds).await.unwrap(), Decision::Call { index: 1, .. }));
+        // A clearly better match still wins: the factor weighs, it does not exclude.
+        let mut seeds = seeds;
+        seeds[0].similarity = 1.0;
+        seeds[1].similarity = 0.6;
+        assert!(matches!(planner.choose(&c, &seeds).await.unwrap(), Decision::Call { index: 0, .. }));
     }
 }
