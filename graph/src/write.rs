@@ -11,7 +11,8 @@ use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
 
 /// Learns from the examples of the runs a writer writes (the engine's argument model): each new
 /// run's [`Example`](toolgraph_schema::Example) once, as its counts are applied; `finish` stores
-/// what was learned with the graph and says how many examples it took.
+/// what was learned since its last call with the graph (call it after each batch and at the end)
+/// and says how many examples it took in all.
 #[async_trait::async_trait]
 pub trait ExampleSink: Send + Sync {
     fn learn(&self, example: &toolgraph_schema::Example);

@@ -336,6 +336,10 @@ pub async fn ingest(
             }
             if !batch.runs.is_empty() {
                 writer.write(batch.runs).await?;
+                // What the argument model learned from this batch is stored as its counts are.
+                if let Some(l) = &learner {
+                    l.0.finish(store.as_ref()).await?;
+                }
             }
             Ok::<(), IngestError>(())
         }

@@ -35,7 +35,9 @@ fn learn_example(model: &mut ArgModel, example: &toolgraph_schema::Example, toda
 
 /// Trains the argument model from an ingest's new answered runs ([`ExampleSink`]): it starts
 /// from the model the store holds, learns each run once (the ledger skips runs ingested before),
-/// and writes the parts it changed when the ingest finishes.
+/// and writes the parts changed since the last write each time `finish` is called (after every
+/// batch the ingest applies, and at its end), so a killed ingest loses at most the batch it was
+/// writing.
 pub struct ArgTrainer {
     state: Mutex<(ArgModel, Touched, u64)>,
     today: chrono::NaiveDate,
@@ -68,11 +70,12 @@ impl ExampleSink for ArgTrainer {
 
     async fn finish(&self, store: &dyn GraphStore) -> crate::graph::Result<u64> {
         let (parts, n) = {
-            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if st.2 == 0 {
-                return Ok(0);
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.1 == Touched::default() {
+                return Ok(st.2);
             }
-            (st.0.parts(Some(&st.1)), st.2)
+            let touched = std::mem::take(&mut st.1);
+            (st.0.parts(Some(&touched)), st.2)
         };
         store.set_model_parts(&parts).await?;
         Ok(n)
