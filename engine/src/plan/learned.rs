@@ -220,6 +220,15 @@ fn to_json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// `map`'s entries as parts `arguments/<kind>/<key>`: those `keys` names, or all of them.
+fn push_parts<T: Serialize>(out: &mut Vec<(String, String)>, kind: &str, map: &BTreeMap<String, T>, keys: Option<&BTreeSet<String>>) {
+    let entries: Vec<(&String, &T)> = match keys {
+        Some(keys) => keys.iter().filter_map(|k| map.get_key_value(k)).collect(),
+        None => map.iter().collect(),
+    };
+    out.extend(entries.into_iter().map(|(k, v)| (format!("{PARTS_PREFIX}{kind}/{k}"), to_json(v))));
+}
+
 /// The slots one or more examples changed: what a store update must write.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Touched {
@@ -260,24 +269,8 @@ impl ArgModel {
     /// `touched` names — every slot when `None`.
     pub fn parts(&self, touched: Option<&Touched>) -> Vec<(String, String)> {
         let mut out = vec![(format!("{PARTS_PREFIX}format"), PARTS_FORMAT.to_string()), (format!("{PARTS_PREFIX}examples"), self.examples.to_string())];
-        let apis: Box<dyn Iterator<Item = &String>> = match touched {
-            Some(t) => Box::new(t.apis.iter()),
-            None => Box::new(self.slots.keys()),
-        };
-        for api in apis {
-            if let Some(slots) = self.slots.get(api) {
-                out.push((format!("{PARTS_PREFIX}api/{api}"), to_json(slots)));
-            }
-        }
-        let names: Box<dyn Iterator<Item = &String>> = match touched {
-            Some(t) => Box::new(t.names.iter()),
-            None => Box::new(self.by_name.keys()),
-        };
-        for name in names {
-            if let Some(slot) = self.by_name.get(name) {
-                out.push((format!("{PARTS_PREFIX}name/{name}"), to_json(slot)));
-            }
-        }
+        push_parts(&mut out, "api", &self.slots, touched.map(|t| &t.apis));
+        push_parts(&mut out, "name", &self.by_name, touched.map(|t| &t.names));
         out
     }
 
