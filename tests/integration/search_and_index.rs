@@ -31,6 +31,14 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     // (but for the few the annotator rounded, which no response holds).
     let support = |p: &str| learned["parameters"][p]["support"].as_u64().unwrap_or(0);
     assert!(support("pick_up_latitude") * 5 < support("pick_up_time"), "{} of {}", support("pick_up_latitude"), support("pick_up_time"));
+    // The second rental search of a run reads the same location; one call per hotel reads the
+    // next hotel of the list, as many times as the request's count said.
+    assert_eq!(learned["parameters"]["pick_up_latitude"]["on_repeat"]["usual"], "same", "{learned}");
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args(["graph", "args", "travel/booking_com15/get_description_and_info"]));
+    let details: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(details["parameters"]["hotel_id"]["on_repeat"]["usual"], "next", "{details}");
+    let calls = &details["parameters"]["#calls"];
+    assert!(calls["kinds"]["number"]["times"].as_u64().unwrap_or(0) * 2 > calls["support"].as_u64().unwrap(), "{details}");
     // A second ingest of the same runs learns nothing twice (the ledger skips them).
     let again = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(dir.path().join("cfb.jsonl")).arg("--no-index"));
     assert!(String::from_utf8_lossy(&again.stderr).contains("argument model: 0 runs learned"), "{}", String::from_utf8_lossy(&again.stderr));

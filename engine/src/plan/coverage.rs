@@ -269,6 +269,20 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     } else if compares(&ctx.request) {
         push(&mut out, Kind::Each, "a call per compared option".into(), None);
     }
+    // A count of options the request names for an API recorded runs call once per option ("find
+    // three hotels … the details of each"): that many calls of it.
+    if let Some(model) = ctx.args.as_deref() {
+        let mut seen = std::collections::HashSet::new();
+        for s in &ctx.path {
+            if !seen.insert(s.api.id.as_str()) || !model.per_option(&s.api.id, &s.api.params) {
+                continue;
+            }
+            let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
+            let calls: Vec<&super::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
+            let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
+            push(&mut out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
+        }
+    }
     for (name, fields) in asked_quantities(&ctx.request) {
         let by = ctx.path.iter().rev().find(|s| {
             let mut ks = Vec::new();

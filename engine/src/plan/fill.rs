@@ -5,7 +5,7 @@
 //! default. The deterministic planner fills with it; the LLM planner falls back to it and the engine
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
-use super::learned::{mentions, ArgModel, Kind};
+use super::learned::{mentions, ArgModel, Kind, Repeat};
 use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use super::{ApiView, ArgSource, Context, Filled};
 use chrono::Duration;
@@ -245,11 +245,104 @@ fn is_text_param(lower_name: &str) -> bool {
     matches!(lower_name, "message" | "msg" | "text" | "prompt" | "content" | "input" | "body" | "note" | "comment" | "question" | "term" | "keyword" | "keywords" | "q" | "search")
 }
 
+/// How many calls of `api` the request asks for, one per option, where another call of it can be
+/// one more option: the count the learned model reads in the request ("three hotels"), else —
+/// when the request compares ("compare", "both", "each") — up to [`MAX_OPTIONS`]. `None` when
+/// recorded runs do not call `api` once per option ([`ArgModel::per_option`]).
+pub fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
+    let model = ctx.args.as_deref()?;
+    if !model.per_option(&api.id, &api.params) {
+        return None;
+    }
+    match model.options(&api.id, &ctx.values) {
+        Some(n) => Some(n),
+        None => super::coverage::compares(&ctx.request).then_some(MAX_OPTIONS),
+    }
+}
+
+/// Calls of one API per option at most, where the request does not say how many.
+pub const MAX_OPTIONS: usize = 5;
+
+/// The path of the element after the last one earlier calls of `api` read `param` from (in the
+/// list `path` of step `label`'s output crosses first): `result.hotel_id` → `result.1.hotel_id`.
+/// `None` when the list holds no further element.
+fn next_item(ctx: &Context, api: &ApiView, param: &str, label: &str, path: &str) -> Option<String> {
+    let response = ctx.path.iter().find(|s| s.label == label)?.response.clone();
+    let fields = |p: &str| p.split('.').filter(|s| s.parse::<usize>().is_err()).map(str::to_string).collect::<Vec<_>>();
+    let want = fields(path);
+    let read = ctx
+        .path
+        .iter()
+        .filter(|s| s.api.id == api.id)
+        .filter_map(|s| match s.sources.get(param) {
+            Some(ArgSource::Output { label: l, path: p }) if l == label && fields(p) == want => item_index(&response, p),
+            _ => None,
+        })
+        .max()?;
+    item_path(&response, &want, read + 1)
+}
+
+/// The newest call of another API than `api` whose output has a field for `param` and that no
+/// earlier call of `api` read `param` from: its label and the field's path (each hotel's payment
+/// call reads the hotel's own details call; two flight searches, one details call each).
+fn newest_producer(ctx: &Context, api: &ApiView, param: &str) -> Option<(String, String)> {
+    let read: HashSet<&str> = ctx
+        .path
+        .iter()
+        .filter(|s| s.api.id == api.id)
+        .filter_map(|s| match s.sources.get(param) {
+            Some(ArgSource::Output { label, .. }) => Some(label.as_str()),
+            _ => None,
+        })
+        .collect();
+    ctx.path.iter().rev().filter(|s| s.api.id != api.id && !read.contains(s.label.as_str())).find_map(|s| find_field(ctx, s, param).map(|(path, _)| (s.label.clone(), path)))
+}
+
+/// Which element of the first list on `path` it reads (an index left out reads the first).
+fn item_index(v: &Value, path: &str) -> Option<usize> {
+    let mut cur = v;
+    let mut segs = path.split('.').filter(|s| !s.is_empty()).peekable();
+    loop {
+        match cur {
+            Value::Array(items) => return Some(segs.peek().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0)).filter(|i| *i < items.len().max(1)),
+            Value::Object(m) => cur = m.get(segs.next()?)?,
+            _ => return None,
+        }
+    }
+}
+
+/// `fields` through `v` with element `n` of the first list crossed (the first element of any
+/// later one): the path of the `n`-th option's value, `None` when there is none.
+fn item_path(v: &Value, fields: &[String], n: usize) -> Option<String> {
+    let mut out: Vec<String> = Vec::with_capacity(fields.len() + 1);
+    let (mut cur, mut i, mut placed) = (v, 0, false);
+    while i < fields.len() {
+        match cur {
+            Value::Array(items) => {
+                let k = if placed { 0 } else { n };
+                placed = true;
+                cur = items.get(k)?;
+                out.push(k.to_string());
+            }
+            Value::Object(m) => {
+                cur = m.get(&fields[i])?;
+                out.push(fields[i].clone());
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    (placed && !cur.is_null()).then(|| out.join("."))
+}
+
 /// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
 pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
     let mut out = Filled::default();
     let repeat = ctx.calls_of(&api.id);
     let used = used_strings(ctx);
+    // A repeated call may be one more option: while the request's count of options (learned)
+    // is not reached, or, where it names none, when it compares.
+    let options = (repeat > 0).then(|| option_count(ctx, api)).flatten().filter(|n| repeat < *n);
     for p in &api.params {
         if let Some(v) = ctx.given.get(&p.name) {
             out.arguments.insert(p.name.clone(), v.clone());
@@ -257,11 +350,22 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             continue;
         }
         // A repeated call takes a parameter from where the earlier call of that API took it (the
-        // second rental search reads the same location as the first).
+        // second rental search reads the same location as the first) — or, one call per option,
+        // from the next element of the list it read (the second hotel's id), or from the newest
+        // producer no call of it read yet (the second hotel's details call).
         let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(&p.name) {
             Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => Some((label.clone(), path.clone())),
             _ => None,
         });
+        let repeat_kind = options.and_then(|_| ctx.args.as_deref()?.repeat_of(&api.id, &p.name));
+        let earlier = match (earlier, repeat_kind) {
+            (Some((label, path)), Some(Repeat::Next)) => {
+                let next = next_item(ctx, api, &p.name, &label, &path).unwrap_or(path);
+                Some((label, next))
+            }
+            (Some((label, path)), Some(Repeat::Newest)) => Some(newest_producer(ctx, api, &p.name).unwrap_or((label, path))),
+            (earlier, _) => earlier,
+        };
         if let Some((label, path)) = earlier {
             out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
@@ -438,5 +542,99 @@ mod tests {
         assert_eq!(f.arguments["currency"], json!("USD"));
         assert_eq!(f.missing, vec!["driver_id"]);
         assert!(!f.arguments.contains_key("adults"), "optional with no value stays out");
+    }
+
+    /// One call per option, learned: recorded runs called the details API once per hotel of the
+    /// search's list, as many times as the request's count said. An unseen request ("two
+    /// hotels") gets the first, then the second hotel's id, and no third call; without the model
+    /// the repeat takes the first hotel again (a call the search never repeats).
+    #[test]
+    fn a_call_per_option_takes_the_next_element_as_many_times_as_the_request_counts() {
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        let mut model = super::super::learned::ArgModel::default();
+        for (req, n) in [
+            ("Find three hotels in Rome near the Colosseum and tell me about each.", 3),
+            ("I want the two cheapest hotels in Paris for 4 nights and their details.", 2),
+            ("Show me 3 hotels in Berlin for 2 adults with their descriptions.", 3),
+        ] {
+            let search = json!({"city": "x"});
+            let details: Vec<Map<String, Value>> = (0..n).map(|i| json!({"hotel_id": format!("$var1.result.{i}.hotel_id$")}).as_object().cloned().unwrap()).collect();
+            let calls = std::iter::once(("h/search", search.as_object().unwrap())).chain(details.iter().map(|d| ("h/details", d)));
+            model.learn(req, calls, day);
+        }
+        assert!(model.advances("h/details", "hotel_id"));
+        assert!(model.advances("other/details", "hotel_id"), "backed off to the parameter name");
+        let details = api("h/details", vec![p("hotel_id", "string", true)]);
+        let search = api("h/search", vec![p("city", "string", true)]);
+        let mut c = ctx("Find two hotels in Lisbon for 5 nights and describe them.");
+        let push = |c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value| {
+            let label = format!("var{}", c.path.len() + 1);
+            c.path.push(Step { api: a.clone(), label, arguments: f.arguments, sources: f.sources, observation: String::new(), response: response.into(), repeat: 0 });
+        };
+        let f = fill_arguments(&c, &search);
+        push(&mut c, &search, f, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}, {"hotel_id": 13}]}));
+        let first = fill_arguments(&c, &details);
+        assert_eq!(first.arguments["hotel_id"], json!("$var1.result.hotel_id$"));
+        push(&mut c, &details, first, json!({"description": "a"}));
+        // Without the model: the same hotel again.
+        let plain = Context { args: None, ..c.clone() };
+        assert_eq!(fill_arguments(&plain, &details).arguments["hotel_id"], json!("$var1.result.hotel_id$"));
+        assert_eq!(option_count(&plain, &details), None);
+        c.args = Some(Arc::new(model));
+        assert_eq!(option_count(&c, &details), Some(2), "`two hotels`");
+        let second = fill_arguments(&c, &details);
+        assert_eq!(second.arguments["hotel_id"], json!("$var1.result.1.hotel_id$"));
+        push(&mut c, &details, second, json!({"description": "b"}));
+        assert_eq!(fill_arguments(&c, &details).arguments["hotel_id"], json!("$var1.result.1.hotel_id$"), "two options, two calls: a third repeats");
+        // A request that compares and names no count: as many as the list holds.
+        let mut all = c.clone();
+        all.request = "Compare the hotels in Lisbon and describe each.".into();
+        all.values = RequestValues::extract(&all.request, day);
+        assert_eq!(fill_arguments(&all, &details).arguments["hotel_id"], json!("$var1.result.2.hotel_id$"));
+        let f = fill_arguments(&all, &details);
+        push(&mut all, &details, f, json!({"description": "c"}));
+        assert_eq!(fill_arguments(&all, &details).arguments["hotel_id"], json!("$var1.result.2.hotel_id$"), "the list holds no fourth");
+    }
+
+    /// Interleaved options: recorded runs called the payment API after each hotel's details call,
+    /// with the id the newest details call returned. The second payment call reads the second
+    /// details call, not the first one's output again.
+    #[test]
+    fn a_call_per_option_reads_the_newest_producer_where_recorded_runs_did() {
+        assert_eq!(Repeat::of("$var4.hotel_id$", "$var6.hotel_id$"), Repeat::Newest);
+        assert_eq!(Repeat::of("$var2.result.0.id$", "$var2.result.1.id$"), Repeat::Next);
+        assert_eq!(Repeat::of("$var2.result.id$", "$var2.result.1.id$"), Repeat::Next, "a left-out index is the first");
+        assert_eq!(Repeat::of("$var1.lat$", "$var1.lat$"), Repeat::Same);
+        assert_eq!(Repeat::of("$var1.lat$", "$var1.lon$"), Repeat::Other);
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        let mut model = super::super::learned::ArgModel::default();
+        for req in ["Find two hotels in Rome and their details and payment methods.", "Check 2 hotels in Oslo: details and how to pay.", "Two hotels in Bergen, please: details, then payment."] {
+            let a = |v: Value| v.as_object().cloned().unwrap();
+            let calls = [
+                ("h/search", a(json!({"city": "x"}))),
+                ("h/details", a(json!({"hotel_id": "$var1.result.0.hotel_id$"}))),
+                ("h/pay", a(json!({"hotel_id": "$var2.hotel_id$"}))),
+                ("h/details", a(json!({"hotel_id": "$var1.result.1.hotel_id$"}))),
+                ("h/pay", a(json!({"hotel_id": "$var4.hotel_id$"}))),
+            ];
+            model.learn(req, calls.iter().map(|(api, m)| (*api, m)), day);
+        }
+        assert_eq!(model.repeat_of("h/pay", "hotel_id"), Some(Repeat::Newest));
+        assert_eq!(model.repeat_of("h/details", "hotel_id"), Some(Repeat::Next));
+        let (search, details, pay) = (api("h/search", vec![p("city", "string", true)]), api("h/details", vec![p("hotel_id", "string", true)]), api("h/pay", vec![p("hotel_id", "string", true)]));
+        let mut c = ctx("Find two hotels in Lisbon with their details and payment options.");
+        c.args = Some(Arc::new(model));
+        let call = |c: &mut Context, a: &Arc<ApiView>, response: Value| -> Value {
+            let f = fill_arguments(c, a);
+            let sent = f.arguments.get("hotel_id").cloned().unwrap_or(Value::Null);
+            let label = format!("var{}", c.path.len() + 1);
+            c.path.push(Step { api: a.clone(), label, arguments: f.arguments, sources: f.sources, observation: String::new(), response: response.into(), repeat: 0 });
+            sent
+        };
+        call(&mut c, &search, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}]}));
+        assert_eq!(call(&mut c, &details, json!({"hotel_id": 11, "name": "A"})), json!("$var1.result.hotel_id$"));
+        assert_eq!(call(&mut c, &pay, json!({"cards": ["visa"]})), json!("$var2.hotel_id$"));
+        assert_eq!(call(&mut c, &details, json!({"hotel_id": 12, "name": "B"})), json!("$var1.result.1.hotel_id$"));
+        assert_eq!(fill_arguments(&c, &pay).arguments["hotel_id"], json!("$var4.hotel_id$"), "the newest details call");
     }
 }

@@ -99,7 +99,59 @@ pub struct SlotStats {
     pub cues: BTreeMap<Kind, BTreeMap<String, [u32; 2]>>,
     /// Literal values as sent (JSON text) → times; at most [`MAX_CONSTANTS`] kept.
     pub values: BTreeMap<String, u32>,
+    /// A run's repeated calls of the API, when both took the parameter from an earlier output:
+    /// how the later reference compared with the one before — `[same, next, newest, other]`
+    /// ([`Repeat`]). The second rental search reads the same location (`same`); one call per
+    /// compared hotel reads the next hotel's id (`next`); the payment options of each hotel read
+    /// the id from that hotel's details call (`newest`).
+    #[serde(default, skip_serializing_if = "is_unset")]
+    pub on_repeat: [u32; 4],
 }
+
+fn is_unset(v: &[u32; 4]) -> bool {
+    *v == [0; 4]
+}
+
+/// How a repeated call's reference compares with the one the call before it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// The same field (`$var1.coordinates.latitude$` both times).
+    Same = 0,
+    /// The same field of another element of the same list (`$var2.result.0.hotel_id$` →
+    /// `$var2.result.1.hotel_id$`; an index left out reads as the first element).
+    Next = 1,
+    /// The same field of a later call's output (`$var4.hotel_id$` → `$var6.hotel_id$`): the
+    /// newest producer.
+    Newest = 2,
+    /// Anything else (another field).
+    Other = 3,
+}
+
+impl Repeat {
+    const ALL: [Repeat; 4] = [Repeat::Same, Repeat::Next, Repeat::Newest, Repeat::Other];
+
+    /// How reference `now` compares with `before` (both `$label.path$`).
+    pub fn of(before: &str, now: &str) -> Repeat {
+        if before == now {
+            return Repeat::Same;
+        }
+        let split = |r: &str| -> (String, String) {
+            let r = r.trim_matches('$');
+            let (label, path) = r.split_once('.').unwrap_or((r, ""));
+            (label.to_string(), path.split('.').filter(|s| s.parse::<usize>().is_err()).collect::<Vec<_>>().join("."))
+        };
+        let ((l0, f0), (l1, f1)) = (split(before), split(now));
+        match (f0 == f1, l0 == l1) {
+            (true, true) => Repeat::Next,
+            (true, false) => Repeat::Newest,
+            _ => Repeat::Other,
+        }
+    }
+}
+
+/// The pseudo-parameter under which an API's slot learns how many times a run called it (when
+/// more than once): which counted number of the request said how many options there were.
+pub const CALLS: &str = "#calls";
 
 const MAX_CONSTANTS: usize = 8;
 const MAX_CUE_WORDS: usize = 400;
@@ -251,8 +303,22 @@ impl ArgModel {
         let values = RequestValues::extract(request, today);
         self.examples += 1;
         let mut touched = Touched::default();
+        // The last reference each (API, parameter) took in this run, and the calls per API.
+        let mut last_ref: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+        let mut calls_per_api: BTreeMap<&str, u32> = BTreeMap::new();
         for (api, args) in calls {
+            *calls_per_api.entry(api).or_default() += 1;
             for (param, value) in args {
+                if let Some(r) = value.as_str().filter(|s| s.len() > 2 && s.starts_with('$') && s.ends_with('$')) {
+                    if let Some(before) = last_ref.insert((api, param.as_str()), r) {
+                        let how = Repeat::of(before, r) as usize;
+                        self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat[how] += 1;
+                        self.by_name.entry(norm(param)).or_default().on_repeat[how] += 1;
+                        touched.apis.insert(api.to_string());
+                        touched.names.insert(norm(param));
+                    }
+                    continue;
+                }
                 if value.is_null() || value.as_str().is_some_and(|s| s.contains('$')) || value.is_object() || value.is_array() {
                     continue;
                 }
@@ -262,7 +328,67 @@ impl ArgModel {
                 touched.names.insert(norm(param));
             }
         }
+        // How many times the run called an API it called more than once: a counted number of
+        // the request ("three hotels", "the two cheapest") or not.
+        for (api, n) in calls_per_api.into_iter().filter(|(_, n)| *n >= 2) {
+            self.slots.entry(api.to_string()).or_default().entry(CALLS.to_string()).or_default().observe(&Value::from(n), &values);
+            touched.apis.insert(api.to_string());
+        }
         touched
+    }
+
+    /// Where a repeated call of `api` takes `param` from, relative to the call before it: what
+    /// most (over half) of its recorded repeated calls did — at least two of its own, else three
+    /// of the parameter name's across APIs. `None` when too little is known or nothing is most.
+    pub fn repeat_of(&self, api: &str, param: &str) -> Option<Repeat> {
+        let most = |r: [u32; 4]| -> Option<Repeat> {
+            let total: u32 = r.iter().sum();
+            Repeat::ALL.into_iter().find(|k| 2 * r[*k as usize] > total)
+        };
+        let own = self.slots.get(api).and_then(|s| s.get(param)).map(|s| s.on_repeat).filter(|r| r.iter().sum::<u32>() >= 2);
+        match own {
+            Some(r) => most(r),
+            None => self.by_name.get(&norm(param)).map(|s| s.on_repeat).filter(|r| r.iter().sum::<u32>() >= 3).and_then(most),
+        }
+    }
+
+    /// Whether a repeated call of `api` takes `param` from the next element of the list the call
+    /// before it read (one call per option).
+    pub fn advances(&self, api: &str, param: &str) -> bool {
+        self.repeat_of(api, param) == Some(Repeat::Next)
+    }
+
+    /// Whether recorded runs call `api` once per option: a parameter that advances along a list,
+    /// or one that reads the newest call of its producer (a call per option of that one; this
+    /// counts on three or more of the API's own repeated calls).
+    pub fn per_option(&self, api: &str, params: &[toolgraph_schema::ParamDoc]) -> bool {
+        let own = |p: &str| self.slots.get(api).and_then(|s| s.get(p)).map_or(0, |s| s.on_repeat.iter().sum::<u32>());
+        params.iter().any(|p| match self.repeat_of(api, &p.name) {
+            Some(Repeat::Next) => true,
+            Some(Repeat::Newest) => own(&p.name) >= 3,
+            _ => false,
+        })
+    }
+
+    /// How many options the request asks `api` to be called for, where its recorded runs learned
+    /// that a counted number says so (most of the runs that called it more than once had that
+    /// count in the request): the one counted number between 2 and 10, or the one the words
+    /// around them choose ("find **three** hotels … each"). `None` when nothing was learned or the
+    /// request does not say.
+    pub fn options(&self, api: &str, values: &RequestValues) -> Option<usize> {
+        let slot = self.slots.get(api)?.get(CALLS)?;
+        let said = slot.kinds.get(&Kind::Number).copied().unwrap_or(0);
+        if slot.support < 2 || 2 * said <= slot.support {
+            return None;
+        }
+        let ms = mentions(values, Kind::Number);
+        let count = |m: &Mention| m.value.parse::<usize>().ok().filter(|n| (2..=10).contains(n));
+        let fit: Vec<usize> = (0..ms.len()).filter(|i| count(&ms[*i]).is_some()).collect();
+        match fit.as_slice() {
+            [] => None,
+            [one] => count(&ms[*one]),
+            _ => self.choose_among(api, CALLS, Kind::Number, &ms, |i| fit.contains(&i)).and_then(|c| count(&ms[c.index])),
+        }
     }
 
     /// The model as store parts `(key, JSON)`: its header (format, examples) and the slots
@@ -306,7 +432,7 @@ impl ArgModel {
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
         let own = self.slots.get(api).and_then(|s| s.get(param)).filter(|s| s.decided(kind) >= 2).map(|s| (s, "api"));
-        own.or_else(|| self.by_name.get(&norm(param)).filter(|s| s.decided(kind) >= 3).map(|s| (s, "name")))
+        own.or_else(|| self.by_name.get(&norm(param)).filter(|s| param != CALLS && s.decided(kind) >= 3).map(|s| (s, "name")))
     }
 
     /// Which of several mentions of `kind` `api`'s `param` takes; `None` with fewer than two
@@ -375,7 +501,13 @@ impl ArgModel {
                 }
                 kinds.insert(kind.as_str().into(), k);
             }
-            out.insert(param.clone(), serde_json::json!({"support": s.support, "kinds": kinds, "constant": s.constant()}));
+            let mut shown = serde_json::json!({"support": s.support, "kinds": kinds, "constant": s.constant()});
+            if !is_unset(&s.on_repeat) {
+                let [same, next, newest, other] = s.on_repeat;
+                let usual = self.repeat_of(api, param).map(|r| format!("{r:?}").to_lowercase());
+                shown["on_repeat"] = serde_json::json!({"same": same, "next_item": next, "newest_producer": newest, "other": other, "usual": usual});
+            }
+            out.insert(param.clone(), shown);
         }
         Value::Object(out)
     }
