@@ -270,31 +270,23 @@ fn next_item(ctx: &Context, api: &ApiView, param: &str, label: &str, path: &str)
     let response = ctx.path.iter().find(|s| s.label == label)?.response.clone();
     let fields = |p: &str| p.split('.').filter(|s| s.parse::<usize>().is_err()).map(str::to_string).collect::<Vec<_>>();
     let want = fields(path);
-    let read = ctx
-        .path
-        .iter()
-        .filter(|s| s.api.id == api.id)
-        .filter_map(|s| match s.sources.get(param) {
-            Some(ArgSource::Output { label: l, path: p }) if l == label && fields(p) == want => item_index(&response, p),
-            _ => None,
-        })
-        .max()?;
+    let read = outputs_read(ctx, api, param).filter(|(l, p)| *l == label && fields(p) == want).filter_map(|(_, p)| item_index(&response, p)).max()?;
     item_path(&response, &want, read + 1)
+}
+
+/// The outputs earlier calls of `api` read `param` from: (label, path) each.
+fn outputs_read<'c>(ctx: &'c Context, api: &'c ApiView, param: &'c str) -> impl Iterator<Item = (&'c str, &'c str)> + 'c {
+    ctx.path.iter().filter(move |s| s.api.id == api.id).filter_map(move |s| match s.sources.get(param) {
+        Some(ArgSource::Output { label, path }) => Some((label.as_str(), path.as_str())),
+        _ => None,
+    })
 }
 
 /// The newest call of another API than `api` whose output has a field for `param` and that no
 /// earlier call of `api` read `param` from: its label and the field's path (each hotel's payment
 /// call reads the hotel's own details call; two flight searches, one details call each).
 fn newest_producer(ctx: &Context, api: &ApiView, param: &str) -> Option<(String, String)> {
-    let read: HashSet<&str> = ctx
-        .path
-        .iter()
-        .filter(|s| s.api.id == api.id)
-        .filter_map(|s| match s.sources.get(param) {
-            Some(ArgSource::Output { label, .. }) => Some(label.as_str()),
-            _ => None,
-        })
-        .collect();
+    let read: HashSet<&str> = outputs_read(ctx, api, param).map(|(label, _)| label).collect();
     ctx.path.iter().rev().filter(|s| s.api.id != api.id && !read.contains(s.label.as_str())).find_map(|s| find_field(ctx, s, param).map(|(path, _)| (s.label.clone(), path)))
 }
 
