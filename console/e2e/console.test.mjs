@@ -68,8 +68,10 @@ test('Ask streams the steps of a ComplexFuncBench request and ends with an hones
   await page.goto(BASE + '/#/ask');
   await page.getByPlaceholder(/What should the tools do/).fill(REQUEST);
   await page.getByRole('button', { name: 'Ask', exact: true }).click();
-  // Steps arrive while the run goes on; the end shows the status, the answer and the chain.
-  await page.locator('li[data-step=call]').first().waitFor();
+  // Steps arrive while the run goes on; the end shows the status, the answer and the chain. A run
+  // may end before the browser first looks, and a long finished trace is folded (its steps hidden):
+  // wait for the steps to be in the page and for the outcome, never for a state that may pass.
+  await page.locator('li[data-step=call]').first().waitFor({ state: 'attached', timeout: 120_000 });
   const outcome = page.locator('.outcome').first();
   await outcome.waitFor({ timeout: 120_000 });
   const status = await outcome.getAttribute('data-status');
@@ -78,12 +80,14 @@ test('Ask streams the steps of a ComplexFuncBench request and ends with an hones
   assert.ok((await page.locator('li[data-step=response]').count()) >= 1, 'responses shown');
   // Each call's arguments say where they came from; responses fold.
   assert.ok((await page.locator('li[data-step=call] .src').count()) >= 1);
-  // A long trace is folded once the run ends: open it with the keyboard.
+  // A long trace is folded once the run ends: open it with the keyboard, and the steps show.
   const steps = page.locator('details.steps').first();
   if (!(await steps.evaluate((d) => d.open))) {
     await steps.locator('summary').first().focus();
     await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('details.steps')?.open === true);
   }
+  await page.locator('li[data-step=call]').first().waitFor();
   await page.locator('li[data-step=response] details.response summary').first().click();
   await page.locator('li[data-step=response] details.response[open] .j-key').first().waitFor();
   const link = await outcome.locator('a[href^="#/history/run"]').getAttribute('href');
@@ -208,7 +212,12 @@ test('History lists the runs, filters them, opens one and compares two', async (
   assert.ok((await page.locator('tr[data-run]').count()) >= 3);
   await page.getByLabel('Status').selectOption('needs_input');
   await page.getByRole('button', { name: 'Filter' }).click();
-  await page.locator('tr[data-run]').first().waitFor();
+  // The unfiltered rows stay until the filtered list arrives: wait for the filtered list itself.
+  const filtered = () => {
+    const s = [...document.querySelectorAll('tr[data-run] .badge')].map((e) => e.dataset.status);
+    return s.length >= 1 && s.every((x) => x === 'needs_input');
+  };
+  await page.waitForFunction(filtered).catch(() => {});
   const statuses = await page.locator('tr[data-run] .badge').evaluateAll((els) => els.map((e) => e.dataset.status));
   assert.ok(statuses.length >= 1 && statuses.every((s) => s === 'needs_input'), statuses.join());
   await page.getByLabel('Status').selectOption('');

@@ -158,9 +158,11 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
         garbage_rate: args.garbage_rate,
         seed: args.seed,
     };
-    eprintln!("replay sandbox: {} recordings on {} routes, http://127.0.0.1:{}/HOST/PATH", lib.len(), lib.routes(), args.port);
+    let (recordings, routes) = (lib.len(), lib.routes());
     let sb = Sandbox::new(lib, faults);
+    // Bound first, then announced with the port it got (`--port 0` picks a free one).
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+    eprintln!("replay sandbox: {recordings} recordings on {routes} routes, http://127.0.0.1:{}/HOST/PATH", listener.local_addr()?.port());
     toolgraph_sandbox::serve(listener, sb, async {
         let _ = tokio::signal::ctrl_c().await;
     })

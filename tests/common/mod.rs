@@ -138,18 +138,31 @@ impl Falkor {
             "FalkorDB binaries missing under {}: run scripts/setup.sh (or set TOOLGRAPH_ASSETS)",
             assets.display()
         );
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("bash")
-            .arg(root().join("scripts/falkordb.sh"))
-            .args(["start", &port.to_string()])
-            .env("TOOLGRAPH_ASSETS", &assets)
-            .env("TOOLGRAPH_FALKORDB_DATA", dir.path())
-            .current_dir(root())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "falkordb did not start: {}", String::from_utf8_lossy(&out.stderr));
-        Falkor { port, dir }
+        // redis-server takes its port from the command line: a port free a moment ago may be
+        // taken by another test's server before it binds, so a start that fails is tried again
+        // on another port.
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let dir = tempfile::tempdir().unwrap();
+            let out = Command::new("bash")
+                .arg(root().join("scripts/falkordb.sh"))
+                .args(["start", &port.to_string()])
+                .env("TOOLGRAPH_ASSETS", &assets)
+                .env("TOOLGRAPH_FALKORDB_DATA", dir.path())
+                .current_dir(root())
+                .output()
+                .unwrap();
+            // Ours only when it wrote its pid file in our folder: the script also succeeds when
+            // some other FalkorDB already answers on that port (another test's, started between
+            // the pick and this start).
+            if out.status.success() && dir.path().join("redis.pid").exists() {
+                return Falkor { port, dir };
+            }
+            errors.push(format!("port {port}: {}", String::from_utf8_lossy(&out.stderr)));
+            let _ = Command::new("bash").arg(root().join("scripts/falkordb.sh")).args(["stop", &port.to_string()]).env("TOOLGRAPH_FALKORDB_DATA", dir.path()).current_dir(root()).output();
+        }
+        panic!("falkordb did not start: {}", errors.join("\n"))
     }
     pub fn uri(&self) -> String {
         format!("falkordb://127.0.0.1:{}", self.port)
@@ -207,15 +220,29 @@ impl Neo4jServer {
     /// A server of this test's own on a free port, stopped when dropped (for tests that stop and
     /// start it). It stops by itself if this process dies.
     pub fn start_own() -> Neo4jServer {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let dir = tempfile::tempdir().unwrap();
-        let password = format!("test-{}-{}", std::process::id(), port);
-        let s = Neo4jServer { port, password, own: Some(dir) };
-        s.script("start");
-        s
+        // The launcher takes its port from the command line: a port free a moment ago may be
+        // taken before it binds, so a start that fails is tried again on another port.
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let dir = tempfile::tempdir().unwrap();
+            let password = format!("test-{}-{}", std::process::id(), port);
+            let s = Neo4jServer { port, password, own: Some(dir) };
+            match s.try_script("start") {
+                Ok(()) => return s,
+                Err(e) => errors.push(format!("port {port}: {e}")),
+            }
+        }
+        panic!("neo4j did not start: {}", errors.join("\n"))
     }
 
     fn script(&self, cmd: &str) {
+        if let Err(e) = self.try_script(cmd) {
+            panic!("neo4j {cmd} failed: {e}");
+        }
+    }
+
+    fn try_script(&self, cmd: &str) -> Result<(), String> {
         let dir = self.own.as_ref().expect("only a server of our own is started or stopped here");
         let out = Command::new("bash")
             .arg(root().join("scripts/neo4j.sh"))
@@ -229,7 +256,11 @@ impl Neo4jServer {
             .current_dir(root())
             .output()
             .unwrap();
-        assert!(out.status.success(), "neo4j {cmd} failed: {}", String::from_utf8_lossy(&out.stderr));
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 
     /// Stop a server of our own (its data stays for [`Neo4jServer::restart`]).
@@ -330,15 +361,80 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn start() -> Sandbox {
-        let d = data().join("complexfuncbench");
-        let port = free_port();
-        let p = Proc(bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &port.to_string()]).stderr(std::process::Stdio::null()).spawn().unwrap());
-        wait_for(port, "the sandbox");
+        let (p, port) = sandbox_process();
         Sandbox { port, _proc: p }
     }
 }
 
-/// A port nobody listens on now.
+/// Start `cmd`, which listens on a port of its own choosing (`--port 0`), and read that port
+/// from the line of its stderr that holds `marker` followed by `http://127.0.0.1:PORT`: no port
+/// is picked before the process binds it, so nothing else can take it in between (a port from
+/// [`free_port`] can be taken by another test's process before the child binds it, and
+/// [`wait_for`] would then greet the wrong server). The rest of stderr goes to `log` (dropped
+/// when `None`). Panics with the lines read when the child exits first or prints nothing in 90 s.
+pub fn spawn_listening(mut cmd: Command, marker: &str, log: Option<&Path>) -> (Proc, u16) {
+    use std::io::{BufRead, Write};
+    let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut sink: Box<dyn Write + Send> = match log {
+        Some(p) => Box::new(std::fs::File::create(p).unwrap()),
+        None => Box::new(std::io::sink()),
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Result<u16, String>>();
+    let marker = marker.to_string();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(sink, "{line}");
+            let _ = sink.flush();
+            if let Some(t) = &tx {
+                let port = line.find(&marker).and_then(|i| {
+                    let rest = &line[i..];
+                    let at = rest.find("http://127.0.0.1:")? + "http://127.0.0.1:".len();
+                    rest[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u16>().ok()
+                });
+                match port {
+                    Some(p) => {
+                        let _ = t.send(Ok(p));
+                        tx = None;
+                    }
+                    None if seen.len() < 4000 => seen.push_str(&format!("{line}\n")),
+                    None => {}
+                }
+            }
+        }
+        if let Some(t) = tx {
+            let _ = t.send(Err(seen));
+        }
+    });
+    let port = match rx.recv_timeout(std::time::Duration::from_secs(90)) {
+        Ok(Ok(p)) => p,
+        Ok(Err(lines)) => {
+            let status = child.wait().ok();
+            panic!("{cmd:?} ended ({status:?}) without printing `{marker} http://127.0.0.1:PORT`:\n{lines}")
+        }
+        Err(_) => {
+            let _ = child.kill();
+            panic!("{cmd:?} printed no `{marker} http://127.0.0.1:PORT` in 90 s")
+        }
+    };
+    let p = Proc(child);
+    wait_for(port, &marker);
+    (p, port)
+}
+
+/// The replay sandbox over ComplexFuncBench on a port of its own choosing, as its own process.
+pub fn sandbox_process() -> (Proc, u16) {
+    let d = data().join("complexfuncbench");
+    let mut c = bin();
+    c.args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", "0"]);
+    spawn_listening(c, "replay sandbox:", None)
+}
+
+/// A port nobody listens on now. Only for a port that must stay unanswered, or one a server of
+/// ours is restarted on: a server a test starts picks its own ([`spawn_listening`]).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

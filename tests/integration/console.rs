@@ -13,7 +13,7 @@ use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::state::{Role, StateStore};
 
 use crate::daemon_common::*;
-use crate::common::{self, free_port, wait_for, Proc};
+use crate::common;
 
 fn session_cookie(r: &reqwest::Response) -> (String, String) {
     let set = r.headers().get("set-cookie").expect("a Set-Cookie header").to_str().unwrap().to_string();
@@ -284,21 +284,11 @@ fn the_console_in_chromium_asks_answers_registers_edits_and_draws_the_graph() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "users add: {}", String::from_utf8_lossy(&out.stderr));
 
-    let sb_port = free_port();
-    let _sandbox = Proc(common::bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &sb_port.to_string()]).stderr(Stdio::null()).spawn().unwrap());
-    wait_for(sb_port, "the sandbox");
-    let port = free_port();
-    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-    let _daemon = Proc(
-        with_state(common::bin_in(dir.path()))
-            .env("TOOLGRAPH_LOG", "info")
-            .args(["--store", &store, "serve", "--port", &port.to_string(), "--rewrite"])
-            .arg(format!("https://=http://127.0.0.1:{sb_port}/"))
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(port, "the daemon");
+    // Each server picks its own port and says which (no port chosen before it is bound).
+    let (_sandbox, sb_port) = common::sandbox_process();
+    let mut serve = with_state(common::bin_in(dir.path()));
+    serve.env("TOOLGRAPH_LOG", "info").args(["--store", &store, "serve", "--port", "0", "--rewrite"]).arg(format!("https://=http://127.0.0.1:{sb_port}/"));
+    let (_daemon, port) = common::spawn_listening(serve, "toolgraph daemon on", Some(&dir.path().join("daemon.log")));
 
     let shots = std::env::var("TOOLGRAPH_SHOTS_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| root.join("target/console-shots"));
     let status = Command::new("node")

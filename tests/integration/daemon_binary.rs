@@ -6,26 +6,19 @@
 
 use crate::common::*;
 use serde_json::{json, Value};
-use std::process::Stdio;
 use std::time::Duration;
 
 
 
 
-fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> Proc {
+/// The daemon on `port` (0: a port of its own choosing, read from what it prints), and the port.
+fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> (Proc, u16) {
     let mut cmd = bin_in(dir);
     if let Some(n) = neo {
         n.env(&mut cmd);
     }
-    let child = cmd
-        .args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"])
-        .arg(format!("https://=http://127.0.0.1:{sandbox}/"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let p = Proc(child);
-    wait_for(port, "the daemon");
-    p
+    cmd.args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"]).arg(format!("https://=http://127.0.0.1:{sandbox}/"));
+    spawn_listening(cmd, "toolgraph daemon on", None)
 }
 
 #[test]
@@ -108,8 +101,7 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     run_ok(with_neo(bin_in(dir)).arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
 
     let sb_port = sandbox.port;
-    let port = free_port();
-    let mut daemon = serve(dir, store, neo, port, sb_port);
+    let (mut daemon, port) = serve(dir, store, neo, 0, sb_port);
     let url = format!("http://127.0.0.1:{port}");
     let rt = runtime();
     let http = reqwest::Client::new();
@@ -149,7 +141,8 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     let _ = daemon.0.wait();
     let _ = inflight.join();
     drop(daemon);
-    let daemon = serve(dir, store, neo, port, sb_port);
+    // Restarted on the same port (the clients' URL stays).
+    let (daemon, _) = serve(dir, store, neo, port, sb_port);
     rt.block_on(async {
         let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
         assert_eq!(ready["status"], "ready", "{ready}");
@@ -169,9 +162,8 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
 fn a_rewrite_to_the_sandbox_admits_the_sandbox_and_not_the_daemon_itself() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::start();
-    let port = free_port();
     let store = format!("embedded:{}", dir.path().join("graph.redb").display());
-    let _daemon = serve(dir.path(), &store, None, port, sandbox.port);
+    let (_daemon, port) = serve(dir.path(), &store, None, 0, sandbox.port);
     let rt = runtime();
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");

@@ -63,24 +63,18 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document_as_admi
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = ingest_complexfuncbench(dir.path());
     let sandbox = Sandbox::start();
-    let port = free_port();
     let admin_key = format!("tgk_contract_{}", std::process::id());
-    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-    let _daemon = Proc(
-        bin_in(dir.path())
-            .env("TOOLGRAPH_API_KEYS", &admin_key)
-            .env("TOOLGRAPH__STATE__URL", format!("sqlite:{}", dir.path().join("state.db").display()))
-            // The fuzzer is one client sending as fast as it can: the per-key rate limit would
-            // answer most of it with a (documented) 429 and test nothing else.
-            .env("TOOLGRAPH__SERVER__RATE_PER_S", "100000")
-            .env("TOOLGRAPH__SERVER__RATE_BURST", "100000")
-            .args(["--store", &store, "serve", "--port", &port.to_string(), "--rewrite"])
-            .arg(format!("https://=http://127.0.0.1:{}/", sandbox.port))
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(port, "the daemon");
+    let mut serve = bin_in(dir.path());
+    serve
+        .env("TOOLGRAPH_API_KEYS", &admin_key)
+        .env("TOOLGRAPH__STATE__URL", format!("sqlite:{}", dir.path().join("state.db").display()))
+        // The fuzzer is one client sending as fast as it can: the per-key rate limit would
+        // answer most of it with a (documented) 429 and test nothing else.
+        .env("TOOLGRAPH__SERVER__RATE_PER_S", "100000")
+        .env("TOOLGRAPH__SERVER__RATE_BURST", "100000")
+        .args(["--store", &store, "serve", "--port", "0", "--rewrite"])
+        .arg(format!("https://=http://127.0.0.1:{}/", sandbox.port));
+    let (_daemon, port) = spawn_listening(serve, "toolgraph daemon on", Some(&dir.path().join("daemon.log")));
     let base = format!("http://127.0.0.1:{port}");
     // A user with a key of their own, made by the administrator through the API.
     let rt = runtime();

@@ -8,9 +8,9 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::common::{self, free_port, wait_for, Proc};
+use crate::common::{self, Proc};
 
 /// A request of ComplexFuncBench's (the replay sandbox has its calls) and one that lacks a value.
 const REQUEST: &str = "Today is October 13th, 2024. I want to rent a car for a day at the San Diego Marriott La Jolla. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
@@ -41,9 +41,7 @@ impl World {
         let state = format!("sqlite:{}", dir.path().join("state.db").display());
         common::run_ok(common::bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
         common::run_ok(common::bin_in(dir.path()).args(["--store", &store, "ingest", "--tools"]).arg(&tools).arg("--trajectories").arg(&runs));
-        let sandbox_port = free_port();
-        let sandbox = Proc(common::bin().args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", &sandbox_port.to_string()]).stderr(Stdio::null()).spawn().unwrap());
-        wait_for(sandbox_port, "the sandbox");
+        let (sandbox, sandbox_port) = common::sandbox_process();
         World { dir, store, state, sandbox_port, _sandbox: sandbox }
     }
 
@@ -171,10 +169,9 @@ fn the_daemons_mcp_endpoint_needs_a_key_and_speaks_both_protocol_generations() {
     let out = common::run_ok(w.bin().args(["users", "add", "ada", "--role", "user"]));
     let key = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim().to_string();
     assert!(key.len() > 20, "a key was printed");
-    let port = free_port();
-    let log = std::fs::File::create(w.dir.path().join("daemon.log")).unwrap();
-    let _daemon = Proc(w.bin().args(["serve", "--port", &port.to_string(), "--rewrite", &w.rewrite()]).stderr(log).spawn().unwrap());
-    wait_for(port, "the daemon");
+    let mut serve = w.bin();
+    serve.args(["serve", "--port", "0", "--rewrite", &w.rewrite()]);
+    let (_daemon, port) = common::spawn_listening(serve, "toolgraph daemon on", Some(&w.dir.path().join("daemon.log")));
     let url = format!("http://127.0.0.1:{port}/mcp");
     let log_tail = || tail(&std::fs::read_to_string(w.dir.path().join("daemon.log")).unwrap_or_default(), 30);
 
