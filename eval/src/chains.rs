@@ -182,12 +182,14 @@ pub struct ChainDetail {
     /// Plan mode: the plan's APIs.
     #[serde(default)]
     pub plan: Vec<String>,
-    /// ComplexFuncBench's protocol: golden calls matched before the first incorrect call, and
-    /// that call with how it differs from the nearest golden call of its API.
+    /// ComplexFuncBench's protocol (the `complexfuncbench` module): calls judged correct, what
+    /// ended the sample or made it no success, and whether it succeeded.
     #[serde(default)]
     pub paper_correct: usize,
     #[serde(default)]
     pub paper_first_error: Option<String>,
+    #[serde(default)]
+    pub paper_success: bool,
     /// Planner decisions the run took.
     #[serde(default)]
     pub planner_calls: u64,
@@ -222,6 +224,8 @@ pub struct SeedRecall {
 /// A gold call: name, arguments with references, arguments resolved.
 pub struct GoldCall {
     pub name: String,
+    /// Its label (`var1`), which later calls' references name.
+    pub label: Option<String>,
     pub arguments: Map<String, Value>,
     pub resolved: Map<String, Value>,
     /// The recorded response (what a correct call gets).
@@ -243,7 +247,7 @@ pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
         if let (Some(l), Some(r)) = (&c.label, &c.response) {
             outputs.insert(l.clone(), r.clone());
         }
-        calls.push(GoldCall { name: c.name.clone(), arguments: args, resolved, response: c.response.clone() });
+        calls.push(GoldCall { name: c.name.clone(), label: c.label.clone(), arguments: args, resolved, response: c.response.clone() });
     }
     Ok(Gold { request: chain.input.trim().to_string(), calls })
 }
@@ -372,7 +376,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, gold: &Gold, run: &RunReport) {
+    fn add(&mut self, protocol: &crate::complexfuncbench::Protocol, gold: &Gold, run: &RunReport) {
         self.chains += 1;
         let pred_names: Vec<String> = run.chain.iter().map(|c| c.name.clone()).collect();
         let gold_names: Vec<String> = gold.calls.iter().map(|c| c.name.clone()).collect();
@@ -414,11 +418,13 @@ impl Tally {
         if success {
             self.success += 1;
         }
-        let paper = crate::complexfuncbench::score(gold, &crate::complexfuncbench::sent_calls(&run.trace), run.status == Status::Answered);
+        // The paper's figures by its own protocol: the engine's `answered` is not part of them.
+        let sent = crate::complexfuncbench::sent_calls(&run.trace);
+        let paper = crate::complexfuncbench::score(protocol, gold, &sent);
         self.cfb_golden += paper.golden;
         self.cfb_correct += paper.correct;
         self.cfb_success += usize::from(paper.success);
-        let correct = crate::complexfuncbench::correct_calls(gold, &crate::complexfuncbench::sent_calls(&run.trace));
+        let correct = crate::complexfuncbench::correct_calls(protocol, gold, &sent);
         self.correct_calls += correct;
         self.all_correct += usize::from(correct == gold.calls.len() && !gold.calls.is_empty());
         match run.status {
@@ -652,6 +658,9 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
         let (recs, errors) = recordings(&owned, &specs);
         report.skipped.extend(errors);
+        // Scored against what the sandbox recorded for exactly a call's arguments (its nearest
+        // answers never make a call right).
+        let protocol = crate::complexfuncbench::Protocol::new(&specs, &recs);
         let sb = Sandbox::new(Library::new(recs), Faults::default());
         let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
         let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
@@ -683,8 +692,8 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                     None => engine.run(&gold.request, Map::new(), None).await?,
                 };
                 tallies[mi].seconds.push(started.elapsed().as_secs_f64());
-                tallies[mi].add(&gold, &r);
-                report.details.push(detail(&method.name, &gold, &r));
+                tallies[mi].add(&protocol, &gold, &r);
+                report.details.push(detail(&protocol, &method.name, &gold, &r));
                 done += 1;
                 progress(done, total);
             }
@@ -703,7 +712,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     Ok(report)
 }
 
-fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
+fn detail(protocol: &crate::complexfuncbench::Protocol, method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
     use toolgraph_engine::run::trace::TraceEvent;
     let recall = r.trace.iter().find_map(|t| match t {
         TraceEvent::Recall { score, replayed, .. } => Some((*score, *replayed)),
@@ -715,10 +724,11 @@ fn detail(method: &str, gold: &Gold, r: &RunReport) -> ChainDetail {
         TraceEvent::NeedsInput { api, missing } => Some(format!("{api} needs {}", missing.join(", "))),
         _ => None,
     });
-    let paper = crate::complexfuncbench::score(gold, &crate::complexfuncbench::sent_calls(&r.trace), r.status == Status::Answered);
+    let paper = crate::complexfuncbench::score(protocol, gold, &crate::complexfuncbench::sent_calls(&r.trace));
     ChainDetail {
         paper_correct: paper.correct,
         paper_first_error: paper.first_error,
+        paper_success: paper.success,
         planner_calls: r.stats.planner_calls,
         method: method.to_string(),
         request: gold.request.chars().take(300).collect(),

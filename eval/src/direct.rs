@@ -128,7 +128,7 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
                             stats.http_ms += out.elapsed_ms;
                             let observation = compress(&out.response, &keep, opts.observation_chars);
                             let response = Arc::new(out.response);
-                            trace.push(TraceEvent::Response { label: label.clone(), api: node.id.clone(), status: out.status, attempts: out.attempts, elapsed_ms: out.elapsed_ms, observation: observation.clone(), response: response.clone() });
+                            trace.push(TraceEvent::Response { label: label.clone(), api: node.id.clone(), status: out.status, attempts: out.attempts, elapsed_ms: out.elapsed_ms, observation: observation.clone(), response: response.clone(), sent: None });
                             chain.push(ChainCall { label, api: node.id.clone(), name: node.name.clone(), arguments: args, sent: out.arguments, subtask: None });
                             responses.push(response);
                             observation
@@ -136,7 +136,7 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
                         Err(e) => {
                             stats.failed_calls += 1;
                             let text = e.to_string();
-                            trace.push(TraceEvent::CallFailed { api: node.id.clone(), arguments: args, error: e });
+                            trace.push(TraceEvent::CallFailed { api: node.id.clone(), arguments: args, error: e, sent: None });
                             format!("error: {}", text.chars().take(300).collect::<String>())
                         }
                     }

@@ -9,6 +9,7 @@ pub mod direct;
 pub mod retrieval;
 pub mod nestful;
 pub mod planned;
+pub mod predictions;
 pub mod taskbench;
 pub mod report;
 pub mod apibank;

@@ -157,10 +157,18 @@ impl Library {
 
     /// The recorded response for a call, or why there is none (the API name for known routes).
     pub fn lookup(&self, route: &str, args: &Map<String, Value>) -> std::result::Result<Arc<Value>, Option<String>> {
+        self.answer(route, args).map(|(r, _)| r)
+    }
+
+    /// The recorded response for a call and how it was found: [`Match::Exact`] when a recording
+    /// has exactly these arguments (normalized), [`Match::Nearest`] when it is the recording of
+    /// the API with the same required arguments that shares the most optional ones — what the
+    /// API would likely answer, not what it answered to these arguments.
+    pub fn answer(&self, route: &str, args: &Map<String, Value>) -> std::result::Result<(Arc<Value>, Match), Option<String>> {
         let slot = self.routes.get(route.trim_start_matches('/')).ok_or(None)?;
         let want = normalized_args(args);
         if let Some(e) = slot.entries.iter().find(|e| e.args == want) {
-            return Ok(e.response.clone());
+            return Ok((e.response.clone(), Match::Exact));
         }
         let required_match = |e: &&Entry| slot.required.iter().all(|r| e.args.contains_key(r) && e.args.get(r) == want.get(r));
         let shared = |e: &Entry| e.args.iter().filter(|(k, v)| want.get(*k) == Some(*v)).count();
@@ -168,10 +176,41 @@ impl Library {
             .iter()
             .filter(required_match)
             .max_by_key(|e| (shared(e), std::cmp::Reverse(e.args.len())))
-            .map(|e| e.response.clone())
+            .map(|e| (e.response.clone(), Match::Nearest))
             .ok_or_else(|| Some(slot.api.clone()))
     }
+
+    /// The response recorded for exactly these arguments (normalized), if any: what the real API
+    /// answered to this call. Scoring trusts only these (a nearest answer never makes a call right).
+    pub fn exact(&self, route: &str, args: &Map<String, Value>) -> Option<Arc<Value>> {
+        match self.answer(route, args) {
+            Ok((r, Match::Exact)) => Some(r),
+            _ => None,
+        }
+    }
 }
+
+/// How the sandbox found a response (also sent as the `x-sandbox-match` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Match {
+    /// Recorded for exactly these arguments.
+    Exact,
+    /// The nearest recording of the API: same required arguments, most optional ones shared.
+    Nearest,
+}
+
+impl Match {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Match::Exact => "exact",
+            Match::Nearest => "nearest",
+        }
+    }
+}
+
+/// The header that says how a tool call's answer was found ([`Match`]).
+pub const MATCH_HEADER: &str = "x-sandbox-match";
 
 /// The sandbox's state: recordings, faults and counters.
 pub struct Sandbox {
@@ -179,6 +218,8 @@ pub struct Sandbox {
     faults: Faults,
     counter: AtomicU64,
     served: AtomicU64,
+    /// Of those served, answered by the nearest recording rather than an exact one.
+    nearest: AtomicU64,
     missed: AtomicU64,
     faulted: AtomicU64,
     /// Route prefixes that are down: every request to them answers 503 (an outage to recover from).
@@ -201,6 +242,9 @@ struct OutageRequest {
 pub struct SandboxStats {
     pub requests: u64,
     pub served: u64,
+    /// Of those served, answered by the nearest recording (not recorded for these arguments).
+    #[serde(default)]
+    pub nearest: u64,
     pub missed: u64,
     pub faulted: u64,
     pub recordings: usize,
@@ -209,7 +253,7 @@ pub struct SandboxStats {
 
 impl Sandbox {
     pub fn new(library: Library, faults: Faults) -> Arc<Self> {
-        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default(), required_header: Default::default() })
+        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), nearest: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default(), required_header: Default::default() })
     }
 
     /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
@@ -235,6 +279,7 @@ impl Sandbox {
         SandboxStats {
             requests: self.counter.load(Ordering::Relaxed),
             served: self.served.load(Ordering::Relaxed),
+            nearest: self.nearest.load(Ordering::Relaxed),
             missed: self.missed.load(Ordering::Relaxed),
             faulted: self.faulted.load(Ordering::Relaxed),
             recordings: self.library.len(),
@@ -337,10 +382,15 @@ async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String
             _ => return json_response(StatusCode::BAD_REQUEST, &json!({"status": false, "message": "the body must be a JSON object"})),
         }
     }
-    match sb.library.lookup(path, &args) {
-        Ok(v) => {
+    match sb.library.answer(path, &args) {
+        Ok((v, how)) => {
             sb.served.fetch_add(1, Ordering::Relaxed);
-            json_response(StatusCode::OK, &v)
+            if how == Match::Nearest {
+                sb.nearest.fetch_add(1, Ordering::Relaxed);
+            }
+            let mut r = json_response(StatusCode::OK, &v);
+            r.headers_mut().insert(MATCH_HEADER, HeaderValue::from_static(how.as_str()));
+            r
         }
         Err(Some(api)) => {
             sb.missed.fetch_add(1, Ordering::Relaxed);
@@ -431,6 +481,12 @@ mod tests {
         assert_eq!(*lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "lang": "en"}))).unwrap(), json!({"id": 3}));
         assert_eq!(lib.lookup("h.example/api/search", &m(json!({"query": "Oslo"}))).unwrap_err(), Some("Search".into()));
         assert_eq!(lib.lookup("h.example/nope", &m(json!({}))).unwrap_err(), None);
+        // Only a recording of exactly these arguments (normalized) is exact.
+        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": " PARIS "}))).unwrap().1, Match::Exact);
+        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": "Rome"}))).unwrap().1, Match::Exact);
+        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).unwrap().1, Match::Nearest);
+        assert!(lib.exact("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).is_none());
+        assert_eq!(*lib.exact("h.example/api/search", &m(json!({"query": "Rome", "page": 2}))).unwrap(), json!({"id": 2}));
     }
 
     #[test]

@@ -39,6 +39,26 @@ pub(super) enum EvalCmd {
         #[command(flatten)]
         how: HowArgs,
     },
+    /// Score anyone's predictions by ComplexFuncBench's protocol (the code that scores
+    /// toolgraph's own runs): FILE is JSON lines `{"request": "...", "calls": [{"name": "...",
+    /// "arguments": {...}}, ...]}` (literal values; or `"turns": [[call, ...], ...]` for calls made
+    /// together), each call answered by the replay sandbox over the chains' recordings. The
+    /// report holds each request's success, correct and gold calls and first error, and the
+    /// paper's Overall Success Rate and Overall Call Acc.
+    Score {
+        /// The chains the requests come from (ComplexFuncBench format).
+        #[arg(long, default_value_os_t = shared_data().join("complexfuncbench/data.json.gz"))]
+        chains: PathBuf,
+        /// API specs of the chains.
+        #[arg(long, default_value_os_t = shared_data().join("complexfuncbench/spec.json.gz"))]
+        spec: PathBuf,
+        /// The predictions (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        predictions: PathBuf,
+        /// JSON report; a .md summary is written beside it.
+        #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/score.json")]
+        report: PathBuf,
+    },
     /// NESTFUL v1 with its own metrics (F1 Func, F1 Param, Partial / Full Sequence Accuracy):
     /// k-fold within each of its three sets, every method planning the held-out requests (plan
     /// only: nothing is executed); a table next to the published row.
@@ -223,6 +243,22 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             }
             let r = chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), report, how, run: how.run_settings(&s) }).await?;
             println!("{}", toolgraph_eval::chains::markdown(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCmd::Score { chains, spec, predictions, report } => {
+            let specs = toolgraph_ingest::complexfuncbench::read_specs(spec, 1 << 30).with_context(|| format!("reading {}", spec.display()))?;
+            let chains = toolgraph_ingest::complexfuncbench::read_chains(chains, 1 << 30).with_context(|| format!("reading {}", chains.display()))?;
+            let r = toolgraph_eval::predictions::score_file(&chains, &specs, predictions).with_context(|| format!("reading {}", predictions.display()))?;
+            if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            write_json(report, &r)?;
+            let md = toolgraph_eval::predictions::markdown(&r);
+            std::fs::write(report.with_extension("md"), &md)?;
+            println!("{md}");
+            for e in &r.skipped {
+                eprintln!("skipped: {}: {e}", predictions.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         EvalCmd::Nestful { data, report, how } => {

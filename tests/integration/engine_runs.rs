@@ -136,6 +136,7 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
     let with_memory = RunSettings { learn: false, remember: false, ..RunSettings::default() };
     let (e, stop, _) = engine(w, Faults::default(), quick_exec(), with_memory).await;
     let (mut replayed, mut right, mut transferred) = (0, 0, 0);
+    let protocol = toolgraph_eval::complexfuncbench::Protocol::new(&w.specs, &recordings(&w.test, &w.specs).0);
     for chain in &w.test {
         let gold = gold_of(chain).unwrap();
         let r = e.run(&gold.request, Map::new(), None).await.unwrap();
@@ -155,7 +156,7 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
         // Values came from this request, not copied from the remembered one.
         let by_analogy = r.trace.iter().any(|t| matches!(t, TraceEvent::Call { sources, .. } if sources.values().any(|s| matches!(s, toolgraph_engine::plan::ArgSource::Request { kind } if kind == "analogy"))));
         transferred += usize::from(by_analogy);
-        let paper = toolgraph_eval::complexfuncbench::score(&gold, &toolgraph_eval::complexfuncbench::sent_calls(&r.trace), true);
+        let paper = toolgraph_eval::complexfuncbench::score(&protocol, &gold, &toolgraph_eval::complexfuncbench::sent_calls(&r.trace));
         right += usize::from(paper.success);
     }
     let n = w.test.len();
@@ -436,7 +437,7 @@ async fn llm_prompts_stay_small_on_real_requests() {
 /// until the model answers in text. (`MockOpenAiServer` plays a model whose calls are scripted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llm_direct_converses_turn_by_turn_over_every_api() {
-    use toolgraph_eval::complexfuncbench::{score, sent_calls};
+    use toolgraph_eval::complexfuncbench::{score, sent_calls, Protocol};
     use toolgraph_eval::direct::{run_direct, tool_entries, DirectOptions};
     let w = world().await;
     let gold = gold_of(&w.test[0]).unwrap();
@@ -460,7 +461,7 @@ async fn llm_direct_converses_turn_by_turn_over_every_api() {
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec![gold.calls[0].name.as_str(), gold.calls[1].name.as_str()], "{:#?}", r.trace);
     assert_eq!(r.stats.llm.values().map(|u| u.calls).sum::<u64>(), 3);
-    let paper = score(&gold, &sent_calls(&r.trace), true);
+    let paper = score(&Protocol::new(&w.specs, &recordings(&w.test, &w.specs).0), &gold, &sent_calls(&r.trace));
     assert_eq!((paper.correct, paper.success), (2, false), "two of three golden calls, then the model stopped: {paper:?}");
     let s = script.lock().unwrap();
     let first = &s.requests[0].0;

@@ -64,7 +64,7 @@ impl Engine {
         if let Some(earlier) = st.failed.get(&key).cloned() {
             let error = CallError::Repeated { earlier };
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
             return false;
         }
         if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
@@ -76,7 +76,7 @@ impl Engine {
                 let error = CallError::NotApproved { by, reason };
                 st.failed.insert(key, error.to_string());
                 st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
                 return false;
             }
         }
@@ -104,7 +104,7 @@ impl Engine {
                 // arguments would be refused again; sent and failed: likewise not sent twice.
                 st.failed.insert(key, error.to_string());
                 st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
                 return false;
             }
         };
@@ -114,7 +114,7 @@ impl Engine {
             st.stats.failed_calls += 1;
             st.failed.insert(key, problem.chars().take(200).collect());
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: problem.clone() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem } }).await;
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem }, sent: Some(outcome.arguments) }).await;
             return false;
         }
         let next_params: Vec<String> = self.graph.successors(&api.id, self.settings.top_k).iter().filter_map(|s| self.apis.get(&s.id)).flat_map(|a| a.params.iter().map(|p| p.name.clone())).collect();
@@ -128,6 +128,7 @@ impl Engine {
             elapsed_ms: outcome.elapsed_ms,
             observation: observation.clone(),
             response: response.clone(),
+            sent: Some(outcome.arguments.clone()),
         })
         .await;
         let repeat = st.ctx.calls_of(&api.id);
@@ -148,7 +149,7 @@ impl Engine {
         if st.ctx.path.iter().any(|s| s.api.id == api.id && s.arguments == filled.arguments) {
             let reason = format!("{} was planned with the same arguments already", api.name);
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: reason.clone() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::BadRequest { message: reason } }).await;
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::BadRequest { message: reason }, sent: None }).await;
             return false;
         }
         // Literal values are checked against the schema as a real call's are (references are
@@ -161,14 +162,14 @@ impl Engine {
         if let Err(problems) = crate::exec::validate(&params, &literal) {
             let error = CallError::InvalidArguments { problems };
             st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error }).await;
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
             return false;
         }
         st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone(), sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }).await;
         st.calls_made += 1;
         let response = Arc::new(skeleton(&api.output_fields, &label));
         let observation = compress(&response, &keep_set(&st.ctx.request, std::iter::empty()), self.settings.observation_chars);
-        st.emit(TraceEvent::Response { label: label.clone(), api: api.id.clone(), status: 0, attempts: 0, elapsed_ms: 0.0, observation: observation.clone(), response: response.clone() }).await;
+        st.emit(TraceEvent::Response { label: label.clone(), api: api.id.clone(), status: 0, attempts: 0, elapsed_ms: 0.0, observation: observation.clone(), response: response.clone(), sent: None }).await;
         let repeat = st.ctx.calls_of(&api.id);
         st.ctx.fields.insert(label.clone(), Arc::new(FieldIndex::build(&response)));
         if let Some(i) = st.ctx.focus {

@@ -54,10 +54,29 @@ pub enum TraceEvent {
     AwaitingApproval { label: String, call: super::PendingCall },
     /// The decision on it (a rejection fails the branch; the search goes on).
     Approval { api: String, decision: super::ApprovalDecision },
-    /// Its response: `observation` is what the planner sees; `response` is the full body.
-    Response { label: String, api: String, status: u16, attempts: u32, elapsed_ms: f64, observation: String, response: std::sync::Arc<Value> },
+    /// Its response: `observation` is what the planner sees; `response` is the full body;
+    /// `sent` the arguments as they went out (references resolved, types coerced to the API's
+    /// schema), where the engine sent them (absent in a dry run and for a model's own calls).
+    Response {
+        label: String,
+        api: String,
+        status: u16,
+        attempts: u32,
+        elapsed_ms: f64,
+        observation: String,
+        response: std::sync::Arc<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent: Option<Map<String, Value>>,
+    },
     /// A call that failed (nothing was added to the path).
-    CallFailed { api: String, arguments: Map<String, Value>, error: CallError },
+    CallFailed {
+        api: String,
+        arguments: Map<String, Value>,
+        error: CallError,
+        /// The arguments as they went out, where the call was sent and its response refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent: Option<Map<String, Value>>,
+    },
     /// Reverse-Chain completion: `provider` is called first to supply `argument` of `api`.
     Insert { api: String, argument: String, provider: String },
     /// Going back one step.
