@@ -63,6 +63,10 @@ pub struct ChainEvalOptions {
     pub train: PathBuf,
     pub test: Option<PathBuf>,
     pub spec: PathBuf,
+    /// Requests reworded by hand ([`crate::reworded`]): each run in the fold where its original
+    /// is held out, scored against the original's gold, reported beside the same requests as
+    /// written. Never learned from.
+    pub reworded: Option<PathBuf>,
     /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
     pub category: String,
     pub harness: HarnessOptions,
@@ -607,15 +611,26 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
     };
     let cache = opts.harness.open_cache()?;
     // Folds: (train, test) index sets over the chains.
-    let folds: Vec<(Vec<&Chain>, Vec<&Chain>)> = match &test_all {
-        Some(test) => vec![(train_all.iter().collect(), test.iter().collect())],
+    // Folds: the training chains, and the test chains with their index in the file they come
+    // from (what a reworded request names).
+    let folds: Vec<(Vec<&Chain>, Vec<(usize, &Chain)>)> = match &test_all {
+        Some(test) => vec![(train_all.iter().collect(), test.iter().enumerate().collect())],
         None => {
             let k = opts.harness.folds.max(2);
-            (0..k).map(|f| (train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(), train_all.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, c)| c).collect())).collect()
+            (0..k).map(|f| (train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(), train_all.iter().enumerate().filter(|(i, _)| i % k == f).collect())).collect()
         }
     };
+    // Requests reworded by hand, by the index of the chain they reword (never learned from).
+    let (reworded, reworded_skipped) = match &opts.reworded {
+        Some(path) => crate::reworded::read(path, test_all.as_deref().unwrap_or(&train_all))?,
+        None => (HashMap::new(), Vec::new()),
+    };
     let mut report = ChainReport { train_chains: train_all.len(), test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()), folds: folds.len(), ..Default::default() };
+    report.skipped.extend(reworded_skipped);
     let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
+    // The requests that have a rewording: as written, and reworded (same gold), per method.
+    let mut as_written: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
+    let mut rewordings: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
     let total: usize = folds.iter().map(|(_, t)| opts.harness.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.harness.methods.len();
     let mut done = 0;
     // (label, usage weight, requests, recall sums @3/@5/@10)
@@ -625,7 +640,8 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let learned = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let retriever = learned.retriever.clone();
         let snapshot = Arc::new(learned.store.snapshot().await?);
-        let test: Vec<&Chain> = spread(test, opts.harness.limit);
+        let indexed: Vec<(usize, &Chain)> = spread(test, opts.harness.limit);
+        let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         // Seed recall, plain hybrid against hybrid with usage vectors.
         {
             let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
@@ -678,7 +694,7 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
             let mode = &method.mode;
             let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory, remember: false, learn: false, ..opts.harness.run.clone() };
             let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
-            for chain in &test {
+            for (index, chain) in &indexed {
                 let gold = match gold_of(chain) {
                     Ok(g) => g,
                     Err(e) => {
@@ -691,11 +707,27 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                     Some(llm) => crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?,
                     None => engine.run(&gold.request, Map::new(), None).await?,
                 };
-                tallies[mi].seconds.push(started.elapsed().as_secs_f64());
+                let seconds = started.elapsed().as_secs_f64();
+                tallies[mi].seconds.push(seconds);
                 tallies[mi].add(&protocol, &gold, &r);
                 report.details.push(detail(&protocol, &method.name, &gold, &r));
                 done += 1;
                 progress(done, total);
+                // The same request reworded: run in the fold where its original is held out,
+                // scored against the same gold, beside the as-written run.
+                if let Some(words) = reworded.get(index) {
+                    as_written[mi].add(&protocol, &gold, &r);
+                    as_written[mi].seconds.push(seconds);
+                    let gold = Gold { request: words.clone(), ..gold };
+                    let started = Instant::now();
+                    let r = match llm {
+                        Some(llm) => crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?,
+                        None => engine.run(&gold.request, Map::new(), None).await?,
+                    };
+                    rewordings[mi].seconds.push(started.elapsed().as_secs_f64());
+                    rewordings[mi].add(&protocol, &gold, &r);
+                    report.details.push(detail(&protocol, &reworded_name(&method.name), &gold, &r));
+                }
             }
         }
         let _ = stop.send(());
@@ -708,6 +740,12 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         })
         .collect();
     report.methods = opts.harness.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(&m.name)).collect();
+    if !reworded.is_empty() {
+        for (i, m) in opts.harness.methods.iter().enumerate() {
+            report.methods.push(as_written[i].scores(&format!("{} · as written", m.name)));
+            report.methods.push(rewordings[i].scores(&reworded_name(&m.name)));
+        }
+    }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -750,6 +788,11 @@ fn detail(protocol: &crate::complexfuncbench::Protocol, method: &str, gold: &Gol
             _ => None,
         }),
     }
+}
+
+/// The name of a method's rows on the reworded requests.
+pub fn reworded_name(method: &str) -> String {
+    format!("{method} · reworded")
 }
 
 /// The report as a markdown table.

@@ -10,6 +10,7 @@ pub mod retrieval;
 pub mod nestful;
 pub mod planned;
 pub mod predictions;
+pub mod reworded;
 pub mod taskbench;
 pub mod report;
 pub mod apibank;

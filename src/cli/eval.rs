@@ -24,6 +24,10 @@ pub(super) enum EvalCmd {
         /// Also retrieve seeds per subtask, not only for the whole request.
         #[arg(long)]
         subtask_retrieval: bool,
+        /// Requests reworded by hand (JSON lines: index, original_sha256, reworded), each run in
+        /// the fold where its original is held out and reported beside it as written.
+        #[arg(long, value_name = "FILE")]
+        reworded: Option<PathBuf>,
     },
     /// ComplexFuncBench with its own metrics (Overall Success Rate, Overall Call Acc.): k-fold
     /// over its 613 chains (the graph learned from the other folds), every method in one run,
@@ -36,6 +40,10 @@ pub(super) enum EvalCmd {
         /// JSON report; a .md table is written beside it.
         #[arg(long, value_name = "FILE", default_value = ".tgdata/eval/complexfuncbench.json")]
         report: PathBuf,
+        /// Requests reworded by hand (e.g. eval/data/reworded/complexfuncbench-dev.jsonl), each
+        /// run in the fold where its original is held out and reported beside it as written.
+        #[arg(long, value_name = "FILE")]
+        reworded: Option<PathBuf>,
         #[command(flatten)]
         how: HowArgs,
     },
@@ -228,20 +236,20 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval } => {
+        EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval, reworded } => {
             let s = how.settings(load_settings(cli)?);
             let mut run = how.run_settings(&s);
             run.retrieve_subtasks |= *subtask_retrieval;
-            let r = chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), report, how, run }).await?;
+            let r = chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), reworded: reworded.clone(), report, how, run }).await?;
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::Complexfuncbench { data, report, how } => {
+        EvalCmd::Complexfuncbench { data, report, how, reworded } => {
             let s = how.settings(load_settings(cli)?);
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
-            let r = chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), report, how, run: how.run_settings(&s) }).await?;
+            let r = chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), reworded: reworded.clone(), report, how, run: how.run_settings(&s) }).await?;
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
@@ -293,7 +301,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             let started = Instant::now();
             let cfb_dir = data.join("complexfuncbench");
-            let cfb = chains(&s, ChainsJob { train: cfb_dir.join("data.json.gz"), test: None, spec: cfb_dir.join("spec.json.gz"), report: &out.join("complexfuncbench.json"), how, run: how.run_settings(&s) }).await?;
+            let cfb = chains(&s, ChainsJob { train: cfb_dir.join("data.json.gz"), test: None, spec: cfb_dir.join("spec.json.gz"), reworded: None, report: &out.join("complexfuncbench.json"), how, run: how.run_settings(&s) }).await?;
             let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
             let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
             let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
@@ -345,7 +353,7 @@ async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, ho
 }
 
 async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), category: String::new(), harness: engine_only(harness(s, how)?, "apibank")? };
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), reworded: None, category: String::new(), harness: engine_only(harness(s, how)?, "apibank")? };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
     write_json(report, &r)?;
@@ -421,6 +429,7 @@ struct ChainsJob<'a> {
     train: PathBuf,
     test: Option<PathBuf>,
     spec: PathBuf,
+    reworded: Option<PathBuf>,
     report: &'a Path,
     how: &'a HowArgs,
     run: toolgraph_engine::run::RunSettings,
@@ -429,7 +438,7 @@ struct ChainsJob<'a> {
 async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chains::ChainReport> {
     let embedder = load_embedder(s).await?;
     let harness = toolgraph_eval::chains::HarnessOptions { run: job.run, ..harness(s, job.how)? };
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: job.train, test: job.test, spec: job.spec, category: toolgraph_eval::chains::CATEGORY.into(), harness };
+    let opts = toolgraph_eval::chains::ChainEvalOptions { train: job.train, test: job.test, spec: job.spec, reworded: job.reworded, category: toolgraph_eval::chains::CATEGORY.into(), harness };
     let mut last = Instant::now();
     let r = toolgraph_eval::chains::run(&opts, s, embedder, |done, total| {
         if last.elapsed() >= Duration::from_secs(5) {
