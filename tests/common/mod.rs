@@ -381,7 +381,7 @@ pub fn spawn_listening(mut cmd: Command, marker: &str, log: Option<&Path>) -> (P
         None => Box::new(std::io::sink()),
     };
     let (tx, rx) = std::sync::mpsc::channel::<Result<u16, String>>();
-    let marker = marker.to_string();
+    let wanted = marker.to_string();
     std::thread::spawn(move || {
         let mut seen = String::new();
         let mut tx = Some(tx);
@@ -390,7 +390,7 @@ pub fn spawn_listening(mut cmd: Command, marker: &str, log: Option<&Path>) -> (P
             let _ = writeln!(sink, "{line}");
             let _ = sink.flush();
             if let Some(t) = &tx {
-                let port = line.find(&marker).and_then(|i| {
+                let port = line.find(&wanted).and_then(|i| {
                     let rest = &line[i..];
                     let at = rest.find("http://127.0.0.1:")? + "http://127.0.0.1:".len();
                     rest[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u16>().ok()
