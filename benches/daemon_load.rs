@@ -24,12 +24,12 @@ use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
-use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
 use toolgraph_eval::chains::{learn, recordings, Learned};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
+use toolgraph_schema::Settings;
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::{Daemon, Stack};
-use toolgraph_schema::Settings;
-use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::state::StateStore;
 
 /// One level's measurement.
@@ -49,7 +49,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// `clients` clients posting requests to `url` for `seconds`.
-async fn level(http: &reqwest::Client, url: &str, requests: &Arc<Vec<String>>, counter: &Arc<AtomicUsize>, clients: usize, seconds: f64, distinct: bool) -> Level {
+async fn level(
+    http: &reqwest::Client,
+    url: &str,
+    requests: &Arc<Vec<String>>,
+    counter: &Arc<AtomicUsize>,
+    clients: usize,
+    seconds: f64,
+    distinct: bool,
+) -> Level {
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let mut tasks = Vec::new();
     for _ in 0..clients {
@@ -101,7 +109,12 @@ async fn level(http: &reqwest::Client, url: &str, requests: &Arc<Vec<String>>, c
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
 }
@@ -120,7 +133,9 @@ fn main() {
     let seconds: f64 = flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(10.0);
     let fault_rate: f64 = flag("--faults").and_then(|s| s.parse().ok()).unwrap_or(0.0);
     let distinct = args.iter().any(|a| a == "--distinct");
-    let data = std::env::var_os("TOOLGRAPH_SHARED_DATA").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let data = std::env::var_os("TOOLGRAPH_SHARED_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async move {
         let d = data.join("complexfuncbench");

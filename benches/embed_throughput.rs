@@ -12,7 +12,12 @@ use toolgraph_ingest::catalog;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.iter().position(|a| a == "--texts").and_then(|i| args.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(512);
+    let n: usize = args
+        .iter()
+        .position(|a| a == "--texts")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(512);
     let data = std::env::var_os("TOOLGRAPH_SHARED_DATA")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
@@ -20,7 +25,8 @@ fn main() {
     catalog::load_tools(&mut cat, &data.join("toolenv/tools.jsonl.gz"), 1 << 26);
     let docs = eval_retrieval::corpus(&cat);
     let api_texts: Vec<String> = docs.iter().step_by((docs.len() / n).max(1)).take(n).map(|d| d.text.clone()).collect();
-    let short: Vec<String> = docs.iter().step_by((docs.len() / n).max(1)).take(n).map(|d| d.id.replace(['/', '_'], " ")).collect();
+    let short: Vec<String> =
+        docs.iter().step_by((docs.len() / n).max(1)).take(n).map(|d| d.id.replace(['/', '_'], " ")).collect();
     let settings = toolgraph_engine::settings::load(None, &[]).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!("| texts | max_length | batch | n | mean chars | s | sentences/s |");
@@ -36,7 +42,11 @@ fn main() {
                 let t = Instant::now();
                 rt.block_on(e.embed(texts.to_vec())).unwrap();
                 let secs = t.elapsed().as_secs_f64();
-                println!("| {name} | {max_length} | {batch} | {} | {chars} | {secs:.2} | {:.0} |", texts.len(), texts.len() as f64 / secs);
+                println!(
+                    "| {name} | {max_length} | {batch} | {} | {chars} | {secs:.2} | {:.0} |",
+                    texts.len(),
+                    texts.len() as f64 / secs
+                );
             }
         }
     }

@@ -96,7 +96,9 @@ fn generate(dir: &Path, n: usize, docs: &[ApiDoc]) -> (usize, usize, usize) {
                 attempts_total += 1;
             }
             let args = format!("{{\"q\": \"{i}-{step}\"}}");
-            messages.push(json!({"role": "assistant", "content": null, "function_call": {"name": name, "arguments": args}}));
+            messages.push(
+                json!({"role": "assistant", "content": null, "function_call": {"name": name, "arguments": args}}),
+            );
             messages.push(json!({"role": "function", "name": name, "content": format!("{{\"error\": \"\", \"response\": \"result {step}\"}}")}));
             chain_nodes.push(json!({"node_type": "Action", "description": name, "children": [
                 {"node_type": "Action Input", "description": args, "observation_code": 0,
@@ -211,7 +213,15 @@ fn main() {
                 neo4j_port = Some(port);
                 let uri = format!("neo4j://127.0.0.1:{port}");
                 let password = secrecy::SecretString::from(neo4j_password.clone());
-                let store = toolgraph_engine::adapters::neo4j::connect(&uri, &s.neo4j_user, &password, &s.neo4j_database, s.batch_rows).await.unwrap();
+                let store = toolgraph_engine::adapters::neo4j::connect(
+                    &uri,
+                    &s.neo4j_user,
+                    &password,
+                    &s.neo4j_database,
+                    s.batch_rows,
+                )
+                .await
+                .unwrap();
                 store.setup().await.unwrap();
                 return Arc::new(store) as Arc<dyn GraphStore>;
             }
@@ -227,12 +237,22 @@ fn main() {
             toolgraph_engine::store::open(&s).await.unwrap()
         });
         let t = Instant::now();
-        rt.block_on(ingest(store.clone(), Inputs { tools: vec![tools_file.clone()], ..Default::default() }, &settings, Arc::new(NoProgress)))
-            .unwrap();
+        rt.block_on(ingest(
+            store.clone(),
+            Inputs { tools: vec![tools_file.clone()], ..Default::default() },
+            &settings,
+            Arc::new(NoProgress),
+        ))
+        .unwrap();
         let docs_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let report = rt
-            .block_on(ingest(store.clone(), Inputs { toolbench: vec![corpus.clone()], ..Default::default() }, &settings, Arc::new(NoProgress)))
+            .block_on(ingest(
+                store.clone(),
+                Inputs { toolbench: vec![corpus.clone()], ..Default::default() },
+                &settings,
+                Arc::new(NoProgress),
+            ))
             .unwrap();
         let s = t.elapsed().as_secs_f64();
         // Record errors are real: some tool names exist in several categories, and a ToolBench

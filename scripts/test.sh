@@ -11,6 +11,9 @@
 # (scripts/llama.sh, ~10 min the first time) and runs the LLM planner against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Formatting is part of the test: the house style is rustfmt.toml (run `cargo fmt --all`).
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+cargo fmt --all -- --check
 bash scripts/setup.sh
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT

@@ -49,7 +49,8 @@ fn main() {
     for f in &found {
         let rel = f.strip_prefix(&dist).unwrap().to_string_lossy().replace('\\', "/");
         let abs = f.canonicalize().unwrap();
-        writeln!(code, "    ({rel:?}, {:?}, include_bytes!({:?})),", content_type(f), abs.display().to_string()).unwrap();
+        writeln!(code, "    ({rel:?}, {:?}, include_bytes!({:?})),", content_type(f), abs.display().to_string())
+            .unwrap();
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("console_assets.rs");

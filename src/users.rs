@@ -49,7 +49,9 @@ pub async fn run(url: &str, max_connections: u32, cmd: &UsersCmd) -> Result<Exit
                 None
             };
             let u = st.add_user(name, role, hash).await.map_err(anyhow::Error::msg)?;
-            st.audit("cli", "user.add", &u.id, serde_json::json!({"name": u.name, "role": u.role})).await.map_err(anyhow::Error::msg)?;
+            st.audit("cli", "user.add", &u.id, serde_json::json!({"name": u.name, "role": u.role}))
+                .await
+                .map_err(anyhow::Error::msg)?;
             println!("user {} ({}) id {}", u.name, u.role.as_str(), u.id);
             if !no_key {
                 let (info, key) = st.add_key(&u.id, "first key", None).await.map_err(anyhow::Error::msg)?;
@@ -59,7 +61,13 @@ pub async fn run(url: &str, max_connections: u32, cmd: &UsersCmd) -> Result<Exit
         UsersCmd::List => {
             let keys = st.keys(None).await.map_err(anyhow::Error::msg)?;
             for u in st.users().await.map_err(anyhow::Error::msg)? {
-                println!("{}\t{}\t{}\tpassword: {}", u.id, u.name, u.role.as_str(), if u.has_password { "yes" } else { "no" });
+                println!(
+                    "{}\t{}\t{}\tpassword: {}",
+                    u.id,
+                    u.name,
+                    u.role.as_str(),
+                    if u.has_password { "yes" } else { "no" }
+                );
                 for k in keys.iter().filter(|k| k.user_id == u.id) {
                     let state = match (k.revoked_ms, k.expires_ms) {
                         (Some(_), _) => "revoked",
@@ -74,7 +82,9 @@ pub async fn run(url: &str, max_connections: u32, cmd: &UsersCmd) -> Result<Exit
             let Some(u) = st.user_by_name(name).await.map_err(anyhow::Error::msg)? else { bail!("no user `{name}`") };
             let expires = expires_in_days.map(|n| now_ms() + n as i64 * 86_400_000);
             let (info, key) = st.add_key(&u.id, label, expires).await.map_err(anyhow::Error::msg)?;
-            st.audit("cli", "key.add", &info.id, serde_json::json!({"user_id": u.id})).await.map_err(anyhow::Error::msg)?;
+            st.audit("cli", "key.add", &info.id, serde_json::json!({"user_id": u.id}))
+                .await
+                .map_err(anyhow::Error::msg)?;
             println!("key {} (shown once, store it now):\n{key}", info.id);
         }
         UsersCmd::RevokeKey { key_id } => {

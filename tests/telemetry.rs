@@ -6,8 +6,8 @@ use axum::body::Bytes;
 use axum::routing::post;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
+use toolgraph_server::daemon::limits::ApiKeys;
 
 #[path = "common/daemon.rs"]
 mod daemon_common;
@@ -43,10 +43,27 @@ async fn runs_and_tool_calls_are_exported_as_spans_over_otlp() {
     let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (url, d, stop, server) = start(empty_stack(dir.path(), embedder(), exec_to(None, true), |_| {}).await, ApiKeys::default()).await;
+    let (url, d, stop, server) =
+        start(empty_stack(dir.path(), embedder(), exec_to(None, true), |_| {}).await, ApiKeys::default()).await;
     let http = reqwest::Client::new();
-    assert_eq!(http.post(format!("{url}/v1/tools")).json(&weather_tool(&format!("http://{sb_addr}"))).send().await.unwrap().status(), 201);
-    let ran: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        http.post(format!("{url}/v1/tools"))
+            .json(&weather_tool(&format!("http://{sb_addr}")))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    let ran: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": "What is the current weather in Paris?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ran["status"], "answered", "{ran}");
     let run_id = ran["run_id"].as_str().unwrap().to_string();
     stop_daemon(d, stop, server).await;

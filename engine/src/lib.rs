@@ -16,7 +16,7 @@ pub mod stack;
 pub mod store;
 pub mod vector;
 
+pub use graph::GraphStore;
 pub use toolgraph_graph as graph;
 pub use toolgraph_graph::error;
 pub use toolgraph_graph::{EngineError, ErrorClass, Result};
-pub use graph::GraphStore;

@@ -30,16 +30,27 @@ pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Setting
     }
     let r = &s.retrieval;
     if !(0.0..=1.0).contains(&r.lexical_weight) || !(0.0..=1.0).contains(&r.graph_prior) {
-        return Err(EngineError::Config("retrieval.lexical_weight and retrieval.graph_prior must be within 0..=1".into()));
+        return Err(EngineError::Config(
+            "retrieval.lexical_weight and retrieval.graph_prior must be within 0..=1".into(),
+        ));
     }
     if r.candidates == 0 || r.index_chunk == 0 || s.vectors.hnsw_ef == 0 {
-        return Err(EngineError::Config("retrieval.candidates, retrieval.index_chunk and vectors.hnsw_ef must be > 0".into()));
+        return Err(EngineError::Config(
+            "retrieval.candidates, retrieval.index_chunk and vectors.hnsw_ef must be > 0".into(),
+        ));
     }
     let run = &s.run;
     if run.top_k == 0 || run.max_depth == 0 || run.max_calls == 0 || run.max_planner_calls == 0 {
-        return Err(EngineError::Config("run.top_k, run.max_depth, run.max_calls and run.max_planner_calls must be > 0".into()));
+        return Err(EngineError::Config(
+            "run.top_k, run.max_depth, run.max_calls and run.max_planner_calls must be > 0".into(),
+        ));
     }
-    for (name, v) in [("run.memory_threshold", run.memory_threshold as f64), ("run.analogy_threshold", run.analogy_threshold as f64), ("run.hint_threshold", run.hint_threshold as f64), ("run.min_similarity", run.min_similarity)] {
+    for (name, v) in [
+        ("run.memory_threshold", run.memory_threshold as f64),
+        ("run.analogy_threshold", run.analogy_threshold as f64),
+        ("run.hint_threshold", run.hint_threshold as f64),
+        ("run.min_similarity", run.min_similarity),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(EngineError::Config(format!("{name} must be within 0..=1")));
         }
@@ -74,7 +85,10 @@ mod tests {
         assert_eq!(s.store.uri, "neo4j://127.0.0.1:7687");
         assert_eq!(s.store.neo4j_database, "neo4j");
         assert_eq!(s.vectors.uri, "qdrant:http://127.0.0.1:6334");
-        assert!(crate::store::open_vectors(&s.vectors).is_ok(), "the example's vector store URI is one the opener accepts");
+        assert!(
+            crate::store::open_vectors(&s.vectors).is_ok(),
+            "the example's vector store URI is one the opener accepts"
+        );
         // Its models build (keys absent: none is needed to list them) and keep the default.
         assert_eq!(s.llm.models["openai"].top_p, Some(1.0));
         let models = crate::plan::models::Models::from_config(&s.llm, &[]).unwrap();
@@ -97,7 +111,11 @@ mod tests {
         assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("lexical_weight"));
         std::fs::write(&f, "[run]\nmode = \"dfs-no-graph\"\nmax_calls = 7\n").unwrap();
         let r = load(Some(&f), &[]).unwrap().run;
-        assert_eq!((r.mode, r.max_calls, r.top_k), (toolgraph_schema::Mode::DfsNoGraph, 7, 5), "unset keys keep their defaults");
+        assert_eq!(
+            (r.mode, r.max_calls, r.top_k),
+            (toolgraph_schema::Mode::DfsNoGraph, 7, 5),
+            "unset keys keep their defaults"
+        );
         std::fs::write(&f, "[run]\nmemory_threshold = 2.0\n").unwrap();
         assert!(load(Some(&f), &[]).unwrap_err().to_string().contains("run.memory_threshold"));
     }

@@ -40,9 +40,19 @@ impl PlannerChoice {
     pub fn models(&self, s: &Settings, categories: &[String]) -> Result<Models> {
         match &self.url {
             Some(url) => {
-                let key = toolgraph_schema::secrets::env_secret("TOOLGRAPH_LLM_API_KEY").map_err(EngineError::Config)?;
+                let key =
+                    toolgraph_schema::secrets::env_secret("TOOLGRAPH_LLM_API_KEY").map_err(EngineError::Config)?;
                 let name = self.model.clone().unwrap_or_else(|| "cli".into());
-                let p = LlmPlanner::new(LlmSettings { name: name.clone(), base_url: url.clone(), model: self.endpoint_model.clone(), ..Default::default() }, key)?.with_categories(categories.to_vec());
+                let p = LlmPlanner::new(
+                    LlmSettings {
+                        name: name.clone(),
+                        base_url: url.clone(),
+                        model: self.endpoint_model.clone(),
+                        ..Default::default()
+                    },
+                    key,
+                )?
+                .with_categories(categories.to_vec());
                 Ok(Models::single(&name, p))
             }
             None => Models::from_config(&s.llm, categories),
@@ -87,9 +97,14 @@ impl Stack {
         store.setup().await?;
         let vectors = crate::store::open_vectors(&settings.vectors)?;
         let embedder = load_embedder(&settings.embed).await?;
-        let cache = if settings.embed.cache.is_empty() { None } else { Some(EmbeddingCache::open(Path::new(&settings.embed.cache))?) };
+        let cache = if settings.embed.cache.is_empty() {
+            None
+        } else {
+            Some(EmbeddingCache::open(Path::new(&settings.embed.cache))?)
+        };
         let executor = Executor::new(exec_settings(&settings, rewrites))?;
-        let categories: Vec<String> = store.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
+        let categories: Vec<String> =
+            store.node_snapshot().await?.categories.values().map(|c| c.name.clone()).collect();
         let models = Arc::new(planner.models(&settings, &categories)?);
         let chosen = planner.planner(&models)?;
         let mut stack = Stack::over(settings, store, vectors, embedder, executor).await?;
@@ -101,9 +116,25 @@ impl Stack {
 
     /// A stack over stores opened elsewhere (an evaluation fold's, a test's): its memory opened on
     /// `vectors`, the deterministic planner, no embedding cache, models from `settings.llm`.
-    pub async fn over(settings: Settings, store: Arc<dyn GraphStore>, vectors: Arc<dyn VectorStore>, embedder: Arc<dyn Embedder>, executor: Executor) -> Result<Stack> {
+    pub async fn over(
+        settings: Settings,
+        store: Arc<dyn GraphStore>,
+        vectors: Arc<dyn VectorStore>,
+        embedder: Arc<dyn Embedder>,
+        executor: Executor,
+    ) -> Result<Stack> {
         let memory = Arc::new(Memory::open(vectors.clone(), embedder.dim()).await?);
-        Ok(Stack { settings, store, vectors, embedder, cache: None, memory, executor, planner: Arc::new(crate::plan::deterministic::DeterministicPlanner::default()), models: None })
+        Ok(Stack {
+            settings,
+            store,
+            vectors,
+            embedder,
+            cache: None,
+            memory,
+            executor,
+            planner: Arc::new(crate::plan::deterministic::DeterministicPlanner::default()),
+            models: None,
+        })
     }
 
     /// The same stack deciding with `planner`.
@@ -114,7 +145,16 @@ impl Stack {
 
     /// Index what the graph holds that the vector store does not have yet (or all, `rebuild`).
     pub async fn index(&self, rebuild: bool) -> Result<crate::retrieval::index::SyncReport> {
-        crate::retrieval::index::index_graph(self.store.as_ref(), self.vectors.as_ref(), self.embedder.as_ref(), self.cache.as_ref(), self.settings.retrieval.index_chunk, rebuild, |_, _| {}).await
+        crate::retrieval::index::index_graph(
+            self.store.as_ref(),
+            self.vectors.as_ref(),
+            self.embedder.as_ref(),
+            self.cache.as_ref(),
+            self.settings.retrieval.index_chunk,
+            rebuild,
+            |_, _| {},
+        )
+        .await
     }
 
     /// An engine over the graph and API index as they are now, with the run settings of the config.
@@ -124,15 +164,27 @@ impl Stack {
 
     /// An engine over the graph and API index as they are now: requests embedded by `queries`
     /// (the daemon memoizes them), runs under `run`, API health shared through `health`.
-    pub async fn engine_with(&self, queries: Arc<dyn Embedder>, run: RunSettings, health: Option<Arc<Health>>) -> Result<Engine> {
+    pub async fn engine_with(
+        &self,
+        queries: Arc<dyn Embedder>,
+        run: RunSettings,
+        health: Option<Arc<Health>>,
+    ) -> Result<Engine> {
         let graph = Arc::new(self.store.snapshot().await?);
-        let retriever = Arc::new(Retriever::load(self.vectors.clone(), queries, None, self.settings.retrieval.clone()).await?);
+        let retriever =
+            Arc::new(Retriever::load(self.vectors.clone(), queries, None, self.settings.retrieval.clone()).await?);
         Ok(self.engine_over(graph, retriever, run, health))
     }
 
     /// An engine over a graph already loaded and a retriever already opened (an evaluation runs
     /// several methods over one fold's).
-    pub fn engine_over(&self, graph: Arc<GraphSnapshot>, retriever: Arc<Retriever>, run: RunSettings, health: Option<Arc<Health>>) -> Engine {
+    pub fn engine_over(
+        &self,
+        graph: Arc<GraphSnapshot>,
+        retriever: Arc<Retriever>,
+        run: RunSettings,
+        health: Option<Arc<Health>>,
+    ) -> Engine {
         Engine::new(EngineParts {
             graph,
             store: Some(self.store.clone()),
@@ -150,7 +202,9 @@ impl Stack {
 /// The embedder `embed` configures (ONNX Runtime and the model loaded off the async threads).
 pub async fn load_embedder(embed: &EmbedSettings) -> Result<Arc<dyn Embedder>> {
     let embed = embed.clone();
-    let e = tokio::task::spawn_blocking(move || FastEmbedder::load(&embed)).await.map_err(|e| EngineError::Config(format!("loading the embedder: {e}")))??;
+    let e = tokio::task::spawn_blocking(move || FastEmbedder::load(&embed))
+        .await
+        .map_err(|e| EngineError::Config(format!("loading the embedder: {e}")))??;
     Ok(Arc::new(e))
 }
 
@@ -165,7 +219,9 @@ pub fn exec_settings(s: &Settings, rewrites: Vec<(String, String)>) -> ExecSetti
         let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
         let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![ip],
-            Err(_) if host.eq_ignore_ascii_case("localhost") => vec![std::net::Ipv4Addr::LOCALHOST.into(), std::net::Ipv6Addr::LOCALHOST.into()],
+            Err(_) if host.eq_ignore_ascii_case("localhost") => {
+                vec![std::net::Ipv4Addr::LOCALHOST.into(), std::net::Ipv6Addr::LOCALHOST.into()]
+            }
             Err(_) => Vec::new(),
         };
         for ip in ips.into_iter().filter(|ip| crate::exec::guard::non_public(*ip).is_some()) {
@@ -183,7 +239,14 @@ mod tests {
     #[test]
     fn a_rewrite_admits_exactly_its_target() {
         let s = crate::settings::load(None, &[]).unwrap();
-        let e = exec_settings(&s, vec![("https://".into(), "http://127.0.0.1:8765/".into()), ("http://a/".into(), "http://localhost:9000/".into()), ("http://b/".into(), "https://api.example.com/".into())]);
+        let e = exec_settings(
+            &s,
+            vec![
+                ("https://".into(), "http://127.0.0.1:8765/".into()),
+                ("http://a/".into(), "http://localhost:9000/".into()),
+                ("http://b/".into(), "https://api.example.com/".into()),
+            ],
+        );
         let added: Vec<&str> = e.allow_private.iter().map(String::as_str).skip(s.exec.allow_private.len()).collect();
         assert_eq!(added, ["127.0.0.1:8765", "127.0.0.1:9000", "[::1]:9000"]);
     }

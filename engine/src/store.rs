@@ -13,7 +13,10 @@ pub fn open_vectors(settings: &toolgraph_schema::VectorSettings) -> Result<Arc<d
         if path.is_empty() {
             return Err(EngineError::Config("embedded vector store needs a folder: embedded:FOLDER".into()));
         }
-        return Ok(Arc::new(crate::adapters::qdrant_edge::EdgeVectorStore::open(std::path::Path::new(path), settings.hnsw_ef)?));
+        return Ok(Arc::new(crate::adapters::qdrant_edge::EdgeVectorStore::open(
+            std::path::Path::new(path),
+            settings.hnsw_ef,
+        )?));
     }
     if let Some(url) = uri.strip_prefix("qdrant:") {
         if url.contains('@') || url.contains("api-key") || url.contains("api_key") {
@@ -23,8 +26,13 @@ pub fn open_vectors(settings: &toolgraph_schema::VectorSettings) -> Result<Arc<d
         }
         let key = toolgraph_schema::secrets::env_secret("TOOLGRAPH_QDRANT_API_KEY").map_err(EngineError::Config)?;
         let timeout = std::time::Duration::from_millis(settings.timeout_ms.max(1));
-        return Ok(Arc::new(crate::adapters::qdrant::QdrantStore::connect(url, key, &settings.collection_prefix, settings.hnsw_ef, timeout)?));
+        return Ok(Arc::new(crate::adapters::qdrant::QdrantStore::connect(
+            url,
+            key,
+            &settings.collection_prefix,
+            settings.hnsw_ef,
+            timeout,
+        )?));
     }
     Err(EngineError::Config(format!("unknown vector store `{uri}`: use embedded:FOLDER or qdrant:http://HOST:6334")))
 }
-

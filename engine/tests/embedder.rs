@@ -10,7 +10,11 @@ fn settings() -> EmbedSettings {
     let assets = std::env::var("TOOLGRAPH_ASSETS")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.assets"));
-    assert!(assets.join("minilm/model.onnx").exists(), "model missing under {}: run scripts/setup.sh", assets.display());
+    assert!(
+        assets.join("minilm/model.onnx").exists(),
+        "model missing under {}: run scripts/setup.sh",
+        assets.display()
+    );
     let mut s = toolgraph_engine::settings::load(None, &[]).unwrap().embed;
     s.model_dir = assets.join("minilm").display().to_string();
     s.ort_library = assets.join("ort/libonnxruntime.so").display().to_string();

@@ -3,14 +3,27 @@
 
 use serde_json::{json, Map};
 use std::sync::Arc;
-use toolgraph_engine::plan::llm::{approx_tokens, render, render_choose, render_fill, render_judge, render_plan, DECISION_TOKENS, DECOMPOSE, PLAN_TOKENS, SYSTEM};
+use toolgraph_engine::plan::llm::{
+    approx_tokens, render, render_choose, render_fill, render_judge, render_plan, DECISION_TOKENS, DECOMPOSE,
+    PLAN_TOKENS, SYSTEM,
+};
 use toolgraph_engine::plan::program::SolutionView;
 use toolgraph_engine::plan::values::RequestValues;
 use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Offer, Source, Step};
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
-    Arc::new(ApiView { id: format!("travel/booking-com15/{name}"), name: name.into(), tool: "booking-com15".into(), category: "travel".into(), description: format!("{name}: booking.com endpoint"), params, output_fields: vec![], availability: Some(0.9), ends: None })
+    Arc::new(ApiView {
+        id: format!("travel/booking-com15/{name}"),
+        name: name.into(),
+        tool: "booking-com15".into(),
+        category: "travel".into(),
+        description: format!("{name}: booking.com endpoint"),
+        params,
+        output_fields: vec![],
+        availability: Some(0.9),
+        ends: None,
+    })
 }
 
 fn p(name: &str, ty: &str, required: bool, d: &str) -> ParamDoc {
@@ -25,11 +38,16 @@ fn context() -> Context {
         label: "var1".into(),
         arguments: json!({"query": "San Diego Marriott La Jolla"}).as_object().unwrap().clone(),
         sources: Default::default(),
-        observation: r#"[{"coordinates":{"latitude":32.87,"longitude":-117.21},"name":"San Diego Marriott La Jolla"}]"#.into(),
+        observation: r#"[{"coordinates":{"latitude":32.87,"longitude":-117.21},"name":"San Diego Marriott La Jolla"}]"#
+            .into(),
         response: json!([]).into(),
         repeat: 0,
     });
-    c.dead_ends.push(DeadEnd { api: "travel/booking-com15/Search_Taxi".into(), arguments: Default::default(), reason: "missing pick_up_place_id".into() });
+    c.dead_ends.push(DeadEnd {
+        api: "travel/booking-com15/Search_Taxi".into(),
+        arguments: Default::default(),
+        reason: "missing pick_up_place_id".into(),
+    });
     c.notes.push("round 1: step 2 returned nothing usable".into());
     c
 }
@@ -38,7 +56,14 @@ fn context() -> Context {
 fn choose_prompt() {
     let rent = api("Search_Car_Rentals", vec![]);
     let cands = vec![
-        Candidate { id: rent.id.clone(), source: Source::Graph, weight: 0.875, similarity: 0.93, hint: 0.0, api: Some(rent) },
+        Candidate {
+            id: rent.id.clone(),
+            source: Source::Graph,
+            weight: 0.875,
+            similarity: 0.93,
+            hint: 0.0,
+            api: Some(rent),
+        },
         Candidate { id: "END".into(), source: Source::Graph, weight: 0.125, similarity: 0.0, hint: 0.0, api: None },
     ];
     insta::assert_snapshot!(render_choose(&context(), &cands));
@@ -46,7 +71,14 @@ fn choose_prompt() {
 
 /// The car rental API and Search_Car_Location offered for its latitude.
 fn rent_with_offers() -> (Arc<ApiView>, Vec<Offer>) {
-    let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd"), p("currency_code", "string", false, "")]);
+    let rent = api(
+        "Search_Car_Rentals",
+        vec![
+            p("pick_up_latitude", "number", true, "Latitude"),
+            p("pick_up_date", "string", true, "yyyy-mm-dd"),
+            p("currency_code", "string", false, ""),
+        ],
+    );
     let mut loc = (*api("Search_Car_Location", vec![p("query", "string", true, "a place")])).clone();
     loc.output_fields = vec!["coordinates.latitude".into(), "coordinates.longitude".into(), "name".into()];
     (rent, vec![Offer { param: "pick_up_latitude".into(), providers: vec![Arc::new(loc)] }])
@@ -71,13 +103,39 @@ fn open_fill_prompt() {
 #[test]
 fn prompts_fit_their_budgets() {
     let mut ctx = context();
-    let big = api("Search_Hotels", (0..12).map(|i| p(&format!("param_{i}"), "string", i < 3, &"a long description ".repeat(20))).collect());
+    let big = api(
+        "Search_Hotels",
+        (0..12).map(|i| p(&format!("param_{i}"), "string", i < 3, &"a long description ".repeat(20))).collect(),
+    );
     for i in 0..30 {
-        ctx.path.push(Step { api: big.clone(), label: format!("var{}", i + 2), arguments: json!({"param_0": "x".repeat(100)}).as_object().unwrap().clone(), sources: Default::default(), observation: "{\"data\": 1}".repeat(200), response: json!([]).into(), repeat: 0 });
-        ctx.dead_ends.push(DeadEnd { api: big.id.clone(), arguments: Default::default(), reason: "HTTP 500 ".repeat(20) });
+        ctx.path.push(Step {
+            api: big.clone(),
+            label: format!("var{}", i + 2),
+            arguments: json!({"param_0": "x".repeat(100)}).as_object().unwrap().clone(),
+            sources: Default::default(),
+            observation: "{\"data\": 1}".repeat(200),
+            response: json!([]).into(),
+            repeat: 0,
+        });
+        ctx.dead_ends.push(DeadEnd {
+            api: big.id.clone(),
+            arguments: Default::default(),
+            reason: "HTTP 500 ".repeat(20),
+        });
     }
-    let cands: Vec<Candidate> = (0..4).map(|_| Candidate { id: big.id.clone(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(big.clone()) }).collect();
-    let solutions: Vec<SolutionView> = (0..10).map(|i| SolutionView { index: i, score: 1.0, apis: vec![big.clone(), big.clone(), big.clone()] }).collect();
+    let cands: Vec<Candidate> = (0..4)
+        .map(|_| Candidate {
+            id: big.id.clone(),
+            source: Source::Retriever,
+            weight: 0.0,
+            similarity: 0.5,
+            hint: 0.0,
+            api: Some(big.clone()),
+        })
+        .collect();
+    let solutions: Vec<SolutionView> = (0..10)
+        .map(|i| SolutionView { index: i, score: 1.0, apis: vec![big.clone(), big.clone(), big.clone()] })
+        .collect();
     let offers = vec![Offer { param: "param_0".into(), providers: vec![big.clone(), big.clone()] }];
     for (name, text, budget) in [
         ("choose", render_choose(&ctx, &cands), DECISION_TOKENS),
@@ -101,7 +159,10 @@ fn decompose_prompt() {
 fn plan_prompt() {
     let mut loc = (*api("Search_Car_Location", vec![p("query", "string", true, "a place")])).clone();
     loc.output_fields = vec!["coordinates.latitude".into(), "coordinates.longitude".into()];
-    let rent = api("Search_Car_Rentals", vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd")]);
+    let rent = api(
+        "Search_Car_Rentals",
+        vec![p("pick_up_latitude", "number", true, "Latitude"), p("pick_up_date", "string", true, "yyyy-mm-dd")],
+    );
     let solutions = vec![SolutionView { index: 3, score: 1.2, apis: vec![Arc::new(loc), rent] }];
     let mut ctx = context();
     ctx.path.clear();

@@ -20,10 +20,28 @@ fn unit(v: [f32; 4]) -> Vec<f32> {
 
 fn points() -> Vec<VectorPoint> {
     vec![
-        VectorPoint { id: "weather/hub/forecast".into(), vector: unit([1.0, 0.1, 0.0, 0.0]), payload: payload(json!({"category": "weather", "tool": "hub", "status": "active"})) },
-        VectorPoint { id: "weather/hub/geocode".into(), vector: unit([0.8, 0.6, 0.0, 0.0]), payload: payload(json!({"category": "weather", "tool": "hub", "status": "active"})) },
-        VectorPoint { id: "finance/fx/convert".into(), vector: unit([0.0, 0.0, 1.0, 0.2]), payload: payload(json!({"category": "finance", "tool": "fx", "status": "active"})) },
-        VectorPoint { id: "memory/1".into(), vector: unit([0.9, 0.0, 0.0, 0.4]), payload: payload(json!({"category": "weather", "tool": "hub", "status": "active", "apis": ["weather/hub/forecast", "finance/fx/convert"]})) },
+        VectorPoint {
+            id: "weather/hub/forecast".into(),
+            vector: unit([1.0, 0.1, 0.0, 0.0]),
+            payload: payload(json!({"category": "weather", "tool": "hub", "status": "active"})),
+        },
+        VectorPoint {
+            id: "weather/hub/geocode".into(),
+            vector: unit([0.8, 0.6, 0.0, 0.0]),
+            payload: payload(json!({"category": "weather", "tool": "hub", "status": "active"})),
+        },
+        VectorPoint {
+            id: "finance/fx/convert".into(),
+            vector: unit([0.0, 0.0, 1.0, 0.2]),
+            payload: payload(json!({"category": "finance", "tool": "fx", "status": "active"})),
+        },
+        VectorPoint {
+            id: "memory/1".into(),
+            vector: unit([0.9, 0.0, 0.0, 0.4]),
+            payload: payload(
+                json!({"category": "weather", "tool": "hub", "status": "active", "apis": ["weather/hub/forecast", "finance/fx/convert"]}),
+            ),
+        },
     ]
 }
 
@@ -65,16 +83,30 @@ async fn exercise(store: &dyn VectorStore, name: &str) {
     p.vector = unit([1.0, 0.0, 0.0, 0.0]);
     store.upsert(name, vec![p]).await.unwrap();
     assert_eq!(store.count(name).await.unwrap(), 4);
-    assert!(store.search(name, &q, 1, &Conditions::default().with("category", "finance")).await.unwrap()[0].score > 0.99);
+    assert!(
+        store.search(name, &q, 1, &Conditions::default().with("category", "finance")).await.unwrap()[0].score > 0.99
+    );
 
     // Deleting the memories that use an API.
-    assert_eq!(store.delete_matching(name, &Conditions::default().with("apis", "weather/hub/forecast")).await.unwrap(), 1);
-    assert!(store.delete_matching(name, &Conditions::default()).await.is_err(), "an empty filter never deletes everything");
+    assert_eq!(
+        store.delete_matching(name, &Conditions::default().with("apis", "weather/hub/forecast")).await.unwrap(),
+        1
+    );
+    assert!(
+        store.delete_matching(name, &Conditions::default()).await.is_err(),
+        "an empty filter never deletes everything"
+    );
     store.delete(name, &["weather/hub/geocode".to_string(), "missing".to_string()]).await.unwrap();
-    let mut scanned: Vec<String> = store.scan(name, &["status"]).await.unwrap().into_iter().map(|(id, p)| {
-        assert!(p.contains_key("status"));
-        id
-    }).collect();
+    let mut scanned: Vec<String> = store
+        .scan(name, &["status"])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, p)| {
+            assert!(p.contains_key("status"));
+            id
+        })
+        .collect();
     scanned.sort();
     assert_eq!(scanned, ["finance/fx/convert", "weather/hub/forecast"]);
     store.optimize(name).await.unwrap();

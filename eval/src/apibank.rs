@@ -69,7 +69,10 @@ fn spec_of(d: &Value) -> Option<(String, Value)> {
         .map(|m| m.iter().map(|(k, p)| (k.clone(), json!({"type": ty(p.get("type").and_then(Value::as_str).unwrap_or("str")), "description": p.get("description").cloned().unwrap_or(json!("")), "required": true}))).collect())
         .unwrap_or_default();
     let outputs = d.get("output_parameters").cloned().unwrap_or(json!({}));
-    Some((name.clone(), json!({"name": name, "description": d.get("description").cloned().unwrap_or(json!("")), "host": HOST, "endpoint": format!("/{name}"), "query_parameters": params, "output_parameters": outputs})))
+    Some((
+        name.clone(),
+        json!({"name": name, "description": d.get("description").cloned().unwrap_or(json!("")), "host": HOST, "endpoint": format!("/{name}"), "query_parameters": params, "output_parameters": outputs}),
+    ))
 }
 
 /// Level 3 as chains (ComplexFuncBench layout) and the API list as specs; samples that cannot be
@@ -88,7 +91,9 @@ pub fn convert(root: &Path, skipped: &mut Vec<String>) -> Result<(Vec<Value>, Ve
         }
     }
     let level3 = read(&root.join(LEVEL3))?;
-    let items = level3.as_array().ok_or_else(|| IngestError::Input(format!("{}: a list of samples expected", root.join(LEVEL3).display())))?;
+    let items = level3
+        .as_array()
+        .ok_or_else(|| IngestError::Input(format!("{}: a list of samples expected", root.join(LEVEL3).display())))?;
     let mut chains = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let sample: Sample = match serde_json::from_value(item.clone()) {
@@ -122,24 +127,36 @@ pub fn convert(root: &Path, skipped: &mut Vec<String>) -> Result<(Vec<Value>, Ve
         chains.push(json!({"input": sample.requirement.trim(), "output": output}));
     }
     // Samples calling an API nobody defined cannot be planned.
-    chains.retain(|c| match c["output"].as_array().and_then(|o| o.iter().find(|x| !specs.contains_key(x["name"].as_str().unwrap_or_default()))) {
-        Some(x) => {
-            skipped.push(format!("{LEVEL3}: `{}` has no definition", x["name"]));
-            false
+    chains.retain(|c| {
+        match c["output"]
+            .as_array()
+            .and_then(|o| o.iter().find(|x| !specs.contains_key(x["name"].as_str().unwrap_or_default())))
+        {
+            Some(x) => {
+                skipped.push(format!("{LEVEL3}: `{}` has no definition", x["name"]));
+                false
+            }
+            None => true,
         }
-        None => true,
     });
     Ok((chains, specs.into_values().collect()))
 }
 
 /// Run level 3 (k-fold, executed against the replay sandbox) and return the chain report.
-pub async fn run(root: &Path, mut opts: ChainEvalOptions, settings: &Settings, embedder: Arc<dyn Embedder>, progress: impl FnMut(usize, usize)) -> Result<ChainReport, IngestError> {
+pub async fn run(
+    root: &Path,
+    mut opts: ChainEvalOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    progress: impl FnMut(usize, usize),
+) -> Result<ChainReport, IngestError> {
     let mut skipped = Vec::new();
     let (chains, specs) = convert(root, &mut skipped)?;
     let dir = tempfile::tempdir().map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
     let write = |name: &str, v: &Vec<Value>| -> Result<std::path::PathBuf, IngestError> {
         let p = dir.path().join(name);
-        std::fs::write(&p, serde_json::to_vec(v).unwrap_or_default()).map_err(|e| IngestError::Input(format!("{}: {e}", p.display())))?;
+        std::fs::write(&p, serde_json::to_vec(v).unwrap_or_default())
+            .map_err(|e| IngestError::Input(format!("{}: {e}", p.display())))?;
         Ok(p)
     };
     opts.train = write("chains.json", &chains)?;
@@ -159,7 +176,14 @@ pub fn markdown(r: &ChainReport) -> String {
         r.test_chains, r.folds
     );
     for m in &r.methods {
-        s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | {:.2} | {:.2} | {:.2} |\n", m.method, 100.0 * m.call_correctness, 100.0 * m.call_recall, 100.0 * m.argument_accuracy, 100.0 * m.all_calls_correct));
+        s.push_str(&format!(
+            "| **toolgraph `{}`** | **{:.2}** | {:.2} | {:.2} | {:.2} |\n",
+            m.method,
+            100.0 * m.call_correctness,
+            100.0 * m.call_recall,
+            100.0 * m.argument_accuracy,
+            100.0 * m.all_calls_correct
+        ));
     }
     s.push_str(&crate::report::skipped_md("sample", &r.skipped));
     s
@@ -185,7 +209,12 @@ mod tests {
         std::fs::write(dir.path().join(LEVEL3), level3.to_string()).unwrap();
         let mut skipped = Vec::new();
         let (chains, specs) = convert(dir.path(), &mut skipped).unwrap();
-        assert_eq!(chains, vec![json!({"input": "Query meeting of Tom", "output": [{"name": "QueryMeeting", "arguments": {"user_name": "Tom", "limit": 2}, "label": "var1", "response": {"meetings": [{"meeting_id": 1}]}}]})]);
+        assert_eq!(
+            chains,
+            vec![
+                json!({"input": "Query meeting of Tom", "output": [{"name": "QueryMeeting", "arguments": {"user_name": "Tom", "limit": 2}, "label": "var1", "response": {"meetings": [{"meeting_id": 1}]}}]})
+            ]
+        );
         let names: Vec<&str> = specs.iter().map(|s| s["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["AddAlarm", "QueryMeeting"]);
         assert_eq!(specs[1]["query_parameters"]["limit"]["type"], "integer");

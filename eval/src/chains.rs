@@ -5,8 +5,6 @@
 //! `--train`. Methods: `graph` (the engine), `retrieve-greedy` and `dfs-no-graph` (baselines), all
 //! with the deterministic planner, in one run on the same folds.
 
-use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, run_of_chain, tool_of_host, tools_lines, Chain, Spec};
-use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -20,16 +18,20 @@ use toolgraph_engine::exec::refs;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
-use toolgraph_engine::run::memory::{recorded_steps, RecordedCall};
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::retrieval::metrics::quantile;
 use toolgraph_engine::run::memory::Memory;
+use toolgraph_engine::run::memory::{recorded_steps, RecordedCall};
 use toolgraph_engine::run::{Mode, RunReport, RunSettings, Status};
 use toolgraph_engine::stack::Stack;
-use toolgraph_schema::Settings;
+use toolgraph_ingest::complexfuncbench::{
+    read_chains, read_specs, run_of_chain, tool_of_host, tools_lines, Chain, Spec,
+};
+use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use toolgraph_sandbox::{self as sandbox, normalize, Faults, Library, Recording, Sandbox};
+use toolgraph_schema::Settings;
 
 /// The category ComplexFuncBench APIs are filed under.
 pub const CATEGORY: &str = "Travel";
@@ -251,7 +253,13 @@ pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
         if let (Some(l), Some(r)) = (&c.label, &c.response) {
             outputs.insert(l.clone(), r.clone());
         }
-        calls.push(GoldCall { name: c.name.clone(), label: c.label.clone(), arguments: args, resolved, response: c.response.clone() });
+        calls.push(GoldCall {
+            name: c.name.clone(),
+            label: c.label.clone(),
+            arguments: args,
+            resolved,
+            response: c.response.clone(),
+        });
     }
     Ok(Gold { request: chain.input.trim().to_string(), calls })
 }
@@ -275,7 +283,12 @@ pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<Stri
                         out.push(Recording {
                             api: c.name.clone(),
                             route: format!("{}{}", spec.host, spec.endpoint),
-                            required: spec.query_parameters.iter().filter(|(_, p)| p.required).map(|(n, _)| n.clone()).collect(),
+                            required: spec
+                                .query_parameters
+                                .iter()
+                                .filter(|(_, p)| p.required)
+                                .map(|(n, _)| n.clone())
+                                .collect(),
                             arguments: resolved,
                             response: r.clone(),
                         });
@@ -294,7 +307,9 @@ pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<Stri
 /// Labels an argument value references.
 fn labels_in(v: &Value) -> Vec<String> {
     match v {
-        Value::String(s) => refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect(),
+        Value::String(s) => {
+            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
+        }
         Value::Array(a) => a.iter().flat_map(labels_in).collect(),
         Value::Object(m) => m.values().flat_map(labels_in).collect(),
         _ => Vec::new(),
@@ -387,8 +402,14 @@ impl Tally {
         self.pred_calls += pred_names.len();
         self.gold_calls += gold_names.len();
         self.call_hits += overlap(&gold_names, &pred_names);
-        let gold_flow: Vec<(String, String, &Map<String, Value>)> = gold.calls.iter().enumerate().map(|(i, c)| (format!("var{}", i + 1), c.name.clone(), &c.arguments)).collect();
-        let pred_flow: Vec<(String, String, &Map<String, Value>)> = run.chain.iter().map(|c| (c.label.clone(), c.name.clone(), &c.arguments)).collect();
+        let gold_flow: Vec<(String, String, &Map<String, Value>)> = gold
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("var{}", i + 1), c.name.clone(), &c.arguments))
+            .collect();
+        let pred_flow: Vec<(String, String, &Map<String, Value>)> =
+            run.chain.iter().map(|c| (c.label.clone(), c.name.clone(), &c.arguments)).collect();
         let ge = flow_edges(&gold_flow);
         let pe = flow_edges(&pred_flow);
         self.gold_edges += ge.len();
@@ -464,7 +485,13 @@ impl Tally {
         let f1 = |p: f64, r: f64| if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) };
         let (cp, cr) = (div(self.call_hits, self.pred_calls), div(self.call_hits, self.gold_calls));
         let (ep, er) = (div(self.edge_hits, self.pred_edges), div(self.edge_hits, self.gold_edges));
-        for v in [&mut self.planner_calls, &mut self.engine_ms, &mut self.embed_ms, &mut self.retrieve_ms, &mut self.sandbox_ms] {
+        for v in [
+            &mut self.planner_calls,
+            &mut self.engine_ms,
+            &mut self.embed_ms,
+            &mut self.retrieve_ms,
+            &mut self.sandbox_ms,
+        ] {
             v.sort_by(f64::total_cmp);
         }
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
@@ -519,7 +546,14 @@ pub fn spread<T: Copy>(items: &[T], limit: Option<usize>) -> Vec<T> {
 
 /// The benchmark's success: the final gold call made with the gold arguments.
 pub fn succeeded(gold: &Gold, run: &RunReport) -> bool {
-    gold.calls.last().is_some_and(|last| run.chain.iter().any(|c| c.name == last.name && { let (s, t) = args_equal(&last.resolved, &c.sent); s == t }))
+    gold.calls.last().is_some_and(|last| {
+        run.chain.iter().any(|c| {
+            c.name == last.name && {
+                let (s, t) = args_equal(&last.resolved, &c.sent);
+                s == t
+            }
+        })
+    })
 }
 
 /// What [`learn`] built.
@@ -533,18 +567,48 @@ pub struct Learned {
 
 impl Learned {
     /// The fold's stack: these stores, calls sent through `executor`, `planner` deciding.
-    pub fn stack(&self, settings: &Settings, executor: Executor, planner: Arc<dyn toolgraph_engine::plan::Planner>) -> Stack {
-        Stack { settings: settings.clone(), store: self.store.clone(), vectors: self.vectors.clone(), embedder: self.embedder.clone(), cache: None, memory: self.memory.clone(), executor, planner, models: None }
+    pub fn stack(
+        &self,
+        settings: &Settings,
+        executor: Executor,
+        planner: Arc<dyn toolgraph_engine::plan::Planner>,
+    ) -> Stack {
+        Stack {
+            settings: settings.clone(),
+            store: self.store.clone(),
+            vectors: self.vectors.clone(),
+            embedder: self.embedder.clone(),
+            cache: None,
+            memory: self.memory.clone(),
+            executor,
+            planner,
+            models: None,
+        }
     }
 }
 
 /// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
-pub async fn learn(dir: &Path, train: &[&Chain], specs: &[Spec], settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, toolgraph_ingest::IngestError> {
+pub async fn learn(
+    dir: &Path,
+    train: &[&Chain],
+    specs: &[Spec],
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    cache: Option<&EmbeddingCache>,
+) -> Result<Learned, toolgraph_ingest::IngestError> {
     learn_in(dir, train, specs, CATEGORY, settings, embedder, cache).await
 }
 
 /// [`learn`] with the APIs filed under `category`.
-pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &str, settings: &Settings, embedder: Arc<dyn Embedder>, cache: Option<&EmbeddingCache>) -> Result<Learned, toolgraph_ingest::IngestError> {
+pub async fn learn_in(
+    dir: &Path,
+    train: &[&Chain],
+    specs: &[Spec],
+    category: &str,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    cache: Option<&EmbeddingCache>,
+) -> Result<Learned, toolgraph_ingest::IngestError> {
     let io = |e: std::io::Error| toolgraph_ingest::IngestError::Input(format!("writing under {}: {e}", dir.display()));
     let tools_path = dir.join("tools.jsonl");
     let runs_path = dir.join("runs.jsonl");
@@ -564,12 +628,28 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
     drop(rw);
     let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.join("graph.redb"))?);
     store.setup().await?;
-    let learner = toolgraph_ingest::pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
-    let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], learner: Some(learner), ..Inputs::default() };
+    let learner = toolgraph_ingest::pipeline::Learner(Arc::new(
+        toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?,
+    ));
+    let inputs =
+        Inputs { tools: vec![tools_path], trajectories: vec![runs_path], learner: Some(learner), ..Inputs::default() };
     pipeline::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
-    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..settings.vectors.clone() })?;
-    index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache, settings.retrieval.index_chunk, false, |_, _| {}).await?;
-    let retriever = Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
+    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
+        uri: format!("embedded:{}", dir.join("vectors").display()),
+        ..settings.vectors.clone()
+    })?;
+    index_graph(
+        store.as_ref(),
+        vectors.as_ref(),
+        embedder.as_ref(),
+        cache,
+        settings.retrieval.index_chunk,
+        false,
+        |_, _| {},
+    )
+    .await?;
+    let retriever =
+        Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
     let memory = Arc::new(Memory::open(vectors.clone(), embedder.dim()).await?);
     // Long-term memory: every training request with its chain (arguments that reference an
     // earlier output keep the reference; the rest are re-filled when replayed).
@@ -579,7 +659,8 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
     let vecs = embedder.embed(requests.clone()).await?;
     for (c, (req, v)) in train.iter().zip(requests.iter().zip(vecs)) {
         // Usage vectors: the request joins every API of its chain.
-        let used: Vec<String> = c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
+        let used: Vec<String> =
+            c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
         retriever.add_usage(&used, &v).await?;
         // Literals the request never says but an earlier response holds become references.
         let labels: Vec<String> = (1..=c.output.len()).map(|i| format!("var{i}")).collect();
@@ -590,7 +671,12 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
             .zip(&labels)
             .filter_map(|(call, label)| {
                 let api = id_of.get(call.name.as_str())?;
-                Some(RecordedCall { api, label: call.label.as_deref().unwrap_or(label), arguments: call.arguments.as_object().unwrap_or(&empty), response: call.response.as_ref() })
+                Some(RecordedCall {
+                    api,
+                    label: call.label.as_deref().unwrap_or(label),
+                    arguments: call.arguments.as_object().unwrap_or(&empty),
+                    response: call.response.as_ref(),
+                })
             })
             .collect();
         let steps = recorded_steps(req, &calls);
@@ -600,7 +686,12 @@ pub async fn learn_in(dir: &Path, train: &[&Chain], specs: &[Spec], category: &s
 }
 
 /// Run the evaluation; `progress(done, total)` after each test chain of each method.
-pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ChainReport, toolgraph_ingest::IngestError> {
+pub async fn run(
+    opts: &ChainEvalOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ChainReport, toolgraph_ingest::IngestError> {
     let started = Instant::now();
     let max = 1 << 30;
     let specs = read_specs(&opts.spec, max).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?;
@@ -617,7 +708,14 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         Some(test) => vec![(train_all.iter().collect(), test.iter().enumerate().collect())],
         None => {
             let k = opts.harness.folds.max(2);
-            (0..k).map(|f| (train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(), train_all.iter().enumerate().filter(|(i, _)| i % k == f).collect())).collect()
+            (0..k)
+                .map(|f| {
+                    (
+                        train_all.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(),
+                        train_all.iter().enumerate().filter(|(i, _)| i % k == f).collect(),
+                    )
+                })
+                .collect()
         }
     };
     // Requests reworded by hand, by the index of the chain they reword (never learned from).
@@ -625,19 +723,29 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         Some(path) => crate::reworded::read(path, test_all.as_deref().unwrap_or(&train_all))?,
         None => (HashMap::new(), Vec::new()),
     };
-    let mut report = ChainReport { train_chains: train_all.len(), test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()), folds: folds.len(), ..Default::default() };
+    let mut report = ChainReport {
+        train_chains: train_all.len(),
+        test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()),
+        folds: folds.len(),
+        ..Default::default()
+    };
     report.skipped.extend(reworded_skipped);
     let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
     // The requests that have a rewording: as written, and reworded (same gold), per method.
     let mut as_written: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
     let mut rewordings: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
-    let total: usize = folds.iter().map(|(_, t)| opts.harness.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>() * opts.harness.methods.len();
+    let total: usize = folds.iter().map(|(_, t)| opts.harness.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>()
+        * opts.harness.methods.len();
     let mut done = 0;
     // (label, usage weight, requests, recall sums @3/@5/@10)
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
     for (fi, (train, test)) in folds.iter().enumerate() {
-        let dir = tempfile::Builder::new().prefix(&format!("toolgraph-eval-fold{fi}-")).tempdir().map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let learned = learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("toolgraph-eval-fold{fi}-"))
+            .tempdir()
+            .map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
+        let learned =
+            learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let retriever = learned.retriever.clone();
         let snapshot = Arc::new(learned.store.snapshot().await?);
         let indexed: Vec<(usize, &Chain)> = spread(test, opts.harness.limit);
@@ -647,8 +755,11 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
             let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
             let requests: Vec<String> = test.iter().map(|c| c.input.trim().to_string()).collect();
             let vecs = embedder.embed(requests.clone()).await?;
-            let usage_weight = if settings.retrieval.usage_weight > 0.0 { settings.retrieval.usage_weight } else { 0.3 };
-            for (wi, (label, w)) in [("hybrid", 0.0f32), ("hybrid + usage vectors", usage_weight)].into_iter().enumerate() {
+            let usage_weight =
+                if settings.retrieval.usage_weight > 0.0 { settings.retrieval.usage_weight } else { 0.3 };
+            for (wi, (label, w)) in
+                [("hybrid", 0.0f32), ("hybrid + usage vectors", usage_weight)].into_iter().enumerate()
+            {
                 while seed_tallies.len() <= wi {
                     seed_tallies.push((String::new(), 0.0, 0, [0.0f64; 3]));
                 }
@@ -656,13 +767,24 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                 t.0 = label.to_string();
                 t.1 = w;
                 for ((c, req), v) in test.iter().zip(&requests).zip(&vecs) {
-                    let mut gold: Vec<&str> = c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).copied()).collect();
+                    let mut gold: Vec<&str> =
+                        c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).copied()).collect();
                     gold.sort_unstable();
                     gold.dedup();
                     if gold.is_empty() {
                         continue;
                     }
-                    let hits = retriever.search_with_usage(req, v, 10, &Default::default(), toolgraph_engine::retrieval::hybrid::Method::Hybrid, None, w).await?;
+                    let hits = retriever
+                        .search_with_usage(
+                            req,
+                            v,
+                            10,
+                            &Default::default(),
+                            toolgraph_engine::retrieval::hybrid::Method::Hybrid,
+                            None,
+                            w,
+                        )
+                        .await?;
                     for (ki, k) in [3usize, 5, 10].into_iter().enumerate() {
                         let found = gold.iter().filter(|g| hits.iter().take(k).any(|h| h.id == **g)).count();
                         t.3[ki] += found as f64 / gold.len() as f64;
@@ -678,11 +800,21 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         // answers never make a call right).
         let protocol = crate::complexfuncbench::Protocol::new(&specs, &recs);
         let sb = Sandbox::new(Library::new(recs), Faults::default());
-        let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
-        let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 1, backoff_ms: 20, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
+        let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb)
+            .await
+            .map_err(|e| toolgraph_ingest::IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
+        let exec = Executor::new(ExecSettings {
+            rewrites: vec![("https://".into(), format!("http://{addr}/"))],
+            timeout_ms: 5_000,
+            retries: 1,
+            backoff_ms: 20,
+            allow_private: vec!["127.0.0.1/32".into()],
+            ..ExecSettings::default()
+        })?;
         let stack = learned.stack(settings, exec.clone(), opts.harness.planner());
         // llm-direct: every API of the domain as the model's tools, in a stable order.
-        let mut apis: Vec<&toolgraph_schema::ApiNode> = snapshot.apis.values().filter(|a| a.category.eq_ignore_ascii_case(&opts.category)).collect();
+        let mut apis: Vec<&toolgraph_schema::ApiNode> =
+            snapshot.apis.values().filter(|a| a.category.eq_ignore_ascii_case(&opts.category)).collect();
         apis.sort_by(|a, b| a.name.cmp(&b.name));
         let direct_opts = crate::direct::DirectOptions::default();
         let tools = crate::direct::tool_entries(&apis, &direct_opts);
@@ -690,9 +822,22 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         let planner = opts.harness.planner();
         for (mi, method) in opts.harness.methods.iter().enumerate() {
             // The model alone (llm-direct), or the engine in the method's mode.
-            let llm = if method.direct { Some(planner.as_llm().ok_or_else(|| toolgraph_ingest::IngestError::Input(format!("{LLM_DIRECT} needs an LLM: --planner llm")))?) } else { None };
+            let llm = if method.direct {
+                Some(planner.as_llm().ok_or_else(|| {
+                    toolgraph_ingest::IngestError::Input(format!("{LLM_DIRECT} needs an LLM: --planner llm"))
+                })?)
+            } else {
+                None
+            };
             let mode = &method.mode;
-            let run_settings = RunSettings { mode: *mode, backward: method.backward, use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory, remember: false, learn: false, ..opts.harness.run.clone() };
+            let run_settings = RunSettings {
+                mode: *mode,
+                backward: method.backward,
+                use_memory: matches!(*mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory,
+                remember: false,
+                learn: false,
+                ..opts.harness.run.clone()
+            };
             let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
             for (index, chain) in &indexed {
                 let gold = match gold_of(chain) {
@@ -704,7 +849,9 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                 };
                 let started = Instant::now();
                 let r = match llm {
-                    Some(llm) => crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?,
+                    Some(llm) => {
+                        crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?
+                    }
                     None => engine.run(&gold.request, Map::new(), None).await?,
                 };
                 let seconds = started.elapsed().as_secs_f64();
@@ -721,7 +868,9 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
                     let gold = Gold { request: words.clone(), ..gold };
                     let started = Instant::now();
                     let r = match llm {
-                        Some(llm) => crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?,
+                        Some(llm) => {
+                            crate::direct::run_direct(llm, &by_name, &tools, &exec, &gold.request, &direct_opts).await?
+                        }
                         None => engine.run(&gold.request, Map::new(), None).await?,
                     };
                     rewordings[mi].seconds.push(started.elapsed().as_secs_f64());
@@ -736,7 +885,14 @@ pub async fn run(opts: &ChainEvalOptions, settings: &Settings, embedder: Arc<dyn
         .into_iter()
         .map(|(retrieval, usage_weight, n, s)| {
             let d = n.max(1) as f64;
-            SeedRecall { retrieval, usage_weight, requests: n, recall_at_3: s[0] / d, recall_at_5: s[1] / d, recall_at_10: s[2] / d }
+            SeedRecall {
+                retrieval,
+                usage_weight,
+                requests: n,
+                recall_at_3: s[0] / d,
+                recall_at_5: s[1] / d,
+                recall_at_10: s[2] / d,
+            }
         })
         .collect();
     report.methods = opts.harness.methods.iter().zip(tallies.iter_mut()).map(|(m, t)| t.scores(&m.name)).collect();
@@ -777,16 +933,31 @@ fn detail(protocol: &crate::complexfuncbench::Protocol, method: &str, gold: &Gol
         recall,
         first_failure,
         success: succeeded(gold, r),
-        missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage)).unwrap_or_default(),
+        missing: r
+            .judgement
+            .as_ref()
+            .map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage))
+            .unwrap_or_default(),
         // The run's plan is the last one it made (a remembered plan may have failed before it).
-        plan: r.trace.iter().rev().find_map(|t| match t {
-            TraceEvent::Plan { steps, .. } => Some(steps.iter().map(|s| s.rsplit('/').next().unwrap_or(s).to_string()).collect()),
-            _ => None,
-        }).unwrap_or_default(),
-        plan_fallback: r.trace.iter().skip(r.trace.iter().rposition(|t| matches!(t, TraceEvent::Plan { .. })).unwrap_or(0)).find_map(|t| match t {
-            TraceEvent::PlanFailed { step, reason } => Some(format!("step {step}: {reason}")),
-            _ => None,
-        }),
+        plan: r
+            .trace
+            .iter()
+            .rev()
+            .find_map(|t| match t {
+                TraceEvent::Plan { steps, .. } => {
+                    Some(steps.iter().map(|s| s.rsplit('/').next().unwrap_or(s).to_string()).collect())
+                }
+                _ => None,
+            })
+            .unwrap_or_default(),
+        plan_fallback: r
+            .trace
+            .iter()
+            .skip(r.trace.iter().rposition(|t| matches!(t, TraceEvent::Plan { .. })).unwrap_or(0))
+            .find_map(|t| match t {
+                TraceEvent::PlanFailed { step, reason } => Some(format!("step {step}: {reason}")),
+                _ => None,
+            }),
     }
 }
 
@@ -811,13 +982,25 @@ pub fn markdown(r: &ChainReport) -> String {
     if r.methods.iter().any(|m| m.llm_calls_mean > 0.0) {
         s.push_str("\nLLM cost per request (ComplexFuncBench's protocol):\n\n| method | Overall Success | Overall Call Acc. | LLM calls | prompt tokens | completion tokens | seconds |\n|---|---:|---:|---:|---:|---:|---:|\n");
         for m in &r.methods {
-            s.push_str(&format!("| {} | {:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {:.1} |\n", m.method, 100.0 * m.overall_success_rate, 100.0 * m.overall_call_acc, m.llm_calls_mean, m.llm_prompt_tokens_mean, m.llm_completion_tokens_mean, m.seconds_mean));
+            s.push_str(&format!(
+                "| {} | {:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {:.1} |\n",
+                m.method,
+                100.0 * m.overall_success_rate,
+                100.0 * m.overall_call_acc,
+                m.llm_calls_mean,
+                m.llm_prompt_tokens_mean,
+                m.llm_completion_tokens_mean,
+                m.seconds_mean
+            ));
         }
     }
     if !r.seed_recall.is_empty() {
         s.push_str("\nSeed retrieval of the gold chains' APIs (held-out requests):\n\n| retrieval | usage weight | requests | recall@3 | recall@5 | recall@10 |\n|---|---:|---:|---:|---:|---:|\n");
         for x in &r.seed_recall {
-            s.push_str(&format!("| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} |\n", x.retrieval, x.usage_weight, x.requests, x.recall_at_3, x.recall_at_5, x.recall_at_10));
+            s.push_str(&format!(
+                "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} |\n",
+                x.retrieval, x.usage_weight, x.requests, x.recall_at_3, x.recall_at_5, x.recall_at_10
+            ));
         }
     }
     s.push_str(&crate::report::skipped_md("record", &r.skipped));
@@ -841,11 +1024,17 @@ mod tests {
     #[test]
     fn flow_edges_and_overlap() {
         let a = json!({"q": "x"}).as_object().unwrap().clone();
-        let b = json!({"lat": "$var1.coordinates.latitude$", "lon": "$var1.coordinates.longitude$"}).as_object().unwrap().clone();
+        let b = json!({"lat": "$var1.coordinates.latitude$", "lon": "$var1.coordinates.longitude$"})
+            .as_object()
+            .unwrap()
+            .clone();
         let calls = vec![("var1".to_string(), "Loc".to_string(), &a), ("var2".to_string(), "Rent".to_string(), &b)];
         assert_eq!(flow_edges(&calls), vec![("Loc".to_string(), "Rent".to_string())]);
         assert_eq!(overlap(&["a", "a", "b"], &["a", "b", "b"]), 2);
-        let (s, t) = args_equal(json!({"d": "2024-10-14", "n": 2}).as_object().unwrap(), json!({"d": "2024-10-14", "n": "2", "x": 1}).as_object().unwrap());
+        let (s, t) = args_equal(
+            json!({"d": "2024-10-14", "n": 2}).as_object().unwrap(),
+            json!({"d": "2024-10-14", "n": "2", "x": 1}).as_object().unwrap(),
+        );
         assert_eq!((s, t), (2, 2));
     }
 }

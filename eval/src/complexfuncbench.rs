@@ -118,7 +118,8 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn new(recordings: &[Recording]) -> Self {
-        let routes = recordings.iter().map(|r| (api_key(&r.api), r.route.trim_start_matches('/').to_string())).collect();
+        let routes =
+            recordings.iter().map(|r| (api_key(&r.api), r.route.trim_start_matches('/').to_string())).collect();
         Recorded { library: Library::new(recordings.iter().cloned()), routes }
     }
 
@@ -142,7 +143,8 @@ pub struct Protocol {
 impl Protocol {
     /// ComplexFuncBench's protocol over these specs and recordings.
     pub fn new(specs: &[Spec], recordings: &[Recording]) -> Self {
-        let file: ProtocolFile = serde_json::from_str(PROTOCOL_FILE).expect("eval/data/complexfuncbench-protocol.json is valid (checked by a test)");
+        let file: ProtocolFile = serde_json::from_str(PROTOCOL_FILE)
+            .expect("eval/data/complexfuncbench-protocol.json is valid (checked by a test)");
         let formats = specs
             .iter()
             .map(|s| {
@@ -213,7 +215,9 @@ impl Protocol {
             let Some(g) = gold.arguments.get(k) else { continue };
             match pred.arguments.get(k) {
                 None => return Err(format!("param_missing: {k} (gold {})", short(g))),
-                Some(p) if !value_equal(k, p, g) => return Err(format!("value_error: {k} {} (gold {})", short(p), short(g))),
+                Some(p) if !value_equal(k, p, g) => {
+                    return Err(format!("value_error: {k} {} (gold {})", short(p), short(g)))
+                }
                 Some(_) => {}
             }
         }
@@ -224,7 +228,10 @@ impl Protocol {
         if by_response {
             return Ok(());
         }
-        Err(format!("no match (no exact recording gives the golden response; no LLM judge): {}", difference(pred, gold)))
+        Err(format!(
+            "no match (no exact recording gives the golden response; no LLM judge): {}",
+            difference(pred, gold)
+        ))
     }
 }
 
@@ -239,7 +246,9 @@ struct Call {
 impl Call {
     /// Name and arguments equal (the published `p_value == g_value`).
     fn same_call(&self, other: &Call) -> bool {
-        self.api == other.api && self.arguments.len() == other.arguments.len() && self.arguments.iter().all(|(k, v)| other.arguments.get(k).is_some_and(|o| same(v, o)))
+        self.api == other.api
+            && self.arguments.len() == other.arguments.len()
+            && self.arguments.iter().all(|(k, v)| other.arguments.get(k).is_some_and(|o| same(v, o)))
     }
 }
 
@@ -257,7 +266,9 @@ fn same(a: &Value, b: &Value) -> bool {
             _ => x == y,
         },
         (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
-        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w))),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
         _ => a == b,
     }
 }
@@ -279,7 +290,9 @@ fn value_equal(key: &str, p: &Value, g: &Value) -> bool {
 
 /// Rule-based match: same name, the same set of argument names, equal values.
 fn rule_match(pred: &Call, gold: &Call) -> bool {
-    pred.api == gold.api && pred.arguments.len() == gold.arguments.len() && pred.arguments.iter().all(|(k, v)| gold.arguments.get(k).is_some_and(|g| value_equal(k, v, g)))
+    pred.api == gold.api
+        && pred.arguments.len() == gold.arguments.len()
+        && pred.arguments.iter().all(|(k, v)| gold.arguments.get(k).is_some_and(|g| value_equal(k, v, g)))
 }
 
 /// The first argument that differs (the published `get_error_message`).
@@ -310,9 +323,16 @@ fn short(v: &Value) -> String {
 /// same API first, then the share of equal argument values.
 fn similarity(p: &Call, g: &Call) -> f64 {
     let keys: HashSet<&String> = p.arguments.keys().chain(g.arguments.keys()).collect();
-    let equal = keys.iter().filter(|k| matches!((p.arguments.get(**k), g.arguments.get(**k)), (Some(a), Some(b)) if value_equal(k, a, b))).count();
+    let equal = keys
+        .iter()
+        .filter(|k| matches!((p.arguments.get(**k), g.arguments.get(**k)), (Some(a), Some(b)) if value_equal(k, a, b)))
+        .count();
     let share = if keys.is_empty() { 1.0 } else { equal as f64 / keys.len() as f64 };
-    if p.api == g.api { 2.0 + share } else { share }
+    if p.api == g.api {
+        2.0 + share
+    } else {
+        share
+    }
 }
 
 /// A golden value typed by the parameter's spec: a number where a string is declared becomes
@@ -323,7 +343,13 @@ fn similarity(p: &Call, g: &Call) -> f64 {
 fn typed(v: &Value, ty: Option<&str>) -> Value {
     match (v, ty) {
         (Value::Number(n), Some("string")) => Value::String(n.to_string()),
-        (Value::String(s), Some("number")) => s.trim().parse::<i64>().map(Value::from).ok().or_else(|| s.trim().parse::<f64>().ok().and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))).unwrap_or_else(|| v.clone()),
+        (Value::String(s), Some("number")) => s
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .ok()
+            .or_else(|| s.trim().parse::<f64>().ok().and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)))
+            .unwrap_or_else(|| v.clone()),
         _ => v.clone(),
     }
 }
@@ -339,7 +365,11 @@ fn golden_turns(protocol: &Protocol, gold: &Gold) -> (Vec<Call>, Vec<Vec<usize>>
         let api = api_key(&g.name);
         let format = protocol.formats.get(&api);
         let reads: HashSet<String> = g.arguments.values().flat_map(labels_in).collect();
-        let arguments = g.resolved.iter().map(|(k, v)| (k.clone(), typed(v, format.and_then(|f| f.types.get(k)).map(String::as_str)))).collect();
+        let arguments = g
+            .resolved
+            .iter()
+            .map(|(k, v)| (k.clone(), typed(v, format.and_then(|f| f.types.get(k)).map(String::as_str))))
+            .collect();
         if !current.is_empty() && reads.iter().any(|l| labels.contains(l)) {
             turns.push(std::mem::take(&mut current));
             labels.clear();
@@ -357,7 +387,9 @@ fn golden_turns(protocol: &Protocol, gold: &Gold) -> (Vec<Call>, Vec<Vec<usize>>
 /// Labels an argument value references (`$var1.x$` → `var1`).
 fn labels_in(v: &Value) -> Vec<String> {
     match v {
-        Value::String(s) => refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect(),
+        Value::String(s) => {
+            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
+        }
         Value::Array(a) => a.iter().flat_map(labels_in).collect(),
         Value::Object(m) => m.values().flat_map(labels_in).collect(),
         _ => Vec::new(),
@@ -388,13 +420,19 @@ pub fn sent_calls(trace: &[TraceEvent]) -> Vec<SentCall> {
                 outputs.insert(label.clone(), response.as_ref().clone());
             }
             TraceEvent::CallFailed { api, error, sent, .. } => {
-                let last = out.len().checked_sub(1).filter(|&i| out[i].api == api_key(api) && out[i].response.is_none());
+                let last =
+                    out.len().checked_sub(1).filter(|&i| out[i].api == api_key(api) && out[i].response.is_none());
                 match (last, error) {
                     // Refused by the executor before anything was sent (arguments that do not fit
                     // the schema, a reference to nothing, a URL it cannot call): no call the API
                     // saw, as a call failing the published format check is neither counted nor
                     // the end of the sample.
-                    (Some(i), CallError::InvalidArguments { .. } | CallError::UnresolvedReference { .. } | CallError::BadRequest { .. }) => {
+                    (
+                        Some(i),
+                        CallError::InvalidArguments { .. }
+                        | CallError::UnresolvedReference { .. }
+                        | CallError::BadRequest { .. },
+                    ) => {
                         out.remove(i);
                         open.retain(|_, j| *j != i);
                     }
@@ -423,7 +461,8 @@ pub fn score(protocol: &Protocol, gold: &Gold, sent: &[SentCall]) -> SampleScore
 pub fn score_turns(protocol: &Protocol, gold: &Gold, turns: &[Vec<SentCall>]) -> SampleScore {
     let (golden_calls, golden_turns) = golden_turns(protocol, gold);
     let total = golden_calls.len();
-    let fail = |correct: usize, why: String| SampleScore { golden: total, correct, success: false, first_error: Some(why) };
+    let fail =
+        |correct: usize, why: String| SampleScore { golden: total, correct, success: false, first_error: Some(why) };
     if total == 0 {
         return fail(0, "no golden calls".into());
     }
@@ -451,10 +490,14 @@ pub fn score_turns(protocol: &Protocol, gold: &Gold, turns: &[Vec<SentCall>]) ->
     let mut last_errors: Vec<String> = Vec::new();
     let mut n = 0usize;
     for turn in turns {
-        let preds: Vec<Call> = turn.iter().map(|c| Call { api: api_key(&c.api), arguments: c.arguments.clone(), response: None }).collect();
+        let preds: Vec<Call> = turn
+            .iter()
+            .map(|c| Call { api: api_key(&c.api), arguments: c.arguments.clone(), response: None })
+            .collect();
         let first = n + 1;
         n += preds.len();
-        let at = if preds.len() == 1 { format!("call {first} ({})", preds[0].api) } else { format!("calls {first}–{n}") };
+        let at =
+            if preds.len() == 1 { format!("call {first} ({})", preds[0].api) } else { format!("calls {first}–{n}") };
         if golden.is_empty() {
             return fail(correct, format!("{at}: a call after every golden call was made (func_hallucination)"));
         }
@@ -555,7 +598,14 @@ pub fn score_turns(protocol: &Protocol, gold: &Gold, turns: &[Vec<SentCall>]) ->
     if turn_id < golden_turns.len() || !golden.is_empty() {
         let left: Vec<String> = golden.iter().map(|&gi| golden_calls[gi].api.clone()).collect();
         let unreached: usize = golden_turns.iter().skip(turn_id + 1).map(Vec::len).sum();
-        return fail(correct, format!("stopped early: {} golden call(s) not made{}", left.len() + unreached, if left.is_empty() { String::new() } else { format!(" ({})", left.join(", ")) }));
+        return fail(
+            correct,
+            format!(
+                "stopped early: {} golden call(s) not made{}",
+                left.len() + unreached,
+                if left.is_empty() { String::new() } else { format!(" ({})", left.join(", ")) }
+            ),
+        );
     }
     SampleScore { golden: total, correct, success: true, first_error: None }
 }
@@ -567,11 +617,15 @@ pub fn score_turns(protocol: &Protocol, gold: &Gold, turns: &[Vec<SentCall>]) ->
 pub fn correct_calls(protocol: &Protocol, gold: &Gold, sent: &[SentCall]) -> usize {
     let keys: Vec<String> = gold.calls.iter().map(|g| api_key(&g.name)).collect();
     let mut matched = vec![false; gold.calls.len()];
-    let subset = |g: &Map<String, Value>, s: &Map<String, Value>| g.iter().all(|(k, v)| s.get(k).is_some_and(|x| normalize(x) == normalize(v)));
+    let subset = |g: &Map<String, Value>, s: &Map<String, Value>| {
+        g.iter().all(|(k, v)| s.get(k).is_some_and(|x| normalize(x) == normalize(v)))
+    };
     // Rule matches first (an exact call is the stronger claim), then responses.
     let mut used = vec![false; sent.len()];
     for (n, call) in sent.iter().enumerate() {
-        if let Some(i) = (0..gold.calls.len()).find(|&i| !matched[i] && keys[i] == call.api && subset(&gold.calls[i].resolved, &call.arguments)) {
+        if let Some(i) = (0..gold.calls.len())
+            .find(|&i| !matched[i] && keys[i] == call.api && subset(&gold.calls[i].resolved, &call.arguments))
+        {
             matched[i] = true;
             used[n] = true;
         }
@@ -581,7 +635,11 @@ pub fn correct_calls(protocol: &Protocol, gold: &Gold, sent: &[SentCall]) -> usi
             continue;
         }
         let Some(r) = protocol.exact_response(&call.api, &call.arguments) else { continue };
-        if let Some(i) = (0..gold.calls.len()).find(|&i| !matched[i] && keys[i] == call.api && gold.calls[i].response.as_ref().is_some_and(|g| normalize(g) == normalize(&r))) {
+        if let Some(i) = (0..gold.calls.len()).find(|&i| {
+            !matched[i]
+                && keys[i] == call.api
+                && gold.calls[i].response.as_ref().is_some_and(|g| normalize(g) == normalize(&r))
+        }) {
             matched[i] = true;
             used[n] = true;
         }
@@ -602,9 +660,15 @@ pub const PUBLISHED: &[(&str, f64, f64)] = &[
 
 /// The paper's table with toolgraph's rows among the published ones (best first).
 pub fn table(r: &crate::chains::ChainReport) -> String {
-    let mut rows: Vec<(String, f64, f64, bool)> = PUBLISHED.iter().map(|(m, s, c)| (m.to_string(), *s, *c, false)).collect();
+    let mut rows: Vec<(String, f64, f64, bool)> =
+        PUBLISHED.iter().map(|(m, s, c)| (m.to_string(), *s, *c, false)).collect();
     for m in &r.methods {
-        rows.push((format!("**toolgraph `{}`**", m.method), 100.0 * m.overall_success_rate, 100.0 * m.overall_call_acc, true));
+        rows.push((
+            format!("**toolgraph `{}`**", m.method),
+            100.0 * m.overall_success_rate,
+            100.0 * m.overall_call_acc,
+            true,
+        ));
     }
     rows.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
     // What toolgraph learned from, next to models run zero-shot: not like for like.
@@ -612,19 +676,25 @@ pub fn table(r: &crate::chains::ChainReport) -> String {
         let k = r.folds;
         format!("toolgraph learned from the other {}/{k} of the {} chains (a memory of ~{} worked examples of the same request families) and is scored on the held-out ones", k - 1, r.train_chains, r.train_chains * (k - 1) / k)
     } else {
-        format!("toolgraph learned from {} training chains and is scored on {} test chains", r.train_chains, r.test_chains)
+        format!(
+            "toolgraph learned from {} training chains and is scored on {} test chains",
+            r.train_chains, r.test_chains
+        )
     };
     let mut s = format!(
         "\nComplexFuncBench's metrics ({} held-out chains per method), scored as the benchmark's published evaluation code does, without its LLM judge: a call only the judge would accept counts as wrong, so toolgraph's figures are a lower bound of the official ones (see the `complexfuncbench` module). **Not like for like:** {learned}; the published rows (the paper's Table 3) are models run zero-shot on all 1,000 samples.\n\n| model | Overall Success Rate | Overall Call Acc. |\n|---|---:|---:|\n",
         r.methods.first().map(|m| m.chains).unwrap_or(0)
     );
     for (m, sr, ca, ours) in rows {
-        let (sr, ca) = if ours { (format!("**{sr:.2}**"), format!("**{ca:.2}**")) } else { (format!("{sr:.2}"), format!("{ca:.2}")) };
+        let (sr, ca) = if ours {
+            (format!("**{sr:.2}**"), format!("**{ca:.2}**"))
+        } else {
+            (format!("{sr:.2}"), format!("{ca:.2}"))
+        };
         s.push_str(&format!("| {m} | {sr} | {ca} |\n"));
     }
     s
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -75,16 +75,32 @@ pub fn tool_entries(apis: &[&ApiNode], opts: &DirectOptions) -> Vec<Value> {
 
 /// One request served by the model alone over `tools` (built by [`tool_entries`] from `apis`),
 /// every call sent through `exec`.
-pub async fn run_direct(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[Value], exec: &Executor, request: &str, opts: &DirectOptions) -> toolgraph_engine::Result<RunReport> {
+pub async fn run_direct(
+    llm: &LlmPlanner,
+    apis: &HashMap<String, &ApiNode>,
+    tools: &[Value],
+    exec: &Executor,
+    request: &str,
+    opts: &DirectOptions,
+) -> toolgraph_engine::Result<RunReport> {
     let usage: toolgraph_engine::plan::RunUsage = Default::default();
-    let mut r = toolgraph_engine::plan::RUN_USAGE.scope(usage.clone(), converse(llm, apis, tools, exec, request, opts)).await?;
+    let mut r =
+        toolgraph_engine::plan::RUN_USAGE.scope(usage.clone(), converse(llm, apis, tools, exec, request, opts)).await?;
     r.stats.llm = usage.lock().unwrap_or_else(|p| p.into_inner()).clone();
     Ok(r)
 }
 
-async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[Value], exec: &Executor, request: &str, opts: &DirectOptions) -> toolgraph_engine::Result<RunReport> {
+async fn converse(
+    llm: &LlmPlanner,
+    apis: &HashMap<String, &ApiNode>,
+    tools: &[Value],
+    exec: &Executor,
+    request: &str,
+    opts: &DirectOptions,
+) -> toolgraph_engine::Result<RunReport> {
     let started = Instant::now();
-    let mut messages = vec![json!({"role": "system", "content": DIRECT_SYSTEM}), json!({"role": "user", "content": request})];
+    let mut messages =
+        vec![json!({"role": "system", "content": DIRECT_SYSTEM}), json!({"role": "user", "content": request})];
     let mut trace = Vec::new();
     let mut chain = Vec::new();
     let mut responses = Vec::new();
@@ -107,7 +123,11 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
         }
         messages.push(json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null), "tool_calls": calls}));
         for (i, call) in calls.iter().enumerate() {
-            let id = call.get("id").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("call_{}_{i}", messages.len()));
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("call_{}_{i}", messages.len()));
             let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default();
             // Arguments come as a JSON string (an object from some servers).
             let arguments: Option<Map<String, Value>> = match call.pointer("/function/arguments") {
@@ -121,22 +141,48 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
                 (Some(_), None) => format!("error: the arguments of `{name}` are not a JSON object"),
                 (Some(node), Some(args)) => {
                     let spec = CallSpec::from_node(node);
-                    trace.push(TraceEvent::Call { label: label.clone(), api: node.id.clone(), arguments: args.clone(), sources: Default::default() });
+                    trace.push(TraceEvent::Call {
+                        label: label.clone(),
+                        api: node.id.clone(),
+                        arguments: args.clone(),
+                        sources: Default::default(),
+                    });
                     match exec.call(&spec, &args, &no_outputs).await {
                         Ok(out) => {
                             stats.http_calls += 1;
                             stats.http_ms += out.elapsed_ms;
                             let observation = compress(&out.response, &keep, opts.observation_chars);
                             let response = Arc::new(out.response);
-                            trace.push(TraceEvent::Response { label: label.clone(), api: node.id.clone(), status: out.status, attempts: out.attempts, elapsed_ms: out.elapsed_ms, observation: observation.clone(), response: response.clone(), sent: None });
-                            chain.push(ChainCall { label, api: node.id.clone(), name: node.name.clone(), arguments: args, sent: out.arguments, subtask: None });
+                            trace.push(TraceEvent::Response {
+                                label: label.clone(),
+                                api: node.id.clone(),
+                                status: out.status,
+                                attempts: out.attempts,
+                                elapsed_ms: out.elapsed_ms,
+                                observation: observation.clone(),
+                                response: response.clone(),
+                                sent: None,
+                            });
+                            chain.push(ChainCall {
+                                label,
+                                api: node.id.clone(),
+                                name: node.name.clone(),
+                                arguments: args,
+                                sent: out.arguments,
+                                subtask: None,
+                            });
                             responses.push(response);
                             observation
                         }
                         Err(e) => {
                             stats.failed_calls += 1;
                             let text = e.to_string();
-                            trace.push(TraceEvent::CallFailed { api: node.id.clone(), arguments: args, error: e, sent: None });
+                            trace.push(TraceEvent::CallFailed {
+                                api: node.id.clone(),
+                                arguments: args,
+                                error: e,
+                                sent: None,
+                            });
                             format!("error: {}", text.chars().take(300).collect::<String>())
                         }
                     }
@@ -151,7 +197,17 @@ async fn converse(llm: &LlmPlanner, apis: &HashMap<String, &ApiNode>, tools: &[V
         _ if chain.is_empty() => Status::GaveUp,
         _ => Status::Partial,
     };
-    Ok(RunReport { request: request.to_string(), status, answer: answer.unwrap_or_default(), chain, needs_input: None, judgement: None, trace, stats, responses })
+    Ok(RunReport {
+        request: request.to_string(),
+        status,
+        answer: answer.unwrap_or_default(),
+        chain,
+        needs_input: None,
+        judgement: None,
+        trace,
+        stats,
+        responses,
+    })
 }
 
 /// Tool calls a model wrote into its text instead of the `tool_calls` field — small models often
@@ -199,9 +255,15 @@ mod tests {
 
     #[test]
     fn calls_written_as_text_are_taken() {
-        let text = "```json\n{\n  \"name\": \"Search_Car_Location\",\n  \"arguments\": {\"query\": \"Burbank\"}\n}\n```";
+        let text =
+            "```json\n{\n  \"name\": \"Search_Car_Location\",\n  \"arguments\": {\"query\": \"Burbank\"}\n}\n```";
         let calls = calls_in_text(text, 3);
-        assert_eq!(calls, vec![json!({"id": "text_3_0", "type": "function", "function": {"name": "Search_Car_Location", "arguments": "{\"query\":\"Burbank\"}"}})]);
+        assert_eq!(
+            calls,
+            vec![
+                json!({"id": "text_3_0", "type": "function", "function": {"name": "Search_Car_Location", "arguments": "{\"query\":\"Burbank\"}"}})
+            ]
+        );
         let two = calls_in_text("<tool_call>\n{\"name\": \"A\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"B\", \"arguments\": \"{}\"}\n</tool_call>", 1);
         assert_eq!(two.iter().map(|c| c["function"]["name"].as_str().unwrap()).collect::<Vec<_>>(), vec!["A", "B"]);
         assert!(calls_in_text("The car costs 25 USD {per day}.", 1).is_empty(), "prose is an answer");

@@ -3,15 +3,15 @@
 //! files), `toolgraph eval chains` (learn from chains, plan held-out ones against the replay
 //! sandbox), and the public benchmarks with their own metrics, next to their published tables.
 
+pub mod apibank;
 pub mod chains;
 pub mod complexfuncbench;
 pub mod direct;
-pub mod retrieval;
 pub mod nestful;
 pub mod planned;
 pub mod predictions;
+pub mod report;
+pub mod retrieval;
 pub mod reworded;
 pub mod taskbench;
-pub mod report;
-pub mod apibank;
 pub mod toolbench;

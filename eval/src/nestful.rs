@@ -74,7 +74,9 @@ fn py_repr(v: &Value) -> String {
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
         Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => format!("{{{}}}", m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => {
+            format!("{{{}}}", m.iter().map(|(k, v)| format!("'{k}': {}", py_repr(v))).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -139,7 +141,8 @@ pub fn sequence_accuracy(gold: &[Call], pred: &[Call]) -> f64 {
     let (g, p) = if g.len() == p.len() {
         (g, p)
     } else {
-        let (gn, pn): (Vec<&str>, Vec<&str>) = (gold.iter().map(|c| c.name.as_str()).collect(), pred.iter().map(|c| c.name.as_str()).collect());
+        let (gn, pn): (Vec<&str>, Vec<&str>) =
+            (gold.iter().map(|c| c.name.as_str()).collect(), pred.iter().map(|c| c.name.as_str()).collect());
         let (mut i, mut j) = (0, 0);
         let (mut ag, mut ap) = (Vec::new(), Vec::new());
         while i < gn.len() || j < pn.len() {
@@ -184,7 +187,14 @@ pub struct NestfulScores {
 }
 
 /// Score plans against gold sequences (same order).
-pub fn score(method: &str, gold: &[Vec<Call>], pred: &[Vec<Call>], answered: usize, recalled: usize, engine_ms: Vec<f64>) -> NestfulScores {
+pub fn score(
+    method: &str,
+    gold: &[Vec<Call>],
+    pred: &[Vec<Call>],
+    answered: usize,
+    recalled: usize,
+    engine_ms: Vec<f64>,
+) -> NestfulScores {
     let names = |calls: &[Call]| calls.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
     let gf: Vec<Vec<String>> = gold.iter().map(|c| names(c)).collect();
     let pf: Vec<Vec<String>> = pred.iter().map(|c| names(c)).collect();
@@ -220,7 +230,11 @@ pub struct NestfulSet {
 
 /// The gold calls of a sample (the `var_result` pseudo-call left out).
 pub fn gold_calls(c: &Chain) -> Vec<Call> {
-    c.output.iter().filter(|o| o.name != RESULT_CALL).map(|o| Call { name: o.name.clone(), arguments: o.arguments.as_object().cloned().unwrap_or_default() }).collect()
+    c.output
+        .iter()
+        .filter(|o| o.name != RESULT_CALL)
+        .map(|o| Call { name: o.name.clone(), arguments: o.arguments.as_object().cloned().unwrap_or_default() })
+        .collect()
 }
 
 /// The tool an API of a set belongs to: its RapidAPI host; SGD's `Service.Api` → `Service`;
@@ -250,7 +264,9 @@ pub fn read_sets(root: &Path, skipped: &mut Vec<String>) -> Result<Vec<NestfulSe
         }
         let known: BTreeSet<String> = specs.iter().map(|s| s.name.clone()).collect();
         let mut samples = Vec::new();
-        for (i, mut c) in read_chains(&root.join(data), max).map_err(|e| IngestError::Input(e.to_string()))?.into_iter().enumerate() {
+        for (i, mut c) in
+            read_chains(&root.join(data), max).map_err(|e| IngestError::Input(e.to_string()))?.into_iter().enumerate()
+        {
             c.output.retain(|o| o.name != RESULT_CALL);
             match c.output.iter().find(|o| !known.contains(&o.name)) {
                 Some(o) => skipped.push(format!("{}: sample {i}: API `{}` is not in {spec}", data, o.name)),
@@ -289,16 +305,26 @@ pub struct NestfulReport {
 type Totals = (Vec<Vec<Call>>, Vec<Vec<Call>>, usize, usize, Vec<f64>);
 
 /// Plan every set's samples held-out with every method and score them.
-pub async fn run(root: &Path, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<NestfulReport, IngestError> {
+pub async fn run(
+    root: &Path,
+    opts: &HarnessOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<NestfulReport, IngestError> {
     let started = std::time::Instant::now();
     let mut report = NestfulReport { folds: opts.folds, ..Default::default() };
     let sets = read_sets(root, &mut report.skipped)?;
     // Totals over sets: gold and predicted sequences per method.
     let mut all: Vec<Totals> = opts.methods.iter().map(|_| Default::default()).collect();
     let mut before = 0;
-    let grand: usize = sets.iter().map(|s| crate::planned::held_out(s.samples.len(), opts)).sum::<usize>() * opts.methods.len();
+    let grand: usize =
+        sets.iter().map(|s| crate::planned::held_out(s.samples.len(), opts)).sum::<usize>() * opts.methods.len();
     for set in &sets {
-        let plans = plan_folds(&set.samples, &set.specs, "NESTFUL", opts, settings, embedder.clone(), |d, _| progress(before + d, grand)).await?;
+        let plans = plan_folds(&set.samples, &set.specs, "NESTFUL", opts, settings, embedder.clone(), |d, _| {
+            progress(before + d, grand)
+        })
+        .await?;
         before += plans.iter().map(|m| m.plans.len()).sum::<usize>();
         let mut per_set = Vec::new();
         for (mi, (m, mp)) in opts.methods.iter().zip(&plans).enumerate() {
@@ -318,7 +344,8 @@ pub async fn run(root: &Path, opts: &HarnessOptions, settings: &Settings, embedd
         report.sets.push((set.name.clone(), per_set));
         report.plans.extend(plans.into_iter().map(|p| (set.name.clone(), p)));
     }
-    report.methods = opts.methods.iter().zip(all).map(|(m, (g, p, a, r, ms))| score(&m.name, &g, &p, a, r, ms)).collect();
+    report.methods =
+        opts.methods.iter().zip(all).map(|(m, (g, p, a, r, ms))| score(&m.name, &g, &p, a, r, ms)).collect();
     report.samples = report.methods.first().map(|m| m.samples).unwrap_or(0);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -360,7 +387,11 @@ pub fn markdown(r: &NestfulReport) -> String {
     for (mi, m) in r.methods.iter().enumerate() {
         s.push_str(&format!("| {} |", m.method));
         for (_, scores) in &r.sets {
-            s.push_str(&format!(" {:.2} ({} samples) |", 100.0 * scores.get(mi).map(|x| x.full_sequence_accuracy).unwrap_or(0.0), scores.get(mi).map(|x| x.samples).unwrap_or(0)));
+            s.push_str(&format!(
+                " {:.2} ({} samples) |",
+                100.0 * scores.get(mi).map(|x| x.full_sequence_accuracy).unwrap_or(0.0),
+                scores.get(mi).map(|x| x.samples).unwrap_or(0)
+            ));
         }
         s.push('\n');
     }
@@ -386,7 +417,10 @@ mod tests {
         assert_eq!(py_str(&json!(null)), "None");
         assert_eq!(py_str(&json!(["New York", 3])), "['New York', 3]");
         // The scorer's str(): a number and its text are the same value.
-        assert_eq!(call_text(&call("f", json!({"n": 2, "a": "x"}))), call_text(&call("f", json!({"a": "x", "n": "2"}))));
+        assert_eq!(
+            call_text(&call("f", json!({"n": 2, "a": "x"}))),
+            call_text(&call("f", json!({"a": "x", "n": "2"})))
+        );
         assert_eq!(call_text(&call("f", json!({"b": "$var1.id$", "a": 1}))), "f(a = 1, b = $var1.id$)");
     }
 
@@ -408,11 +442,22 @@ mod tests {
 
     #[test]
     fn f1_param_rows_are_per_api_and_the_last_call_of_a_name_counts() {
-        let gold = vec![call("Search", json!({"q": "New York"})), call("Search", json!({"q": "London"})), call("Flights", json!({"from": "$var1.skyId$", "to": "$var2.skyId$"}))];
+        let gold = vec![
+            call("Search", json!({"q": "New York"})),
+            call("Search", json!({"q": "London"})),
+            call("Flights", json!({"from": "$var1.skyId$", "to": "$var2.skyId$"})),
+        ];
         let pred = vec![call("Search", json!({"q": "London"})), call("Hotels", json!({"city": "London"}))];
         let (g, p) = param_rows(&gold, &pred);
         // Rows: Flights, Hotels, Search (sorted names of either side).
-        assert_eq!(g, vec![vec!["from = $var1.skyId$".to_string(), "to = $var2.skyId$".to_string()], vec![], vec!["q = London".to_string()]]);
+        assert_eq!(
+            g,
+            vec![
+                vec!["from = $var1.skyId$".to_string(), "to = $var2.skyId$".to_string()],
+                vec![],
+                vec!["q = London".to_string()]
+            ]
+        );
         assert_eq!(p, vec![vec![], vec!["city = London".to_string()], vec!["q = London".to_string()]]);
         // Classes: from=…, to=…, q=London. q: tp 1 → 1; from, to: fn → 0. Macro: 1/3.
         assert!((macro_prf(&g, &p).2 - 1.0 / 3.0).abs() < 1e-9);

@@ -17,7 +17,6 @@ use toolgraph_ingest::complexfuncbench::{Chain, Spec};
 use toolgraph_ingest::IngestError;
 use toolgraph_schema::Settings;
 
-
 /// One call of a plan: the API's name as the benchmark writes it, its label, its arguments
 /// (references to earlier outputs kept).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,32 +47,74 @@ pub struct MethodPlans {
 }
 
 /// Plan every held-out sample with every method (k-fold over `samples`); `progress(done, total)`.
-pub async fn plan_folds(samples: &[Chain], specs: &[Spec], category: &str, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<Vec<MethodPlans>, IngestError> {
+pub async fn plan_folds(
+    samples: &[Chain],
+    specs: &[Spec],
+    category: &str,
+    opts: &HarnessOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<MethodPlans>, IngestError> {
     let cache = opts.open_cache()?;
     let k = opts.folds.max(2).min(samples.len().max(2));
-    let mut out: Vec<MethodPlans> = opts.methods.iter().map(|m| MethodPlans { method: m.name.clone(), plans: Vec::new() }).collect();
+    let mut out: Vec<MethodPlans> =
+        opts.methods.iter().map(|m| MethodPlans { method: m.name.clone(), plans: Vec::new() }).collect();
     let total = held_out(samples.len(), opts) * opts.methods.len();
     let mut done = 0;
     // Nothing is sent: the executor is never asked, but an engine needs one.
     let exec = Executor::new(ExecSettings::default())?;
     for f in 0..k {
         let train: Vec<&Chain> = samples.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect();
-        let test: Vec<(usize, &Chain)> = samples.iter().enumerate().filter(|(i, _)| i % k == f).take(opts.limit.unwrap_or(usize::MAX)).collect();
+        let test: Vec<(usize, &Chain)> =
+            samples.iter().enumerate().filter(|(i, _)| i % k == f).take(opts.limit.unwrap_or(usize::MAX)).collect();
         if test.is_empty() {
             continue;
         }
-        let dir = tempfile::Builder::new().prefix(&format!("toolgraph-plan-eval-fold{f}-")).tempdir().map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("toolgraph-plan-eval-fold{f}-"))
+            .tempdir()
+            .map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let learned = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.as_ref()).await?;
         let snapshot = Arc::new(learned.store.snapshot().await?);
         let stack = learned.stack(settings, exec.clone(), opts.planner());
         for (mi, method) in opts.methods.iter().enumerate() {
-            let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: matches!(method.mode, Mode::Graph | Mode::Plan) && opts.run.use_memory, remember: false, learn: false, ..opts.run.clone() };
+            let run_settings = RunSettings {
+                mode: method.mode,
+                backward: method.backward,
+                use_memory: matches!(method.mode, Mode::Graph | Mode::Plan) && opts.run.use_memory,
+                remember: false,
+                learn: false,
+                ..opts.run.clone()
+            };
             // learn and remember are off: a dry run writes nothing to the fold's stores.
             let engine = stack.engine_over(snapshot.clone(), learned.retriever.clone(), run_settings, None);
             for (i, chain) in &test {
-                let r = engine.run_with(chain.input.trim(), Map::new(), Vec::new(), None, RunOptions { dry_run: true, ..RunOptions::default() }).await?;
-                let calls = r.chain.iter().map(|c| PlannedCall { name: c.name.clone(), label: c.label.clone(), arguments: c.arguments.clone() }).collect();
-                out[mi].plans.push(Planned { sample: *i, calls, status: r.status.as_str().to_string(), engine_ms: r.stats.engine_ms, recalled: r.stats.recalled });
+                let r = engine
+                    .run_with(
+                        chain.input.trim(),
+                        Map::new(),
+                        Vec::new(),
+                        None,
+                        RunOptions { dry_run: true, ..RunOptions::default() },
+                    )
+                    .await?;
+                let calls = r
+                    .chain
+                    .iter()
+                    .map(|c| PlannedCall {
+                        name: c.name.clone(),
+                        label: c.label.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect();
+                out[mi].plans.push(Planned {
+                    sample: *i,
+                    calls,
+                    status: r.status.as_str().to_string(),
+                    engine_ms: r.stats.engine_ms,
+                    recalled: r.stats.recalled,
+                });
                 done += 1;
                 progress(done, total);
             }

@@ -83,7 +83,8 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
     let protocol = Protocol::new(specs, &recs);
     let routes: HashMap<String, String> = recs.iter().map(|r| (api_key(&r.api), r.route.clone())).collect();
     let library = Library::new(recs);
-    let mut report = ScoreReport { skipped: errors.into_iter().map(|e| format!("data: {e}")).collect(), ..Default::default() };
+    let mut report =
+        ScoreReport { skipped: errors.into_iter().map(|e| format!("data: {e}")).collect(), ..Default::default() };
     let by_request: HashMap<String, &Chain> = chains.iter().rev().map(|c| (key(&c.input), c)).collect();
     let mut predicted: std::collections::HashSet<String> = Default::default();
     let (mut successes, mut correct, mut golden) = (0usize, 0usize, 0usize);
@@ -116,11 +117,16 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
             }
         };
         let Some(chain) = by_request.get(&key(&p.request)) else {
-            report.skipped.push(format!("line {n}: the request `{}` is not a request of the data", p.request.chars().take(80).collect::<String>()));
+            report.skipped.push(format!(
+                "line {n}: the request `{}` is not a request of the data",
+                p.request.chars().take(80).collect::<String>()
+            ));
             continue;
         };
         if !predicted.insert(key(&p.request)) {
-            report.skipped.push(format!("line {n}: the request was predicted on an earlier line (the first is scored)"));
+            report
+                .skipped
+                .push(format!("line {n}: the request was predicted on an earlier line (the first is scored)"));
             continue;
         }
         let gold = match gold_of(chain) {
@@ -139,11 +145,14 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
                     .map(|c| {
                         let api = api_key(&c.name);
                         let answer = routes.get(&api).and_then(|route| library.answer(route, &c.arguments).ok());
-                        answers.push(match &answer {
-                            Some((_, Match::Exact)) => "exact",
-                            Some((_, Match::Nearest)) => "nearest",
-                            None => "none",
-                        }.to_string());
+                        answers.push(
+                            match &answer {
+                                Some((_, Match::Exact)) => "exact",
+                                Some((_, Match::Nearest)) => "nearest",
+                                None => "none",
+                            }
+                            .to_string(),
+                        );
                         SentCall { api, arguments: c.arguments, response: answer.map(|(r, _)| r.as_ref().clone()) }
                     })
                     .collect()
@@ -153,7 +162,15 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
         successes += usize::from(success);
         correct += c;
         golden += g;
-        report.requests.push(ScoredRequest { line: n, request: gold.request.clone(), success, correct_calls: c, gold_calls: g, first_error, answers });
+        report.requests.push(ScoredRequest {
+            line: n,
+            request: gold.request.clone(),
+            success,
+            correct_calls: c,
+            gold_calls: g,
+            first_error,
+            answers,
+        });
     }
     report.scored = report.requests.len();
     report.chains_without_prediction = by_request.keys().filter(|k| !predicted.contains(*k)).count();

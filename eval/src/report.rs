@@ -43,7 +43,11 @@ pub fn svg(panels: &[Panel]) -> String {
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     let mut y = 10.0;
     for p in panels {
-        s.push_str(&format!("<text x=\"10\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n", y + 16.0, esc(&p.title)));
+        s.push_str(&format!(
+            "<text x=\"10\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
+            y + 16.0,
+            esc(&p.title)
+        ));
         y += head;
         for (label, v, published) in &p.bars {
             let bw = pw * (v.clamp(0.0, 100.0) / 100.0);
@@ -70,7 +74,10 @@ mod tests {
 
     #[test]
     fn bars_scale_to_percent_and_labels_are_escaped() {
-        let out = svg(&[Panel { title: "A <b>".into(), bars: vec![("GPT-4o".into(), 50.0, true), ("toolgraph `graph`".into(), 100.0, false)] }]);
+        let out = svg(&[Panel {
+            title: "A <b>".into(),
+            bars: vec![("GPT-4o".into(), 50.0, true), ("toolgraph `graph`".into(), 100.0, false)],
+        }]);
         assert!(out.contains("A &lt;b&gt;"));
         // 410 px of plot width: half for 50 %, all of it for 100 %.
         assert!(out.contains("width=\"205.0\" height=\"18\" fill=\"#9e9e9e\""), "{out}");

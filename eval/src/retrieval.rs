@@ -5,9 +5,6 @@
 //! `hybrid` (max-normalized weighted fusion of both), plus `hybrid+graph` (the graph prior over
 //! hybrid) when a graph is given, all measured in one run on the same corpus.
 
-use toolgraph_ingest::catalog::{self, Catalog};
-use toolgraph_ingest::error::RecordError;
-use toolgraph_ingest::read;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -20,9 +17,12 @@ use toolgraph_engine::retrieval::exact::ExactIndex;
 use toolgraph_engine::retrieval::fusion::{tool_boost, weighted};
 use toolgraph_engine::retrieval::hybrid::GraphPrior;
 use toolgraph_engine::retrieval::index::{sync_collection, IndexDoc, SyncReport};
-use toolgraph_engine::vector::{CollectionSpec, Conditions, VectorStore};
 use toolgraph_engine::retrieval::metrics::{ndcg_at, quantile, recall_at};
 use toolgraph_engine::retrieval::{api_text, ApiText, Filter, Hit};
+use toolgraph_engine::vector::{CollectionSpec, Conditions, VectorStore};
+use toolgraph_ingest::catalog::{self, Catalog};
+use toolgraph_ingest::error::RecordError;
+use toolgraph_ingest::read;
 use toolgraph_schema::slug;
 
 pub const METHODS: [&str; 4] = ["bm25", "dense", "hybrid", "hybrid+graph"];
@@ -58,7 +58,8 @@ pub fn key(tool: &str, api: &str) -> String {
 pub fn load_queries(path: &Path) -> Result<Vec<EvalQuery>, RecordError> {
     let bytes = read::read_document(path, 1 << 30)?;
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
-    let raw: Vec<RawEvalQuery> = serde_path_to_error::deserialize(de).map_err(|e| RecordError::from_path_error(path, "file", e))?;
+    let raw: Vec<RawEvalQuery> =
+        serde_path_to_error::deserialize(de).map_err(|e| RecordError::from_path_error(path, "file", e))?;
     let group = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     Ok(raw
         .into_iter()
@@ -324,8 +325,12 @@ pub fn markdown(r: &RetrievalReport) -> String {
             if let Some(x) = methods.get(m) {
                 s.push_str(&format!(
                     "| {group} | {m} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |\n",
-                    100.0 * x.ndcg_at_1, 100.0 * x.ndcg_at_5, 100.0 * x.recall_at_5, 100.0 * x.recall_at_10,
-                    x.latency_ms_p50, x.latency_ms_p99
+                    100.0 * x.ndcg_at_1,
+                    100.0 * x.ndcg_at_5,
+                    100.0 * x.recall_at_5,
+                    100.0 * x.recall_at_10,
+                    x.latency_ms_p50,
+                    x.latency_ms_p99
                 ));
             }
         }
@@ -334,7 +339,10 @@ pub fn markdown(r: &RetrievalReport) -> String {
         "\n`dense` searches {} (recall@10 against exact search {:.3}); `hybrid` = {:.1}·BM25 + {:.1}·dense, each max-normalized, over {} candidates per list, then each candidate + {:.1} × the best fused score of its tool.\n",
         r.vector_backend, r.dense_recall_at_10_vs_exact, r.lexical_weight, 1.0 - r.lexical_weight, CANDIDATES, r.tool_boost
     ));
-    s.push_str(&format!("Query embedding p50: {:.2} ms per query (excluded from the latencies above).\n", r.query_embedding_ms_p50));
+    s.push_str(&format!(
+        "Query embedding p50: {:.2} ms per query (excluded from the latencies above).\n",
+        r.query_embedding_ms_p50
+    ));
     if let Some(rate) = r.corpus_embedding_sentences_per_s {
         s.push_str(&format!("Corpus embedding: {} texts at {rate:.0} sentences/s.\n", r.corpus_embedded_now));
     }
@@ -369,8 +377,13 @@ pub fn recall_svg(r: &RetrievalReport) -> String {
     if let Some(all) = r.groups.get("all") {
         for (i, m) in METHODS.iter().enumerate() {
             if let Some(ms) = all.get(*m) {
-                let pts: Vec<String> = ms.recall_curve.iter().enumerate().map(|(k, v)| format!("{:.1},{:.1}", x(k + 1), y(*v))).collect();
-                s.push_str(&format!("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colors[i], pts.join(" ")));
+                let pts: Vec<String> =
+                    ms.recall_curve.iter().enumerate().map(|(k, v)| format!("{:.1},{:.1}", x(k + 1), y(*v))).collect();
+                s.push_str(&format!(
+                    "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
+                    colors[i],
+                    pts.join(" ")
+                ));
                 let ly = top + 20.0 + 20.0 * i as f64;
                 s.push_str(&format!(
                     "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{}\" y=\"{}\">{m}</text>\n",

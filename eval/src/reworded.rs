@@ -46,12 +46,24 @@ pub fn read(path: &Path, chains: &[Chain]) -> Result<(HashMap<usize, String>, Ve
             }
         };
         match chains.get(l.index) {
-            None => skipped.push(format!("{}:{n}: index {} is past the {} chains", path.display(), l.index, chains.len())),
-            Some(c) if request_hash(&c.input) != l.original_sha256 => skipped.push(format!("{}:{n}: chain {} is not the request this line rewords (its SHA-256 differs)", path.display(), l.index)),
-            Some(_) if l.reworded.trim().is_empty() => skipped.push(format!("{}:{n}: `reworded` is empty", path.display())),
+            None => {
+                skipped.push(format!("{}:{n}: index {} is past the {} chains", path.display(), l.index, chains.len()))
+            }
+            Some(c) if request_hash(&c.input) != l.original_sha256 => skipped.push(format!(
+                "{}:{n}: chain {} is not the request this line rewords (its SHA-256 differs)",
+                path.display(),
+                l.index
+            )),
+            Some(_) if l.reworded.trim().is_empty() => {
+                skipped.push(format!("{}:{n}: `reworded` is empty", path.display()))
+            }
             Some(_) => {
                 if out.insert(l.index, l.reworded.trim().to_string()).is_some() {
-                    skipped.push(format!("{}:{n}: chain {} is reworded on an earlier line too (the last is used)", path.display(), l.index));
+                    skipped.push(format!(
+                        "{}:{n}: chain {} is reworded on an earlier line too (the last is used)",
+                        path.display(),
+                        l.index
+                    ));
                 }
             }
         }
@@ -69,8 +81,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.jsonl");
         let ok = serde_json::json!({"index": 0, "original_sha256": request_hash("Rent a car at LAX."), "reworded": "LAX: I need a rental car."});
-        let wrong = serde_json::json!({"index": 1, "original_sha256": request_hash("Rent a car at LAX."), "reworded": "x"});
-        std::fs::write(&p, format!("{ok}\n{wrong}\nnot json\n{}\n", serde_json::json!({"index": 9, "original_sha256": "0", "reworded": "y"}))).unwrap();
+        let wrong =
+            serde_json::json!({"index": 1, "original_sha256": request_hash("Rent a car at LAX."), "reworded": "x"});
+        std::fs::write(
+            &p,
+            format!(
+                "{ok}\n{wrong}\nnot json\n{}\n",
+                serde_json::json!({"index": 9, "original_sha256": "0", "reworded": "y"})
+            ),
+        )
+        .unwrap();
         let (by, skipped) = read(&p, &chains).unwrap();
         assert_eq!(by.len(), 1);
         assert_eq!(by[&0], "LAX: I need a rental car.");
@@ -82,9 +102,15 @@ mod tests {
 
     #[test]
     fn the_committed_set_rewords_requests_of_the_shared_data() {
-        let data = std::env::var_os("TOOLGRAPH_SHARED_DATA").map(std::path::PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
-        let chains = toolgraph_ingest::complexfuncbench::read_chains(&data.join("complexfuncbench/data.json.gz"), 1 << 30).unwrap();
-        let (by, skipped) = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/reworded/complexfuncbench-dev.jsonl"), &chains).unwrap();
+        let data = std::env::var_os("TOOLGRAPH_SHARED_DATA")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
+        let chains =
+            toolgraph_ingest::complexfuncbench::read_chains(&data.join("complexfuncbench/data.json.gz"), 1 << 30)
+                .unwrap();
+        let (by, skipped) =
+            read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/reworded/complexfuncbench-dev.jsonl"), &chains)
+                .unwrap();
         assert!(skipped.is_empty(), "{skipped:?}");
         assert!(by.len() >= 150, "{}", by.len());
         // Reworded, not copied: no rewording is its original.

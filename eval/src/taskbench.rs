@@ -18,8 +18,8 @@
 //! from it; any other call after the first is linked from the call before it (Daily Life's links
 //! are "the next task runs once this one completed").
 
-use crate::nestful::py_str;
 use crate::chains::HarnessOptions;
+use crate::nestful::py_str;
 use crate::planned::{plan_folds, MethodPlans, PlannedCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -109,14 +109,29 @@ pub struct Sample {
 pub fn read_tools(path: &Path) -> Result<Vec<Spec>, IngestError> {
     let text = std::fs::read_to_string(path).map_err(|e| IngestError::Input(format!("{}: {e}", path.display())))?;
     let de = &mut serde_json::Deserializer::from_str(&text);
-    let desc: ToolDesc = serde_path_to_error::deserialize(de).map_err(|e| IngestError::Input(format!("{}: {}: {}", path.display(), e.path(), e.inner())))?;
+    let desc: ToolDesc = serde_path_to_error::deserialize(de)
+        .map_err(|e| IngestError::Input(format!("{}: {}: {}", path.display(), e.path(), e.inner())))?;
     Ok(desc
         .nodes
         .into_iter()
         .map(|n| Spec {
             host: "dailylifeapis.taskbench".into(),
             endpoint: format!("/{}", n.id),
-            query_parameters: n.parameters.into_iter().map(|p| (p.name, SpecParam { ty: if p.ty == "date" { "string".into() } else { p.ty }, description: p.desc, required: true, default: None })).collect(),
+            query_parameters: n
+                .parameters
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.name,
+                        SpecParam {
+                            ty: if p.ty == "date" { "string".into() } else { p.ty },
+                            description: p.desc,
+                            required: true,
+                            default: None,
+                        },
+                    )
+                })
+                .collect(),
             output_parameters: Map::new(),
             description: n.desc,
             name: n.id,
@@ -137,11 +152,21 @@ pub fn read_gold(path: &Path, skipped: &mut Vec<String>) -> Result<Vec<Sample>, 
                 continue;
             }
         };
-        let nodes: Vec<(String, Vec<(String, Value)>)> = r.task_nodes.into_iter().map(|n| (n.task, n.arguments.into_iter().map(|a| (a.name, a.value)).collect())).collect();
+        let nodes: Vec<(String, Vec<(String, Value)>)> = r
+            .task_nodes
+            .into_iter()
+            .map(|n| (n.task, n.arguments.into_iter().map(|a| (a.name, a.value)).collect()))
+            .collect();
         let output = nodes
             .iter()
             .enumerate()
-            .map(|(k, (task, args))| ChainCall { name: task.clone(), arguments: Value::Object(args.iter().cloned().collect()), label: Some(format!("var{}", k + 1)), errors: Vec::new(), response: None })
+            .map(|(k, (task, args))| ChainCall {
+                name: task.clone(),
+                arguments: Value::Object(args.iter().cloned().collect()),
+                label: Some(format!("var{}", k + 1)),
+                errors: Vec::new(),
+                response: None,
+            })
             .collect();
         out.push(Sample {
             id: r.id,
@@ -173,7 +198,13 @@ pub fn graph_of(calls: &[PlannedCall]) -> TaskGraph {
         }
         links.extend(from.into_iter().map(|f| (f.to_string(), c.name.clone())));
     }
-    TaskGraph { nodes: calls.iter().map(|c| (c.name.clone(), c.arguments.iter().map(|(k, v)| (k.clone(), v.clone())).collect())).collect(), links }
+    TaskGraph {
+        nodes: calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.iter().map(|(k, v)| (k.clone(), v.clone())).collect()))
+            .collect(),
+        links,
+    }
 }
 
 /// Micro F1 over `(gold, predicted)` rows, each row compared as sets; with `classes`, elements
@@ -219,9 +250,17 @@ pub struct TaskBenchScores {
 /// Score predicted graphs against gold graphs (same order); `tools`: the domain's tool names.
 pub fn score(method: &str, gold: &[TaskGraph], pred: &[TaskGraph], tools: &BTreeSet<String>) -> TaskBenchScores {
     let names = |g: &TaskGraph| g.nodes.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    let arg_names = |g: &TaskGraph| g.nodes.iter().flat_map(|(n, a)| a.iter().map(move |(k, _)| format!("{n}-{k}"))).collect::<Vec<_>>();
-    let arg_values = |g: &TaskGraph| g.nodes.iter().flat_map(|(n, a)| a.iter().map(move |(k, v)| format!("{n}-{k}-{}", py_str(v)))).collect::<Vec<_>>();
-    let rows = |f: &dyn Fn(&TaskGraph) -> Vec<String>| gold.iter().zip(pred).map(|(g, p)| (f(g), f(p))).collect::<Vec<_>>();
+    let arg_names = |g: &TaskGraph| {
+        g.nodes.iter().flat_map(|(n, a)| a.iter().map(move |(k, _)| format!("{n}-{k}"))).collect::<Vec<_>>()
+    };
+    let arg_values = |g: &TaskGraph| {
+        g.nodes
+            .iter()
+            .flat_map(|(n, a)| a.iter().map(move |(k, v)| format!("{n}-{k}-{}", py_str(v))))
+            .collect::<Vec<_>>()
+    };
+    let rows =
+        |f: &dyn Fn(&TaskGraph) -> Vec<String>| gold.iter().zip(pred).map(|(g, p)| (f(g), f(p))).collect::<Vec<_>>();
     type Links = Vec<(String, String)>;
     let links: Vec<(Links, Links)> = gold.iter().zip(pred).map(|(g, p)| (g.links.clone(), p.links.clone())).collect();
     TaskBenchScores {
@@ -250,7 +289,13 @@ pub struct TaskBenchReport {
 }
 
 /// Plan the gold samples held-out with every method and score them.
-pub async fn run(root: &Path, opts: &HarnessOptions, settings: &Settings, embedder: Arc<dyn Embedder>, progress: impl FnMut(usize, usize)) -> Result<TaskBenchReport, IngestError> {
+pub async fn run(
+    root: &Path,
+    opts: &HarnessOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    progress: impl FnMut(usize, usize),
+) -> Result<TaskBenchReport, IngestError> {
     let started = std::time::Instant::now();
     let mut report = TaskBenchReport { folds: opts.folds, ..Default::default() };
     let specs = read_tools(&root.join(TOOLS))?;
@@ -288,10 +333,20 @@ pub fn markdown(r: &TaskBenchReport) -> String {
         r.samples, r.tools, r.folds
     );
     for (m, n, e, t, v) in PUBLISHED {
-        s.push_str(&format!("| {m} (published, all records) | {n:.2} | {e:.2} | {} | {v:.2} |\n", t.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into())));
+        s.push_str(&format!(
+            "| {m} (published, all records) | {n:.2} | {e:.2} | {} | {v:.2} |\n",
+            t.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into())
+        ));
     }
     for m in &r.methods {
-        s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | **{:.2}** | **{:.2}** | **{:.2}** |\n", m.method, 100.0 * m.n_f1, 100.0 * m.e_f1, 100.0 * m.t_f1, 100.0 * m.v_f1));
+        s.push_str(&format!(
+            "| **toolgraph `{}`** | **{:.2}** | **{:.2}** | **{:.2}** | **{:.2}** |\n",
+            m.method,
+            100.0 * m.n_f1,
+            100.0 * m.e_f1,
+            100.0 * m.t_f1,
+            100.0 * m.v_f1
+        ));
     }
     s.push_str(&crate::report::skipped_md("record", &r.skipped));
     s
@@ -323,19 +378,45 @@ mod tests {
 
     #[test]
     fn links_follow_references_else_the_call_before() {
-        let calls = vec![planned("search", "var1", json!({"q": "x"})), planned("book", "var2", json!({"id": "$var1.id$"})), planned("alarm", "var3", json!({"time": "08:00"})), planned("mail", "var4", json!({"a": "$var1.id$", "b": "$var2.ok$"}))];
+        let calls = vec![
+            planned("search", "var1", json!({"q": "x"})),
+            planned("book", "var2", json!({"id": "$var1.id$"})),
+            planned("alarm", "var3", json!({"time": "08:00"})),
+            planned("mail", "var4", json!({"a": "$var1.id$", "b": "$var2.ok$"})),
+        ];
         let g = graph_of(&calls);
-        assert_eq!(g.links, vec![("search".into(), "book".into()), ("book".into(), "alarm".into()), ("book".into(), "mail".into()), ("search".into(), "mail".into())]);
+        assert_eq!(
+            g.links,
+            vec![
+                ("search".into(), "book".into()),
+                ("book".into(), "alarm".into()),
+                ("book".into(), "mail".into()),
+                ("search".into(), "mail".into())
+            ]
+        );
     }
 
     #[test]
     fn argument_f1s_compare_tool_argument_value_strings() {
         let tools: BTreeSet<String> = ["software_management", "set_alarm"].iter().map(|s| s.to_string()).collect();
         let gold = TaskGraph {
-            nodes: vec![("software_management".into(), vec![("software".into(), json!("example_software")), ("instruction".into(), json!("install"))]), ("set_alarm".into(), vec![("time".into(), json!("08:00"))])],
+            nodes: vec![
+                (
+                    "software_management".into(),
+                    vec![("software".into(), json!("example_software")), ("instruction".into(), json!("install"))],
+                ),
+                ("set_alarm".into(), vec![("time".into(), json!("08:00"))]),
+            ],
             links: vec![("software_management".into(), "set_alarm".into())],
         };
-        let pred = graph_of(&[planned("software_management", "var1", json!({"software": "example_software", "instruction": "example_software"})), planned("set_alarm", "var2", json!({"time": "08:00"}))]);
+        let pred = graph_of(&[
+            planned(
+                "software_management",
+                "var1",
+                json!({"software": "example_software", "instruction": "example_software"}),
+            ),
+            planned("set_alarm", "var2", json!({"time": "08:00"})),
+        ]);
         let s = score("graph", &[gold], &[pred], &tools);
         assert_eq!((s.n_f1, s.e_f1, s.t_f1), (1.0, 1.0, 1.0));
         // Values: 2 of 3 right, 1 wrong: tp 2, fp 1, fn 1 → 4 / 6.

@@ -29,8 +29,8 @@ use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::catalog::{Catalog, Resolution};
 use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use toolgraph_ingest::IngestError;
-use toolgraph_schema::{toolbench_standardize, Settings};
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Recording, Sandbox};
+use toolgraph_schema::{toolbench_standardize, Settings};
 
 /// One recorded call of an answer's tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +79,12 @@ fn walk(node: &Value, out: &mut Vec<RecordedAction>) {
             let code = input.get("observation_code").and_then(Value::as_i64);
             let obs = input.get("observation").filter(|o| !o.is_null());
             if let (Some(0), Some(obs)) = (code, obs) {
-                let arguments = input.get("description").and_then(Value::as_str).and_then(|d| serde_json::from_str::<Value>(d).ok()).and_then(|v| v.as_object().cloned()).unwrap_or_default();
+                let arguments = input
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .and_then(|d| serde_json::from_str::<Value>(d).ok())
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
                 out.push(RecordedAction { function: function.clone(), arguments, observation: observation_value(obs) });
             }
         }
@@ -94,8 +99,20 @@ pub fn read_answer(path: &Path) -> Result<AnswerFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let ag = v.get("answer_generation").ok_or_else(|| format!("{}: no answer_generation", path.display()))?;
-    let query = ag.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty()).ok_or_else(|| format!("{}: answer_generation.query is missing", path.display()))?.trim().to_string();
-    let tools = ag.get("function").and_then(Value::as_array).into_iter().flatten().filter_map(|f| f.get("description").and_then(Value::as_str).and_then(schema_tool)).collect();
+    let query = ag
+        .get("query")
+        .and_then(Value::as_str)
+        .filter(|q| !q.trim().is_empty())
+        .ok_or_else(|| format!("{}: answer_generation.query is missing", path.display()))?
+        .trim()
+        .to_string();
+    let tools = ag
+        .get("function")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.get("description").and_then(Value::as_str).and_then(schema_tool))
+        .collect();
     let mut actions = Vec::new();
     if let Some(t) = v.get("tree").and_then(|t| t.get("tree")) {
         walk(t, &mut actions);
@@ -127,7 +144,11 @@ pub fn answer_files(root: &Path) -> Vec<PathBuf> {
 pub fn filter_tools(tools: &Path, wanted: &BTreeSet<String>, out: &Path) -> Result<usize, IngestError> {
     let io = |e: std::io::Error| IngestError::Input(format!("{}: {e}", tools.display()));
     let f = std::fs::File::open(tools).map_err(io)?;
-    let reader: Box<dyn BufRead> = if tools.extension().is_some_and(|x| x == "gz") { Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(f))) } else { Box::new(std::io::BufReader::new(f)) };
+    let reader: Box<dyn BufRead> = if tools.extension().is_some_and(|x| x == "gz") {
+        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(f)))
+    } else {
+        Box::new(std::io::BufReader::new(f))
+    };
     let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
     let mut n = 0;
     for line in reader.lines() {
@@ -187,9 +208,18 @@ pub struct ToolBenchOptions {
 }
 
 /// Re-plan every answer file's query held-out and execute it against its recorded observations.
-pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn Embedder>, mut progress: impl FnMut(usize, usize)) -> Result<ToolBenchReport, IngestError> {
+pub async fn run(
+    opts: &ToolBenchOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ToolBenchReport, IngestError> {
     let started = std::time::Instant::now();
-    let mut report = ToolBenchReport { folds: opts.harness.folds, judge: opts.harness.planner.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|| "deterministic".into()), ..Default::default() };
+    let mut report = ToolBenchReport {
+        folds: opts.harness.folds,
+        judge: opts.harness.planner.as_ref().map(|p| p.name().to_string()).unwrap_or_else(|| "deterministic".into()),
+        ..Default::default()
+    };
     let mut files = Vec::new();
     for p in answer_files(&opts.answers) {
         match read_answer(&p) {
@@ -208,26 +238,64 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
     // Per method: queries, answered, partial, gave up; replayed calls and calls per query.
     type Tally = (usize, usize, usize, usize, Vec<f64>, Vec<f64>);
     let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Default::default()).collect();
-    let total = (0..k).map(|f| (0..files.len()).filter(|i| i % k == f).take(opts.harness.limit.unwrap_or(usize::MAX)).count()).sum::<usize>() * opts.harness.methods.len();
+    let total = (0..k)
+        .map(|f| (0..files.len()).filter(|i| i % k == f).take(opts.harness.limit.unwrap_or(usize::MAX)).count())
+        .sum::<usize>()
+        * opts.harness.methods.len();
     let mut done = 0;
     for f in 0..k {
-        let test: Vec<&AnswerFile> = files.iter().enumerate().filter(|(i, _)| i % k == f).map(|(_, a)| a).take(opts.harness.limit.unwrap_or(usize::MAX)).collect();
+        let test: Vec<&AnswerFile> = files
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % k == f)
+            .map(|(_, a)| a)
+            .take(opts.harness.limit.unwrap_or(usize::MAX))
+            .collect();
         if test.is_empty() {
             continue;
         }
-        let train: Vec<PathBuf> = files.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, a)| a.path.clone()).collect();
+        let train: Vec<PathBuf> =
+            files.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, a)| a.path.clone()).collect();
         let fold = dir.path().join(format!("fold{f}"));
         std::fs::create_dir_all(&fold).map_err(|e| IngestError::Input(format!("{}: {e}", fold.display())))?;
-        let store: Arc<dyn GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
+        let store: Arc<dyn GraphStore> =
+            Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
         store.setup().await?;
         let learner = pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
-        pipeline::ingest(store.clone(), Inputs { toolbench: train, tools: vec![tools_path.clone()], learner: Some(learner), ..Inputs::default() }, settings, Arc::new(NoProgress)).await?;
-        let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", fold.join("vectors").display()), ..settings.vectors.clone() })?;
-        index_graph(store.as_ref(), vectors.as_ref(), embedder.as_ref(), cache.as_ref(), settings.retrieval.index_chunk, false, |_, _| {}).await?;
-        let retriever = Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
+        pipeline::ingest(
+            store.clone(),
+            Inputs { toolbench: train, tools: vec![tools_path.clone()], learner: Some(learner), ..Inputs::default() },
+            settings,
+            Arc::new(NoProgress),
+        )
+        .await?;
+        let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
+            uri: format!("embedded:{}", fold.join("vectors").display()),
+            ..settings.vectors.clone()
+        })?;
+        index_graph(
+            store.as_ref(),
+            vectors.as_ref(),
+            embedder.as_ref(),
+            cache.as_ref(),
+            settings.retrieval.index_chunk,
+            false,
+            |_, _| {},
+        )
+        .await?;
+        let retriever =
+            Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
         let snapshot = Arc::new(store.snapshot().await?);
         // Memory stays off (use_memory: false); the executor is each query's own.
-        let mut stack = Stack::over(settings.clone(), store.clone(), vectors.clone(), embedder.clone(), Executor::new(ExecSettings::default())?).await?.with_planner(opts.harness.planner());
+        let mut stack = Stack::over(
+            settings.clone(),
+            store.clone(),
+            vectors.clone(),
+            embedder.clone(),
+            Executor::new(ExecSettings::default())?,
+        )
+        .await?
+        .with_planner(opts.harness.planner());
         let catalog = Catalog::from_snapshot(&snapshot);
         for a in &test {
             // The recorded observations of this query, on the routes of the APIs they came from.
@@ -237,19 +305,44 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
                     Resolution::Found(id) => id,
                     Resolution::Ambiguous(ids) => ids[0].clone(),
                     Resolution::Unknown => {
-                        report.skipped.push(format!("{}: `{}` matches no documented API", a.path.display(), act.function));
+                        report.skipped.push(format!(
+                            "{}: `{}` matches no documented API",
+                            a.path.display(),
+                            act.function
+                        ));
                         continue;
                     }
                 };
                 let Some(node) = snapshot.apis.get(&id).filter(|n| !n.url.is_empty()) else { continue };
                 let route = node.url.split_once("://").map(|(_, r)| r).unwrap_or(&node.url).to_string();
-                recs.push(Recording { api: node.name.clone(), route, required: node.required.clone(), arguments: act.arguments.clone(), response: act.observation.clone() });
+                recs.push(Recording {
+                    api: node.name.clone(),
+                    route,
+                    required: node.required.clone(),
+                    arguments: act.arguments.clone(),
+                    response: act.observation.clone(),
+                });
             }
             let sb = Sandbox::new(Library::new(recs), Faults::default());
-            let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.map_err(|e| IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
-            stack.executor = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], timeout_ms: 5_000, retries: 0, allow_private: vec!["127.0.0.1/32".into()], ..ExecSettings::default() })?;
+            let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone())
+                .await
+                .map_err(|e| IngestError::Input(format!("cannot start the replay sandbox: {e}")))?;
+            stack.executor = Executor::new(ExecSettings {
+                rewrites: vec![("https://".into(), format!("http://{addr}/"))],
+                timeout_ms: 5_000,
+                retries: 0,
+                allow_private: vec!["127.0.0.1/32".into()],
+                ..ExecSettings::default()
+            })?;
             for (mi, method) in opts.harness.methods.iter().enumerate() {
-                let run_settings = RunSettings { mode: method.mode, backward: method.backward, use_memory: false, remember: false, learn: false, ..opts.harness.run.clone() };
+                let run_settings = RunSettings {
+                    mode: method.mode,
+                    backward: method.backward,
+                    use_memory: false,
+                    remember: false,
+                    learn: false,
+                    ..opts.harness.run.clone()
+                };
                 let engine = stack.engine_over(snapshot.clone(), retriever.clone(), run_settings, None);
                 let before = sb.stats().served;
                 let r = engine.run(&a.query, Map::new(), None).await?;
@@ -262,7 +355,13 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
                 }
                 t.4.push((sb.stats().served - before) as f64);
                 t.5.push(r.stats.http_calls as f64);
-                report.details.push(ToolBenchDetail { method: method.name.clone(), file: a.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(), status: r.status.as_str().into(), chain: r.chain.iter().map(|c| c.name.clone()).collect(), recorded_answered: a.answered });
+                report.details.push(ToolBenchDetail {
+                    method: method.name.clone(),
+                    file: a.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+                    status: r.status.as_str().into(),
+                    chain: r.chain.iter().map(|c| c.name.clone()).collect(),
+                    recorded_answered: a.answered,
+                });
                 done += 1;
                 progress(done, total);
             }
@@ -275,7 +374,15 @@ pub async fn run(opts: &ToolBenchOptions, settings: &Settings, embedder: Arc<dyn
         .methods
         .iter()
         .zip(&tallies)
-        .map(|(m, t)| ToolBenchScores { method: m.name.clone(), queries: t.0, pass_rate: t.1 as f64 / t.0.max(1) as f64, partial: t.2, gave_up: t.3, replayed_calls_mean: mean(&t.4), http_calls_mean: mean(&t.5) })
+        .map(|(m, t)| ToolBenchScores {
+            method: m.name.clone(),
+            queries: t.0,
+            pass_rate: t.1 as f64 / t.0.max(1) as f64,
+            partial: t.2,
+            gave_up: t.3,
+            replayed_calls_mean: mean(&t.4),
+            http_calls_mean: mean(&t.5),
+        })
         .collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -287,7 +394,15 @@ pub fn markdown(r: &ToolBenchReport) -> String {
         r.files, r.tools, r.folds, r.judge, 100.0 * r.recorded_pass_rate
     );
     for m in &r.methods {
-        s.push_str(&format!("| **toolgraph `{}`** | **{:.2}** | {} | {} | {:.2} | {:.2} |\n", m.method, 100.0 * m.pass_rate, m.partial, m.gave_up, m.replayed_calls_mean, m.http_calls_mean));
+        s.push_str(&format!(
+            "| **toolgraph `{}`** | **{:.2}** | {} | {} | {:.2} | {:.2} |\n",
+            m.method,
+            100.0 * m.pass_rate,
+            m.partial,
+            m.gave_up,
+            m.replayed_calls_mean,
+            m.http_calls_mean
+        ));
     }
     s.push_str(&crate::report::skipped_md("item", &r.skipped));
     s
@@ -317,7 +432,14 @@ mod tests {
         assert!(a.answered);
         assert_eq!(a.tools, ["cats".to_string()].into_iter().collect());
         // Only the normal observation is a recording; the timeout and Finish are not.
-        assert_eq!(a.actions, vec![RecordedAction { function: "list_for_cats".into(), arguments: json!({"breed": "siamese"}).as_object().unwrap().clone(), observation: json!({"error": "", "response": "[1]"}) }]);
+        assert_eq!(
+            a.actions,
+            vec![RecordedAction {
+                function: "list_for_cats".into(),
+                arguments: json!({"breed": "siamese"}).as_object().unwrap().clone(),
+                observation: json!({"error": "", "response": "[1]"})
+            }]
+        );
         std::fs::write(&p, "{\"answer_generation\": {}}").unwrap();
         assert!(read_answer(&p).unwrap_err().contains("query"));
     }

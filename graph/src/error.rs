@@ -53,7 +53,9 @@ impl EngineError {
         match self {
             EngineError::Store { class, .. } | EngineError::Service { class, .. } => *class,
             EngineError::BadInput(_) => ErrorClass::BadInput,
-            EngineError::Unsupported { .. } | EngineError::Config(_) | EngineError::NotFound(_) => ErrorClass::Permanent,
+            EngineError::Unsupported { .. } | EngineError::Config(_) | EngineError::NotFound(_) => {
+                ErrorClass::Permanent
+            }
         }
     }
     pub fn is_transient(&self) -> bool {

@@ -19,10 +19,11 @@ pub use error::{EngineError, ErrorClass, Result};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use toolgraph_schema::{
-    Contribution, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, StatusChange, Successor, WeightRow, END_ID, START_ID,
+    Contribution, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, StatusChange, Successor, WeightRow, END_ID,
+    START_ID,
 };
 
 /// An API as written to a store: its documentation; counters and status are the store's.
@@ -152,7 +153,12 @@ impl CypherRows {
     /// Add `row` to the result unless that would pass a limit: past `max_rows` rows or
     /// `max_bytes` bytes (`bytes` counts the rows so far) the result is marked truncated and
     /// `false` comes back (stop reading); a first row alone over `max_bytes` is an error.
-    pub fn push_within(&mut self, row: Vec<serde_json::Value>, limits: CypherLimits, bytes: &mut usize) -> Result<bool> {
+    pub fn push_within(
+        &mut self,
+        row: Vec<serde_json::Value>,
+        limits: CypherLimits,
+        bytes: &mut usize,
+    ) -> Result<bool> {
         if self.rows.len() >= limits.max_rows {
             self.truncated = true;
             return Ok(false);

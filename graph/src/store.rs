@@ -39,7 +39,8 @@ impl StoreUri {
             if let Some(rest) = uri.strip_prefix(scheme) {
                 if rest.contains('@') {
                     return Err(EngineError::Config(
-                        "put Neo4j credentials in TOOLGRAPH_NEO4J_PASSWORD(_FILE) and store.neo4j_user, not in the URI".into(),
+                        "put Neo4j credentials in TOOLGRAPH_NEO4J_PASSWORD(_FILE) and store.neo4j_user, not in the URI"
+                            .into(),
                     ));
                 }
                 return Ok(StoreUri::Neo4j(uri.to_string()));
@@ -55,7 +56,9 @@ impl StoreUri {
 /// `TOOLGRAPH_NEO4J_PASSWORD_FILE`. A missing secret is an error, never an empty password.
 pub fn neo4j_password() -> Result<SecretString> {
     toolgraph_schema::secrets::env_secret("TOOLGRAPH_NEO4J_PASSWORD").map_err(EngineError::Config)?.ok_or_else(|| {
-        EngineError::Config("the neo4j store needs a password: set TOOLGRAPH_NEO4J_PASSWORD or TOOLGRAPH_NEO4J_PASSWORD_FILE".into())
+        EngineError::Config(
+            "the neo4j store needs a password: set TOOLGRAPH_NEO4J_PASSWORD or TOOLGRAPH_NEO4J_PASSWORD_FILE".into(),
+        )
     })
 }
 
@@ -68,7 +71,10 @@ pub async fn open(settings: &StoreSettings) -> Result<Arc<dyn GraphStore>> {
         }
         StoreUri::Neo4j(uri) => {
             let password = neo4j_password()?;
-            Arc::new(neo4j::connect(&uri, &settings.neo4j_user, &password, &settings.neo4j_database, settings.batch_rows).await?)
+            Arc::new(
+                neo4j::connect(&uri, &settings.neo4j_user, &password, &settings.neo4j_database, settings.batch_rows)
+                    .await?,
+            )
         }
     };
     store.setup().await?;
@@ -84,7 +90,10 @@ mod tests {
         assert_eq!(StoreUri::parse("embedded:/tmp/g.redb").unwrap(), StoreUri::Embedded("/tmp/g.redb".into()));
         assert_eq!(StoreUri::parse("falkordb://127.0.0.1:6380").unwrap(), StoreUri::FalkorDb("127.0.0.1:6380".into()));
         assert_eq!(StoreUri::parse("neo4j://db:7687").unwrap(), StoreUri::Neo4j("neo4j://db:7687".into()));
-        assert!(StoreUri::parse("neo4j://u:secret@db:7687").unwrap_err().to_string().contains("TOOLGRAPH_NEO4J_PASSWORD"));
+        assert!(StoreUri::parse("neo4j://u:secret@db:7687")
+            .unwrap_err()
+            .to_string()
+            .contains("TOOLGRAPH_NEO4J_PASSWORD"));
         assert!(!StoreUri::parse("neo4j://u:secret@db:7687").unwrap_err().to_string().contains("secret@"));
         assert!(StoreUri::parse("mysql://x").is_err());
         assert!(StoreUri::parse("embedded:").is_err());

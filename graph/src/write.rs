@@ -38,7 +38,15 @@ pub struct ContributionWriter<'s> {
 
 impl<'s> ContributionWriter<'s> {
     pub fn new(store: &'s dyn GraphStore) -> Self {
-        ContributionWriter { store, sink: None, marked_dirty: false, seen: HashSet::new(), already: 0, touched: BTreeSet::new(), pairs: BTreeSet::new() }
+        ContributionWriter {
+            store,
+            sink: None,
+            marked_dirty: false,
+            seen: HashSet::new(),
+            already: 0,
+            touched: BTreeSet::new(),
+            pairs: BTreeSet::new(),
+        }
     }
 
     /// Hand each new run's example to `sink` (runs the ledger already holds are not learned twice).

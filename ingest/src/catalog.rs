@@ -63,7 +63,8 @@ impl Catalog {
         let mut c = Catalog::default();
         for node in snap.apis.values() {
             let tool = snap.tools.get(&node.tool);
-            let category = snap.categories.get(&node.category).map(|c| c.name.clone()).unwrap_or_else(|| node.category.clone());
+            let category =
+                snap.categories.get(&node.category).map(|c| c.name.clone()).unwrap_or_else(|| node.category.clone());
             let params: Vec<ParamDoc> = serde_json::from_str(&node.parameters).unwrap_or_default();
             let doc = ApiDoc {
                 category,
@@ -183,7 +184,8 @@ impl Catalog {
     pub fn row(&self, doc: &ApiDoc) -> ApiUpsert {
         let tool_id = doc.tool_id();
         let cat_id = category_id(&doc.category);
-        let (tool, tool_description) = self.tools.get(&tool_id).cloned().unwrap_or_else(|| (doc.tool.clone(), doc.tool_description.clone()));
+        let (tool, tool_description) =
+            self.tools.get(&tool_id).cloned().unwrap_or_else(|| (doc.tool.clone(), doc.tool_description.clone()));
         let category = self.category_names.get(&cat_id).cloned().unwrap_or_else(|| doc.category.clone());
         ApiUpsert { tool, tool_description, category, ..upsert_of(doc) }
     }
@@ -308,7 +310,12 @@ pub struct DocsLoad {
 }
 
 fn add_tool(c: &mut Catalog, tool: RawTool, category: &str, load: &mut DocsLoad) {
-    let tool_shell = RawTool { tool_name: tool.tool_name, tool_description: tool.tool_description, category: None, api_list: vec![] };
+    let tool_shell = RawTool {
+        tool_name: tool.tool_name,
+        tool_description: tool.tool_description,
+        category: None,
+        api_list: vec![],
+    };
     for a in tool.api_list {
         c.add(api_doc_of_tool(&tool_shell, category, a));
         load.apis += 1;
@@ -466,14 +473,25 @@ mod tests {
         let mut c = Catalog::default();
         for (cat, tool) in [("Data", "Weather API"), ("Travel", "Weather-API")] {
             c.add(ApiDoc {
-                category: cat.into(), tool: tool.into(), api: "forecast".into(), tool_description: String::new(),
-                description: String::new(), method: "GET".into(), url: String::new(), params: vec![], output_fields: vec![],
+                category: cat.into(),
+                tool: tool.into(),
+                api: "forecast".into(),
+                tool_description: String::new(),
+                description: String::new(),
+                method: "GET".into(),
+                url: String::new(),
+                params: vec![],
+                output_fields: vec![],
             });
         }
         let none = BTreeSet::new();
-        assert!(matches!(c.resolve_function("forecast_for_weather_api", &none), Resolution::Ambiguous(ids) if ids.len() == 2));
+        assert!(
+            matches!(c.resolve_function("forecast_for_weather_api", &none), Resolution::Ambiguous(ids) if ids.len() == 2)
+        );
         assert_eq!(c.resolve_function("nope_for_x", &none), Resolution::Unknown);
-        assert!(matches!(c.resolve_tool_api("Weather API", "forecast", Some("Data")), Resolution::Found(id) if id == "data/weather_api/forecast"));
+        assert!(
+            matches!(c.resolve_tool_api("Weather API", "forecast", Some("Data")), Resolution::Found(id) if id == "data/weather_api/forecast")
+        );
     }
 
     #[test]
@@ -498,6 +516,9 @@ mod tests {
         assert_eq!(doc.category, "Business Software");
         assert_eq!(doc.output_fields, vec!["invoice_id"]);
         assert!(doc.params[0].required);
-        assert_eq!(c.resolve_function("create_invoice_for_invoice_maker", &BTreeSet::new()), Resolution::Found(doc.id()));
+        assert_eq!(
+            c.resolve_function("create_invoice_for_invoice_maker", &BTreeSet::new()),
+            Resolution::Found(doc.id())
+        );
     }
 }

@@ -105,7 +105,12 @@ pub fn tools_lines(specs: &[Spec], category: &str) -> Vec<Value> {
 }
 
 /// One chain as a JSONL run; calls to APIs the specs lack are an error naming the chain.
-pub fn run_of_chain(index: usize, chain: &Chain, tools: &BTreeMap<String, String>, category: &str) -> Result<RecordedRun, String> {
+pub fn run_of_chain(
+    index: usize,
+    chain: &Chain,
+    tools: &BTreeMap<String, String>,
+    category: &str,
+) -> Result<RecordedRun, String> {
     let mut calls = Vec::with_capacity(chain.output.len());
     for (i, c) in chain.output.iter().enumerate() {
         let tool = tools.get(&c.name).ok_or_else(|| format!("output[{i}]: API `{}` is not in the spec", c.name))?;
@@ -140,7 +145,13 @@ pub struct Converted {
 }
 
 /// Convert `data` + `spec` into `runs_out` (JSONL runs) and `tools_out` (tools JSONL).
-pub fn convert(data: &Path, spec: &Path, runs_out: &Path, tools_out: &Path, category: &str) -> Result<Converted, RecordError> {
+pub fn convert(
+    data: &Path,
+    spec: &Path,
+    runs_out: &Path,
+    tools_out: &Path,
+    category: &str,
+) -> Result<Converted, RecordError> {
     let max = 1 << 30;
     let specs = read_specs(spec, max)?;
     let chains = read_chains(data, max)?;

@@ -26,7 +26,11 @@ impl RecordError {
         self
     }
     /// From a serde error with its path, as serde_path_to_error reports it.
-    pub fn from_path_error(file: &Path, record: impl Into<String>, e: serde_path_to_error::Error<serde_json::Error>) -> Self {
+    pub fn from_path_error(
+        file: &Path,
+        record: impl Into<String>,
+        e: serde_path_to_error::Error<serde_json::Error>,
+    ) -> Self {
         let field = e.path().to_string();
         RecordError::new(file, record, e.inner()).with_field(field)
     }

@@ -70,9 +70,23 @@ mod tests {
 
     fn doc(tool: &str, api: &str, outs: &[&str], params: &[&str]) -> ApiDoc {
         ApiDoc {
-            category: "Travel".into(), tool: tool.into(), api: api.into(), tool_description: String::new(),
-            description: String::new(), method: "GET".into(), url: String::new(),
-            params: params.iter().map(|p| ParamDoc { name: p.to_string(), ty: "string".into(), description: String::new(), required: true, default: None }).collect(),
+            category: "Travel".into(),
+            tool: tool.into(),
+            api: api.into(),
+            tool_description: String::new(),
+            description: String::new(),
+            method: "GET".into(),
+            url: String::new(),
+            params: params
+                .iter()
+                .map(|p| ParamDoc {
+                    name: p.to_string(),
+                    ty: "string".into(),
+                    description: String::new(),
+                    required: true,
+                    default: None,
+                })
+                .collect(),
             output_fields: outs.iter().map(|s| s.to_string()).collect(),
         }
     }

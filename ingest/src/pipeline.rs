@@ -8,10 +8,10 @@
 
 use crate::catalog::{self, Catalog};
 use crate::error::{IngestError, RecordError};
+use crate::feeds;
 use crate::read::{self, Line};
 use crate::report::{EdgeCounts, IngestReport, NodeCounts, Tally};
 use crate::runs::{self, Sink};
-use crate::feeds;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -293,7 +293,6 @@ fn read_all(
     r.outcome(files_read, doc_records, apis_from_docs)
 }
 
-
 pub use toolgraph_graph::aggregate;
 
 /// Run an ingest into `store`.
@@ -315,8 +314,7 @@ pub async fn ingest(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
     let reader_settings = settings.clone();
     let reader_progress = progress.clone();
-    let reader =
-        tokio::task::spawn_blocking(move || read_all(inputs, catalog, &reader_settings, tx, reader_progress));
+    let reader = tokio::task::spawn_blocking(move || read_all(inputs, catalog, &reader_settings, tx, reader_progress));
 
     let mut apis_written = 0u64;
     let mut changed_tools: BTreeSet<String> = BTreeSet::new();

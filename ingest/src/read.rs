@@ -40,9 +40,15 @@ pub fn read_document(path: &Path, max: u64) -> Result<Vec<u8>, RecordError> {
 
 /// One line of a JSONL file.
 pub enum Line {
-    Record { number: u64, bytes: Vec<u8> },
+    Record {
+        number: u64,
+        bytes: Vec<u8>,
+    },
     /// The line was longer than the limit; it was skipped without being held in memory.
-    TooLong { number: u64, len: u64 },
+    TooLong {
+        number: u64,
+        len: u64,
+    },
 }
 
 /// Lines of a (possibly gzipped) JSONL file, each at most `max` bytes; blank lines are skipped.

@@ -320,12 +320,17 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
                 let rt = serde_json::from_str::<Value>(&args)
                     .ok()
                     .and_then(|v| v.get("return_type").and_then(Value::as_str).map(str::to_string))
-                    .unwrap_or_else(|| if args.contains("give_answer") { "give_answer".into() } else { "give_up".into() });
+                    .unwrap_or_else(
+                        || if args.contains("give_answer") { "give_answer".into() } else { "give_up".into() },
+                    );
                 finish = Some(rt);
             }
-            ("assistant", Some(fc)) => {
-                calls.push(PathCall { name: fc.name.clone(), args: canonical_args(&text(&fc.arguments)), error: None, response: None })
-            }
+            ("assistant", Some(fc)) => calls.push(PathCall {
+                name: fc.name.clone(),
+                args: canonical_args(&text(&fc.arguments)),
+                error: None,
+                response: None,
+            }),
             ("function", _) => {
                 if let Some(last) = calls.last_mut().filter(|c| c.error.is_none()) {
                     let content = text(&m.content);
@@ -339,8 +344,8 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
 
     let answered = ag.valid_data && finish.as_deref() == Some("give_answer");
     if !answered {
-        let gave_up = ag.finish_type.as_deref() == Some("give_up")
-            || finish.as_deref().is_some_and(|f| f.starts_with("give_up"));
+        let gave_up =
+            ag.finish_type.as_deref() == Some("give_up") || finish.as_deref().is_some_and(|f| f.starts_with("give_up"));
         sink.tally.drop_run(if gave_up { run_drop::GAVE_UP } else { run_drop::NOT_ANSWERED });
         sink.tally.drop_calls(call_drop::ON_DROPPED_RUN, calls.len() as u64);
         return Some(contribution);
@@ -375,7 +380,10 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
                     api_id: id.clone(),
                     label: None,
                     arguments: serde_json::from_str(&c.args).unwrap_or_default(),
-                    response: c.response.as_deref().map(|r| serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.to_string()))),
+                    response: c
+                        .response
+                        .as_deref()
+                        .map(|r| serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.to_string()))),
                 });
                 contribution.chain.push(id);
                 sink.tally.calls_kept += 1;
@@ -426,7 +434,8 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
     for (i, c) in run.calls.iter().enumerate() {
         if c.tool.trim().is_empty() || c.api.trim().is_empty() {
             sink.errors.push(
-                RecordError::new(path, record.clone(), "tool and api must not be empty").with_field(format!("calls[{i}]")),
+                RecordError::new(path, record.clone(), "tool and api must not be empty")
+                    .with_field(format!("calls[{i}]")),
             );
             sink.tally.drop_run(run_drop::PARSE_ERROR);
             return None;
@@ -453,7 +462,12 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
                     RecordError::new(
                         path,
                         record.clone(),
-                        format!("`{}`/`{}` matches several APIs ({}); give its category", c.tool, c.api, ids.join(", ")),
+                        format!(
+                            "`{}`/`{}` matches several APIs ({}); give its category",
+                            c.tool,
+                            c.api,
+                            ids.join(", ")
+                        ),
                     )
                     .with_field(format!("calls[{i}].category")),
                 );
@@ -482,7 +496,12 @@ pub fn jsonl_run(path: &Path, line: u64, bytes: &[u8], catalog: &mut Catalog, si
             (false, _) => sink.tally.drop_calls(call_drop::FAILED, 1),
             (true, None) => sink.tally.drop_calls(call_drop::AMBIGUOUS_FUNCTION, 1),
             (true, Some(id)) => {
-                example.calls.push(ExampleCall { api_id: id.clone(), label: c.label.clone(), arguments: c.arguments.as_object().cloned().unwrap_or_default(), response: c.response.clone() });
+                example.calls.push(ExampleCall {
+                    api_id: id.clone(),
+                    label: c.label.clone(),
+                    arguments: c.arguments.as_object().cloned().unwrap_or_default(),
+                    response: c.response.clone(),
+                });
                 contribution.chain.push(id.clone());
                 sink.tally.calls_kept += 1;
             }

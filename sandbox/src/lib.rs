@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,7 +131,11 @@ impl Library {
 
     pub fn add(&mut self, r: Recording) {
         let route = r.route.trim_start_matches('/').to_string();
-        let slot = self.routes.entry(route).or_insert_with(|| ApiRecordings { api: r.api.clone(), required: r.required.clone(), entries: Vec::new() });
+        let slot = self.routes.entry(route).or_insert_with(|| ApiRecordings {
+            api: r.api.clone(),
+            required: r.required.clone(),
+            entries: Vec::new(),
+        });
         let args = normalized_args(&r.arguments);
         match slot.entries.iter_mut().find(|e| e.args == args) {
             // The same call recorded again: the later recording wins.
@@ -164,13 +168,18 @@ impl Library {
     /// has exactly these arguments (normalized), [`Match::Nearest`] when it is the recording of
     /// the API with the same required arguments that shares the most optional ones — what the
     /// API would likely answer, not what it answered to these arguments.
-    pub fn answer(&self, route: &str, args: &Map<String, Value>) -> std::result::Result<(Arc<Value>, Match), Option<String>> {
+    pub fn answer(
+        &self,
+        route: &str,
+        args: &Map<String, Value>,
+    ) -> std::result::Result<(Arc<Value>, Match), Option<String>> {
         let slot = self.routes.get(route.trim_start_matches('/')).ok_or(None)?;
         let want = normalized_args(args);
         if let Some(e) = slot.entries.iter().find(|e| e.args == want) {
             return Ok((e.response.clone(), Match::Exact));
         }
-        let required_match = |e: &&Entry| slot.required.iter().all(|r| e.args.contains_key(r) && e.args.get(r) == want.get(r));
+        let required_match =
+            |e: &&Entry| slot.required.iter().all(|r| e.args.contains_key(r) && e.args.get(r) == want.get(r));
         let shared = |e: &Entry| e.args.iter().filter(|(k, v)| want.get(*k) == Some(*v)).count();
         slot.entries
             .iter()
@@ -253,7 +262,17 @@ pub struct SandboxStats {
 
 impl Sandbox {
     pub fn new(library: Library, faults: Faults) -> Arc<Self> {
-        Arc::new(Sandbox { library, faults, counter: AtomicU64::new(0), served: AtomicU64::new(0), nearest: AtomicU64::new(0), missed: AtomicU64::new(0), faulted: AtomicU64::new(0), outages: Default::default(), required_header: Default::default() })
+        Arc::new(Sandbox {
+            library,
+            faults,
+            counter: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            nearest: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            faulted: AtomicU64::new(0),
+            outages: Default::default(),
+            required_header: Default::default(),
+        })
     }
 
     /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
@@ -268,7 +287,8 @@ impl Sandbox {
 
     /// Require `name: value` on every tool call (`None`: no key needed).
     pub fn require_header(&self, header: Option<(&str, &str)>) {
-        *self.required_header.write().unwrap_or_else(|p| p.into_inner()) = header.map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()));
+        *self.required_header.write().unwrap_or_else(|p| p.into_inner()) =
+            header.map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()));
     }
 
     fn is_down(&self, path: &str) -> bool {
@@ -295,7 +315,12 @@ impl Sandbox {
         let h = Sha256::digest([f.seed.to_le_bytes(), n.to_le_bytes()].concat());
         let x = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]) as f64 / u64::MAX as f64;
         let mut acc = 0.0;
-        for (rate, fault) in [(f.timeout_rate, Fault::Timeout), (f.server_error_rate, Fault::ServerError), (f.throttle_rate, Fault::Throttle), (f.garbage_rate, Fault::Garbage)] {
+        for (rate, fault) in [
+            (f.timeout_rate, Fault::Timeout),
+            (f.server_error_rate, Fault::ServerError),
+            (f.throttle_rate, Fault::Throttle),
+            (f.garbage_rate, Fault::Garbage),
+        ] {
             acc += rate;
             if x < acc {
                 return Some(fault);
@@ -322,13 +347,26 @@ async fn handle(sb: Arc<Sandbox>, req: Request<Incoming>) -> Reply {
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
-        Err(_) => return json_response(StatusCode::PAYLOAD_TOO_LARGE, &json!({"status": false, "message": format!("the body is larger than {MAX_BODY} bytes")})),
+        Err(_) => {
+            return json_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &json!({"status": false, "message": format!("the body is larger than {MAX_BODY} bytes")}),
+            )
+        }
     };
-    let query: HashMap<String, String> = parts.uri.query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
+    let query: HashMap<String, String> =
+        parts.uri.query().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default();
     answer(&sb, &parts.method, parts.uri.path(), query, &parts.headers, &body).await
 }
 
-async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String, String>, headers: &HeaderMap, body: &Bytes) -> Reply {
+async fn answer(
+    sb: &Sandbox,
+    method: &Method,
+    path: &str,
+    query: HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Reply {
     let n = sb.counter.fetch_add(1, Ordering::Relaxed);
     if path == "/_sandbox/stats" {
         return json_response(StatusCode::OK, &serde_json::to_value(sb.stats()).unwrap_or_default());
@@ -339,20 +377,30 @@ async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String
                 sb.set_outage(&o.route, o.down);
                 json_response(StatusCode::OK, &json!({"route": o.route, "down": o.down}))
             }
-            _ => json_response(StatusCode::BAD_REQUEST, &json!({"status": false, "message": "body: {\"route\": \"/host/path\" (at most 500 characters), \"down\": true|false}"})),
+            _ => json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({"status": false, "message": "body: {\"route\": \"/host/path\" (at most 500 characters), \"down\": true|false}"}),
+            ),
         };
     }
     let required = sb.required_header.read().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some((name, want)) = required {
         let got = headers.get(name.as_str()).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         if got != want {
-            let message = if got.is_empty() { "Invalid API key. Go to https://docs.rapidapi.com/docs/keys for more info.".to_string() } else { format!("Invalid API key `{got}`. Go to https://docs.rapidapi.com/docs/keys for more info.") };
+            let message = if got.is_empty() {
+                "Invalid API key. Go to https://docs.rapidapi.com/docs/keys for more info.".to_string()
+            } else {
+                format!("Invalid API key `{got}`. Go to https://docs.rapidapi.com/docs/keys for more info.")
+            };
             return json_response(StatusCode::UNAUTHORIZED, &json!({"message": message}));
         }
     }
     if sb.is_down(path) {
         sb.faulted.fetch_add(1, Ordering::Relaxed);
-        return json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"status": false, "message": "service unavailable (outage injected)"}));
+        return json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": false, "message": "service unavailable (outage injected)"}),
+        );
     }
     if sb.faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(sb.faults.latency_ms)).await;
@@ -364,9 +412,12 @@ async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String
                 tokio::time::sleep(Duration::from_millis(sb.faults.hang_ms.max(1))).await;
                 json_response(StatusCode::GATEWAY_TIMEOUT, &json!({"message": "upstream timed out"}))
             }
-            Fault::ServerError => json_response(StatusCode::INTERNAL_SERVER_ERROR, &json!({"message": "internal error (injected)"})),
+            Fault::ServerError => {
+                json_response(StatusCode::INTERNAL_SERVER_ERROR, &json!({"message": "internal error (injected)"}))
+            }
             Fault::Throttle => {
-                let mut r = json_response(StatusCode::TOO_MANY_REQUESTS, &json!({"message": "Too many requests (injected)"}));
+                let mut r =
+                    json_response(StatusCode::TOO_MANY_REQUESTS, &json!({"message": "Too many requests (injected)"}));
                 if let Ok(v) = HeaderValue::from_str(&sb.faults.retry_after_s.to_string()) {
                     r.headers_mut().insert(header::RETRY_AFTER, v);
                 }
@@ -379,7 +430,12 @@ async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String
     if method != Method::GET && !body.is_empty() {
         match serde_json::from_slice::<Value>(body) {
             Ok(Value::Object(m)) => args.extend(m),
-            _ => return json_response(StatusCode::BAD_REQUEST, &json!({"status": false, "message": "the body must be a JSON object"})),
+            _ => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({"status": false, "message": "the body must be a JSON object"}),
+                )
+            }
         }
     }
     match sb.library.answer(path, &args) {
@@ -394,18 +450,28 @@ async fn answer(sb: &Sandbox, method: &Method, path: &str, query: HashMap<String
         }
         Err(Some(api)) => {
             sb.missed.fetch_add(1, Ordering::Relaxed);
-            json_response(StatusCode::OK, &json!({"status": false, "message": format!("{api}: no result for these arguments"), "data": null}))
+            json_response(
+                StatusCode::OK,
+                &json!({"status": false, "message": format!("{api}: no result for these arguments"), "data": null}),
+            )
         }
         Err(None) => {
             sb.missed.fetch_add(1, Ordering::Relaxed);
-            json_response(StatusCode::NOT_FOUND, &json!({"status": false, "message": format!("Endpoint '{path}' does not exist")}))
+            json_response(
+                StatusCode::NOT_FOUND,
+                &json!({"status": false, "message": format!("Endpoint '{path}' does not exist")}),
+            )
         }
     }
 }
 
 /// Serve until `shutdown` resolves, then let the requests in flight finish. Every path is a tool
 /// route, plus `GET /_sandbox/stats` and `POST /_sandbox/outage`.
-pub async fn serve(listener: tokio::net::TcpListener, sandbox: Arc<Sandbox>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    sandbox: Arc<Sandbox>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -427,7 +493,8 @@ pub async fn serve(listener: tokio::net::TcpListener, sandbox: Arc<Sandbox>, shu
             let sb = sb.clone();
             async move { Ok::<_, Infallible>(handle(sb, req).await) }
         });
-        let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn =
+            hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -440,7 +507,10 @@ pub async fn serve(listener: tokio::net::TcpListener, sandbox: Arc<Sandbox>, shu
 }
 
 /// Start on `addr` in the background; returns the bound address and a handle that stops it.
-pub async fn spawn(addr: &str, sandbox: Arc<Sandbox>) -> std::io::Result<(std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)> {
+pub async fn spawn(
+    addr: &str,
+    sandbox: Arc<Sandbox>,
+) -> std::io::Result<(std::net::SocketAddr, tokio::sync::oneshot::Sender<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -461,7 +531,13 @@ mod tests {
     use super::*;
 
     fn rec(args: Value, response: Value) -> Recording {
-        Recording { api: "Search".into(), route: "h.example/api/search".into(), required: vec!["query".into()], arguments: args.as_object().unwrap().clone(), response }
+        Recording {
+            api: "Search".into(),
+            route: "h.example/api/search".into(),
+            required: vec!["query".into()],
+            arguments: args.as_object().unwrap().clone(),
+            response,
+        }
     }
 
     #[test]
@@ -474,24 +550,53 @@ mod tests {
 
     #[test]
     fn lookup_exact_then_by_required_arguments() {
-        let lib = Library::new([rec(json!({"query": "Paris"}), json!({"id": 1})), rec(json!({"query": "Rome", "page": 2}), json!({"id": 2})), rec(json!({"query": "Rome"}), json!({"id": 3}))]);
+        let lib = Library::new([
+            rec(json!({"query": "Paris"}), json!({"id": 1})),
+            rec(json!({"query": "Rome", "page": 2}), json!({"id": 2})),
+            rec(json!({"query": "Rome"}), json!({"id": 3})),
+        ]);
         let m = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(*lib.lookup("/h.example/api/search", &m(json!({"query": "paris"}))).unwrap(), json!({"id": 1}));
-        assert_eq!(*lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "page": "2"}))).unwrap(), json!({"id": 2}));
-        assert_eq!(*lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "lang": "en"}))).unwrap(), json!({"id": 3}));
-        assert_eq!(lib.lookup("h.example/api/search", &m(json!({"query": "Oslo"}))).unwrap_err(), Some("Search".into()));
+        assert_eq!(
+            *lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "page": "2"}))).unwrap(),
+            json!({"id": 2})
+        );
+        assert_eq!(
+            *lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "lang": "en"}))).unwrap(),
+            json!({"id": 3})
+        );
+        assert_eq!(
+            lib.lookup("h.example/api/search", &m(json!({"query": "Oslo"}))).unwrap_err(),
+            Some("Search".into())
+        );
         assert_eq!(lib.lookup("h.example/nope", &m(json!({}))).unwrap_err(), None);
         // Only a recording of exactly these arguments (normalized) is exact.
         assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": " PARIS "}))).unwrap().1, Match::Exact);
         assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": "Rome"}))).unwrap().1, Match::Exact);
-        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).unwrap().1, Match::Nearest);
+        assert_eq!(
+            lib.answer("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).unwrap().1,
+            Match::Nearest
+        );
         assert!(lib.exact("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).is_none());
-        assert_eq!(*lib.exact("h.example/api/search", &m(json!({"query": "Rome", "page": 2}))).unwrap(), json!({"id": 2}));
+        assert_eq!(
+            *lib.exact("h.example/api/search", &m(json!({"query": "Rome", "page": 2}))).unwrap(),
+            json!({"id": 2})
+        );
     }
 
     #[test]
     fn faults_follow_their_rates() {
-        let sb = Sandbox::new(Library::default(), Faults { server_error_rate: 0.1, throttle_rate: 0.1, garbage_rate: 0.1, timeout_rate: 0.1, seed: 7, ..Default::default() });
+        let sb = Sandbox::new(
+            Library::default(),
+            Faults {
+                server_error_rate: 0.1,
+                throttle_rate: 0.1,
+                garbage_rate: 0.1,
+                timeout_rate: 0.1,
+                seed: 7,
+                ..Default::default()
+            },
+        );
         let n = 10_000;
         let drawn: Vec<Option<Fault>> = (0..n).map(|i| sb.draw(i)).collect();
         for f in [Fault::Timeout, Fault::ServerError, Fault::Throttle, Fault::Garbage] {

@@ -14,7 +14,9 @@ pub fn field_key(name: &str) -> String {
 /// a suffix of it of 3+ characters (`pick_up_latitude` ← `coordinates.latitude`), or `id` for a
 /// parameter ending in `id` (`hotel_id` ← `id`).
 pub fn key_provides(leaf: &str, want: &str) -> bool {
-    leaf == want || (leaf.len() >= 3 && want.ends_with(leaf)) || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
+    leaf == want
+        || (leaf.len() >= 3 && want.ends_with(leaf))
+        || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
 }
 
 /// The first character of `s` that shows nothing or reorders what is shown — control characters,
@@ -34,7 +36,9 @@ mod hidden_tests {
 
     #[test]
     fn invisible_and_reordering_characters_are_found() {
-        for s in ["adm\u{200B}in", "\u{202E}nimda", "tool\u{2066}x", "a\u{FEFF}", "x\u{00AD}y", "tab\tname", "zw\u{200D}j"] {
+        for s in
+            ["adm\u{200B}in", "\u{202E}nimda", "tool\u{2066}x", "a\u{FEFF}", "x\u{00AD}y", "tab\tname", "zw\u{200D}j"]
+        {
             assert!(hidden_char(s).is_some(), "{s:?}");
         }
         for s in ["current_weather", "Booking.com — hotels", "Café Ñandú", "東京 weather"] {
@@ -91,10 +95,22 @@ fn collect_fields(v: &Value, prefix: &str, out: &mut BTreeSet<String>, depth: us
 fn is_schema_node(m: &serde_json::Map<String, Value>) -> bool {
     const TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "null"];
     const KEYWORDS: &[&str] = &[
-        "type", "title", "description", "enum", "required", "properties", "items", "format", "default",
-        "example", "examples", "nullable", "additionalProperties",
+        "type",
+        "title",
+        "description",
+        "enum",
+        "required",
+        "properties",
+        "items",
+        "format",
+        "default",
+        "example",
+        "examples",
+        "nullable",
+        "additionalProperties",
     ];
-    m.get("type").and_then(Value::as_str).is_some_and(|t| TYPES.contains(&t)) && m.keys().all(|k| KEYWORDS.contains(&k.as_str()))
+    m.get("type").and_then(Value::as_str).is_some_and(|t| TYPES.contains(&t))
+        && m.keys().all(|k| KEYWORDS.contains(&k.as_str()))
 }
 
 fn join(prefix: &str, k: &str) -> String {
@@ -110,7 +126,9 @@ fn join(prefix: &str, k: &str) -> String {
 pub fn schema_type(s: &Value) -> String {
     match s.get("type") {
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string(),
+        Some(Value::Array(ts)) => {
+            ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string()
+        }
         _ => "string".into(),
     }
 }

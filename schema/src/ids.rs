@@ -48,10 +48,7 @@ pub fn category_id(category: &str) -> String {
 pub fn toolbench_standardize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
-        let keep = ch.is_ascii_alphanumeric()
-            || ch == '_'
-            || ch == '^'
-            || ('\u{4e00}'..='\u{9fa5}').contains(&ch);
+        let keep = ch.is_ascii_alphanumeric() || ch == '_' || ch == '^' || ('\u{4e00}'..='\u{9fa5}').contains(&ch);
         let c = if keep { ch } else { '_' };
         if c == '_' && out.ends_with('_') {
             continue;
@@ -82,11 +79,7 @@ pub const TOOLBENCH_NAME_MAX: usize = 64;
 /// The function name ToolBench gives an API of a tool: `<api>_for_<tool>`, standardized, keeping
 /// the last 64 characters.
 pub fn toolbench_function_name(tool: &str, api: &str) -> String {
-    let full = format!(
-        "{}_for_{}",
-        toolbench_change_name(&toolbench_standardize(api)),
-        toolbench_standardize(tool)
-    );
+    let full = format!("{}_for_{}", toolbench_change_name(&toolbench_standardize(api)), toolbench_standardize(tool));
     keep_last_chars(&full, TOOLBENCH_NAME_MAX)
 }
 

@@ -23,12 +23,18 @@ pub fn env_secret(name: &str) -> Result<Option<SecretString>, String> {
 /// A list of secrets from `NAME` (comma-separated) and the file `NAME_FILE` names (one a line),
 /// both read when both are set; entries trimmed, empty ones and `#` comment lines left out.
 pub fn env_secret_list(name: &str) -> Result<Vec<SecretString>, String> {
-    let mut items: Vec<String> = std::env::var(name).map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let mut items: Vec<String> =
+        std::env::var(name).map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
     if let Ok(path) = std::env::var(format!("{name}_FILE")) {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {name}_FILE ({path}): {e}"))?;
         items.extend(text.lines().map(str::to_string));
     }
-    Ok(items.into_iter().map(|i| i.trim().to_string()).filter(|i| !i.is_empty() && !i.starts_with('#')).map(SecretString::from).collect())
+    Ok(items
+        .into_iter()
+        .map(|i| i.trim().to_string())
+        .filter(|i| !i.is_empty() && !i.starts_with('#'))
+        .map(SecretString::from)
+        .collect())
 }
 
 #[cfg(test)]
@@ -63,7 +69,8 @@ mod tests {
         std::fs::write(&file, "# one key a line\nk3\n\n  k4  \n").unwrap();
         std::env::set_var("TG_SCHEMA_TEST_L", "k1, k2,,");
         std::env::set_var("TG_SCHEMA_TEST_L_FILE", &file);
-        let got: Vec<String> = env_secret_list("TG_SCHEMA_TEST_L").unwrap().iter().map(|s| s.expose_secret().to_string()).collect();
+        let got: Vec<String> =
+            env_secret_list("TG_SCHEMA_TEST_L").unwrap().iter().map(|s| s.expose_secret().to_string()).collect();
         assert_eq!(got, ["k1", "k2", "k3", "k4"]);
         std::env::set_var("TG_SCHEMA_TEST_M_FILE", dir.join("missing"));
         assert!(env_secret_list("TG_SCHEMA_TEST_M").unwrap_err().contains("TG_SCHEMA_TEST_M_FILE"));

@@ -50,7 +50,15 @@ pub struct StateSettings {
 
 impl Default for StateSettings {
     fn default() -> Self {
-        StateSettings { url: "sqlite:.tgdata/state.db".into(), max_connections: 8, retention_days: 90, retention_runs: 100_000, audit_days: 365, retention_every_s: 3600, synchronous_runs: false }
+        StateSettings {
+            url: "sqlite:.tgdata/state.db".into(),
+            max_connections: 8,
+            retention_days: 90,
+            retention_runs: 100_000,
+            audit_days: 365,
+            retention_every_s: 3600,
+            synchronous_runs: false,
+        }
     }
 }
 
@@ -140,7 +148,14 @@ pub struct HealthSettings {
 
 impl Default for HealthSettings {
     fn default() -> Self {
-        HealthSettings { enabled: true, consecutive_failures: 5, window: 20, min_availability: 0.2, probe_every_ms: 60_000, invalid_after_probes: 60 }
+        HealthSettings {
+            enabled: true,
+            consecutive_failures: 5,
+            window: 20,
+            min_availability: 0.2,
+            probe_every_ms: 60_000,
+            invalid_after_probes: 60,
+        }
     }
 }
 
@@ -397,7 +412,10 @@ impl std::str::FromStr for Mode {
     type Err = String;
     /// A mode by its name; the error names the input (at most 40 characters) and every mode.
     fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| format!("`{}` is not {}", s.chars().take(40).collect::<String>(), one_of(&Mode::names())))
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("`{}` is not {}", s.chars().take(40).collect::<String>(), one_of(&Mode::names())))
     }
 }
 
@@ -430,7 +448,13 @@ impl PlannerKind {
 impl std::str::FromStr for PlannerKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        PlannerKind::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| format!("planner `{}` is not {}", s.chars().take(40).collect::<String>(), one_of(&PlannerKind::names().map(|n| format!("`{n}`")).iter().map(String::as_str).collect::<Vec<_>>())))
+        PlannerKind::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            format!(
+                "planner `{}` is not {}",
+                s.chars().take(40).collect::<String>(),
+                one_of(&PlannerKind::names().map(|n| format!("`{n}`")).iter().map(String::as_str).collect::<Vec<_>>())
+            )
+        })
     }
 }
 
@@ -533,7 +557,6 @@ impl Default for RunSettings {
     }
 }
 
-
 #[cfg(test)]
 mod choice_tests {
     use super::{Mode, PlannerKind};
@@ -543,7 +566,10 @@ mod choice_tests {
         for m in Mode::ALL {
             assert_eq!(m.name().parse::<Mode>(), Ok(m));
         }
-        assert_eq!("Graph".parse::<Mode>(), Err("`Graph` is not graph, plan, dfs-no-graph or retrieve-greedy".to_string()));
+        assert_eq!(
+            "Graph".parse::<Mode>(),
+            Err("`Graph` is not graph, plan, dfs-no-graph or retrieve-greedy".to_string())
+        );
         assert_eq!("llm".parse::<PlannerKind>(), Ok(PlannerKind::Llm));
         assert_eq!("gpt".parse::<PlannerKind>(), Err("planner `gpt` is not `deterministic` or `llm`".to_string()));
         // The config spells them as the API does.

@@ -111,12 +111,29 @@ impl McpHub {
     pub fn new(servers: Vec<McpServer>, guard: Option<toolgraph_engine::exec::Executor>) -> Arc<Self> {
         crypto_provider();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let conns = servers.into_iter().map(|d| (d.name.clone(), Conn { def: d, client: None, failed: None, backoff: Duration::from_millis(500), connected_ms: None })).collect();
+        let conns = servers
+            .into_iter()
+            .map(|d| {
+                (
+                    d.name.clone(),
+                    Conn {
+                        def: d,
+                        client: None,
+                        failed: None,
+                        backoff: Duration::from_millis(500),
+                        connected_ms: None,
+                    },
+                )
+            })
+            .collect();
         Arc::new(McpHub { conns: Mutex::new(conns), changed_tx: tx, changed_rx: Mutex::new(Some(rx)), guard })
     }
 
     /// The hub of every server the state store knows.
-    pub async fn from_state(state: &StateStore, guard: Option<toolgraph_engine::exec::Executor>) -> Result<Arc<Self>, String> {
+    pub async fn from_state(
+        state: &StateStore,
+        guard: Option<toolgraph_engine::exec::Executor>,
+    ) -> Result<Arc<Self>, String> {
         Ok(Self::new(state.mcp_servers().await.map_err(|e| e.0)?, guard))
     }
 
@@ -127,7 +144,10 @@ impl McpHub {
 
     pub fn add(&self, def: McpServer) {
         let mut c = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        c.insert(def.name.clone(), Conn { def, client: None, failed: None, backoff: Duration::from_millis(500), connected_ms: None });
+        c.insert(
+            def.name.clone(),
+            Conn { def, client: None, failed: None, backoff: Duration::from_millis(500), connected_ms: None },
+        );
     }
 
     pub fn remove(&self, name: &str) {
@@ -155,14 +175,18 @@ impl McpHub {
     async fn client(&self, name: &str) -> Result<Arc<Client>, RemoteError> {
         let def = {
             let mut c = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-            let conn = c.get_mut(name).ok_or_else(|| RemoteError::Unknown(format!("no MCP server `{name}` is configured")))?;
+            let conn =
+                c.get_mut(name).ok_or_else(|| RemoteError::Unknown(format!("no MCP server `{name}` is configured")))?;
             if let Some(cl) = conn.client.as_ref().filter(|c| !c.is_closed()) {
                 return Ok(cl.clone());
             }
             conn.client = None;
             if let Some((at, why)) = &conn.failed {
                 if at.elapsed() < conn.backoff {
-                    return Err(RemoteError::Transient(format!("MCP server `{name}` is down ({why}); next attempt in {} ms", (conn.backoff - at.elapsed()).as_millis())));
+                    return Err(RemoteError::Transient(format!(
+                        "MCP server `{name}` is down ({why}); next attempt in {} ms",
+                        (conn.backoff - at.elapsed()).as_millis()
+                    )));
                 }
             }
             conn.def.clone()
@@ -208,7 +232,10 @@ impl McpHub {
                 }
             });
             let transport = TokioChildProcess::new(cmd).map_err(|e| format!("cannot start `{}`: {e}", words[0]))?;
-            tokio::time::timeout(limit, listener.serve(transport)).await.map_err(|_| "no answer to initialize within 30 s".to_string())?.map_err(|e| format!("initialize: {e}"))
+            tokio::time::timeout(limit, listener.serve(transport))
+                .await
+                .map_err(|_| "no answer to initialize within 30 s".to_string())?
+                .map_err(|e| format!("initialize: {e}"))
         } else {
             let url = def.url.clone().unwrap_or_default();
             let parsed = reqwest::Url::parse(&url).map_err(|e| format!("url: {e}"))?;
@@ -216,7 +243,10 @@ impl McpHub {
                 g.guard().check_url(&parsed).await.map_err(|e| format!("url refused: {e}"))?;
             }
             let transport = StreamableHttpClientTransport::from_uri(url);
-            tokio::time::timeout(limit, listener.serve(transport)).await.map_err(|_| "no answer to initialize within 30 s".to_string())?.map_err(|e| format!("initialize: {e}"))
+            tokio::time::timeout(limit, listener.serve(transport))
+                .await
+                .map_err(|_| "no answer to initialize within 30 s".to_string())?
+                .map_err(|e| format!("initialize: {e}"))
         }
     }
 
@@ -245,12 +275,25 @@ impl McpHub {
 
 #[async_trait::async_trait]
 impl RemoteTools for McpHub {
-    async fn call(&self, server: &str, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> Result<Value, RemoteError> {
+    async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Value, RemoteError> {
         let client = self.client(server).await?;
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let result = match tokio::time::timeout(timeout, client.call_tool(params)).await {
-            Err(_) => return Err(RemoteError::Transient(format!("tools/call {tool} took longer than {} ms", timeout.as_millis()))),
-            Ok(Err(rmcp::service::ServiceError::McpError(e))) => return Err(RemoteError::Failed(format!("{tool}: {}", e.message))),
+            Err(_) => {
+                return Err(RemoteError::Transient(format!(
+                    "tools/call {tool} took longer than {} ms",
+                    timeout.as_millis()
+                )))
+            }
+            Ok(Err(rmcp::service::ServiceError::McpError(e))) => {
+                return Err(RemoteError::Failed(format!("{tool}: {}", e.message)))
+            }
             Ok(Err(e)) => {
                 self.drop_client(server, &e.to_string());
                 return Err(RemoteError::Transient(format!("tools/call {tool}: {e}")));
@@ -259,7 +302,10 @@ impl RemoteTools for McpHub {
         };
         let value = response_of(&result);
         if result.is_error == Some(true) {
-            return Err(RemoteError::Failed(format!("{tool} answered with an error: {}", value.to_string().chars().take(500).collect::<String>())));
+            return Err(RemoteError::Failed(format!(
+                "{tool} answered with an error: {}",
+                value.to_string().chars().take(500).collect::<String>()
+            )));
         }
         Ok(value)
     }
@@ -287,26 +333,43 @@ pub fn response_of(r: &rmcp::model::CallToolResult) -> Value {
     }
 }
 
-
 /// The API node of one MCP tool of `server`.
 pub fn api_of(server: &str, tool: &Tool) -> ApiUpsert {
     let schema = Value::Object((*tool.input_schema).clone());
-    let required: Vec<String> = schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
     let mut params = Vec::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, p) in props {
             params.push(ParamDoc {
                 name: name.clone(),
                 ty: toolgraph_schema::schema_type(p),
-                description: p.get("description").and_then(Value::as_str).unwrap_or_default().chars().take(1000).collect(),
+                description: p
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(1000)
+                    .collect(),
                 required: required.contains(name),
                 default: p.get("default").cloned(),
             });
         }
     }
-    let output_fields = tool.output_schema.as_ref().map(|o| toolgraph_schema::output_fields(&Value::Object((**o).clone()))).unwrap_or_default();
+    let output_fields = tool
+        .output_schema
+        .as_ref()
+        .map(|o| toolgraph_schema::output_fields(&Value::Object((**o).clone())))
+        .unwrap_or_default();
     let name = tool.name.to_string();
-    let description = tool.description.as_deref().map(str::to_string).or_else(|| tool.title.clone()).unwrap_or_default();
+    let description =
+        tool.description.as_deref().map(str::to_string).or_else(|| tool.title.clone()).unwrap_or_default();
     ApiUpsert::from_doc(&ApiDoc {
         category: MCP_CATEGORY.to_string(),
         tool: server.to_string(),
@@ -342,9 +405,22 @@ pub async fn import(hub: &McpHub, server: &str, store: &dyn toolgraph_engine::Gr
     let since = toolgraph_engine::run::health::now_rfc3339();
     let mut out = Imported { server: server.to_string(), ..Default::default() };
     for a in snapshot.apis.values().filter(|a| a.tool == tid || a.url.starts_with(&format!("{MCP_SCHEME}{server}/"))) {
-        let (status, reason) = if listed.contains_key(a.id.as_str()) { (toolgraph_schema::STATUS_ACTIVE, "listed by its MCP server") } else { (toolgraph_schema::STATUS_INVALID, "its MCP server no longer lists it") };
+        let (status, reason) = if listed.contains_key(a.id.as_str()) {
+            (toolgraph_schema::STATUS_ACTIVE, "listed by its MCP server")
+        } else {
+            (toolgraph_schema::STATUS_INVALID, "its MCP server no longer lists it")
+        };
         if a.status != status {
-            store.set_api_status(&toolgraph_schema::StatusChange { id: a.id.clone(), status: status.into(), reason: reason.into(), since: since.clone(), probe: None }).await.map_err(|e| e.to_string())?;
+            store
+                .set_api_status(&toolgraph_schema::StatusChange {
+                    id: a.id.clone(),
+                    status: status.into(),
+                    reason: reason.into(),
+                    since: since.clone(),
+                    probe: None,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
         }
         if status == toolgraph_schema::STATUS_INVALID {
             out.invalidated.push(a.id.clone());
@@ -388,17 +464,25 @@ mod tests {
         assert_eq!(a.url, "mcp://everything/get-sum");
         assert_eq!(a.required, vec!["a"]);
         let params: Vec<ParamDoc> = serde_json::from_str(&a.parameters).unwrap();
-        assert_eq!(params.iter().map(|p| (p.name.as_str(), p.ty.as_str(), p.required)).collect::<Vec<_>>(), vec![("a", "number", true), ("b", "number", false)]);
+        assert_eq!(
+            params.iter().map(|p| (p.name.as_str(), p.ty.as_str(), p.required)).collect::<Vec<_>>(),
+            vec![("a", "number", true), ("b", "number", false)]
+        );
         assert_eq!(a.output_fields, vec!["sum"]);
     }
 
     #[test]
     fn structured_content_wins_and_text_json_is_parsed() {
-        let r: rmcp::model::CallToolResult = serde_json::from_value(json!({"content": [{"type": "text", "text": "{\"x\": 1}"}]})).unwrap();
+        let r: rmcp::model::CallToolResult =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": "{\"x\": 1}"}]})).unwrap();
         assert_eq!(response_of(&r), json!({"x": 1}));
-        let r: rmcp::model::CallToolResult = serde_json::from_value(json!({"content": [{"type": "text", "text": "Echo: hi"}], "structuredContent": {"sum": 3}})).unwrap();
+        let r: rmcp::model::CallToolResult = serde_json::from_value(
+            json!({"content": [{"type": "text", "text": "Echo: hi"}], "structuredContent": {"sum": 3}}),
+        )
+        .unwrap();
         assert_eq!(response_of(&r), json!({"sum": 3, "text": "Echo: hi"}));
-        let r: rmcp::model::CallToolResult = serde_json::from_value(json!({"content": [{"type": "text", "text": "Echo: hi"}]})).unwrap();
+        let r: rmcp::model::CallToolResult =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": "Echo: hi"}]})).unwrap();
         assert_eq!(response_of(&r)["text"], "Echo: hi");
     }
 }

@@ -47,7 +47,12 @@ where
     let provider = endpoint.and_then(|_| match opentelemetry_otlp::SpanExporter::builder().with_http().build() {
         Ok(exporter) => {
             let resource = opentelemetry_sdk::Resource::builder().with_service_name("toolgraph").build();
-            Some(opentelemetry_sdk::trace::SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
+            Some(
+                opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(resource)
+                    .build(),
+            )
         }
         Err(e) => {
             eprintln!("OpenTelemetry: no exporter ({e}); spans are not exported");

@@ -41,8 +41,13 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
         remember: s.run.remember && !args.no_learn,
         ..s.run.clone()
     };
-    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &args.planner.choice(), rewrites_of(&args.rewrites)?).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
-    let engine = stack.engine_with(stack.embedder.clone(), run_settings, None).await.context("loading the graph and the API index (run `toolgraph ingest` or `toolgraph index` first)")?;
+    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &args.planner.choice(), rewrites_of(&args.rewrites)?)
+        .await
+        .with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
+    let engine = stack
+        .engine_with(stack.embedder.clone(), run_settings, None)
+        .await
+        .context("loading the graph and the API index (run `toolgraph ingest` or `toolgraph index` first)")?;
     if engine.graph().apis.is_empty() {
         bail!("the graph holds no APIs: run `toolgraph ingest` first");
     }
@@ -51,7 +56,11 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     let opts = toolgraph_engine::run::RunOptions { dry_run: args.dry_run, ..Default::default() };
     let r = engine.run_with(&args.request, given, Vec::new(), None, opts).await?;
     // The graph learns from this run too (counts; the chain when answered), once per run id.
-    let run_id = format!("cli_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+    let run_id = format!(
+        "cli_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
+    );
     if let Err(e) = engine.learn_from(&run_id, &r).await {
         tracing::warn!(error = %e, "learning from the run failed");
     }
@@ -60,7 +69,12 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
     if args.json {
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&r)?);
     } else {
-        let _ = writeln!(out, "status: {}{}", r.status.as_str(), if r.stats.dry_run { " (planned only: nothing was sent)" } else { "" });
+        let _ = writeln!(
+            out,
+            "status: {}{}",
+            r.status.as_str(),
+            if r.stats.dry_run { " (planned only: nothing was sent)" } else { "" }
+        );
         for c in &r.chain {
             let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
         }
@@ -81,17 +95,28 @@ pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
 
 /// The MCP servers of the state store, plugged into `exec` when the graph has MCP tools.
 #[cfg(feature = "mcp")]
-pub(super) async fn mcp_remote(s: &Settings, graph: &toolgraph_schema::GraphSnapshot, exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+pub(super) async fn mcp_remote(
+    s: &Settings,
+    graph: &toolgraph_schema::GraphSnapshot,
+    exec: &toolgraph_engine::exec::Executor,
+) -> Result<()> {
     if !graph.apis.values().any(|a| a.url.starts_with(toolgraph_engine::exec::MCP_SCHEME)) {
         return Ok(());
     }
-    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url) for its MCP servers")?;
-    let hub = toolgraph_server::mcp::McpHub::from_state(&state, Some(exec.clone())).await.map_err(anyhow::Error::msg)?;
+    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections)
+        .await
+        .with_context(|| "opening the state store (state.url) for its MCP servers")?;
+    let hub =
+        toolgraph_server::mcp::McpHub::from_state(&state, Some(exec.clone())).await.map_err(anyhow::Error::msg)?;
     exec.set_remote(hub);
     Ok(())
 }
 
 #[cfg(not(feature = "mcp"))]
-pub(super) async fn mcp_remote(_s: &Settings, _graph: &toolgraph_schema::GraphSnapshot, _exec: &toolgraph_engine::exec::Executor) -> Result<()> {
+pub(super) async fn mcp_remote(
+    _s: &Settings,
+    _graph: &toolgraph_schema::GraphSnapshot,
+    _exec: &toolgraph_engine::exec::Executor,
+) -> Result<()> {
     Ok(())
 }

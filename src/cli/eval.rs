@@ -204,7 +204,11 @@ impl HowArgs {
     }
 
     fn run_settings(&self, s: &Settings) -> toolgraph_engine::run::RunSettings {
-        toolgraph_engine::run::RunSettings { use_memory: s.run.use_memory && !self.no_memory, reflection_rounds: if self.no_reflection { 0 } else { s.run.reflection_rounds }, ..s.run.clone() }
+        toolgraph_engine::run::RunSettings {
+            use_memory: s.run.use_memory && !self.no_memory,
+            reflection_rounds: if self.no_reflection { 0 } else { s.run.reflection_rounds },
+            ..s.run.clone()
+        }
     }
 }
 
@@ -213,7 +217,9 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
         EvalCmd::Retrieval { tools, queries, report, cache, vectors } => {
             let s = load_settings(cli)?;
             let embedder = load_embedder(&s).await?;
-            let cache_path = cache.clone().unwrap_or_else(|| PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache }));
+            let cache_path = cache.clone().unwrap_or_else(|| {
+                PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache })
+            });
             let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(&cache_path)?;
             let store = toolgraph_engine::adapters::qdrant_edge::EdgeVectorStore::open(vectors, s.vectors.hnsw_ef)?;
             // `--store` given: also measure hybrid+graph with that graph's prior.
@@ -222,12 +228,24 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
                 None => None,
             };
             let mut last = Instant::now();
-            let r = toolgraph_eval::retrieval::run(tools, queries, embedder, &cache, &store, toolgraph_eval::retrieval::EvalOptions { lexical_weight: s.retrieval.lexical_weight, tool_boost: s.retrieval.tool_boost, graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)) }, |n| {
-                if last.elapsed() >= Duration::from_secs(5) {
-                    tracing::info!("embedded {n} corpus texts");
-                    last = Instant::now();
-                }
-            })
+            let r = toolgraph_eval::retrieval::run(
+                tools,
+                queries,
+                embedder,
+                &cache,
+                &store,
+                toolgraph_eval::retrieval::EvalOptions {
+                    lexical_weight: s.retrieval.lexical_weight,
+                    tool_boost: s.retrieval.tool_boost,
+                    graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)),
+                },
+                |n| {
+                    if last.elapsed() >= Duration::from_secs(5) {
+                        tracing::info!("embedded {n} corpus texts");
+                        last = Instant::now();
+                    }
+                },
+            )
             .await?;
             write_json(report, &r)?;
             let md = toolgraph_eval::retrieval::markdown(&r);
@@ -240,7 +258,19 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             let s = how.settings(load_settings(cli)?);
             let mut run = how.run_settings(&s);
             run.retrieve_subtasks |= *subtask_retrieval;
-            let r = chains(&s, ChainsJob { train: train.clone(), test: test.clone(), spec: spec.clone(), reworded: reworded.clone(), report, how, run }).await?;
+            let r = chains(
+                &s,
+                ChainsJob {
+                    train: train.clone(),
+                    test: test.clone(),
+                    spec: spec.clone(),
+                    reworded: reworded.clone(),
+                    report,
+                    how,
+                    run,
+                },
+            )
+            .await?;
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
@@ -249,14 +279,29 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
-            let r = chains(&s, ChainsJob { train: data.join("data.json.gz"), test: None, spec: data.join("spec.json.gz"), reworded: reworded.clone(), report, how, run: how.run_settings(&s) }).await?;
+            let r = chains(
+                &s,
+                ChainsJob {
+                    train: data.join("data.json.gz"),
+                    test: None,
+                    spec: data.join("spec.json.gz"),
+                    reworded: reworded.clone(),
+                    report,
+                    how,
+                    run: how.run_settings(&s),
+                },
+            )
+            .await?;
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
         EvalCmd::Score { chains, spec, predictions, report } => {
-            let specs = toolgraph_ingest::complexfuncbench::read_specs(spec, 1 << 30).with_context(|| format!("reading {}", spec.display()))?;
-            let chains = toolgraph_ingest::complexfuncbench::read_chains(chains, 1 << 30).with_context(|| format!("reading {}", chains.display()))?;
-            let r = toolgraph_eval::predictions::score_file(&chains, &specs, predictions).with_context(|| format!("reading {}", predictions.display()))?;
+            let specs = toolgraph_ingest::complexfuncbench::read_specs(spec, 1 << 30)
+                .with_context(|| format!("reading {}", spec.display()))?;
+            let chains = toolgraph_ingest::complexfuncbench::read_chains(chains, 1 << 30)
+                .with_context(|| format!("reading {}", chains.display()))?;
+            let r = toolgraph_eval::predictions::score_file(&chains, &specs, predictions)
+                .with_context(|| format!("reading {}", predictions.display()))?;
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
@@ -301,11 +346,30 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             let started = Instant::now();
             let cfb_dir = data.join("complexfuncbench");
-            let cfb = chains(&s, ChainsJob { train: cfb_dir.join("data.json.gz"), test: None, spec: cfb_dir.join("spec.json.gz"), reworded: None, report: &out.join("complexfuncbench.json"), how, run: how.run_settings(&s) }).await?;
+            let cfb = chains(
+                &s,
+                ChainsJob {
+                    train: cfb_dir.join("data.json.gz"),
+                    test: None,
+                    spec: cfb_dir.join("spec.json.gz"),
+                    reworded: None,
+                    report: &out.join("complexfuncbench.json"),
+                    how,
+                    run: how.run_settings(&s),
+                },
+            )
+            .await?;
             let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
             let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
             let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
-            let tbx = toolbench(&s, &data.join("toolbench/answer"), &data.join("toolenv/tools.jsonl.gz"), &out.join("toolbench.json"), how).await?;
+            let tbx = toolbench(
+                &s,
+                &data.join("toolbench/answer"),
+                &data.join("toolenv/tools.jsonl.gz"),
+                &out.join("toolbench.json"),
+                how,
+            )
+            .await?;
             let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner.name(), started.elapsed().as_secs_f64());
             md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
             md.push('\n');
@@ -326,25 +390,60 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
 }
 
 /// The headline metric of each benchmark: toolgraph's methods and the published rows.
-fn panels(cfb: &toolgraph_eval::chains::ChainReport, nf: &toolgraph_eval::nestful::NestfulReport, tb: &toolgraph_eval::taskbench::TaskBenchReport, ab: &toolgraph_eval::chains::ChainReport, tbx: &toolgraph_eval::toolbench::ToolBenchReport) -> Vec<toolgraph_eval::report::Panel> {
+fn panels(
+    cfb: &toolgraph_eval::chains::ChainReport,
+    nf: &toolgraph_eval::nestful::NestfulReport,
+    tb: &toolgraph_eval::taskbench::TaskBenchReport,
+    ab: &toolgraph_eval::chains::ChainReport,
+    tbx: &toolgraph_eval::toolbench::ToolBenchReport,
+) -> Vec<toolgraph_eval::report::Panel> {
     use toolgraph_eval::report::Panel;
     let mut a = Panel { title: "ComplexFuncBench — Overall Success Rate (%)".into(), bars: Vec::new() };
-    a.bars.extend(toolgraph_eval::complexfuncbench::PUBLISHED.iter().take(2).map(|(m, sr, _)| (m.to_string(), *sr, true)));
-    a.bars.extend(cfb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.overall_success_rate, false)));
+    a.bars.extend(
+        toolgraph_eval::complexfuncbench::PUBLISHED.iter().take(2).map(|(m, sr, _)| (m.to_string(), *sr, true)),
+    );
+    a.bars
+        .extend(cfb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.overall_success_rate, false)));
     let mut b = Panel { title: "NESTFUL v1 — Full Sequence Accuracy (%)".into(), bars: Vec::new() };
-    b.bars.extend(toolgraph_eval::nestful::PUBLISHED.iter().filter_map(|(m, _, _, _, fs, _)| fs.map(|v| (m.to_string(), v, true))));
-    b.bars.extend(nf.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.full_sequence_accuracy, false)));
+    b.bars.extend(
+        toolgraph_eval::nestful::PUBLISHED
+            .iter()
+            .filter_map(|(m, _, _, _, fs, _)| fs.map(|v| (m.to_string(), v, true))),
+    );
+    b.bars.extend(
+        nf.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.full_sequence_accuracy, false)),
+    );
     let mut c = Panel { title: "TaskBench Daily Life — n-F1 (%)".into(), bars: Vec::new() };
     c.bars.extend(toolgraph_eval::taskbench::PUBLISHED.iter().map(|(m, n, _, _, _)| (m.to_string(), *n, true)));
     c.bars.extend(tb.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.n_f1, false)));
-    let d = Panel { title: "API-Bank level-3 — API call correctness (%)".into(), bars: ab.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.call_correctness, false)).collect() };
-    let mut e = Panel { title: format!("ToolBench answers — Pass Rate by the {} judge (%)", tbx.judge), bars: vec![("recorded runs (answered)".into(), 100.0 * tbx.recorded_pass_rate, true)] };
+    let d = Panel {
+        title: "API-Bank level-3 — API call correctness (%)".into(),
+        bars: ab
+            .methods
+            .iter()
+            .map(|m| (format!("toolgraph {}", m.method), 100.0 * m.call_correctness, false))
+            .collect(),
+    };
+    let mut e = Panel {
+        title: format!("ToolBench answers — Pass Rate by the {} judge (%)", tbx.judge),
+        bars: vec![("recorded runs (answered)".into(), 100.0 * tbx.recorded_pass_rate, true)],
+    };
     e.bars.extend(tbx.methods.iter().map(|m| (format!("toolgraph {}", m.method), 100.0 * m.pass_rate, false)));
     vec![a, b, c, d, e]
 }
 
-async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::toolbench::ToolBenchReport> {
-    let opts = toolgraph_eval::toolbench::ToolBenchOptions { answers: answers.to_path_buf(), tools: tools.to_path_buf(), harness: engine_only(harness(s, how)?, "toolbench")? };
+async fn toolbench(
+    s: &Settings,
+    answers: &Path,
+    tools: &Path,
+    report: &Path,
+    how: &HowArgs,
+) -> Result<toolgraph_eval::toolbench::ToolBenchReport> {
+    let opts = toolgraph_eval::toolbench::ToolBenchOptions {
+        answers: answers.to_path_buf(),
+        tools: tools.to_path_buf(),
+        harness: engine_only(harness(s, how)?, "toolbench")?,
+    };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench")).await?;
     write_json(report, &r)?;
@@ -352,8 +451,20 @@ async fn toolbench(s: &Settings, answers: &Path, tools: &Path, report: &Path, ho
     Ok(r)
 }
 
-async fn apibank(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::chains::ChainReport> {
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: PathBuf::new(), test: None, spec: PathBuf::new(), reworded: None, category: String::new(), harness: engine_only(harness(s, how)?, "apibank")? };
+async fn apibank(
+    s: &Settings,
+    data: &Path,
+    report: &Path,
+    how: &HowArgs,
+) -> Result<toolgraph_eval::chains::ChainReport> {
+    let opts = toolgraph_eval::chains::ChainEvalOptions {
+        train: PathBuf::new(),
+        test: None,
+        spec: PathBuf::new(),
+        reworded: None,
+        category: String::new(),
+        harness: engine_only(harness(s, how)?, "apibank")?,
+    };
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
     write_json(report, &r)?;
@@ -384,7 +495,10 @@ fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::Harnes
 }
 
 /// The benchmarks other than ComplexFuncBench's chains compare the engine's methods only.
-fn engine_only(h: toolgraph_eval::chains::HarnessOptions, bench: &str) -> Result<toolgraph_eval::chains::HarnessOptions> {
+fn engine_only(
+    h: toolgraph_eval::chains::HarnessOptions,
+    bench: &str,
+) -> Result<toolgraph_eval::chains::HarnessOptions> {
     if h.methods.iter().any(|m| m.direct) {
         anyhow::bail!("--methods {}: `eval {bench}` compares the engine's methods; the model-alone baseline runs with `eval chains` and `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
     }
@@ -401,7 +515,12 @@ fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
     }
 }
 
-async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::nestful::NestfulReport> {
+async fn nestful(
+    s: &Settings,
+    data: &Path,
+    report: &Path,
+    how: &HowArgs,
+) -> Result<toolgraph_eval::nestful::NestfulReport> {
     let opts = engine_only(harness(s, how)?, "nestful")?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL")).await?;
@@ -410,7 +529,12 @@ async fn nestful(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Res
     Ok(r)
 }
 
-async fn taskbench(s: &Settings, data: &Path, report: &Path, how: &HowArgs) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
+async fn taskbench(
+    s: &Settings,
+    data: &Path,
+    report: &Path,
+    how: &HowArgs,
+) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
     let opts = engine_only(harness(s, how)?, "taskbench")?;
     let embedder = load_embedder(s).await?;
     let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench")).await?;
@@ -438,7 +562,14 @@ struct ChainsJob<'a> {
 async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chains::ChainReport> {
     let embedder = load_embedder(s).await?;
     let harness = toolgraph_eval::chains::HarnessOptions { run: job.run, ..harness(s, job.how)? };
-    let opts = toolgraph_eval::chains::ChainEvalOptions { train: job.train, test: job.test, spec: job.spec, reworded: job.reworded, category: toolgraph_eval::chains::CATEGORY.into(), harness };
+    let opts = toolgraph_eval::chains::ChainEvalOptions {
+        train: job.train,
+        test: job.test,
+        spec: job.spec,
+        reworded: job.reworded,
+        category: toolgraph_eval::chains::CATEGORY.into(),
+        harness,
+    };
     let mut last = Instant::now();
     let r = toolgraph_eval::chains::run(&opts, s, embedder, |done, total| {
         if last.elapsed() >= Duration::from_secs(5) {
@@ -469,5 +600,10 @@ fn eval_method(name: &str) -> Result<toolgraph_eval::chains::EvalMethod> {
         Some(m) => (m, true),
         None => (name, false),
     };
-    Ok(toolgraph_eval::chains::EvalMethod { name: name.to_string(), mode: mode.parse::<Mode>().map_err(|e| anyhow::anyhow!("method {e}"))?, backward, direct: false })
+    Ok(toolgraph_eval::chains::EvalMethod {
+        name: name.to_string(),
+        mode: mode.parse::<Mode>().map_err(|e| anyhow::anyhow!("method {e}"))?,
+        backward,
+        direct: false,
+    })
 }

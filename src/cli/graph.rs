@@ -81,7 +81,8 @@ pub(super) async fn index(s: &Settings, graph: &dyn GraphStore, rebuild: bool) -
     };
     let bar = if std::io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
     bar.set_style(
-        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message("embedding");
     let mut last = Instant::now();
@@ -137,7 +138,9 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         trajectories: args.trajectories.clone(),
         stop: Arc::new(AtomicBool::new(false)),
         // The argument model learns from every new answered run, and is stored with the graph.
-        learner: Some(toolgraph_ingest::pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?))),
+        learner: Some(toolgraph_ingest::pipeline::Learner(Arc::new(
+            toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?,
+        ))),
     };
     // Ctrl-C: stop reading, write and finish what was read. A second Ctrl-C quits at once, which
     // is safe too: every batch is written atomically and the next ingest completes the rest.
@@ -151,11 +154,8 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
             }
         }
     });
-    let progress: Arc<dyn Progress> = if std::io::stderr().is_terminal() {
-        Arc::new(BarProgress::new())
-    } else {
-        Arc::new(LogProgress::new())
-    };
+    let progress: Arc<dyn Progress> =
+        if std::io::stderr().is_terminal() { Arc::new(BarProgress::new()) } else { Arc::new(LogProgress::new()) };
     let report = toolgraph_ingest::ingest(store.clone(), inputs, &s, progress).await?;
     if let Some(path) = &args.report {
         write_json(path, &report)?;
@@ -202,7 +202,9 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
 pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     if let GraphCmd::Args { id } = cmd {
-        let stack = toolgraph_engine::stack::Stack::open(s.clone(), &Default::default(), Vec::new()).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
+        let stack = toolgraph_engine::stack::Stack::open(s.clone(), &Default::default(), Vec::new())
+            .await
+            .with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
         let engine = stack.engine().await?;
         if !engine.graph().apis.contains_key(id) {
             bail!("no API {id} in the graph (ids look like category/tool/api)");
@@ -212,7 +214,12 @@ pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
         if learned.is_null() {
             eprintln!("nothing learned for {id}: no ingested or remembered run calls it with literal arguments ({} runs learned from)", model.examples);
         }
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"api": id, "examples": model.examples, "parameters": learned}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"api": id, "examples": model.examples, "parameters": learned})
+            )?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let store = open_store(&s).await?;
@@ -357,7 +364,8 @@ pub(super) async fn search(cli: &Cli, a: &SearchArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let filter = toolgraph_engine::retrieval::Filter { category: a.category.clone(), tool: a.tool.clone(), status: None };
+    let filter =
+        toolgraph_engine::retrieval::Filter { category: a.category.clone(), tool: a.tool.clone(), status: None };
     let hits = retriever.search(&a.query, a.k, &filter, a.method, prior.as_ref()).await?;
     // Written without println!, so a closed pipe (`| head`) ends quietly.
     use std::io::Write;
@@ -367,7 +375,9 @@ pub(super) async fn search(cli: &Cli, a: &SearchArgs) -> Result<ExitCode> {
     } else {
         let mut r = writeln!(out, "{:>4}  {:>6}  {:<60}  {:<30}  category", "rank", "score", "api", "tool");
         for (i, h) in hits.iter().enumerate() {
-            r = r.and_then(|_| writeln!(out, "{:>4}  {:>6.3}  {:<60}  {:<30}  {}", i + 1, h.score, h.id, h.tool, h.category));
+            r = r.and_then(|_| {
+                writeln!(out, "{:>4}  {:>6.3}  {:<60}  {:<30}  {}", i + 1, h.score, h.id, h.tool, h.category)
+            });
         }
         r
     };

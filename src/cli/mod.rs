@@ -193,13 +193,21 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, serde_json::Value)
 impl PlannerArgs {
     /// The planner these flags choose.
     fn choice(&self) -> toolgraph_engine::stack::PlannerChoice {
-        toolgraph_engine::stack::PlannerChoice { kind: self.planner, model: self.llm_model.clone(), url: self.llm_url.clone(), endpoint_model: self.llm_endpoint_model.clone() }
+        toolgraph_engine::stack::PlannerChoice {
+            kind: self.planner,
+            model: self.llm_model.clone(),
+            url: self.llm_url.clone(),
+            endpoint_model: self.llm_endpoint_model.clone(),
+        }
     }
 }
 
 /// `--rewrite FROM=TO` pairs.
 fn rewrites_of(items: &[String]) -> Result<Vec<(String, String)>> {
-    Ok(pairs(items, "--rewrite")?.into_iter().map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect())
+    Ok(pairs(items, "--rewrite")?
+        .into_iter()
+        .map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+        .collect())
 }
 
 fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<()> {

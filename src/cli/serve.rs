@@ -62,12 +62,29 @@ pub(super) struct SandboxArgs {
 }
 
 /// The daemon over the configured stores (what `serve` and `mcp` run).
-pub(super) async fn build_daemon(s: &Settings, rewrites: &[String], planner: &PlannerArgs, keys: toolgraph_server::daemon::limits::ApiKeys) -> Result<(Arc<toolgraph_server::daemon::Daemon>, Arc<toolgraph_server::state::StateStore>)> {
+pub(super) async fn build_daemon(
+    s: &Settings,
+    rewrites: &[String],
+    planner: &PlannerArgs,
+    keys: toolgraph_server::daemon::limits::ApiKeys,
+) -> Result<(Arc<toolgraph_server::daemon::Daemon>, Arc<toolgraph_server::state::StateStore>)> {
     use toolgraph_server::daemon::Daemon;
-    let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
-    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &planner.choice(), rewrites_of(rewrites)?).await.with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
-    let state = Arc::new(toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?.with_synchronous_runs(s.state.synchronous_runs));
-    if keys.is_empty() && !state.has_keys().await.map_err(anyhow::Error::msg)? && !ip.is_loopback() && !s.server.allow_anonymous {
+    let ip: std::net::IpAddr =
+        s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
+    let stack = toolgraph_engine::stack::Stack::open(s.clone(), &planner.choice(), rewrites_of(rewrites)?)
+        .await
+        .with_context(|| format!("opening the stores (graph {}, vectors {})", s.store.uri, s.vectors.uri))?;
+    let state = Arc::new(
+        toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections)
+            .await
+            .with_context(|| "opening the state store (state.url)")?
+            .with_synchronous_runs(s.state.synchronous_runs),
+    );
+    if keys.is_empty()
+        && !state.has_keys().await.map_err(anyhow::Error::msg)?
+        && !ip.is_loopback()
+        && !s.server.allow_anonymous
+    {
         bail!("no API keys (TOOLGRAPH_API_KEYS(_FILE), or users' keys from `toolgraph users add`) for a daemon listening on {ip}: add keys, listen on 127.0.0.1, or set server.allow_anonymous = true");
     }
     // An empty index is fine for a daemon that will get tools registered; index what the graph holds.
@@ -80,7 +97,12 @@ pub(super) async fn build_daemon(s: &Settings, rewrites: &[String], planner: &Pl
 pub(super) async fn mcp_stdio(cli: &Cli, args: &McpArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     let (daemon, _) = build_daemon(&s, &args.rewrites, &args.planner, Default::default()).await?;
-    eprintln!("toolgraph MCP server on stdio (graph: {}, vectors: {}, planner: {})", s.store.uri, s.vectors.uri, args.planner.planner.name());
+    eprintln!(
+        "toolgraph MCP server on stdio (graph: {}, vectors: {}, planner: {})",
+        s.store.uri,
+        s.vectors.uri,
+        args.planner.planner.name()
+    );
     toolgraph_server::mcp_serve::serve_stdio(daemon).await.map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -95,9 +117,12 @@ pub(super) async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         s.server.host = h.clone();
     }
     let keys = ApiKeys::from_env().map_err(|e| anyhow::anyhow!(e))?;
-    let ip: std::net::IpAddr = s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
+    let ip: std::net::IpAddr =
+        s.server.host.parse().with_context(|| format!("server.host `{}` is not an IP address", s.server.host))?;
     let (daemon, state) = build_daemon(&s, &args.rewrites, &args.planner, keys.clone()).await?;
-    let listener = tokio::net::TcpListener::bind((ip, s.server.port)).await.with_context(|| format!("cannot listen on {ip}:{}", s.server.port))?;
+    let listener = tokio::net::TcpListener::bind((ip, s.server.port))
+        .await
+        .with_context(|| format!("cannot listen on {ip}:{}", s.server.port))?;
     let addr = listener.local_addr()?;
     eprintln!(
         "toolgraph daemon on http://{addr} (graph: {}, vectors: {}, state: {}, planner: {}, {} bootstrap API keys{})",
@@ -161,8 +186,13 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
     let (recordings, routes) = (lib.len(), lib.routes());
     let sb = Sandbox::new(lib, faults);
     // Bound first, then announced with the port it got (`--port 0` picks a free one).
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
-    eprintln!("replay sandbox: {recordings} recordings on {routes} routes, http://127.0.0.1:{}/HOST/PATH", listener.local_addr()?.port());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+    eprintln!(
+        "replay sandbox: {recordings} recordings on {routes} routes, http://127.0.0.1:{}/HOST/PATH",
+        listener.local_addr()?.port()
+    );
     toolgraph_sandbox::serve(listener, sb, async {
         let _ = tokio::signal::ctrl_c().await;
     })

@@ -24,7 +24,9 @@ pub(super) enum ToolsCmd {
 pub(super) async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
     use toolgraph_server::mcp::{import, McpHub, McpServer};
     let s = load_settings(cli)?;
-    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections).await.with_context(|| "opening the state store (state.url)")?;
+    let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections)
+        .await
+        .with_context(|| "opening the state store (state.url)")?;
     match cmd {
         ToolsCmd::AddMcp { name, command, url } => {
             let def = McpServer { name: name.clone(), command: command.clone(), url: url.clone() };
@@ -33,10 +35,19 @@ pub(super) async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
             graph.setup().await?;
             let exec = toolgraph_engine::exec::Executor::new(toolgraph_engine::stack::exec_settings(&s, Vec::new()))?;
             let hub = McpHub::new(vec![def.clone()], Some(exec));
-            let imported = import(&hub, name, graph.as_ref()).await.map_err(|e| anyhow::anyhow!("MCP server `{name}`: {e}"))?;
+            let imported =
+                import(&hub, name, graph.as_ref()).await.map_err(|e| anyhow::anyhow!("MCP server `{name}`: {e}"))?;
             state.put_mcp_server(&def, "cli").await.map_err(anyhow::Error::msg)?;
             super::graph::index(&s, graph.as_ref(), false).await?;
-            println!("MCP server {name}: {} tools imported{}", imported.admitted.len(), if imported.invalidated.is_empty() { String::new() } else { format!(", {} no longer listed (invalidated)", imported.invalidated.len()) });
+            println!(
+                "MCP server {name}: {} tools imported{}",
+                imported.admitted.len(),
+                if imported.invalidated.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} no longer listed (invalidated)", imported.invalidated.len())
+                }
+            );
             for id in &imported.admitted {
                 println!("  {id}");
             }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::run::RunSettings;
+use toolgraph_sandbox::Recording;
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::{Daemon, Stack};
-use toolgraph_sandbox::Recording;
 
 pub fn settings() -> toolgraph_schema::Settings {
     let mut s = toolgraph_engine::settings::load(None, &[]).expect("defaults load");
@@ -18,7 +18,10 @@ pub fn settings() -> toolgraph_schema::Settings {
 }
 
 pub fn embedder() -> Arc<dyn Embedder> {
-    Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&settings().embed).expect("model files: run scripts/setup.sh"))
+    Arc::new(
+        toolgraph_engine::adapters::fastembed::FastEmbedder::load(&settings().embed)
+            .expect("model files: run scripts/setup.sh"),
+    )
 }
 
 pub fn exec_to(sandbox: Option<std::net::SocketAddr>, allow_loopback: bool) -> Executor {
@@ -34,12 +37,19 @@ pub fn exec_to(sandbox: Option<std::net::SocketAddr>, allow_loopback: bool) -> E
 }
 
 /// A daemon on 127.0.0.1:PORT with a throw-away state store; dropping the sender shuts it down.
-pub async fn start(stack: Stack, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+pub async fn start(
+    stack: Stack,
+    keys: ApiKeys,
+) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
     start_on(stack, None, keys).await
 }
 
 /// [`start`] on the state store `state` (`None`: a throw-away in-memory one).
-pub async fn start_on(stack: Stack, state: Option<Arc<toolgraph_server::state::StateStore>>, keys: ApiKeys) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+pub async fn start_on(
+    stack: Stack,
+    state: Option<Arc<toolgraph_server::state::StateStore>>,
+    keys: ApiKeys,
+) -> (String, Arc<Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
     let d = Daemon::new(stack, state, keys).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -53,7 +63,11 @@ pub async fn start_on(stack: Stack, state: Option<Arc<toolgraph_server::state::S
 /// Stop a daemon started by [`start`] and wait until nothing of it runs on: `serve` has returned
 /// and no task holds the daemon (so its embedded stores are closed and can be opened again, and
 /// its folder removed). A task that outlives the shutdown fails the test.
-pub async fn stop_daemon(d: Arc<Daemon>, stop: tokio::sync::oneshot::Sender<()>, server: tokio::task::JoinHandle<std::io::Result<()>>) {
+pub async fn stop_daemon(
+    d: Arc<Daemon>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
     for _ in 0..500 {
@@ -122,14 +136,34 @@ pub fn weather_recordings() -> Vec<Recording> {
 }
 
 /// A stack over an empty graph under `dir` (learning off unless `tweak` turns it on).
-pub async fn empty_stack(dir: &std::path::Path, emb: Arc<dyn Embedder>, executor: Executor, tweak: impl FnOnce(&mut toolgraph_schema::Settings)) -> Stack {
+pub async fn empty_stack(
+    dir: &std::path::Path,
+    emb: Arc<dyn Embedder>,
+    executor: Executor,
+    tweak: impl FnOnce(&mut toolgraph_schema::Settings),
+) -> Stack {
     let mut s = settings();
     s.run = RunSettings { learn: false, ..RunSettings::default() };
     tweak(&mut s);
-    let store: Arc<dyn toolgraph_engine::GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.join("graph.redb")).unwrap());
+    let store: Arc<dyn toolgraph_engine::GraphStore> =
+        Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&dir.join("graph.redb")).unwrap());
     store.setup().await.unwrap();
-    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings { uri: format!("embedded:{}", dir.join("vectors").display()), ..s.vectors.clone() }).unwrap();
-    toolgraph_engine::retrieval::index::index_graph(store.as_ref(), vectors.as_ref(), emb.as_ref(), None, 64, false, |_, _| {}).await.unwrap();
+    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
+        uri: format!("embedded:{}", dir.join("vectors").display()),
+        ..s.vectors.clone()
+    })
+    .unwrap();
+    toolgraph_engine::retrieval::index::index_graph(
+        store.as_ref(),
+        vectors.as_ref(),
+        emb.as_ref(),
+        None,
+        64,
+        false,
+        |_, _| {},
+    )
+    .await
+    .unwrap();
     Stack::over(s, store, vectors, emb, executor).await.unwrap()
 }
 

@@ -53,7 +53,12 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 pub fn shared_ingest_args() -> Vec<String> {
     let d = data();
     // 47k APIs: embedding them all is `toolgraph index`'s job (minutes), not these tests'.
-    let mut args = vec!["ingest".to_string(), "--no-index".into(), "--toolbench".into(), d.join("toolbench/answer").display().to_string()];
+    let mut args = vec![
+        "ingest".to_string(),
+        "--no-index".into(),
+        "--toolbench".into(),
+        d.join("toolbench/answer").display().to_string(),
+    ];
     args.push("--queries".into());
     let mut queries: Vec<PathBuf> = std::fs::read_dir(d.join("stabletoolbench/queries"))
         .expect("shared queries")
@@ -160,7 +165,12 @@ impl Falkor {
                 return Falkor { port, dir };
             }
             errors.push(format!("port {port}: {}", String::from_utf8_lossy(&out.stderr)));
-            let _ = Command::new("bash").arg(root().join("scripts/falkordb.sh")).args(["stop", &port.to_string()]).env("TOOLGRAPH_FALKORDB_DATA", dir.path()).current_dir(root()).output();
+            let _ = Command::new("bash")
+                .arg(root().join("scripts/falkordb.sh"))
+                .args(["stop", &port.to_string()])
+                .env("TOOLGRAPH_FALKORDB_DATA", dir.path())
+                .current_dir(root())
+                .output();
         }
         panic!("falkordb did not start: {}", errors.join("\n"))
     }
@@ -187,9 +197,28 @@ pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
     let d = data().join("complexfuncbench");
     let runs = dir.join("cfb.jsonl");
     let tools = dir.join("cfb-tools.jsonl");
-    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
+    run_ok(
+        bin()
+            .args(["convert", "complexfuncbench", "--data"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .arg("--out")
+            .arg(&runs)
+            .arg("--tools-out")
+            .arg(&tools),
+    );
     let store = format!("embedded:{}", dir.join("g.redb").display());
-    let out = run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    let out = run_ok(
+        bin_in(dir)
+            .arg("--store")
+            .arg(&store)
+            .arg("ingest")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--trajectories")
+            .arg(&runs),
+    );
     (store, out)
 }
 
@@ -311,8 +340,13 @@ pub fn neo4j() -> Neo4jLease {
     let guard = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let server = SERVER.get_or_init(|| match std::env::var("NEO4J_URI") {
         Ok(uri) => {
-            let port = uri.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok()).expect("NEO4J_URI is neo4j://127.0.0.1:PORT");
-            let password = toolgraph_engine::store::neo4j_password().expect("NEO4J_URI is set: set TOOLGRAPH_NEO4J_PASSWORD(_FILE) too");
+            let port = uri
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.trim_end_matches('/').parse().ok())
+                .expect("NEO4J_URI is neo4j://127.0.0.1:PORT");
+            let password = toolgraph_engine::store::neo4j_password()
+                .expect("NEO4J_URI is set: set TOOLGRAPH_NEO4J_PASSWORD(_FILE) too");
             Neo4jServer { port, password: secrecy::ExposeSecret::expose_secret(&password).to_string(), own: None }
         }
         Err(_) => {
@@ -338,7 +372,10 @@ pub fn snapshot_of(uri: &str, graph: &str, server: Option<&Neo4jServer>) -> Grap
     let Some(n) = server else { return snapshot(uri, graph) };
     runtime().block_on(async {
         let s = toolgraph_engine::settings::load(None, &[]).unwrap().store;
-        let store = toolgraph_engine::adapters::neo4j::connect(uri, "neo4j", &n.password(), &s.neo4j_database, s.batch_rows).await.unwrap();
+        let store =
+            toolgraph_engine::adapters::neo4j::connect(uri, "neo4j", &n.password(), &s.neo4j_database, s.batch_rows)
+                .await
+                .unwrap();
         toolgraph_engine::graph::GraphStore::snapshot(&store).await.unwrap()
     })
 }
@@ -429,7 +466,11 @@ pub fn spawn_listening(mut cmd: Command, marker: &str, log: Option<&Path>) -> (P
 pub fn sandbox_process() -> (Proc, u16) {
     let d = data().join("complexfuncbench");
     let mut c = bin();
-    c.args(["sandbox", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).args(["--port", "0"]);
+    c.args(["sandbox", "--chains"])
+        .arg(d.join("data.json.gz"))
+        .arg("--spec")
+        .arg(d.join("spec.json.gz"))
+        .args(["--port", "0"]);
     spawn_listening(c, "replay sandbox:", None)
 }
 
@@ -465,15 +506,24 @@ pub struct Script {
 
 pub type Shared = std::sync::Arc<std::sync::Mutex<Script>>;
 
-async fn completions(AxState(s): AxState<Shared>, headers: HeaderMap, axum::Json(body): axum::Json<serde_json::Value>) -> (StatusCode, axum::Json<serde_json::Value>) {
+async fn completions(
+    AxState(s): AxState<Shared>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> (StatusCode, axum::Json<serde_json::Value>) {
     let mut s = s.lock().unwrap();
     let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
     s.requests.push((body, auth));
     let (status, content) = if s.answers.is_empty() { (200, serde_json::json!({})) } else { s.answers.remove(0) };
     // A scripted answer with `tool_calls` is the whole message (tool calling); any other is the
     // message's content.
-    let message = if content.get("tool_calls").is_some() { serde_json::json!({"role": "assistant", "content": null, "tool_calls": content["tool_calls"]}) } else { serde_json::json!({"role": "assistant", "content": content.to_string()}) };
-    let reply = serde_json::json!({"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}});
+    let message = if content.get("tool_calls").is_some() {
+        serde_json::json!({"role": "assistant", "content": null, "tool_calls": content["tool_calls"]})
+    } else {
+        serde_json::json!({"role": "assistant", "content": content.to_string()})
+    };
+    let reply =
+        serde_json::json!({"choices": [{"message": message}], "usage": {"prompt_tokens": 100, "completion_tokens": 7}});
     (StatusCode::from_u16(status).unwrap(), axum::Json(reply))
 }
 
@@ -481,10 +531,10 @@ async fn completions(AxState(s): AxState<Shared>, headers: HeaderMap, axum::Json
 /// script in order (then `{}`), and keeps every request it received.
 pub async fn mock_openai_server(answers: Vec<(u16, serde_json::Value)>) -> (String, Shared) {
     let shared: Shared = std::sync::Arc::new(std::sync::Mutex::new(Script { answers, requests: Vec::new() }));
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(completions)).with_state(shared.clone());
+    let app =
+        axum::Router::new().route("/v1/chat/completions", axum::routing::post(completions)).with_state(shared.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}/v1"), shared)
 }
-

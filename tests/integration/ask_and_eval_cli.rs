@@ -40,19 +40,41 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
 
     // The human-readable form.
     let mut c = bin_in(dir.path());
-    let out = c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--no-learn"]).output().unwrap();
+    let out =
+        c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--no-learn"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("status: answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "), "{text}");
+    assert!(
+        text.contains("status: answered") && text.contains("var1 = Search_Car_Location(") && text.contains("answer: "),
+        "{text}"
+    );
 
     // Plan only: the tools point at a port nothing listens on, and the plan still comes back
     // (nothing is sent), with its data flow as references.
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = bin_in(dir.path()).arg("--store").arg(&store).args(["ask", request, "--dry-run", "--json", "--rewrite", &format!("https://=http://127.0.0.1:{dead}/")]).output().unwrap();
+    let out = bin_in(dir.path())
+        .arg("--store")
+        .arg(&store)
+        .args(["ask", request, "--dry-run", "--json", "--rewrite", &format!("https://=http://127.0.0.1:{dead}/")])
+        .output()
+        .unwrap();
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((d["stats"]["dry_run"].as_bool(), d["stats"]["http_calls"].as_u64(), d["stats"]["failed_calls"].as_u64()), (Some(true), Some(0), Some(0)), "{d:#}");
+    assert_eq!(
+        (d["stats"]["dry_run"].as_bool(), d["stats"]["http_calls"].as_u64(), d["stats"]["failed_calls"].as_u64()),
+        (Some(true), Some(0), Some(0)),
+        "{d:#}"
+    );
     assert_eq!(d["chain"][0]["name"], "Search_Car_Location", "{d:#}");
-    let out = bin_in(dir.path()).arg("--store").arg(&store).args(["ask", request, "--dry-run", "--no-learn"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(planned only: nothing was sent)"), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = bin_in(dir.path())
+        .arg("--store")
+        .arg(&store)
+        .args(["ask", request, "--dry-run", "--no-learn"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(planned only: nothing was sent)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // Nothing to learn from yet: a clear message, not a crash.
     let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
@@ -82,19 +104,42 @@ fn eval_chains_reports_every_method_side_by_side() {
     // Plan mode decides the plan at once: a plan that completes (most are remembered chains
     // replayed by analogy) costs at most the plan and the answer, never a step-by-step search;
     // and every plan-mode run says whether (and where) its plan handed over to the search.
-    let plan_runs: Vec<&serde_json::Value> = r["details"].as_array().unwrap().iter().filter(|d| d["method"] == "plan").collect();
+    let plan_runs: Vec<&serde_json::Value> =
+        r["details"].as_array().unwrap().iter().filter(|d| d["method"] == "plan").collect();
     assert_eq!(plan_runs.len(), 16);
-    let completed: Vec<&&serde_json::Value> = plan_runs.iter().filter(|d| !d["plan"].as_array().unwrap().is_empty() && d["plan_fallback"].is_null()).collect();
-    assert!(!completed.is_empty() && completed.iter().all(|d| d["planner_calls"].as_u64().unwrap() <= 2), "{completed:?}");
+    let completed: Vec<&&serde_json::Value> = plan_runs
+        .iter()
+        .filter(|d| !d["plan"].as_array().unwrap().is_empty() && d["plan_fallback"].is_null())
+        .collect();
+    assert!(
+        !completed.is_empty() && completed.iter().all(|d| d["planner_calls"].as_u64().unwrap() <= 2),
+        "{completed:?}"
+    );
     assert_eq!(r["methods"][1]["plans_completed"].as_u64(), Some(completed.len() as u64));
-    assert!(plan_runs.iter().all(|d| d["recall"].as_array().is_some_and(|a| a[1] == true) || !d["plan"].as_array().unwrap().is_empty() || d["plan_fallback"].is_string()), "{plan_runs:?}");
+    assert!(
+        plan_runs.iter().all(|d| d["recall"].as_array().is_some_and(|a| a[1] == true)
+            || !d["plan"].as_array().unwrap().is_empty()
+            || d["plan_fallback"].is_string()),
+        "{plan_runs:?}"
+    );
     for m in r["methods"].as_array().unwrap() {
         assert_eq!(m["chains"], 16, "{m}");
-        for k in ["call_f1", "edge_f1", "argument_accuracy", "exact_match", "success", "answered_precision", "answered_recall", "overall_success_rate", "overall_call_acc"] {
+        for k in [
+            "call_f1",
+            "edge_f1",
+            "argument_accuracy",
+            "exact_match",
+            "success",
+            "answered_precision",
+            "answered_recall",
+            "overall_success_rate",
+            "overall_call_acc",
+        ] {
             let v = m[k].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&v), "{k} = {v}");
         }
-        let outcomes: u64 = ["answered", "partial", "gave_up", "needs_input"].iter().map(|k| m[k].as_u64().unwrap()).sum();
+        let outcomes: u64 =
+            ["answered", "partial", "gave_up", "needs_input"].iter().map(|k| m[k].as_u64().unwrap()).sum();
         assert_eq!(outcomes, 16, "every run has one outcome: {m}");
     }
     // Seed retrieval, plain hybrid next to hybrid with usage vectors, on the same requests.
@@ -106,7 +151,12 @@ fn eval_chains_reports_every_method_side_by_side() {
     let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
     assert!(md.contains("| graph |") && md.contains("| dfs-no-graph |"), "{md}");
     // ComplexFuncBench's own metrics, among the paper's published rows.
-    assert!(md.contains("| model | Overall Success Rate | Overall Call Acc. |") && md.contains("| GPT-4o | 60.50 | 80.55 |") && md.contains("| **toolgraph `graph`** |"), "{md}");
+    assert!(
+        md.contains("| model | Overall Success Rate | Overall Call Acc. |")
+            && md.contains("| GPT-4o | 60.50 | 80.55 |")
+            && md.contains("| **toolgraph `graph`** |"),
+        "{md}"
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("call F1"));
 }
 
@@ -115,17 +165,43 @@ fn eval_complexfuncbench_scores_the_papers_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("eval/cfb.json");
     let reworded = root().join("eval/data/reworded/complexfuncbench-dev.jsonl");
-    run_ok(bin_in(dir.path()).args(["eval", "complexfuncbench", "--data"]).arg(data().join("complexfuncbench")).args(["--folds", "2", "--limit", "6", "--methods", "graph", "retrieve-greedy", "--reworded"]).arg(&reworded).arg("--report").arg(&report));
+    run_ok(
+        bin_in(dir.path())
+            .args(["eval", "complexfuncbench", "--data"])
+            .arg(data().join("complexfuncbench"))
+            .args(["--folds", "2", "--limit", "6", "--methods", "graph", "retrieve-greedy", "--reworded"])
+            .arg(&reworded)
+            .arg("--report")
+            .arg(&report),
+    );
     let r = read_json(&report);
     // The reworded requests of the held-out chains (every fourth chain has one: 3 of these 12),
     // run beside the same requests as written, in their own rows.
     let names: Vec<&str> = r["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();
-    assert_eq!(names, ["graph", "retrieve-greedy", "graph · as written", "graph · reworded", "retrieve-greedy · as written", "retrieve-greedy · reworded"]);
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&reworded).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "graph",
+            "retrieve-greedy",
+            "graph · as written",
+            "graph · reworded",
+            "retrieve-greedy · as written",
+            "retrieve-greedy · reworded"
+        ]
+    );
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&reworded).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let texts: Vec<&str> = lines.iter().map(|l| l["reworded"].as_str().unwrap()).collect();
-    let rows: Vec<&serde_json::Value> = r["details"].as_array().unwrap().iter().filter(|d| d["method"] == "graph · reworded").collect();
-    assert_eq!((rows.len(), r["methods"][3]["chains"].as_u64(), r["methods"][2]["chains"].as_u64()), (3, Some(3), Some(3)));
-    assert!(rows.iter().all(|d| texts.iter().any(|t| t.starts_with(d["request"].as_str().unwrap()))), "the reworded words were asked");
+    let rows: Vec<&serde_json::Value> =
+        r["details"].as_array().unwrap().iter().filter(|d| d["method"] == "graph · reworded").collect();
+    assert_eq!(
+        (rows.len(), r["methods"][3]["chains"].as_u64(), r["methods"][2]["chains"].as_u64()),
+        (3, Some(3), Some(3))
+    );
+    assert!(
+        rows.iter().all(|d| texts.iter().any(|t| t.starts_with(d["request"].as_str().unwrap()))),
+        "the reworded words were asked"
+    );
     let methods = r["methods"].as_array().unwrap().iter().take(2).cloned().collect::<Vec<_>>();
     for m in &methods {
         assert_eq!(m["chains"], 12, "{m}");
@@ -136,17 +212,28 @@ fn eval_complexfuncbench_scores_the_papers_metrics() {
     // `answered` is not part of it): the figure is the share of samples it scored a success.
     for m in &methods {
         let method = m["method"].as_str().unwrap();
-        let details: Vec<&serde_json::Value> = r["details"].as_array().unwrap().iter().filter(|d| d["method"] == method).collect();
+        let details: Vec<&serde_json::Value> =
+            r["details"].as_array().unwrap().iter().filter(|d| d["method"] == method).collect();
         let successes = details.iter().filter(|d| d["paper_success"] == true).count();
         assert_eq!(successes as f64 / 12.0, m["overall_success_rate"].as_f64().unwrap(), "{m}");
-        assert!(details.iter().all(|d| d["paper_success"] == false || d["paper_first_error"].is_null()), "a success has no error");
+        assert!(
+            details.iter().all(|d| d["paper_success"] == false || d["paper_first_error"].is_null()),
+            "a success has no error"
+        );
     }
     // The graph search gets calls right that one greedy pass does not.
     assert!(r["methods"][0]["overall_call_acc"].as_f64().unwrap() > 0.0, "{}", r["methods"][0]);
     let md = std::fs::read_to_string(report.with_extension("md")).unwrap();
-    assert!(md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |") && md.contains("**toolgraph `retrieve-greedy`**"), "{md}");
+    assert!(
+        md.contains("| Claude-3.5-Sonnet | 61.00 | 79.27 |") && md.contains("**toolgraph `retrieve-greedy`**"),
+        "{md}"
+    );
     // Ablation flags are checked before anything runs.
-    let bad = bin_in(dir.path()).args(["eval", "complexfuncbench", "--beta", "1.5", "--report"]).arg(&report).output().unwrap();
+    let bad = bin_in(dir.path())
+        .args(["eval", "complexfuncbench", "--beta", "1.5", "--report"])
+        .arg(&report)
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--beta"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
@@ -155,7 +242,13 @@ fn eval_complexfuncbench_scores_the_papers_metrics() {
 fn eval_all_writes_one_report_with_every_benchmarks_own_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("eval");
-    run_ok(bin_in(dir.path()).args(["eval", "all", "--data"]).arg(data()).args(["--folds", "2", "--limit", "3", "--methods", "graph", "--out"]).arg(&out));
+    run_ok(
+        bin_in(dir.path())
+            .args(["eval", "all", "--data"])
+            .arg(data())
+            .args(["--folds", "2", "--limit", "3", "--methods", "graph", "--out"])
+            .arg(&out),
+    );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     for section in ["## ComplexFuncBench", "## NESTFUL v1", "## TaskBench, Daily Life APIs", "## API-Bank level-3"] {
         assert!(md.contains(section), "{section} missing:\n{md}");
@@ -210,27 +303,42 @@ fn eval_score_scores_anyones_predictions_and_the_gold_chains_score_full_marks() 
     let d = data().join("complexfuncbench");
     let chains = toolgraph_ingest::complexfuncbench::read_chains(&d.join("data.json.gz"), 1 << 30).unwrap();
     let specs = toolgraph_ingest::complexfuncbench::read_specs(&d.join("spec.json.gz"), 1 << 30).unwrap();
-    let optional: std::collections::HashMap<&str, Vec<&str>> = specs.iter().map(|s| (s.name.as_str(), s.query_parameters.iter().filter(|(_, p)| !p.required).map(|(n, _)| n.as_str()).collect())).collect();
+    let optional: std::collections::HashMap<&str, Vec<&str>> = specs
+        .iter()
+        .map(|s| {
+            (s.name.as_str(), s.query_parameters.iter().filter(|(_, p)| !p.required).map(|(n, _)| n.as_str()).collect())
+        })
+        .collect();
     // A model that follows the specs sends each value in its declared type (a reference keeps
     // the response's: 3 golden values are a number where the spec says string, or the reverse).
-    let types: std::collections::HashMap<(&str, &str), &str> = specs.iter().flat_map(|s| s.query_parameters.iter().map(move |(n, p)| ((s.name.as_str(), n.as_str()), p.ty.as_str()))).collect();
-    let typed = |api: &str, args: &serde_json::Map<String, serde_json::Value>| -> serde_json::Map<String, serde_json::Value> {
-        args.iter()
-            .map(|(k, v)| {
-                let v = match (v, types.get(&(api, k.as_str())).copied()) {
-                    (serde_json::Value::Number(n), Some("string")) => serde_json::Value::String(n.to_string()),
-                    (serde_json::Value::String(t), Some("number")) => t.parse::<i64>().map(serde_json::Value::from).unwrap_or_else(|_| v.clone()),
-                    _ => v.clone(),
-                };
-                (k.clone(), v)
-            })
-            .collect()
-    };
+    let types: std::collections::HashMap<(&str, &str), &str> = specs
+        .iter()
+        .flat_map(|s| s.query_parameters.iter().map(move |(n, p)| ((s.name.as_str(), n.as_str()), p.ty.as_str())))
+        .collect();
+    let typed =
+        |api: &str, args: &serde_json::Map<String, serde_json::Value>| -> serde_json::Map<String, serde_json::Value> {
+            args.iter()
+                .map(|(k, v)| {
+                    let v = match (v, types.get(&(api, k.as_str())).copied()) {
+                        (serde_json::Value::Number(n), Some("string")) => serde_json::Value::String(n.to_string()),
+                        (serde_json::Value::String(t), Some("number")) => {
+                            t.parse::<i64>().map(serde_json::Value::from).unwrap_or_else(|_| v.clone())
+                        }
+                        _ => v.clone(),
+                    };
+                    (k.clone(), v)
+                })
+                .collect()
+        };
     let (mut gold, mut dropped) = (Vec::new(), Vec::new());
     let mut with_optional = 0;
     for c in &chains {
         let g = toolgraph_eval::chains::gold_of(c).unwrap();
-        let calls: Vec<serde_json::Value> = g.calls.iter().map(|c| serde_json::json!({"name": c.name, "arguments": typed(&c.name, &c.resolved)})).collect();
+        let calls: Vec<serde_json::Value> = g
+            .calls
+            .iter()
+            .map(|c| serde_json::json!({"name": c.name, "arguments": typed(&c.name, &c.resolved)}))
+            .collect();
         gold.push(serde_json::json!({"request": g.request, "calls": calls}).to_string());
         let mut any = false;
         let calls: Vec<serde_json::Value> = g
@@ -257,17 +365,36 @@ fn eval_score_scores_anyones_predictions_and_the_gold_chains_score_full_marks() 
             writeln!(f, "{l}").unwrap();
         }
         let report = dir.path().join(format!("{name}.json"));
-        let out = run_ok(bin_in(dir.path()).args(["eval", "score", "--chains"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--predictions").arg(&file).arg("--report").arg(&report));
+        let out = run_ok(
+            bin_in(dir.path())
+                .args(["eval", "score", "--chains"])
+                .arg(d.join("data.json.gz"))
+                .arg("--spec")
+                .arg(d.join("spec.json.gz"))
+                .arg("--predictions")
+                .arg(&file)
+                .arg("--report")
+                .arg(&report),
+        );
         (read_json(&report), String::from_utf8_lossy(&out.stdout).to_string())
     };
     let mut lines = gold.clone();
     lines.insert(3, "{\"request\": 1}".into());
     let (r, stdout) = score("gold", &lines);
-    assert_eq!(r["overall_success"], 100.0, "{}", r["requests"].as_array().unwrap().iter().find(|x| x["success"] == false).unwrap_or(&r["skipped"]));
+    assert_eq!(
+        r["overall_success"],
+        100.0,
+        "{}",
+        r["requests"].as_array().unwrap().iter().find(|x| x["success"] == false).unwrap_or(&r["skipped"])
+    );
     assert_eq!(r["overall_call_acc"], 100.0);
     assert!(stdout.contains("| 100.00 | 100.00 |"), "{stdout}");
     let skipped = r["skipped"].as_array().unwrap();
-    assert_eq!((skipped.len(), r["scored"].as_u64(), r["chains_without_prediction"].as_u64()), (1, Some(chains.len() as u64), Some(0)), "{skipped:?}");
+    assert_eq!(
+        (skipped.len(), r["scored"].as_u64(), r["chains_without_prediction"].as_u64()),
+        (1, Some(chains.len() as u64), Some(0)),
+        "{skipped:?}"
+    );
     assert!(skipped[0].as_str().unwrap().starts_with("line 4: not a prediction"), "{skipped:?}");
     let first = &r["requests"][0];
     assert_eq!((first["success"].as_bool(), first["first_error"].is_null()), (Some(true), true), "{first}");
@@ -277,5 +404,8 @@ fn eval_score_scores_anyones_predictions_and_the_gold_chains_score_full_marks() 
     let successes = r["requests"].as_array().unwrap().iter().filter(|x| x["success"] == true).count();
     // A dropped optional argument only passes where another recording has exactly that call and
     // the golden response (the real API answered alike) — or the call was a free location search.
-    assert!(successes * 10 < with_optional, "{successes} of {with_optional} still succeed with an optional argument dropped");
+    assert!(
+        successes * 10 < with_optional,
+        "{successes} of {with_optional} still succeed with an optional argument dropped"
+    );
 }

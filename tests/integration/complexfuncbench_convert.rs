@@ -9,7 +9,17 @@ fn complexfuncbench_converts_and_ingests() {
     let d = data().join("complexfuncbench");
     let runs = dir.path().join("cfb.jsonl");
     let tools = dir.path().join("cfb-tools.jsonl");
-    let out = run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
+    let out = run_ok(
+        bin()
+            .args(["convert", "complexfuncbench", "--data"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .arg("--out")
+            .arg(&runs)
+            .arg("--tools-out")
+            .arg(&tools),
+    );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["runs"], 613);
     assert_eq!(summary["apis"], 40);
@@ -24,7 +34,18 @@ fn complexfuncbench_converts_and_ingests() {
 
     let store = format!("embedded:{}", dir.path().join("g.redb").display());
     let report = dir.path().join("r.json");
-    run_ok(bin().arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs).arg("--report").arg(&report));
+    run_ok(
+        bin()
+            .arg("--store")
+            .arg(&store)
+            .arg("ingest")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--trajectories")
+            .arg(&runs)
+            .arg("--report")
+            .arg(&report),
+    );
     let r = read_json(&report);
     assert_eq!(r["runs_read"], 613);
     assert_eq!(r["runs_kept"], 613);
@@ -37,6 +58,10 @@ fn complexfuncbench_converts_and_ingests() {
     // Search_Hotel_Destination returns dest_id, which Search_Hotels takes: a derived FEEDS edge.
     let dest = "travel/booking_com15/search_hotel_destination".to_string();
     let hotels = "travel/booking_com15/search_hotels".to_string();
-    assert!(snap.feeds.get(&(dest, hotels)).is_some_and(|f| f.contains(&"dest_id".to_string())), "{:?}", snap.feeds.keys().take(10).collect::<Vec<_>>());
+    assert!(
+        snap.feeds.get(&(dest, hotels)).is_some_and(|f| f.contains(&"dest_id".to_string())),
+        "{:?}",
+        snap.feeds.keys().take(10).collect::<Vec<_>>()
+    );
     assert!(snap.apis[&loc].output_fields.iter().any(|f| f == "coordinates.latitude"));
 }

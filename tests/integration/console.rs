@@ -8,12 +8,12 @@
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
+use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::state::{Role, StateStore};
 
-use crate::daemon_common::*;
 use crate::common;
+use crate::daemon_common::*;
 
 fn session_cookie(r: &reqwest::Response) -> (String, String) {
     let set = r.headers().get("set-cookie").expect("a Set-Cookie header").to_str().unwrap().to_string();
@@ -33,7 +33,8 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
 
     // The page: the built console (embedded in the binary), or a page that says how to build it.
     let page = http.get(format!("{url}/")).send().await.unwrap();
-    let csp = page.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let csp =
+        page.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
     assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
     if toolgraph_server::daemon::console::built() {
         assert_eq!(page.status(), 200);
@@ -52,28 +53,85 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     error_of(http.get(format!("{url}/assets/nope.js")).send().await.unwrap(), 404, "not_found").await;
     // Everything the console calls is in the API's document.
     let doc: Value = http.get(format!("{url}/openapi.json")).send().await.unwrap().json().await.unwrap();
-    for p in ["/", "/v1/login", "/v1/logout", "/v1/categories", "/v1/tools", "/v1/graph/neighborhood", "/v1/memory", "/v1/memory/{id}", "/v1/settings", "/v1/chains/check", "/v1/chains", "/v1/runs", "/v1/users"] {
+    for p in [
+        "/",
+        "/v1/login",
+        "/v1/logout",
+        "/v1/categories",
+        "/v1/tools",
+        "/v1/graph/neighborhood",
+        "/v1/memory",
+        "/v1/memory/{id}",
+        "/v1/settings",
+        "/v1/chains/check",
+        "/v1/chains",
+        "/v1/runs",
+        "/v1/users",
+    ] {
         assert!(doc["paths"][p].is_object(), "{p} is not documented");
     }
-    assert!(doc["paths"]["/v1/tools"]["get"].is_object() && doc["components"]["securitySchemes"]["consoleCookie"]["in"] == "cookie");
+    assert!(
+        doc["paths"]["/v1/tools"]["get"].is_object()
+            && doc["components"]["securitySchemes"]["consoleCookie"]["in"] == "cookie"
+    );
 
     // No keys and no passwords: a local daemon needs no login.
-    let r: Value = http.post(format!("{url}/v1/login")).json(&json!({"name": "x", "password": "y"})).send().await.unwrap().json().await.unwrap();
+    let r: Value = http
+        .post(format!("{url}/v1/login"))
+        .json(&json!({"name": "x", "password": "y"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["login_required"], false, "{r}");
     assert_eq!(r["user"]["role"], "admin");
 
     // A user with a password (over the API): from now on a login or a key is required.
-    let made = http.post(format!("{url}/v1/users")).json(&json!({"name": "ada", "role": "admin", "password": "correct horse battery"})).send().await.unwrap();
+    let made = http
+        .post(format!("{url}/v1/users"))
+        .json(&json!({"name": "ada", "role": "admin", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(made.status(), 201);
-    let ben = state.add_user("ben", Role::User, Some(toolgraph_server::state::secrets::hash_password("ben's password").unwrap())).await.unwrap();
+    let ben = state
+        .add_user("ben", Role::User, Some(toolgraph_server::state::secrets::hash_password("ben's password").unwrap()))
+        .await
+        .unwrap();
     let (_, ben_key) = state.add_key(&ben.id, "test", None).await.unwrap();
     error_of(http.get(format!("{url}/v1/me")).send().await.unwrap(), 401, "missing_api_key").await;
 
     // Wrong password, unknown user: the same refusal; a good one sets the cookie.
-    error_of(http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "wrong"})).send().await.unwrap(), 401, "invalid_login").await;
-    error_of(http.post(format!("{url}/v1/login")).json(&json!({"name": "nobody", "password": "wrong"})).send().await.unwrap(), 401, "invalid_login").await;
-    error_of(http.post(format!("{url}/v1/login")).json(&json!({"name": "ada"})).send().await.unwrap(), 400, "invalid_request").await;
-    let ok = http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "correct horse battery"})).send().await.unwrap();
+    error_of(
+        http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "wrong"})).send().await.unwrap(),
+        401,
+        "invalid_login",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/login"))
+            .json(&json!({"name": "nobody", "password": "wrong"}))
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "invalid_login",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/login")).json(&json!({"name": "ada"})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    let ok = http
+        .post(format!("{url}/v1/login"))
+        .json(&json!({"name": "ada", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     let (token, set) = session_cookie(&ok);
     for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
@@ -86,60 +144,172 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     let cookie = format!("tg_session={token}");
 
     // The cookie authenticates; /v1/me gives the CSRF token back to a reloaded page.
-    let me: Value = http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap().json().await.unwrap();
+    let me: Value =
+        http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap().json().await.unwrap();
     assert_eq!((me["name"].as_str(), me["csrf_token"].as_str()), (Some("ada"), Some(csrf.as_str())));
     // State-changing requests need the token: none, or a wrong one, is 403.
     let chain = json!({"name": "weather", "steps": [{"api": "weather/weather_example/current_weather"}]});
-    error_of(http.post(format!("{url}/v1/chains")).header("cookie", &cookie).json(&chain).send().await.unwrap(), 403, "csrf_failed").await;
-    error_of(http.post(format!("{url}/v1/chains")).header("cookie", &cookie).header("x-csrf-token", "csrf_0000").json(&chain).send().await.unwrap(), 403, "csrf_failed").await;
+    error_of(
+        http.post(format!("{url}/v1/chains")).header("cookie", &cookie).json(&chain).send().await.unwrap(),
+        403,
+        "csrf_failed",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/chains"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", "csrf_0000")
+            .json(&chain)
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "csrf_failed",
+    )
+    .await;
     // With it, the request is handled (the API does not exist yet: the chain is refused by name).
-    let e = error_of(http.post(format!("{url}/v1/chains")).header("cookie", &cookie).header("x-csrf-token", &csrf).json(&chain).send().await.unwrap(), 422, "invalid_chain").await;
+    let e = error_of(
+        http.post(format!("{url}/v1/chains"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .json(&chain)
+            .send()
+            .await
+            .unwrap(),
+        422,
+        "invalid_chain",
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("current_weather"), "{e}");
     // Register the weather API: a dry run shows the test call and writes nothing.
     let tool = weather_tool(&format!("http://{sb_addr}"));
-    let dry = http.post(format!("{url}/v1/tools?dry_run=true")).header("cookie", &cookie).header("x-csrf-token", &csrf).json(&tool).send().await.unwrap();
+    let dry = http
+        .post(format!("{url}/v1/tools?dry_run=true"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(dry.status(), 200);
     let dry: Value = dry.json().await.unwrap();
     assert_eq!(dry["test_call"]["status"], 200, "{dry}");
     assert_eq!(dry["test_call"]["response"]["data"]["city"], "Paris", "{dry}");
-    error_of(http.get(format!("{url}/v1/tools/weather/weather_example/current_weather")).header("cookie", &cookie).send().await.unwrap(), 404, "not_found").await;
-    let admitted = http.post(format!("{url}/v1/tools")).header("cookie", &cookie).header("x-csrf-token", &csrf).json(&tool).send().await.unwrap();
+    error_of(
+        http.get(format!("{url}/v1/tools/weather/weather_example/current_weather"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    let admitted = http
+        .post(format!("{url}/v1/tools"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(admitted.status(), 201);
     let id = admitted.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let saved = http.post(format!("{url}/v1/chains")).header("cookie", &cookie).header("x-csrf-token", &csrf).json(&json!({"name": "weather", "steps": [{"api": id, "arguments": {"city": "Paris"}}]})).send().await.unwrap();
+    let saved = http
+        .post(format!("{url}/v1/chains"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&json!({"name": "weather", "steps": [{"api": id, "arguments": {"city": "Paris"}}]}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(saved.status(), 201);
 
     // A key still works without any token (API clients are not browsers).
-    let mine: Value = http.get(format!("{url}/v1/chains")).bearer_auth(&ben_key).send().await.unwrap().json().await.unwrap();
+    let mine: Value =
+        http.get(format!("{url}/v1/chains")).bearer_auth(&ben_key).send().await.unwrap().json().await.unwrap();
     assert_eq!(mine["chains"].as_array().unwrap().len(), 0, "ben sees only his own");
     // A login with a key: the user's own role (ben is no administrator).
     let kl = http.post(format!("{url}/v1/login")).json(&json!({"api_key": ben_key})).send().await.unwrap();
     assert_eq!(kl.status(), 200);
     let (ben_token, _) = session_cookie(&kl);
-    error_of(http.get(format!("{url}/v1/settings")).header("cookie", format!("tg_session={ben_token}")).send().await.unwrap(), 403, "forbidden").await;
-    error_of(http.get(format!("{url}/v1/memory")).header("cookie", format!("tg_session={ben_token}")).send().await.unwrap(), 403, "forbidden").await;
+    error_of(
+        http.get(format!("{url}/v1/settings"))
+            .header("cookie", format!("tg_session={ben_token}"))
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "forbidden",
+    )
+    .await;
+    error_of(
+        http.get(format!("{url}/v1/memory")).header("cookie", format!("tg_session={ben_token}")).send().await.unwrap(),
+        403,
+        "forbidden",
+    )
+    .await;
     // Revoking that key ends the logins made with it; ben's password login stays.
-    let pw = http.post(format!("{url}/v1/login")).json(&json!({"name": "ben", "password": "ben's password"})).send().await.unwrap();
+    let pw = http
+        .post(format!("{url}/v1/login"))
+        .json(&json!({"name": "ben", "password": "ben's password"}))
+        .send()
+        .await
+        .unwrap();
     let (ben_pw_token, _) = session_cookie(&pw);
     let key_id = state.keys(Some(&ben.id)).await.unwrap()[0].id.clone();
-    assert_eq!(http.delete(format!("{url}/v1/keys/{key_id}")).header("cookie", &cookie).header("x-csrf-token", &csrf).send().await.unwrap().status(), 204);
-    error_of(http.get(format!("{url}/v1/me")).header("cookie", format!("tg_session={ben_token}")).send().await.unwrap(), 401, "login_expired").await;
-    let me: Value = http.get(format!("{url}/v1/me")).header("cookie", format!("tg_session={ben_pw_token}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        http.delete(format!("{url}/v1/keys/{key_id}"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    error_of(
+        http.get(format!("{url}/v1/me")).header("cookie", format!("tg_session={ben_token}")).send().await.unwrap(),
+        401,
+        "login_expired",
+    )
+    .await;
+    let me: Value = http
+        .get(format!("{url}/v1/me"))
+        .header("cookie", format!("tg_session={ben_pw_token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(me["name"], "ben");
 
     // Logout (with the login's CSRF token, like every state-changing request of a login) ends the
     // login everywhere (the row is gone, not just the cookie).
-    let out = http.post(format!("{url}/v1/logout")).header("cookie", &cookie).header("x-csrf-token", &csrf).send().await.unwrap();
+    let out = http
+        .post(format!("{url}/v1/logout"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(out.status(), 204);
     assert!(out.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
-    error_of(http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap(), 401, "login_expired").await;
+    error_of(http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap(), 401, "login_expired")
+        .await;
     assert!(state.login(&token).await.unwrap().is_none());
 
     // Guessing passwords: after ten tries from one address the daemon answers 429 with Retry-After,
     // even for the right password.
     let mut limited = None;
     for i in 0..12 {
-        let r = http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": format!("guess {i}")})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/v1/login"))
+            .json(&json!({"name": "ada", "password": format!("guess {i}")}))
+            .send()
+            .await
+            .unwrap();
         if r.status() == 429 {
             limited = Some(r);
             break;
@@ -148,7 +318,16 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     }
     let r = limited.expect("429 after ten attempts");
     assert!(r.headers().get("retry-after").is_some());
-    error_of(http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "correct horse battery"})).send().await.unwrap(), 429, "rate_limited").await;
+    error_of(
+        http.post(format!("{url}/v1/login"))
+            .json(&json!({"name": "ada", "password": "correct horse battery"}))
+            .send()
+            .await
+            .unwrap(),
+        429,
+        "rate_limited",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,17 +349,33 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
 
     let cats: Value = http.get(format!("{url}/v1/categories")).send().await.unwrap().json().await.unwrap();
     assert_eq!(cats["categories"], json!([{"id": "weather", "name": "Weather", "tools": 1, "apis": 2}]), "{cats}");
-    let list: Value = http.get(format!("{url}/v1/tools?category=weather&limit=1")).send().await.unwrap().json().await.unwrap();
+    let list: Value =
+        http.get(format!("{url}/v1/tools?category=weather&limit=1")).send().await.unwrap().json().await.unwrap();
     assert_eq!((list["total"].as_u64(), list["apis"].as_array().unwrap().len()), (Some(2), 1), "{list}");
     assert_eq!(list["tools"], json!([{"id": "weather/weather_example", "name": "Weather Example", "apis": 2}]));
-    let page2: Value = http.get(format!("{url}/v1/tools?tool=Weather%20Example&offset=1&limit=1")).send().await.unwrap().json().await.unwrap();
+    let page2: Value = http
+        .get(format!("{url}/v1/tools?tool=Weather%20Example&offset=1&limit=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(page2["apis"][0]["name"], "forecast", "{page2}");
     let q: Value = http.get(format!("{url}/v1/tools?q=next%20days")).send().await.unwrap().json().await.unwrap();
     assert_eq!(q["total"], 1, "{q}");
     error_of(http.get(format!("{url}/v1/tools?limit=0")).send().await.unwrap(), 400, "invalid_request").await;
 
     // Ask twice: the runs teach the graph; START's neighbourhood then has the weather API.
-    let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "What is the weather in Paris right now?"})).send().await.unwrap().json().await.unwrap();
+    let r: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": "What is the weather in Paris right now?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["status"], "answered", "{r}");
     // The conversation is listed with its first request and last status.
     let sessions: Value = http.get(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
@@ -189,19 +384,42 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     assert_eq!(sessions["sessions"][0]["last_status"], "answered");
     assert_eq!(sessions["sessions"][0]["session_id"], r["session_id"]);
     // Each call in the trace says where its arguments came from.
-    let run: Value = http.get(format!("{url}/v1/runs/{}", r["run_id"].as_str().unwrap())).send().await.unwrap().json().await.unwrap();
+    let run: Value = http
+        .get(format!("{url}/v1/runs/{}", r["run_id"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let call = run["trace"].as_array().unwrap().iter().find(|s| s["type"] == "call").expect("a call step").clone();
     assert_eq!(call["sources"]["city"]["from"], "request", "{call}");
     d.refresh_graph().await.unwrap();
-    let n: Value = http.get(format!("{url}/v1/graph/neighborhood?id=START&k=5")).send().await.unwrap().json().await.unwrap();
-    let to: Vec<&str> = n["edges"].as_array().unwrap().iter().filter(|e| e["kind"] == "NEXT" && e["from"] == "START").map(|e| e["to"].as_str().unwrap()).collect();
+    let n: Value =
+        http.get(format!("{url}/v1/graph/neighborhood?id=START&k=5")).send().await.unwrap().json().await.unwrap();
+    let to: Vec<&str> = n["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "NEXT" && e["from"] == "START")
+        .map(|e| e["to"].as_str().unwrap())
+        .collect();
     assert!(to.contains(&"weather/weather_example/current_weather"), "{n}");
-    let e = n["edges"].as_array().unwrap().iter().find(|e| e["to"] == "weather/weather_example/current_weather").unwrap();
+    let e =
+        n["edges"].as_array().unwrap().iter().find(|e| e["to"] == "weather/weather_example/current_weather").unwrap();
     assert!(e["static_weight"].as_f64().unwrap() > 0.0 && e["dynamic_weight"].as_f64().is_some(), "{e}");
     assert!(n["nodes"].as_array().unwrap().iter().any(|x| x["id"] == "START" && x["kind"] == "terminal"));
-    let api_n: Value = http.get(format!("{url}/v1/graph/neighborhood?id=weather/weather_example/current_weather")).send().await.unwrap().json().await.unwrap();
+    let api_n: Value = http
+        .get(format!("{url}/v1/graph/neighborhood?id=weather/weather_example/current_weather"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(api_n["edges"].as_array().unwrap().iter().any(|e| e["from"] == "START"), "predecessors too: {api_n}");
-    error_of(http.get(format!("{url}/v1/graph/neighborhood?id=no/such/api")).send().await.unwrap(), 404, "not_found").await;
+    error_of(http.get(format!("{url}/v1/graph/neighborhood?id=no/such/api")).send().await.unwrap(), 404, "not_found")
+        .await;
 
     // Memory: the judged-good run is stored; it can be found and deleted.
     let mem: Value = http.get(format!("{url}/v1/memory?q=paris")).send().await.unwrap().json().await.unwrap();
@@ -231,19 +449,33 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     let doc = json!({"openapi": "3.0.0", "info": {"title": "Weather Example", "version": "1"}, "servers": [{"url": format!("{base}/weather.example.com")}],
         "paths": {"/current": {"get": {"operationId": "now", "summary": "Current weather of a city", "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}, "example": "Paris"}]}},
                   "/forecast": {"get": {"operationId": "days", "summary": "Forecast of a city", "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}, "example": "Oslo"}, {"name": "days", "in": "query", "required": true, "schema": {"type": "integer"}, "example": 2}]}}}});
-    let preview: Value = http.post(format!("{url}/v1/tools/import-openapi?dry_run=true&category=Imported")).json(&doc).send().await.unwrap().json().await.unwrap();
-    let ops: Vec<&str> = preview["operations"].as_array().unwrap().iter().map(|o| o["operation"].as_str().unwrap()).collect();
+    let preview: Value = http
+        .post(format!("{url}/v1/tools/import-openapi?dry_run=true&category=Imported"))
+        .json(&doc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ops: Vec<&str> =
+        preview["operations"].as_array().unwrap().iter().map(|o| o["operation"].as_str().unwrap()).collect();
     assert_eq!(ops.len(), 2, "{preview}");
     let cats: Value = http.get(format!("{url}/v1/categories")).send().await.unwrap().json().await.unwrap();
     assert_eq!(cats["categories"].as_array().unwrap().len(), 1, "a dry run writes nothing");
     let only = ops.iter().find(|o| o.contains("current")).unwrap();
-    let imported: Value = http.post(format!("{url}/v1/tools/import-openapi?category=Imported&only={}", only.replace(' ', "%20"))).json(&doc).send().await.unwrap().json().await.unwrap();
+    let imported: Value = http
+        .post(format!("{url}/v1/tools/import-openapi?category=Imported&only={}", only.replace(' ', "%20")))
+        .json(&doc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(imported["admitted"].as_array().unwrap().len(), 1, "{imported}");
     assert!(imported["skipped"].as_array().unwrap().iter().any(|s| s["code"] == "not_selected"), "{imported}");
 }
-
-
-
 
 /// The console in a real browser (console/e2e/console.test.mjs). Runs when
 /// `TOOLGRAPH_BROWSER_TESTS=1`; then Chromium, Node.js and the console's node_modules must be there
@@ -256,8 +488,14 @@ fn the_console_in_chromium_asks_answers_registers_edits_and_draws_the_graph() {
         return;
     }
     let root = common::root();
-    assert!(toolgraph_server::daemon::console::built(), "the console is not built into this binary: bash scripts/console.sh build, then rebuild");
-    assert!(root.join("console/node_modules/playwright-core").is_dir(), "console/node_modules missing: bash scripts/console.sh build");
+    assert!(
+        toolgraph_server::daemon::console::built(),
+        "the console is not built into this binary: bash scripts/console.sh build, then rebuild"
+    );
+    assert!(
+        root.join("console/node_modules/playwright-core").is_dir(),
+        "console/node_modules missing: bash scripts/console.sh build"
+    );
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(std::path::Path::new(&chromium).exists(), "{chromium} missing: bash scripts/console.sh browser");
 
@@ -271,12 +509,34 @@ fn the_console_in_chromium_asks_answers_registers_edits_and_draws_the_graph() {
         c.env("TOOLGRAPH__STATE__URL", &state_url);
         c
     };
-    common::run_ok(common::bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-    common::run_ok(common::bin_in(dir.path()).args(["--store", &store, "ingest", "--tools"]).arg(&tools).arg("--trajectories").arg(&runs));
+    common::run_ok(
+        common::bin()
+            .args(["convert", "complexfuncbench", "--data"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .arg("--out")
+            .arg(&runs)
+            .arg("--tools-out")
+            .arg(&tools),
+    );
+    common::run_ok(
+        common::bin_in(dir.path())
+            .args(["--store", &store, "ingest", "--tools"])
+            .arg(&tools)
+            .arg("--trajectories")
+            .arg(&runs),
+    );
     // An administrator with a password, made the way operators do it.
     let password = "console test password";
     let mut add = with_state(common::bin_in(dir.path()));
-    let mut child = add.args(["users", "add", "ada", "--role", "admin", "--password-stdin"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = add
+        .args(["users", "add", "ada", "--role", "admin", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     {
         use std::io::Write;
         child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).unwrap();
@@ -287,10 +547,15 @@ fn the_console_in_chromium_asks_answers_registers_edits_and_draws_the_graph() {
     // Each server picks its own port and says which (no port chosen before it is bound).
     let (_sandbox, sb_port) = common::sandbox_process();
     let mut serve = with_state(common::bin_in(dir.path()));
-    serve.env("TOOLGRAPH_LOG", "info").args(["--store", &store, "serve", "--port", "0", "--rewrite"]).arg(format!("https://=http://127.0.0.1:{sb_port}/"));
+    serve
+        .env("TOOLGRAPH_LOG", "info")
+        .args(["--store", &store, "serve", "--port", "0", "--rewrite"])
+        .arg(format!("https://=http://127.0.0.1:{sb_port}/"));
     let (_daemon, port) = common::spawn_listening(serve, "toolgraph daemon on", Some(&dir.path().join("daemon.log")));
 
-    let shots = std::env::var("TOOLGRAPH_SHOTS_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| root.join("target/console-shots"));
+    let shots = std::env::var("TOOLGRAPH_SHOTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("target/console-shots"));
     let status = Command::new("node")
         .args(["--test", "--test-concurrency=1", "--test-reporter=spec", "e2e/"])
         .current_dir(root.join("console"))
@@ -303,8 +568,12 @@ fn the_console_in_chromium_asks_answers_registers_edits_and_draws_the_graph() {
         .expect("node runs (Node.js 20+)");
     if !status.success() {
         let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
-        let tail: String = log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-        panic!("the browser tests failed ({status}); screenshots in {}; the daemon's last log lines:\n{tail}", shots.display());
+        let tail: String =
+            log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        panic!(
+            "the browser tests failed ({status}); screenshots in {}; the daemon's last log lines:\n{tail}",
+            shots.display()
+        );
     }
     eprintln!("console screenshots: {}", shots.display());
 }

@@ -8,16 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
-use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
 use toolgraph_eval::chains::{gold_of, learn, recordings};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::Stack;
-use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 
 use crate::daemon_common::*;
 
 fn data() -> PathBuf {
-    std::env::var_os("TOOLGRAPH_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+    std::env::var_os("TOOLGRAPH_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
 }
 
 /// ComplexFuncBench's specs, the training chains and the 20 held-out ones (every 7th of the first 140).
@@ -29,7 +31,11 @@ fn complexfuncbench_split() -> (Vec<toolgraph_ingest::complexfuncbench::Spec>, V
     let mut train = Vec::new();
     let mut test = Vec::new();
     for (i, c) in chains.into_iter().enumerate() {
-        if held_out(i) { test.push(c) } else { train.push(c) }
+        if held_out(i) {
+            test.push(c)
+        } else {
+            train.push(c)
+        }
     }
     (specs, train, test)
 }
@@ -60,7 +66,17 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     assert_eq!(ready["status"], "ready");
     assert!(ready["apis"].as_u64().unwrap() > 10 && ready["indexed"].as_u64().unwrap() > 10, "{ready}");
     let doc: Value = http.get(format!("{url}/openapi.json")).send().await.unwrap().json().await.unwrap();
-    for p in ["/v1/orchestrate", "/v1/models", "/v1/runs/{id}", "/v1/tools", "/v1/tools/search", "/v1/tools/import-openapi", "/v1/graph/cypher", "/readyz", "/metrics"] {
+    for p in [
+        "/v1/orchestrate",
+        "/v1/models",
+        "/v1/runs/{id}",
+        "/v1/tools",
+        "/v1/tools/search",
+        "/v1/tools/import-openapi",
+        "/v1/graph/cypher",
+        "/readyz",
+        "/metrics",
+    ] {
         assert!(doc["paths"].get(p).is_some(), "{p} documented");
     }
 
@@ -73,7 +89,8 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let names: Vec<&str> = first["chain"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["Search_Car_Location", "Search_Car_Rentals", "Search_Car_Rentals"]);
     assert!(first["trace"].as_array().unwrap().len() > 5);
-    let (run_id, session_id) = (first["run_id"].as_str().unwrap().to_string(), first["session_id"].as_str().unwrap().to_string());
+    let (run_id, session_id) =
+        (first["run_id"].as_str().unwrap().to_string(), first["session_id"].as_str().unwrap().to_string());
     let past: Value = http.get(format!("{url}/v1/runs/{run_id}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(past["status"], "answered");
     assert_eq!(past["request"], json!(gold.request));
@@ -81,42 +98,104 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     error_of(http.get(format!("{url}/v1/runs/run_nope")).send().await.unwrap(), 404, "not_found").await;
 
     // Streamed: the run's ids, then steps as they happen, then the result.
-    let r = http.post(format!("{url}/v1/orchestrate")).header("accept", "text/event-stream").json(&json!({"request": gold.request, "session_id": session_id})).send().await.unwrap();
+    let r = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"request": gold.request, "session_id": session_id}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let events = sse_events(&r.text().await.unwrap());
     assert_eq!(events.first().map(|e| e.0.as_str()), Some("run"));
     assert_eq!(events.last().map(|e| e.0.as_str()), Some("result"));
     let steps: Vec<&Value> = events.iter().filter(|e| e.0 == "step").map(|e| &e.1).collect();
-    assert!(steps.iter().any(|s| s["event"] == "call" || s.get("Call").is_some() || s.to_string().contains("Search_Car_Rentals")), "{steps:?}");
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["event"] == "call" || s.get("Call").is_some() || s.to_string().contains("Search_Car_Rentals")),
+        "{steps:?}"
+    );
     assert!(steps.len() >= 5);
     let streamed = &events.last().unwrap().1;
     assert_eq!(streamed["status"], "answered");
     assert_eq!(streamed["session_id"], json!(session_id));
     // ?stream=true works too.
-    let r = http.post(format!("{url}/v1/orchestrate?stream=true")).json(&json!({"request": gold.request, "session_id": session_id, "given": {"currency_code": "USD"}})).send().await.unwrap();
+    let r = http
+        .post(format!("{url}/v1/orchestrate?stream=true"))
+        .json(&json!({"request": gold.request, "session_id": session_id, "given": {"currency_code": "USD"}}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(sse_events(&r.text().await.unwrap()).last().unwrap().0, "result");
 
     // The session kept all three turns and the given value.
     let ses: Value = http.get(format!("{url}/v1/sessions/{session_id}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(ses["turns"].as_array().unwrap().len(), 3, "{ses}");
     assert_eq!(ses["given"]["currency_code"], "USD");
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "session_id": "ses_unknown"})).send().await.unwrap(), 404, "not_found").await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": "x", "session_id": "ses_unknown"}))
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
     // Per request: the mode and the planner; the configured models, never a key.
-    let planned: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request, "mode": "plan", "planner": "deterministic"})).send().await.unwrap().json().await.unwrap();
+    let planned: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": gold.request, "mode": "plan", "planner": "deterministic"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(planned["stats"]["planned"], json!(true), "{planned}");
-    assert!(planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(), "{planned}");
+    assert!(
+        planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(),
+        "{planned}"
+    );
     // Plan only: the same request planned with nothing sent; its data flow comes back as
     // references, and the run says it was a dry run.
     let served = sb.stats().served;
-    let dry: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request, "dry_run": true})).send().await.unwrap().json().await.unwrap();
+    let dry: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": gold.request, "dry_run": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(sb.stats().served, served, "a dry run sends nothing: {dry}");
-    assert_eq!((dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()), (Some(true), Some(0)), "{dry}");
+    assert_eq!(
+        (dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()),
+        (Some(true), Some(0)),
+        "{dry}"
+    );
     assert!(!dry["chain"].as_array().unwrap().is_empty(), "{dry}");
     assert!(first["stats"].get("dry_run").is_none(), "an executed run does not say dry_run: {}", first["stats"]);
-    let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(), 400, "invalid_request").await;
+    let e = error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("`mode`"), "{e}");
-    let e = error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"})).send().await.unwrap(), 400, "invalid_request").await;
+    let e = error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"}))
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("configured: local"), "{e}");
     let models: Value = http.get(format!("{url}/v1/models")).send().await.unwrap().json().await.unwrap();
     assert_eq!(models["default"], "local", "{models}");
@@ -128,48 +207,150 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     error_of(http.get(format!("{url}/v1/sessions/{sid}")).send().await.unwrap(), 404, "not_found").await;
 
     // Tool search, with bounds.
-    let found: Value = http.get(format!("{url}/v1/tools/search?q=car%20rental%20pick%20up&k=3")).send().await.unwrap().json().await.unwrap();
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=car%20rental%20pick%20up&k=3"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let results = found["results"].as_array().unwrap();
     assert_eq!(results.len(), 3);
     assert!(results.iter().any(|h| h["name"] == "Search_Car_Rentals"), "{found}");
     error_of(http.get(format!("{url}/v1/tools/search?q=car&k=0")).send().await.unwrap(), 400, "invalid_request").await;
     error_of(http.get(format!("{url}/v1/tools/search")).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=abc")).send().await.unwrap(), 400, "invalid_request").await;
+    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=abc")).send().await.unwrap(), 400, "invalid_request")
+        .await;
 
     // Cypher is refused clearly on the embedded store.
-    error_of(http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (n) RETURN count(n)"})).send().await.unwrap(), 501, "cypher_unsupported").await;
+    error_of(
+        http.post(format!("{url}/v1/graph/cypher"))
+            .json(&json!({"query": "MATCH (n) RETURN count(n)"}))
+            .send()
+            .await
+            .unwrap(),
+        501,
+        "cypher_unsupported",
+    )
+    .await;
 
     // Invalidate the location API: it leaves search and the run no longer uses it.
     let loc_id = first["chain"][0]["api"].as_str().unwrap().to_string();
     let tool: Value = http.get(format!("{url}/v1/tools/{loc_id}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(tool["name"], "Search_Car_Location");
-    let p: Value = http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "invalid"})).send().await.unwrap().json().await.unwrap();
+    let p: Value = http
+        .patch(format!("{url}/v1/tools/{loc_id}"))
+        .json(&json!({"status": "invalid"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(p["status"], "invalid", "{p}");
     assert!(p["memories_deleted"].as_u64().unwrap() > 0, "the learned memories that use it are deleted: {p}");
-    let found: Value = http.get(format!("{url}/v1/tools/search?q=search%20car%20location&k=20")).send().await.unwrap().json().await.unwrap();
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=search%20car%20location&k=20"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(loc_id)), "{found}");
-    let again: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": gold.request})).send().await.unwrap().json().await.unwrap();
+    let again: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": gold.request}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(again["chain"].as_array().unwrap().iter().all(|c| c["api"] != json!(loc_id)), "{again}");
-    let p: Value = http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "active"})).send().await.unwrap().json().await.unwrap();
+    let p: Value = http
+        .patch(format!("{url}/v1/tools/{loc_id}"))
+        .json(&json!({"status": "active"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(p["status"], "active");
-    error_of(http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "gone"})).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.patch(format!("{url}/v1/tools/a/b/c")).json(&json!({"status": "invalid"})).send().await.unwrap(), 404, "not_found").await;
+    error_of(
+        http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "gone"})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.patch(format!("{url}/v1/tools/a/b/c")).json(&json!({"status": "invalid"})).send().await.unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
 
     // Bad input: every error in the one contract.
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({})).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "hi", "extra": 1})).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "  "})).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x".repeat(5000)})).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).body("{").header("content-type", "application/json").send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).body("{}").send().await.unwrap(), 415, "unsupported_media_type").await;
-    error_of(http.post(format!("{url}/v1/orchestrate")).header("content-type", "application/json").body(vec![b' '; 100 * 1024]).send().await.unwrap(), 413, "body_too_large").await;
+    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({})).send().await.unwrap(), 400, "invalid_request")
+        .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "hi", "extra": 1})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "  "})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x".repeat(5000)})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .body("{")
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).body("{}").send().await.unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .header("content-type", "application/json")
+            .body(vec![b' '; 100 * 1024])
+            .send()
+            .await
+            .unwrap(),
+        413,
+        "body_too_large",
+    )
+    .await;
     error_of(http.get(format!("{url}/nope")).send().await.unwrap(), 404, "not_found").await;
     error_of(http.get(format!("{url}/v1/orchestrate")).send().await.unwrap(), 405, "method_not_allowed").await;
 
     // Metrics count what happened.
     let m = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(m.contains("toolgraph_runs_total{status=\"answered\"}"), "{m}");
-    assert!(m.contains("toolgraph_http_requests_total{method=\"POST\",route=\"/v1/orchestrate\",status=\"200\"}"), "{m}");
+    assert!(
+        m.contains("toolgraph_http_requests_total{method=\"POST\",route=\"/v1/orchestrate\",status=\"200\"}"),
+        "{m}"
+    );
     assert!(m.contains("toolgraph_tool_calls_total"));
 
     stop_daemon(d, stop, server).await;
@@ -189,9 +370,26 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
 
     // Keys: missing, wrong, right (also as X-API-Key); health stays open.
     error_of(http.get(format!("{url}/v1/tools/search?q=weather")).send().await.unwrap(), 401, "missing_api_key").await;
-    let e = error_of(http.get(format!("{url}/v1/tools/search?q=weather")).header("authorization", "Bearer nope").send().await.unwrap(), 401, "invalid_api_key").await;
+    let e = error_of(
+        http.get(format!("{url}/v1/tools/search?q=weather"))
+            .header("authorization", "Bearer nope")
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "invalid_api_key",
+    )
+    .await;
     assert!(!e.to_string().contains("nope"), "keys are never echoed");
-    assert_eq!(http.get(format!("{url}/v1/tools/search?q=weather")).header("x-api-key", "test-key-1").send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{url}/v1/tools/search?q=weather"))
+            .header("x-api-key", "test-key-1")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     assert_eq!(http.get(format!("{url}/healthz")).send().await.unwrap().status(), 200);
 
     // Registration: validated, URL checked, test-called, admitted.
@@ -208,13 +406,38 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     let id = admitted["id"].as_str().unwrap().to_string();
     assert_eq!(id, "weather/weather_example/current_weather");
     assert!(admitted["output_fields"].as_array().unwrap().contains(&json!("data.temperature_c")), "{admitted}");
-    let found: Value = http.get(format!("{url}/v1/tools/search?q=temperature%20in%20a%20city&k=5")).header("authorization", key).send().await.unwrap().json().await.unwrap();
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=temperature%20in%20a%20city&k=5"))
+        .header("authorization", key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(found["results"][0]["id"], json!(id), "{found}");
-    let tool: Value = http.get(format!("{url}/v1/tools/{id}")).header("authorization", key).send().await.unwrap().json().await.unwrap();
+    let tool: Value = http
+        .get(format!("{url}/v1/tools/{id}"))
+        .header("authorization", key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(tool["status"], "active");
 
     // And it is used: a request planned and executed through it.
-    let ran: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();
+    let ran: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("authorization", key)
+        .json(&json!({"request": "What is the current weather in Paris?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ran["status"], "answered", "{ran}");
     assert_eq!(ran["chain"][0]["api"], json!(id));
     assert_eq!(ran["chain"][0]["sent"]["city"], "Paris");
@@ -223,18 +446,43 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     let mut bad = weather.clone();
     bad["name"] = json!("weather_nowhere");
     bad["example"] = json!({"city": "Atlantis"});
-    error_of(http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(), 422, "test_call_failed").await;
+    error_of(
+        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
+        422,
+        "test_call_failed",
+    )
+    .await;
     bad["example"] = Value::Null;
-    error_of(http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(), 422, "example_required").await;
+    error_of(
+        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
+        422,
+        "example_required",
+    )
+    .await;
     bad["method"] = json!("TRACE");
-    error_of(http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(), 422, "invalid_tool").await;
+    error_of(
+        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
+        422,
+        "invalid_tool",
+    )
+    .await;
     // SSRF: the metadata address and (here) any non-allow-listed private address.
     let mut meta = weather.clone();
     meta["url"] = json!("http://169.254.169.254/latest/meta-data");
-    let e = error_of(http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(), 422, "url_refused").await;
+    let e = error_of(
+        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(),
+        422,
+        "url_refused",
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("link-local"), "{e}");
     meta["url"] = json!("http://10.0.0.7/x");
-    error_of(http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(), 422, "url_refused").await;
+    error_of(
+        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(),
+        422,
+        "url_refused",
+    )
+    .await;
 
     // OpenAPI import: admitted operations and skipped ones, with why.
     let doc = json!({
@@ -247,20 +495,80 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
             "/alerts": {"get": {"operationId": "alerts", "parameters": [{"name": "region", "in": "query", "required": true, "schema": {"type": "string"}}]}}
         }
     });
-    let imported: Value = http.post(format!("{url}/v1/tools/import-openapi?category=Weather")).header("authorization", key).json(&doc).send().await.unwrap().json().await.unwrap();
+    let imported: Value = http
+        .post(format!("{url}/v1/tools/import-openapi?category=Weather"))
+        .header("authorization", key)
+        .json(&doc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(imported["admitted"].as_array().unwrap().len(), 1, "{imported}");
     assert_eq!(imported["admitted"][0]["id"], "weather/weather_example/forecast");
     assert_eq!(imported["skipped"][0]["code"], "example_required", "{imported}");
-    error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).json(&json!({"swagger": "2.0"})).send().await.unwrap(), 422, "invalid_openapi").await;
+    error_of(
+        http.post(format!("{url}/v1/tools/import-openapi"))
+            .header("authorization", key)
+            .json(&json!({"swagger": "2.0"}))
+            .send()
+            .await
+            .unwrap(),
+        422,
+        "invalid_openapi",
+    )
+    .await;
     // The same document as YAML.
     let yaml = serde_norway::to_string(&doc).unwrap();
-    let again: Value = http.post(format!("{url}/v1/tools/import-openapi?category=Weather")).header("authorization", key).header("content-type", "application/yaml").body(yaml).send().await.unwrap().json().await.unwrap();
+    let again: Value = http
+        .post(format!("{url}/v1/tools/import-openapi?category=Weather"))
+        .header("authorization", key)
+        .header("content-type", "application/yaml")
+        .body(yaml)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(again["admitted"][0]["id"], "weather/weather_example/forecast", "{again}");
-    error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).header("content-type", "application/yaml").body("paths: [unclosed").send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.post(format!("{url}/v1/tools/import-openapi")).header("authorization", key).header("content-type", "text/plain").body("x").send().await.unwrap(), 415, "unsupported_media_type").await;
+    error_of(
+        http.post(format!("{url}/v1/tools/import-openapi"))
+            .header("authorization", key)
+            .header("content-type", "application/yaml")
+            .body("paths: [unclosed")
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/tools/import-openapi"))
+            .header("authorization", key)
+            .header("content-type", "text/plain")
+            .body("x")
+            .send()
+            .await
+            .unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
 
     // A conversation: the second turn names no city; the session's first turn found one.
-    let t1: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "What is the current weather in Paris?"})).send().await.unwrap().json().await.unwrap();
+    let t1: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("authorization", key)
+        .json(&json!({"request": "What is the current weather in Paris?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(t1["status"], "answered", "{t1}");
     let t2: Value = http
         .post(format!("{url}/v1/orchestrate"))
@@ -276,12 +584,34 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     assert_eq!(t2["chain"][0]["api"], "weather/weather_example/forecast", "{t2}");
     assert_eq!(t2["chain"][0]["sent"]["city"], "Paris", "the city comes from the earlier turn: {t2}");
     // Without the session the same request has no city to give.
-    let alone: Value = http.post(format!("{url}/v1/orchestrate")).header("authorization", key).json(&json!({"request": "and the daily forecast highs for the next 2 days there?"})).send().await.unwrap().json().await.unwrap();
+    let alone: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("authorization", key)
+        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_ne!(alone["status"], "answered", "{alone}");
 
     // Invalidating removes it from search.
-    http.patch(format!("{url}/v1/tools/{id}")).header("authorization", key).json(&json!({"status": "invalid"})).send().await.unwrap();
-    let found: Value = http.get(format!("{url}/v1/tools/search?q=current%20weather&k=5")).header("authorization", key).send().await.unwrap().json().await.unwrap();
+    http.patch(format!("{url}/v1/tools/{id}"))
+        .header("authorization", key)
+        .json(&json!({"status": "invalid"}))
+        .send()
+        .await
+        .unwrap();
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=current%20weather&k=5"))
+        .header("authorization", key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(id)), "{found}");
     stop_daemon(d, stop, server).await;
 
@@ -294,7 +624,8 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     })
     .await;
     let (url, _d, stop, server) = start(strict, ApiKeys::default()).await;
-    let e = error_of(http.post(format!("{url}/v1/tools")).json(&weather).send().await.unwrap(), 422, "url_refused").await;
+    let e =
+        error_of(http.post(format!("{url}/v1/tools")).json(&weather).send().await.unwrap(), 422, "url_refused").await;
     assert!(e["message"].as_str().unwrap().contains("loopback"), "{e}");
     // Rate limit: the burst of 2 is spent (the registration and this search), the next request
     // is refused with Retry-After.
@@ -317,7 +648,14 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     w["url"] = json!(format!("http://{slow_addr}/weather.example.com/current"));
     assert_eq!(http.post(format!("{url}/v1/tools")).json(&w).send().await.unwrap().status(), 201);
     let u = url.clone();
-    let first = tokio::spawn(async move { reqwest::Client::new().post(format!("{u}/v1/orchestrate")).json(&json!({"request": "current weather in Paris"})).send().await.unwrap() });
+    let first = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{u}/v1/orchestrate"))
+            .json(&json!({"request": "current weather in Paris"}))
+            .send()
+            .await
+            .unwrap()
+    });
     for _ in 0..1000 {
         if d.runs_in_flight() > 0 {
             break;
@@ -325,12 +663,21 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(d.runs_in_flight(), 1, "the first run is executing (its tool call takes 1.5 s)");
-    let r = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "current weather in Paris"})).send().await.unwrap();
+    let r = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": "current weather in Paris"}))
+        .send()
+        .await
+        .unwrap();
     assert!(r.headers().get("retry-after").is_some());
     error_of(r, 503, "busy").await;
     let _ = stop.send(());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(http.get(format!("{url}/readyz")).send().await.map(|r| r.status().as_u16()).unwrap_or(503), 503, "draining: not ready");
+    assert_eq!(
+        http.get(format!("{url}/readyz")).send().await.map(|r| r.status().as_u16()).unwrap_or(503),
+        503,
+        "draining: not ready"
+    );
     let finished = first.await.unwrap();
     assert_eq!(finished.status(), 200, "the in-flight run finished during shutdown");
     let body: Value = finished.json().await.unwrap();
@@ -342,7 +689,11 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
 
 /// Expected graph increments of one stored run: per API (calls, successes), and NEXT edges of
 /// its chain when it was answered.
-fn expected_of(run: &Value, calls: &mut std::collections::BTreeMap<String, (u64, u64)>, edges: &mut std::collections::BTreeMap<(String, String), u64>) {
+fn expected_of(
+    run: &Value,
+    calls: &mut std::collections::BTreeMap<String, (u64, u64)>,
+    edges: &mut std::collections::BTreeMap<(String, String), u64>,
+) {
     for e in run["trace"].as_array().unwrap() {
         match e["type"].as_str().unwrap() {
             "response" => {
@@ -350,7 +701,9 @@ fn expected_of(run: &Value, calls: &mut std::collections::BTreeMap<String, (u64,
                 c.0 += 1;
                 c.1 += 1;
             }
-            "call_failed" if matches!(e["error"]["kind"].as_str(), Some("exhausted" | "rejected")) => calls.entry(e["api"].as_str().unwrap().to_string()).or_default().0 += 1,
+            "call_failed" if matches!(e["error"]["kind"].as_str(), Some("exhausted" | "rejected")) => {
+                calls.entry(e["api"].as_str().unwrap().to_string()).or_default().0 += 1
+            }
             _ => {}
         }
     }
@@ -373,7 +726,14 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let dir = tempfile::tempdir().unwrap();
     let emb = embedder();
     let mut s = settings();
-    s.health = toolgraph_schema::HealthSettings { enabled: true, consecutive_failures: 2, window: 50, min_availability: 0.0, probe_every_ms: 200, invalid_after_probes: 0 };
+    s.health = toolgraph_schema::HealthSettings {
+        enabled: true,
+        consecutive_failures: 2,
+        window: 50,
+        min_availability: 0.0,
+        probe_every_ms: 200,
+        invalid_after_probes: 0,
+    };
     let learned = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
     let (recs, _) = recordings(&test, &specs);
     let sb = Sandbox::new(Library::new(recs), Faults::default());
@@ -393,7 +753,13 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let mut statuses = std::collections::BTreeMap::<String, usize>::new();
     for (i, c) in test.iter().enumerate() {
         let gold = gold_of(c).unwrap();
-        let r = http.post(format!("{url}/v1/orchestrate")).header("Idempotency-Key", format!("learn-{i}")).json(&json!({"request": gold.request})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/v1/orchestrate"))
+            .header("Idempotency-Key", format!("learn-{i}"))
+            .json(&json!({"request": gold.request}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
         let body: Value = r.json().await.unwrap();
         expected_of(&body, &mut calls, &mut edges);
@@ -428,7 +794,13 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     // asked for before the re-runs push them out.)
     for (i, c) in test.iter().enumerate().rev() {
         let gold = gold_of(c).unwrap();
-        let r = http.post(format!("{url}/v1/orchestrate")).header("Idempotency-Key", format!("learn-{i}")).json(&json!({"request": gold.request})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/v1/orchestrate"))
+            .header("Idempotency-Key", format!("learn-{i}"))
+            .json(&json!({"request": gold.request}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
         let replayed = r.headers().get("idempotent-replayed").is_some();
         let body: Value = r.json().await.unwrap();
@@ -437,20 +809,46 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     }
     let again = store.snapshot().await.unwrap();
     for (id, a) in &again.apis {
-        assert_eq!((a.calls, a.successes, a.score), (after.apis[id].calls, after.apis[id].successes, after.apis[id].score), "{id} changed on replay");
+        assert_eq!(
+            (a.calls, a.successes, a.score),
+            (after.apis[id].calls, after.apis[id].successes, after.apis[id].score),
+            "{id} changed on replay"
+        );
     }
-    assert_eq!(again.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>(), after.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>());
-    let bad = http.post(format!("{url}/v1/orchestrate")).header("Idempotency-Key", "x".repeat(201)).json(&json!({"request": "hotels in Rome"})).send().await.unwrap();
+    assert_eq!(
+        again.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>(),
+        after.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>()
+    );
+    let bad = http
+        .post(format!("{url}/v1/orchestrate"))
+        .header("Idempotency-Key", "x".repeat(201))
+        .json(&json!({"request": "hotels in Rome"}))
+        .send()
+        .await
+        .unwrap();
     error_of(bad, 400, "invalid_request").await;
 
     // An outage: the API that succeeded most on the chains goes down at the sandbox.
-    let (victim, _) = calls.iter().filter(|(id, _)| edges.keys().any(|(_, t)| t == *id)).max_by_key(|(_, (_, ok))| *ok).map(|(id, v)| (id.clone(), *v)).unwrap();
+    let (victim, _) = calls
+        .iter()
+        .filter(|(id, _)| edges.keys().any(|(_, t)| t == *id))
+        .max_by_key(|(_, (_, ok))| *ok)
+        .map(|(id, v)| (id.clone(), *v))
+        .unwrap();
     let route = format!("/{}", after.apis[&victim].url.trim_start_matches("https://"));
     sb.set_outage(&route, true);
     let users: Vec<String> = test.iter().map(|c| gold_of(c).unwrap().request).collect();
     let mut degraded = None;
     for req in users.iter().cycle().take(40) {
-        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": req})).send().await.unwrap().json().await.unwrap();
+        let r: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": req}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let _ = r;
         let node = store.node_snapshot().await.unwrap().apis[&victim].clone();
         if node.status == "degraded" {
@@ -459,14 +857,37 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
         }
     }
     let node = degraded.unwrap_or_else(|| panic!("{victim} was not degraded"));
-    assert!(node.status_reason.contains("calls in a row failed") && !node.status_since.is_empty() && node.probe.starts_with('{'), "{node:?}");
+    assert!(
+        node.status_reason.contains("calls in a row failed")
+            && !node.status_since.is_empty()
+            && node.probe.starts_with('{'),
+        "{node:?}"
+    );
     let tool: Value = http.get(format!("{url}/v1/tools/{victim}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(tool["degraded_now"], json!(true), "{tool}");
     // Left out of search: no run calls it while it is degraded.
     for req in users.iter().take(5) {
-        let body: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": req})).send().await.unwrap().json().await.unwrap();
-        let run: Value = http.get(format!("{url}/v1/runs/{}", body["run_id"].as_str().unwrap())).send().await.unwrap().json().await.unwrap();
-        assert!(!run["trace"].as_array().unwrap().iter().any(|e| e["type"] == "call" && e["api"] == json!(victim)), "{victim} called while degraded");
+        let body: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": req}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let run: Value = http
+            .get(format!("{url}/v1/runs/{}", body["run_id"].as_str().unwrap()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            !run["trace"].as_array().unwrap().iter().any(|e| e["type"] == "call" && e["api"] == json!(victim)),
+            "{victim} called while degraded"
+        );
     }
     // The sandbox recovers: the background probe (every 200 ms) brings it back.
     sb.set_outage(&route, false);
@@ -490,7 +911,19 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
 }
 
 /// A daemon on an empty graph with the given connection limits: (url, host:port, daemon, stop, server).
-async fn daemon_with_limits(dir: &std::path::Path, head_ms: u64, busy_ms: u64, body_ms: u64, max_connections: usize) -> (String, String, Arc<toolgraph_server::daemon::Daemon>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+async fn daemon_with_limits(
+    dir: &std::path::Path,
+    head_ms: u64,
+    busy_ms: u64,
+    body_ms: u64,
+    max_connections: usize,
+) -> (
+    String,
+    String,
+    Arc<toolgraph_server::daemon::Daemon>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let backends = empty_stack(dir, embedder(), exec_to(None, true), |s| {
         s.server.header_read_timeout_ms = head_ms;
         s.server.header_read_timeout_busy_ms = busy_ms;
@@ -560,12 +993,18 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
             break;
         }
         let mut probe = [0u8; 64];
-        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(1), tokio::io::AsyncReadExt::read(&mut slow, &mut probe)).await {
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(1), tokio::io::AsyncReadExt::read(&mut slow, &mut probe)).await
+        {
             cut = true;
             break;
         }
     }
-    assert!(cut && t.elapsed() < Duration::from_secs(3), "a slow-header client kept its connection for {:?}", t.elapsed());
+    assert!(
+        cut && t.elapsed() < Duration::from_secs(3),
+        "a slow-header client kept its connection for {:?}",
+        t.elapsed()
+    );
 
     // A keep-alive connection is served, then closed once it sits idle past the head limit.
     let mut ka = TcpStream::connect(&addr).await.unwrap();
@@ -573,7 +1012,11 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     let t = std::time::Instant::now();
     let (answer, closed) = read_until_closed(&mut ka, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(closed && t.elapsed() < Duration::from_secs(3), "an idle keep-alive connection stayed open {:?}", t.elapsed());
+    assert!(
+        closed && t.elapsed() < Duration::from_secs(3),
+        "an idle keep-alive connection stayed open {:?}",
+        t.elapsed()
+    );
 
     // A slow body: its head arrives, then the body stalls; the answer is an error in the JSON
     // contract and the connection is closed.
@@ -581,7 +1024,12 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     body.write_all(b"POST /v1/orchestrate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"request\": \"wea").await.unwrap();
     let t = std::time::Instant::now();
     let (answer, closed) = read_until_closed(&mut body, Duration::from_secs(6)).await;
-    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("did not arrive within 600 ms") && answer.contains("\"code\""), "{answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 400")
+            && answer.contains("did not arrive within 600 ms")
+            && answer.contains("\"code\""),
+        "{answer}"
+    );
     assert!(closed && t.elapsed() < Duration::from_secs(4), "a stalled body held its connection {:?}", t.elapsed());
 
     // The cap: 24 connections held open, the next one is closed at once and counted; /healthz
@@ -595,9 +1043,16 @@ async fn slow_and_idle_clients_are_cut_off_and_the_connection_cap_keeps_health_a
     let (_, closed) = read_until_closed(&mut extra, Duration::from_millis(300)).await;
     assert!(closed, "a connection past the cap was kept open");
     let waited = health_answers_within(&url, Duration::from_secs(5)).await;
-    assert!(waited.is_some_and(|w| w < Duration::from_secs(3)), "/healthz did not answer within 3 s under a full connection table: {waited:?}");
+    assert!(
+        waited.is_some_and(|w| w < Duration::from_secs(3)),
+        "/healthz did not answer within 3 s under a full connection table: {waited:?}"
+    );
     let metrics = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
-    let refused: u64 = metrics.lines().find_map(|l| l.strip_prefix("toolgraph_connections_refused_total ")).and_then(|v| v.trim().parse().ok()).unwrap();
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("toolgraph_connections_refused_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
     assert!(refused >= 1, "{metrics}");
     drop(held);
     stop_daemon(d, stop, server).await;
@@ -617,7 +1072,11 @@ async fn under_a_flood_of_idle_clients_slots_cycle_and_health_answers_within_the
     }
     let t = std::time::Instant::now();
     let (_, closed) = read_until_closed(held.last_mut().unwrap(), Duration::from_secs(3)).await;
-    assert!(closed && t.elapsed() < Duration::from_secs(2), "a connection accepted under pressure kept its slot {:?}", t.elapsed());
+    assert!(
+        closed && t.elapsed() < Duration::from_secs(2),
+        "a connection accepted under pressure kept its slot {:?}",
+        t.elapsed()
+    );
     let (_, closed) = read_until_closed(&mut held[0], Duration::from_millis(500)).await;
     assert!(!closed, "a connection accepted with room keeps the full head limit");
     // While the six hold their slots, /healthz gets one well before the 8 s limit.

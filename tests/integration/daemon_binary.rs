@@ -8,16 +8,14 @@ use crate::common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-
-
-
 /// The daemon on `port` (0: a port of its own choosing, read from what it prints), and the port.
 fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> (Proc, u16) {
     let mut cmd = bin_in(dir);
     if let Some(n) = neo {
         n.env(&mut cmd);
     }
-    cmd.args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"]).arg(format!("https://=http://127.0.0.1:{sandbox}/"));
+    cmd.args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"])
+        .arg(format!("https://=http://127.0.0.1:{sandbox}/"));
     spawn_listening(cmd, "toolgraph daemon on", None)
 }
 
@@ -56,9 +54,17 @@ fn the_daemon_binary_serves_neo4j_survives_kill_9_and_recovers_from_a_lost_conne
         let e: Value = r.json().await.unwrap();
         assert_eq!(e["code"], "graph_unavailable", "{e}");
         assert!(e["message"].as_str().unwrap().contains("cannot be reached"), "{e}");
-        assert!(!e["message"].as_str().unwrap().contains(&neo.password_text()), "the error must not carry the password");
+        assert!(
+            !e["message"].as_str().unwrap().contains(&neo.password_text()),
+            "the error must not carry the password"
+        );
         // Streamed requests get the same answer before any event.
-        let r = http.post(format!("{url}/v1/orchestrate?stream=true")).json(&json!({"request": REQUEST})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/v1/orchestrate?stream=true"))
+            .json(&json!({"request": REQUEST}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 503);
     });
 
@@ -75,9 +81,25 @@ fn the_daemon_binary_serves_neo4j_survives_kill_9_and_recovers_from_a_lost_conne
         }
         let ready = ready.expect("the daemon did not become ready again after Neo4j came back");
         assert_eq!(ready["graph"], "neo4j", "{ready}");
-        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": REQUEST})).send().await.unwrap().json().await.unwrap();
+        let r: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": REQUEST}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(r["status"], "answered", "{r}");
-        let rows: Value = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"})).send().await.unwrap().json().await.unwrap();
+        let rows: Value = http
+            .post(format!("{url}/v1/graph/cypher"))
+            .json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(rows["rows"][0][0], ready["apis"], "{rows}");
     });
     drop(daemon);
@@ -87,7 +109,13 @@ const REQUEST: &str = "Today is October 13th, 2024. I want to rent a car at the 
 
 /// Ingest ComplexFuncBench into `store` with the binary, serve it, ask over JSON and SSE, read-only
 /// Cypher, kill -9 mid-run, restart: graph and memory intact. Returns the running daemon and its port.
-fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, backend: &str, sandbox: &Sandbox) -> (Proc, u16) {
+fn daemon_survives_kill_9(
+    dir: &std::path::Path,
+    store: &str,
+    neo: Option<&Neo4jServer>,
+    backend: &str,
+    sandbox: &Sandbox,
+) -> (Proc, u16) {
     let with_neo = |mut c: std::process::Command| {
         if let Some(n) = neo {
             n.env(&mut c);
@@ -97,8 +125,27 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     let d = data().join("complexfuncbench");
     let runs = dir.join("cfb.jsonl");
     let tools = dir.join("cfb-tools.jsonl");
-    run_ok(bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-    run_ok(with_neo(bin_in(dir)).arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs));
+    run_ok(
+        bin()
+            .args(["convert", "complexfuncbench", "--data"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .arg("--out")
+            .arg(&runs)
+            .arg("--tools-out")
+            .arg(&tools),
+    );
+    run_ok(
+        with_neo(bin_in(dir))
+            .arg("--store")
+            .arg(store)
+            .arg("ingest")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--trajectories")
+            .arg(&runs),
+    );
 
     let sb_port = sandbox.port;
     let (mut daemon, port) = serve(dir, store, neo, 0, sb_port);
@@ -146,9 +193,25 @@ fn daemon_survives_kill_9(dir: &std::path::Path, store: &str, neo: Option<&Neo4j
     rt.block_on(async {
         let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
         assert_eq!(ready["status"], "ready", "{ready}");
-        let rows: Value = http.post(format!("{url}/v1/graph/cypher")).json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"})).send().await.unwrap().json().await.unwrap();
+        let rows: Value = http
+            .post(format!("{url}/v1/graph/cypher"))
+            .json(&json!({"query": "MATCH (a:Api) RETURN count(a) AS n"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(rows["rows"][0][0], json!(ready["apis"]), "{rows}");
-        let r: Value = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": request})).send().await.unwrap().json().await.unwrap();
+        let r: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": request}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(r["status"], "answered", "{r}");
         assert_eq!(r["stats"]["recalled"], true, "the memory stored before kill -9 is recalled: {}", r["stats"]);
     });
@@ -177,14 +240,20 @@ fn a_rewrite_to_the_sandbox_admits_the_sandbox_and_not_the_daemon_itself() {
         }
     };
     rt.block_on(async {
-        for host in ["127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "localhost"] {
+        for host in ["127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "localhost"]
+        {
             let (status, body) = register(format!("http://{host}:{port}/v1/users")).await;
             assert!(status >= 400 && body.contains("refused"), "{host}: {status} {body}");
         }
         // The sandbox itself is admitted (its answer to the test call is another matter).
         let (status, body) = register(format!("http://127.0.0.1:{}/probe.example.com/x", sandbox.port)).await;
         assert!(!body.contains("refused"), "the rewrite target must stay reachable: {status} {body}");
-        let r = http.post(format!("{base}/v1/mcp-servers")).json(&json!({"name": "self", "url": format!("http://127.0.0.1:{port}/mcp")})).send().await.unwrap();
+        let r = http
+            .post(format!("{base}/v1/mcp-servers"))
+            .json(&json!({"name": "self", "url": format!("http://127.0.0.1:{port}/mcp")}))
+            .send()
+            .await
+            .unwrap();
         let (status, body) = (r.status().as_u16(), r.text().await.unwrap());
         assert!(status >= 400 && body.contains("refused"), "MCP to the daemon itself: {status} {body}");
     });

@@ -14,7 +14,8 @@ fn deploy() -> PathBuf {
 
 fn yaml(rel: &str) -> Yaml {
     let p = deploy().join(rel);
-    serde_norway::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    serde_norway::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn s<'a>(v: &'a Yaml, path: &[&str]) -> &'a str {
@@ -37,17 +38,32 @@ fn the_daemon_config_loads_and_points_at_the_server_backends() {
     assert!(toolgraph_engine::store::open_vectors(&st.vectors).is_ok());
     assert_eq!(st.server.host, "0.0.0.0");
     assert!(st.exec.allow_private.is_empty(), "production refuses private tool URLs");
-    assert!(st.state.url.starts_with("postgres://toolgraph@postgres:5432/"), "replicas share one PostgreSQL: {}", st.state.url);
-    assert!(!st.state.url.contains(":change-me") && reqwest::Url::parse(&st.state.url).unwrap().password().is_none(), "no password in the config");
+    assert!(
+        st.state.url.starts_with("postgres://toolgraph@postgres:5432/"),
+        "replicas share one PostgreSQL: {}",
+        st.state.url
+    );
+    assert!(
+        !st.state.url.contains(":change-me") && reqwest::Url::parse(&st.state.url).unwrap().password().is_none(),
+        "no password in the config"
+    );
     let dockerfile = std::fs::read_to_string(deploy().join("Dockerfile")).unwrap();
     assert!(dockerfile.contains("COPY deploy/toolgraph.daemon.toml /etc/toolgraph/toolgraph.toml"));
     assert!(dockerfile.contains(&format!("EXPOSE {}", st.server.port)));
     // The console is built before the binary that embeds it.
-    let (console, cargo) = (dockerfile.find("COPY --from=console /src/console/dist console/dist").expect("the console's build is copied in"), dockerfile.find("bash scripts/release.sh").unwrap());
+    let (console, cargo) = (
+        dockerfile
+            .find("COPY --from=console /src/console/dist console/dist")
+            .expect("the console's build is copied in"),
+        dockerfile.find("bash scripts/release.sh").unwrap(),
+    );
     assert!(console < cargo);
     // The image holds the binary and its symbol table beside it (named panic backtraces).
     assert!(dockerfile.contains("/src/target/release/toolgraph /src/target/release/toolgraph.debug /usr/local/bin/"));
-    assert!(dockerfile.contains(&st.embed.model_dir.replace("/minilm", "")), "the image holds the model where the config says");
+    assert!(
+        dockerfile.contains(&st.embed.model_dir.replace("/minilm", "")),
+        "the image holds the model where the config says"
+    );
 }
 
 #[test]
@@ -66,11 +82,19 @@ fn compose_runs_neo4j_qdrant_and_the_daemon_with_declared_secrets() {
     assert!(s(pg, &["image"]).starts_with("postgres:"));
     let pg_pw = s(pg, &["environment", "POSTGRES_PASSWORD_FILE"]);
     assert_eq!(pg_pw, s(t, &["environment", "TOOLGRAPH_STATE_PASSWORD_FILE"]));
-    assert!(pg["secrets"].as_sequence().unwrap().iter().any(|v| Some(v.as_str().unwrap()) == pg_pw.strip_prefix("/run/secrets/")));
+    assert!(pg["secrets"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|v| Some(v.as_str().unwrap()) == pg_pw.strip_prefix("/run/secrets/")));
     assert_eq!(s(pg, &["environment", "POSTGRES_USER"]), "toolgraph");
     let st = toolgraph_engine::settings::load(Some(&deploy().join("toolgraph.daemon.toml")), &[]).unwrap();
     let url = reqwest::Url::parse(&st.state.url).unwrap();
-    assert_eq!((url.username(), url.host_str().unwrap(), url.path()), ("toolgraph", "postgres", format!("/{}", s(pg, &["environment", "POSTGRES_DB"])).as_str()), "the config names compose's PostgreSQL");
+    assert_eq!(
+        (url.username(), url.host_str().unwrap(), url.path()),
+        ("toolgraph", "postgres", format!("/{}", s(pg, &["environment", "POSTGRES_DB"])).as_str()),
+        "the config names compose's PostgreSQL"
+    );
     let health: Vec<&str> = t["healthcheck"]["test"].as_sequence().unwrap().iter().filter_map(|v| v.as_str()).collect();
     assert!(health.iter().any(|h| h.contains("/readyz")));
     let mount = t["volumes"][0].as_str().unwrap();
@@ -84,7 +108,12 @@ fn compose_runs_neo4j_qdrant_and_the_daemon_with_declared_secrets() {
         }
     }
     // Secret files named by the daemon's environment are ones compose mounts.
-    for var in ["TOOLGRAPH_NEO4J_PASSWORD_FILE", "TOOLGRAPH_API_KEYS_FILE", "TOOLGRAPH_STATE_PASSWORD_FILE", "TOOLGRAPH_SECRET_KEY_FILE"] {
+    for var in [
+        "TOOLGRAPH_NEO4J_PASSWORD_FILE",
+        "TOOLGRAPH_API_KEYS_FILE",
+        "TOOLGRAPH_STATE_PASSWORD_FILE",
+        "TOOLGRAPH_SECRET_KEY_FILE",
+    ] {
         let path = s(t, &["environment", var]);
         let name = path.strip_prefix("/run/secrets/").unwrap();
         assert!(t["secrets"].as_sequence().unwrap().iter().any(|v| v.as_str() == Some(name)), "{var} → {name}");
@@ -98,11 +127,17 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
     let svc = yaml("k8s/service.yaml");
     let pdb = yaml("k8s/pdb.yaml");
     let secret = yaml("k8s/secret.example.yaml");
-    assert_eq!(s(&cm, &["data", "toolgraph.toml"]), std::fs::read_to_string(deploy().join("toolgraph.daemon.toml")).unwrap(), "the ConfigMap holds deploy/toolgraph.daemon.toml verbatim");
+    assert_eq!(
+        s(&cm, &["data", "toolgraph.toml"]),
+        std::fs::read_to_string(deploy().join("toolgraph.daemon.toml")).unwrap(),
+        "the ConfigMap holds deploy/toolgraph.daemon.toml verbatim"
+    );
     assert_eq!((s(&dep, &["apiVersion"]), s(&dep, &["kind"])), ("apps/v1", "Deployment"));
     assert!(dep["spec"]["replicas"].as_u64().unwrap() >= 2);
     let labels = &dep["spec"]["template"]["metadata"]["labels"];
-    for sel in [&dep["spec"]["selector"]["matchLabels"], &svc["spec"]["selector"], &pdb["spec"]["selector"]["matchLabels"]] {
+    for sel in
+        [&dep["spec"]["selector"]["matchLabels"], &svc["spec"]["selector"], &pdb["spec"]["selector"]["matchLabels"]]
+    {
         for (k, v) in sel.as_mapping().unwrap() {
             assert_eq!(&labels[k], v, "selector {k:?} matches the pods");
         }
@@ -120,25 +155,63 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
     let vol = |n: &str| volumes.iter().find(|v| v["name"].as_str() == Some(n)).unwrap();
     assert_eq!(s(vol("config"), &["configMap", "name"]), s(&cm, &["metadata", "name"]));
     assert_eq!(s(vol("secrets"), &["secret", "secretName"]), s(&secret, &["metadata", "name"]));
-    let mount = |n: &str| c["volumeMounts"].as_sequence().unwrap().iter().find(|m| m["name"].as_str() == Some(n)).map(|m| s(m, &["mountPath"]).to_string()).unwrap();
-    let env = |n: &str| c["env"].as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(n)).map(|e| s(e, &["value"]).to_string()).unwrap();
+    let mount = |n: &str| {
+        c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"].as_str() == Some(n))
+            .map(|m| s(m, &["mountPath"]).to_string())
+            .unwrap()
+    };
+    let env = |n: &str| {
+        c["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"].as_str() == Some(n))
+            .map(|e| s(e, &["value"]).to_string())
+            .unwrap()
+    };
     assert_eq!(env("TOOLGRAPH_CONFIG"), format!("{}/toolgraph.toml", mount("config")));
-    for (var, key) in [("TOOLGRAPH_NEO4J_PASSWORD_FILE", "neo4j_password"), ("TOOLGRAPH_API_KEYS_FILE", "api_keys"), ("TOOLGRAPH_STATE_PASSWORD_FILE", "state_password"), ("TOOLGRAPH_SECRET_KEY_FILE", "secret_key")] {
+    for (var, key) in [
+        ("TOOLGRAPH_NEO4J_PASSWORD_FILE", "neo4j_password"),
+        ("TOOLGRAPH_API_KEYS_FILE", "api_keys"),
+        ("TOOLGRAPH_STATE_PASSWORD_FILE", "state_password"),
+        ("TOOLGRAPH_SECRET_KEY_FILE", "secret_key"),
+    ] {
         assert_eq!(env(var), format!("{}/{key}", mount("secrets")));
         assert!(secret["stringData"].get(key).is_some(), "the secret has {key}");
     }
     // Sessions live in PostgreSQL: no session affinity.
-    assert!(svc["spec"].get("sessionAffinity").is_none_or(|a| a.as_str() == Some("None")), "no ClientIP affinity: any replica serves any turn");
+    assert!(
+        svc["spec"].get("sessionAffinity").is_none_or(|a| a.as_str() == Some("None")),
+        "no ClientIP affinity: any replica serves any turn"
+    );
     // PostgreSQL: official image, the Service the config names, the password from the daemon's Secret.
-    let docs: Vec<Yaml> = serde_norway::Deserializer::from_str(&std::fs::read_to_string(deploy().join("k8s/postgres.yaml")).unwrap()).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    let docs: Vec<Yaml> =
+        serde_norway::Deserializer::from_str(&std::fs::read_to_string(deploy().join("k8s/postgres.yaml")).unwrap())
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
     let pg_svc = docs.iter().find(|d| d["kind"].as_str() == Some("Service")).unwrap();
     let pg_set = docs.iter().find(|d| d["kind"].as_str() == Some("StatefulSet")).unwrap();
     assert_eq!(s(pg_svc, &["metadata", "name"]), reqwest::Url::parse(&st.state.url).unwrap().host_str().unwrap());
     let pc = &pg_set["spec"]["template"]["spec"]["containers"][0];
     assert!(s(pc, &["image"]).starts_with("postgres:"));
-    let pg_env = |n: &str| pc["env"].as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(n)).map(|e| s(e, &["value"]).to_string()).unwrap();
+    let pg_env = |n: &str| {
+        pc["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"].as_str() == Some(n))
+            .map(|e| s(e, &["value"]).to_string())
+            .unwrap()
+    };
     assert_eq!(pg_env("POSTGRES_PASSWORD_FILE"), env("TOOLGRAPH_STATE_PASSWORD_FILE"));
-    assert_eq!(s(&pg_set["spec"]["template"]["spec"]["volumes"][0], &["secret", "secretName"]), s(&secret, &["metadata", "name"]));
+    assert_eq!(
+        s(&pg_set["spec"]["template"]["spec"]["volumes"][0], &["secret", "secretName"]),
+        s(&secret, &["metadata", "name"])
+    );
     for (k, v) in pg_svc["spec"]["selector"].as_mapping().unwrap() {
         assert_eq!(&pg_set["spec"]["template"]["metadata"]["labels"][k], v);
     }
@@ -164,7 +237,12 @@ fn split_symbols_keep_panic_backtraces_readable() {
     )
     .unwrap();
     let bin = dir.path().join("probe");
-    let out = Command::new("rustc").args(["-O", "-C", "debuginfo=0", "-C", "strip=debuginfo", "-o"]).arg(&bin).arg(&src).output().unwrap();
+    let out = Command::new("rustc")
+        .args(["-O", "-C", "debuginfo=0", "-C", "strip=debuginfo", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let whole = std::fs::metadata(&bin).unwrap().len();
     let backtrace = || {
@@ -185,17 +263,23 @@ fn split_symbols_keep_panic_backtraces_readable() {
     std::fs::rename(&sidecar, dir.path().join("elsewhere.debug")).unwrap();
     let without = backtrace();
     assert!(without.contains("probe::toolgraph_probe_deep"), "toolgraph's own frames stay named: {without}");
-    assert!(!without.contains("other_library_frame") && without.contains("<unknown>"), "other names live only in the sidecar: {without}");
+    assert!(
+        !without.contains("other_library_frame") && without.contains("<unknown>"),
+        "other names live only in the sidecar: {without}"
+    );
 }
 
 /// The LLM configs shipped: the example's hosted model decides everything, the local small model
 /// (the LLM benchmark's) only what is open, a few completions a run; both build their planners.
 #[test]
 fn llm_configs_load_and_build_their_models() {
-    for (file, model, decides, limit) in [("toolgraph.example.toml", "openai", "all", 40), ("toolgraph.local-llm.toml", "qwen", "open", 4)] {
+    for (file, model, decides, limit) in
+        [("toolgraph.example.toml", "openai", "all", 40), ("toolgraph.local-llm.toml", "qwen", "open", 4)]
+    {
         let st = toolgraph_engine::settings::load(Some(&deploy().join(file)), &[]).unwrap();
         let models = toolgraph_engine::plan::models::Models::from_config(&st.llm, &[]).unwrap();
-        let info = models.list().into_iter().find(|m| m.name == model).unwrap_or_else(|| panic!("{file}: no model {model}"));
+        let info =
+            models.list().into_iter().find(|m| m.name == model).unwrap_or_else(|| panic!("{file}: no model {model}"));
         assert_eq!((info.decides.as_str(), info.max_calls_per_run), (decides, limit), "{file}");
     }
 }

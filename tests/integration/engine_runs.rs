@@ -10,12 +10,14 @@ use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, Mode, RunSettings, Status};
-use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
 use toolgraph_eval::chains::{gold_of, learn, recordings};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 
 fn data() -> PathBuf {
-    std::env::var_os("TOOLGRAPH_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
+    std::env::var_os("TOOLGRAPH_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
 }
 
 fn settings() -> toolgraph_schema::Settings {
@@ -48,7 +50,9 @@ async fn learn_world() -> World {
     let train: Vec<&Chain> = chains.iter().enumerate().filter(|(i, _)| !held_out(*i)).map(|(_, c)| c).collect();
     let test: Vec<usize> = (0..chains.len()).filter(|i| held_out(*i)).collect();
     let s = settings();
-    let embedder: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"));
+    let embedder: Arc<dyn Embedder> = Arc::new(
+        toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"),
+    );
     // Worlds of earlier runs of this file go first (a static is never dropped).
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
@@ -64,18 +68,34 @@ async fn learn_world() -> World {
     World { graph: snapshot, learned, test, specs }
 }
 
-async fn engine(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
+async fn engine(
+    w: &World,
+    faults: Faults,
+    exec: ExecSettings,
+    run: RunSettings,
+) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
     engine_with(w, faults, exec, run, Vec::new()).await
 }
 
 /// Like [`engine`], with `extra` recordings replacing the chains' own.
-async fn engine_with(w: &World, faults: Faults, exec: ExecSettings, run: RunSettings, extra: Vec<toolgraph_sandbox::Recording>) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
+async fn engine_with(
+    w: &World,
+    faults: Faults,
+    exec: ExecSettings,
+    run: RunSettings,
+    extra: Vec<toolgraph_sandbox::Recording>,
+) -> (Engine, tokio::sync::oneshot::Sender<()>, Arc<Sandbox>) {
     let (mut recs, errors) = recordings(&w.test, &w.specs);
     recs.extend(extra);
     assert!(errors.is_empty(), "{errors:?}");
     let sb = Sandbox::new(Library::new(recs), faults);
     let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
-    let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], allow_private: vec!["127.0.0.1/32".into()], ..exec }).unwrap();
+    let exec = Executor::new(ExecSettings {
+        rewrites: vec![("https://".into(), format!("http://{addr}/"))],
+        allow_private: vec!["127.0.0.1/32".into()],
+        ..exec
+    })
+    .unwrap();
     let stack = w.learned.stack(&settings(), exec, Arc::new(DeterministicPlanner::default()));
     (stack.engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None), stop, sb)
 }
@@ -101,14 +121,27 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     assert_eq!(r.chain[1].arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
     for (i, g) in gold.calls.iter().enumerate() {
         for (k, v) in &g.resolved {
-            assert_eq!(toolgraph_sandbox::normalize(&r.chain[i].sent[k]), toolgraph_sandbox::normalize(v), "call {i} argument {k}");
+            assert_eq!(
+                toolgraph_sandbox::normalize(&r.chain[i].sent[k]),
+                toolgraph_sandbox::normalize(v),
+                "call {i} argument {k}"
+            );
         }
     }
     assert!(!r.stats.recalled && r.stats.http_calls >= 3);
     // Judged complete, and the answer is an answer: each compared day priced, the cheaper named.
     let j = r.judgement.clone().unwrap();
-    assert!(j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::coverage::Kind::Each), "{j:#?}");
-    assert!(r.answer.matches("Search_Car_Rentals (").count() >= 2 && r.answer.contains("pick_up_date 2024-") && r.answer.contains("lowest price"), "{}", r.answer);
+    assert!(
+        j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::coverage::Kind::Each),
+        "{j:#?}"
+    );
+    assert!(
+        r.answer.matches("Search_Car_Rentals (").count() >= 2
+            && r.answer.contains("pick_up_date 2024-")
+            && r.answer.contains("lowest price"),
+        "{}",
+        r.answer
+    );
     assert!(r.answer.contains(" is cheaper than ") || r.answer.contains("Both cost the same"), "{}", r.answer);
     assert!(!r.answer.contains("{\""), "not a JSON dump: {}", r.answer);
     assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Retrieve { .. })));
@@ -122,7 +155,10 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     assert!(r2.stats.recalled, "{:#?}", r2.trace.first());
     assert_eq!(r2.stats.planner_calls, 0);
     assert_eq!(r2.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), names);
-    assert_eq!(r2.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>());
+    assert_eq!(
+        r2.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(),
+        r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>()
+    );
     let _ = stop.send(());
 }
 
@@ -141,7 +177,9 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
         let gold = gold_of(chain).unwrap();
         let r = e.run(&gold.request, Map::new(), None).await.unwrap();
         let recall = r.trace.iter().find_map(|t| match t {
-            TraceEvent::Recall { request, score, structure, replayed, .. } => Some((request.clone(), *score, *structure, *replayed)),
+            TraceEvent::Recall { request, score, structure, replayed, .. } => {
+                Some((request.clone(), *score, *structure, *replayed))
+            }
             _ => None,
         });
         let Some((remembered, score, structure, true)) = recall else { continue };
@@ -156,7 +194,11 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
         // Values came from this request, not copied from the remembered one.
         let by_analogy = r.trace.iter().any(|t| matches!(t, TraceEvent::Call { sources, .. } if sources.values().any(|s| matches!(s, toolgraph_engine::plan::ArgSource::Request { kind } if kind == "analogy"))));
         transferred += usize::from(by_analogy);
-        let paper = toolgraph_eval::complexfuncbench::score(&protocol, &gold, &toolgraph_eval::complexfuncbench::sent_calls(&r.trace));
+        let paper = toolgraph_eval::complexfuncbench::score(
+            &protocol,
+            &gold,
+            &toolgraph_eval::complexfuncbench::sent_calls(&r.trace),
+        );
         right += usize::from(paper.success);
     }
     let n = w.test.len();
@@ -170,7 +212,8 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
 async fn faults_end_in_a_clear_trace_never_a_hang() {
     let w = world().await;
     let gold = gold_of(&w.test[0]).unwrap();
-    let run = RunSettings { use_memory: false, learn: false, remember: false, wall_ms: 20_000, ..RunSettings::default() };
+    let run =
+        RunSettings { use_memory: false, learn: false, remember: false, wall_ms: 20_000, ..RunSettings::default() };
     for (name, faults) in [
         ("5xx", Faults { server_error_rate: 1.0, ..Faults::default() }),
         ("429", Faults { throttle_rate: 1.0, retry_after_s: 30, ..Faults::default() }),
@@ -179,11 +222,26 @@ async fn faults_end_in_a_clear_trace_never_a_hang() {
     ] {
         let (e, stop, sb) = engine(w, faults, quick_exec(), run.clone()).await;
         let started = std::time::Instant::now();
-        let r = tokio::time::timeout(std::time::Duration::from_secs(30), e.run(&gold.request, Map::new(), None)).await.expect("no hang").unwrap();
+        let r = tokio::time::timeout(std::time::Duration::from_secs(30), e.run(&gold.request, Map::new(), None))
+            .await
+            .expect("no hang")
+            .unwrap();
         assert_eq!(r.status, Status::GaveUp, "{name}: {r:#?}");
-        let failures: Vec<String> = r.trace.iter().filter_map(|t| match t { TraceEvent::CallFailed { error, .. } => Some(error.to_string()), _ => None }).collect();
+        let failures: Vec<String> = r
+            .trace
+            .iter()
+            .filter_map(|t| match t {
+                TraceEvent::CallFailed { error, .. } => Some(error.to_string()),
+                _ => None,
+            })
+            .collect();
         assert!(!failures.is_empty(), "{name}");
-        let want = match name { "5xx" => "HTTP 500", "429" => "HTTP 429", "garbage" => "malformed JSON", _ => "timed out" };
+        let want = match name {
+            "5xx" => "HTTP 500",
+            "429" => "HTTP 429",
+            "garbage" => "malformed JSON",
+            _ => "timed out",
+        };
         assert!(failures.iter().all(|f| f.contains(want) && f.contains("3 attempts")), "{name}: {failures:?}");
         assert!(matches!(r.trace.last(), Some(TraceEvent::GiveUp { .. })), "{name}");
         // Retry-After (30 s) is capped at 50 ms: retries never stall a run.
@@ -192,7 +250,13 @@ async fn faults_end_in_a_clear_trace_never_a_hang() {
         let _ = stop.send(());
     }
     // Some faults: retries and backtracking still reach the gold chain.
-    let (e, stop, sb) = engine(w, Faults { server_error_rate: 0.2, throttle_rate: 0.1, garbage_rate: 0.1, seed: 11, ..Faults::default() }, quick_exec(), run.clone()).await;
+    let (e, stop, sb) = engine(
+        w,
+        Faults { server_error_rate: 0.2, throttle_rate: 0.1, garbage_rate: 0.1, seed: 11, ..Faults::default() },
+        quick_exec(),
+        run.clone(),
+    )
+    .await;
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(r.chain.len(), 3);
@@ -206,7 +270,8 @@ async fn a_missing_argument_asks_the_user_and_the_answer_resumes() {
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
     let (e, stop, _) = engine(w, Faults::default(), quick_exec(), run).await;
     // No place is named: Search_Car_Location's `query` cannot come from the request or any API.
-    let r = e.run("I want to rent a car tomorrow at 8 AM for a day and compare prices.", Map::new(), None).await.unwrap();
+    let r =
+        e.run("I want to rent a car tomorrow at 8 AM for a day and compare prices.", Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::NeedsInput, "{:#?}", r.trace);
     let n = r.needs_input.clone().unwrap();
     assert!(n.missing.contains(&"query".to_string()), "{n:?}");
@@ -262,7 +327,10 @@ async fn an_empty_step_is_judged_bad_and_reflection_resumes_before_it() {
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
     let (e, stop, _) = engine_with(w, Faults::default(), quick_exec(), run, vec![empty]).await;
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
-    let reflect = r.trace.iter().find_map(|t| match t { TraceEvent::Reflect { mode, resume_at, reason, .. } => Some((mode.clone(), *resume_at, reason.clone())), _ => None });
+    let reflect = r.trace.iter().find_map(|t| match t {
+        TraceEvent::Reflect { mode, resume_at, reason, .. } => Some((mode.clone(), *resume_at, reason.clone())),
+        _ => None,
+    });
     let (mode, at, reason) = reflect.unwrap_or_else(|| panic!("no reflection: {:#?}", r.trace));
     assert_eq!((mode.as_str(), at), ("resume", Some(1)), "{reason}");
     assert!(reason.contains("Search_Car_Rentals") && reason.contains("empty"), "{reason}");
@@ -286,9 +354,19 @@ async fn a_run_that_stops_after_a_correct_prefix_is_partial_not_answered() {
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Partial, "{:#?}", r.trace);
     assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["Search_Car_Location"]);
-    assert!(r.answer.starts_with("Partly done; not covered:") && r.answer.contains("the date 2024-") && r.answer.contains("per compared option"), "{}", r.answer);
+    assert!(
+        r.answer.starts_with("Partly done; not covered:")
+            && r.answer.contains("the date 2024-")
+            && r.answer.contains("per compared option"),
+        "{}",
+        r.answer
+    );
     // The judge reflected by extending the path, not by giving up on the location it had.
-    assert!(r.trace.iter().any(|t| matches!(t, TraceEvent::Reflect { mode, .. } if mode == "extend")), "{:#?}", r.trace);
+    assert!(
+        r.trace.iter().any(|t| matches!(t, TraceEvent::Reflect { mode, .. } if mode == "extend")),
+        "{:#?}",
+        r.trace
+    );
     let _ = stop.send(());
 }
 
@@ -313,7 +391,11 @@ async fn a_call_that_failed_is_never_sent_again_with_the_same_arguments() {
             match ev {
                 TraceEvent::Call { api, arguments, .. } => {
                     let literal = !Value::Object(arguments.clone()).to_string().contains('$');
-                    assert!(!(literal && failed.contains(&(api.clone(), arguments.clone()))), "{}: {api} sent again with {arguments:?} after it failed", c.input.trim());
+                    assert!(
+                        !(literal && failed.contains(&(api.clone(), arguments.clone()))),
+                        "{}: {api} sent again with {arguments:?} after it failed",
+                        c.input.trim()
+                    );
                     last_call = literal.then(|| (api.clone(), arguments.clone()));
                 }
                 TraceEvent::CallFailed { error: CallError::Repeated { .. }, .. } => {
@@ -347,7 +429,8 @@ fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs
     let today = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
     let mut model = ArgModel::default();
     for c in chains.iter().enumerate().filter(|(i, _)| i % 5 != 0).map(|(_, c)| c) {
-        let calls: Vec<(String, Map<String, Value>)> = c.output.iter().map(|k| (k.name.clone(), k.arguments.as_object().cloned().unwrap_or_default())).collect();
+        let calls: Vec<(String, Map<String, Value>)> =
+            c.output.iter().map(|k| (k.name.clone(), k.arguments.as_object().cloned().unwrap_or_default())).collect();
         model.learn(&c.input, calls.iter().map(|(n, a)| (n.as_str(), a)), today);
     }
     let (mut asked, mut learned_right, mut rules_right) = (0, 0, 0);
@@ -384,7 +467,9 @@ fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs
 /// while invalid answers leave the deterministic chain unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llm_prompts_stay_small_on_real_requests() {
-    use toolgraph_engine::plan::llm::{approx_tokens, Decides, LlmPlanner, LlmSettings, DECISION_TOKENS, PLAN_TOKENS, SYSTEM};
+    use toolgraph_engine::plan::llm::{
+        approx_tokens, Decides, LlmPlanner, LlmSettings, DECISION_TOKENS, PLAN_TOKENS, SYSTEM,
+    };
     use toolgraph_engine::run::RunOptions;
     let w = world().await;
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
@@ -394,17 +479,54 @@ async fn llm_prompts_stay_small_on_real_requests() {
     for (di, decides) in [Decides::Open, Decides::All].into_iter().enumerate() {
         // Deciding everything, without a per-run limit; deciding what is open, with the default.
         let limit = if decides == Decides::All { 0 } else { LlmSettings::default().max_calls_per_run };
-        let p: Arc<dyn toolgraph_engine::plan::Planner> = Arc::new(LlmPlanner::new(LlmSettings { base_url: url.clone(), model: "mock".into(), retries: 0, timeout_ms: 5_000, decides, max_calls_per_run: limit, ..Default::default() }, None).unwrap());
+        let p: Arc<dyn toolgraph_engine::plan::Planner> = Arc::new(
+            LlmPlanner::new(
+                LlmSettings {
+                    base_url: url.clone(),
+                    model: "mock".into(),
+                    retries: 0,
+                    timeout_ms: 5_000,
+                    decides,
+                    max_calls_per_run: limit,
+                    ..Default::default()
+                },
+                None,
+            )
+            .unwrap(),
+        );
         for mode in [Mode::Graph, Mode::Plan] {
             for chain in w.test.iter().take(8) {
                 let gold = gold_of(chain).unwrap();
-                let r = e.run_with(&gold.request, Map::new(), Vec::new(), None, RunOptions { planner: Some(p.clone()), mode: Some(mode), ..Default::default() }).await.unwrap();
+                let r = e
+                    .run_with(
+                        &gold.request,
+                        Map::new(),
+                        Vec::new(),
+                        None,
+                        RunOptions { planner: Some(p.clone()), mode: Some(mode), ..Default::default() },
+                    )
+                    .await
+                    .unwrap();
                 let calls = r.stats.llm.values().map(|u| u.calls).sum::<u64>();
                 assert!(limit == 0 || calls <= limit as u64, "{calls} completions > the run's {limit}");
                 llm_calls[di] += calls;
                 if decides == Decides::Open {
-                    let det = e.run_with(&gold.request, Map::new(), Vec::new(), None, RunOptions { mode: Some(mode), ..Default::default() }).await.unwrap();
-                    assert_eq!(r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), det.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(), "{mode:?}: invalid answers change nothing: {}", gold.request);
+                    let det = e
+                        .run_with(
+                            &gold.request,
+                            Map::new(),
+                            Vec::new(),
+                            None,
+                            RunOptions { mode: Some(mode), ..Default::default() },
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        r.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(),
+                        det.chain.iter().map(|c| &c.sent).collect::<Vec<_>>(),
+                        "{mode:?}: invalid answers change nothing: {}",
+                        gold.request
+                    );
                 }
             }
         }
@@ -426,7 +548,14 @@ async fn llm_prompts_stay_small_on_real_requests() {
         let head: String = first.chars().take(40).collect();
         kinds.entry(kind).or_insert_with(std::collections::BTreeSet::new).insert(head);
     }
-    assert!(kinds.contains_key("choose") && kinds.contains_key("fill") && kinds.contains_key("plan") && kinds.contains_key("judge"), "{:?}", kinds.keys());
+    assert!(
+        kinds.contains_key("choose")
+            && kinds.contains_key("fill")
+            && kinds.contains_key("plan")
+            && kinds.contains_key("judge"),
+        "{:?}",
+        kinds.keys()
+    );
     assert!(kinds.values().all(|heads| heads.len() == 1), "one fixed opening per kind: {kinds:?}");
     let _ = stop.send(());
 }
@@ -442,8 +571,14 @@ async fn llm_direct_converses_turn_by_turn_over_every_api() {
     let w = world().await;
     let gold = gold_of(&w.test[0]).unwrap();
     let (recs, _) = recordings(&w.test, &w.specs);
-    let (addr, stop) = sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
-    let exec = Executor::new(ExecSettings { rewrites: vec![("https://".into(), format!("http://{addr}/"))], allow_private: vec!["127.0.0.1/32".into()], ..quick_exec() }).unwrap();
+    let (addr, stop) =
+        sandbox::spawn("127.0.0.1:0", Sandbox::new(Library::new(recs), Faults::default())).await.unwrap();
+    let exec = Executor::new(ExecSettings {
+        rewrites: vec![("https://".into(), format!("http://{addr}/"))],
+        allow_private: vec!["127.0.0.1/32".into()],
+        ..quick_exec()
+    })
+    .unwrap();
     let call = |id: &str, name: &str, args: &Map<String, Value>| json!({"id": id, "type": "function", "function": {"name": name, "arguments": Value::Object(args.clone()).to_string()}});
     let (url, script) = crate::common::mock_openai_server(vec![
         (200, json!({"tool_calls": [call("c1", &gold.calls[0].name, &gold.calls[0].resolved)]})),
@@ -451,18 +586,37 @@ async fn llm_direct_converses_turn_by_turn_over_every_api() {
         (200, json!("The car costs what the search returned.")),
     ])
     .await;
-    let llm = toolgraph_engine::plan::llm::LlmPlanner::new(toolgraph_engine::plan::llm::LlmSettings { base_url: url, model: "mock".into(), retries: 0, ..Default::default() }, None).unwrap();
-    let mut apis: Vec<&toolgraph_schema::ApiNode> = w.graph.apis.values().filter(|a| a.category.eq_ignore_ascii_case("travel")).collect();
+    let llm = toolgraph_engine::plan::llm::LlmPlanner::new(
+        toolgraph_engine::plan::llm::LlmSettings {
+            base_url: url,
+            model: "mock".into(),
+            retries: 0,
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    let mut apis: Vec<&toolgraph_schema::ApiNode> =
+        w.graph.apis.values().filter(|a| a.category.eq_ignore_ascii_case("travel")).collect();
     apis.sort_by(|a, b| a.name.cmp(&b.name));
     let opts = DirectOptions::default();
     let tools = tool_entries(&apis, &opts);
     let by_name = apis.iter().map(|a| (a.name.clone(), *a)).collect();
     let r = run_direct(&llm, &by_name, &tools, &exec, &gold.request, &opts).await.unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
-    assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec![gold.calls[0].name.as_str(), gold.calls[1].name.as_str()], "{:#?}", r.trace);
+    assert_eq!(
+        r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        vec![gold.calls[0].name.as_str(), gold.calls[1].name.as_str()],
+        "{:#?}",
+        r.trace
+    );
     assert_eq!(r.stats.llm.values().map(|u| u.calls).sum::<u64>(), 3);
     let paper = score(&Protocol::new(&w.specs, &recordings(&w.test, &w.specs).0), &gold, &sent_calls(&r.trace));
-    assert_eq!((paper.correct, paper.success), (2, false), "two of three golden calls, then the model stopped: {paper:?}");
+    assert_eq!(
+        (paper.correct, paper.success),
+        (2, false),
+        "two of three golden calls, then the model stopped: {paper:?}"
+    );
     let s = script.lock().unwrap();
     let first = &s.requests[0].0;
     assert_eq!(first["tools"].as_array().unwrap().len(), w.specs.len(), "every API of the domain");

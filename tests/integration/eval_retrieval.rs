@@ -9,8 +9,11 @@ fn retrieval_eval_reports_every_method_and_reuses_the_embedding_cache() {
     let tools = dir.path().join("tools.jsonl");
     std::fs::write(
         &tools,
-        format!("{}\n", serde_json::json!({"tool_name": "Distractor Kit", "category": "Other", "api_list": [
-            {"name": "Ping", "description": "Returns pong"}, {"name": "Echo", "description": "Echoes its input"}]})),
+        format!(
+            "{}\n",
+            serde_json::json!({"tool_name": "Distractor Kit", "category": "Other", "api_list": [
+            {"name": "Ping", "description": "Returns pong"}, {"name": "Echo", "description": "Echoes its input"}]})
+        ),
     )
     .unwrap();
     let queries = data().join("stabletoolbench/queries/G1_tool.json");

@@ -14,7 +14,9 @@ use std::process::{Command, Stdio};
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance";
 
 fn schemathesis() -> PathBuf {
-    let p = std::env::var_os("TOOLGRAPH_SCHEMATHESIS").map(PathBuf::from).unwrap_or_else(|| root().join("tests/contract/.venv/bin/st"));
+    let p = std::env::var_os("TOOLGRAPH_SCHEMATHESIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("tests/contract/.venv/bin/st"));
     assert!(p.exists(), "{} missing: python3 -m venv tests/contract/.venv && tests/contract/.venv/bin/pip install -r tests/contract/requirements.txt — scripts/test.sh does", p.display());
     p
 }
@@ -32,8 +34,30 @@ fn run(st: &Path, base: &str, key: &str, dir: &Path, who: &str) -> Report {
     let out = Command::new(st)
         .arg("--config-file")
         .arg(root().join("tests/contract/schemathesis.toml"))
-        .args(["run", &format!("{base}/openapi.json"), "--checks", CHECKS, "--max-examples", "25", "--seed", "27", "--workers", "1", "--request-timeout", "30"])
-        .args(["--phases", "examples,coverage,fuzzing", "--suppress-health-check", "all", "--no-color", "--report", "junit", "--report-junit-path"])
+        .args([
+            "run",
+            &format!("{base}/openapi.json"),
+            "--checks",
+            CHECKS,
+            "--max-examples",
+            "25",
+            "--seed",
+            "27",
+            "--workers",
+            "1",
+            "--request-timeout",
+            "30",
+        ])
+        .args([
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--suppress-health-check",
+            "all",
+            "--no-color",
+            "--report",
+            "junit",
+            "--report-junit-path",
+        ])
         .arg(&junit)
         .args(["-H", &format!("Authorization: Bearer {key}")])
         .stdin(Stdio::null())
@@ -43,7 +67,8 @@ fn run(st: &Path, base: &str, key: &str, dir: &Path, who: &str) -> Report {
         .expect("schemathesis runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("no JUnit report from Schemathesis ({e}):\n{stdout}\n{stderr}"));
+    let xml = std::fs::read_to_string(&junit)
+        .unwrap_or_else(|e| panic!("no JUnit report from Schemathesis ({e}):\n{stdout}\n{stderr}"));
     let operations = xml.matches("<testcase ").count();
     let mut failed = Vec::new();
     for case in xml.split("<testcase ").skip(1) {
@@ -52,8 +77,13 @@ fn run(st: &Path, base: &str, key: &str, dir: &Path, who: &str) -> Report {
             failed.push(name.to_string());
         }
     }
-    let summary: String = stdout.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-    eprintln!("Schemathesis as {who}: {operations} operations, {} failing (exit {})\n{summary}", failed.len(), out.status);
+    let summary: String =
+        stdout.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    eprintln!(
+        "Schemathesis as {who}: {operations} operations, {} failing (exit {})\n{summary}",
+        failed.len(),
+        out.status
+    );
     Report { operations, failed, text: format!("{stdout}\n{stderr}") }
 }
 
@@ -80,7 +110,13 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document_as_admi
     let rt = runtime();
     let user_key = rt.block_on(async {
         let http = reqwest::Client::new();
-        let r = http.post(format!("{base}/v1/users")).bearer_auth(&admin_key).json(&json!({"name": "fuzz-user", "role": "user", "with_key": true})).send().await.unwrap();
+        let r = http
+            .post(format!("{base}/v1/users"))
+            .bearer_auth(&admin_key)
+            .json(&json!({"name": "fuzz-user", "role": "user", "with_key": true}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 201);
         let v: Value = r.json().await.unwrap();
         v["key"]["key"].as_str().unwrap().to_string()
@@ -90,7 +126,13 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document_as_admi
     let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
     for (who, r) in [("admin", &admin), ("user", &user)] {
         assert!(r.operations >= 45, "as {who}: only {} operations tested:\n{}", r.operations, r.text);
-        assert!(r.failed.is_empty(), "as {who}, failing operations {:?}:\n{}\n--- daemon log (tail):\n{}", r.failed, r.text, log.lines().rev().take(40).collect::<Vec<_>>().join("\n"));
+        assert!(
+            r.failed.is_empty(),
+            "as {who}, failing operations {:?}:\n{}\n--- daemon log (tail):\n{}",
+            r.failed,
+            r.text,
+            log.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+        );
     }
     assert!(!log.contains("panicked"), "the daemon panicked:\n{log}");
 }

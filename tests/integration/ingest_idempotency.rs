@@ -10,7 +10,8 @@ use toolgraph_engine::GraphStore;
 use toolgraph_ingest::{ingest, Inputs, NoProgress};
 use toolgraph_schema::GraphSnapshot;
 
-const APIS: &[(&str, &str)] = &[("Maps", "geocode"), ("Maps", "route"), ("Weather", "forecast"), ("Weather", "alerts"), ("Hotels", "search")];
+const APIS: &[(&str, &str)] =
+    &[("Maps", "geocode"), ("Maps", "route"), ("Weather", "forecast"), ("Weather", "alerts"), ("Hotels", "search")];
 
 /// A run: indices into APIS with ok flags, and whether it was answered.
 type Run = (Vec<(usize, bool)>, bool);
@@ -38,8 +39,13 @@ fn write_runs(path: &Path, runs: &[(usize, Run)]) -> PathBuf {
 
 fn ingest_files(store: &Arc<dyn GraphStore>, files: Vec<PathBuf>, rt: &tokio::runtime::Runtime) {
     let settings = toolgraph_engine::settings::load(None, &[("ingest.batch_size", "3".into())]).unwrap();
-    rt.block_on(ingest(store.clone(), Inputs { trajectories: files, ..Default::default() }, &settings, Arc::new(NoProgress)))
-        .unwrap();
+    rt.block_on(ingest(
+        store.clone(),
+        Inputs { trajectories: files, ..Default::default() },
+        &settings,
+        Arc::new(NoProgress),
+    ))
+    .unwrap();
 }
 
 fn snapshot(store: &Arc<dyn GraphStore>, rt: &tokio::runtime::Runtime) -> GraphSnapshot {

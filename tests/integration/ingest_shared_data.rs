@@ -40,7 +40,10 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     assert!(a.next.contains_key(&(list, one.clone())));
     assert!(a.next.contains_key(&(one, "END".to_string())));
     // Availability counts failed attempts too.
-    assert!(a.apis.values().any(|n| n.calls > n.successes && n.successes > 0), "no API with failed and successful calls");
+    assert!(
+        a.apis.values().any(|n| n.calls > n.successes && n.successes > 0),
+        "no API with failed and successful calls"
+    );
 
     // The same inputs into FalkorDB give the same graph.
     let falkor = Falkor::start();
@@ -54,16 +57,24 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     assert_eq!(n.as_array().unwrap().len(), 3);
     let out = run_ok(bin().arg("--store").arg(falkor.uri()).args(["graph", "neighbors", "START", "-k", "3"]));
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(), m.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>());
+    assert_eq!(
+        n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(),
+        m.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>()
+    );
     let out = run_ok(bin().arg("--store").arg(falkor.uri()).args([
-        "graph", "cypher", "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n", "--param", "t=\"data/theclique\"",
+        "graph",
+        "cypher",
+        "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n",
+        "--param",
+        "t=\"data/theclique\"",
     ]));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(rows["rows"][0][0].as_u64().unwrap() >= 4, "{rows}");
     let out = bin().arg("--store").arg(&embedded).args(["graph", "cypher", "MATCH (n) RETURN n"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("embedded store does not support Cypher"));
-    let out = bin().arg("--store").arg(falkor.uri()).args(["graph", "cypher", "MATCH (n) DETACH DELETE n"]).output().unwrap();
+    let out =
+        bin().arg("--store").arg(falkor.uri()).args(["graph", "cypher", "MATCH (n) DETACH DELETE n"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"));
     drop(falkor);
@@ -71,7 +82,9 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     // And into Neo4j: the same graph, the same report counts, and the same answers.
     let neo = neo4j();
     let neo_report = dir.path().join("neo4j-report.json");
-    run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(shared_ingest_args()).arg("--report").arg(&neo_report));
+    run_ok(
+        neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(shared_ingest_args()).arg("--report").arg(&neo_report),
+    );
     let without_timings = |mut r: serde_json::Value| {
         for k in ["store", "elapsed_s", "runs_per_s"] {
             r.as_object_mut().unwrap().remove(k);
@@ -81,21 +94,37 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     assert_eq!(without_timings(read_json(&neo_report)), without_timings(report.clone()));
     let c = snapshot_of(&neo.uri(), "toolgraph", Some(&neo));
     assert_same_graph(&a, &c);
-    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "neighbors", "START", "-k", "3"]));
+    let out =
+        run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "neighbors", "START", "-k", "3"]));
     let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(), o.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>());
-    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "cypher", "MATCH (a:Api) RETURN count(a) AS n"]));
+    assert_eq!(
+        n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(),
+        o.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>()
+    );
+    let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args([
+        "graph",
+        "cypher",
+        "MATCH (a:Api) RETURN count(a) AS n",
+    ]));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rows["rows"][0][0], report["nodes"]["apis"], "{rows}");
     let out = run_ok(neo.env(&mut bin()).arg("--store").arg(neo.uri()).args([
-        "graph", "cypher", "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n", "--param", "t=\"data/theclique\"",
+        "graph",
+        "cypher",
+        "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n",
+        "--param",
+        "t=\"data/theclique\"",
     ]));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(rows["rows"][0][0].as_u64().unwrap() >= 4, "{rows}");
     for write in ["CREATE (x:Api {id: 'intruder'})", "CALL db.createLabel('Intruder')"] {
         let out = neo.env(&mut bin()).arg("--store").arg(neo.uri()).args(["graph", "cypher", write]).output().unwrap();
         assert!(!out.status.success(), "{write}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"), "{write}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("read-only"),
+            "{write}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     assert_eq!(snapshot_of(&neo.uri(), "toolgraph", Some(&neo)).apis.len(), a.apis.len());
 }

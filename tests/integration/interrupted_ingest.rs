@@ -16,7 +16,11 @@ fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::Path
             "required_parameters": [{"name": format!("f{}", i.max(1) - 1), "type": "STRING"}], "optional_parameters": [],
             "template_response": {format!("f{i}"): "str"}}))
         .collect();
-    std::fs::write(&tools, format!("{}\n", serde_json::json!({"tool_name": "Ops", "category": "Data", "api_list": api_list}))).unwrap();
+    std::fs::write(
+        &tools,
+        format!("{}\n", serde_json::json!({"tool_name": "Ops", "category": "Data", "api_list": api_list})),
+    )
+    .unwrap();
     let runs_path = dir.join("runs.jsonl");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&runs_path).unwrap());
     let mut x: u64 = 0x9E3779B97F4A7C15;
@@ -30,7 +34,8 @@ fn write_corpus(dir: &Path, runs: usize) -> (std::path::PathBuf, std::path::Path
                 serde_json::json!({"tool": "Ops", "api": apis[(x % 20) as usize], "category": "Data", "status": if x.is_multiple_of(9) {"error"} else {"ok"}})
             })
             .collect();
-        writeln!(f, "{}", serde_json::json!({"request": format!("r{i}"), "calls": calls, "outcome": "answered"})).unwrap();
+        writeln!(f, "{}", serde_json::json!({"request": format!("r{i}"), "calls": calls, "outcome": "answered"}))
+            .unwrap();
     }
     (tools, runs_path)
 }

@@ -18,7 +18,22 @@ fn api(name: &str) -> Arc<ApiView> {
         tool: "booking".into(),
         category: "travel".into(),
         description: format!("{name} of the booking API"),
-        params: vec![ParamDoc { name: "query".into(), ty: "string".into(), description: "a place".into(), required: true, default: None }, ParamDoc { name: "adults".into(), ty: "number".into(), description: String::new(), required: false, default: None }],
+        params: vec![
+            ParamDoc {
+                name: "query".into(),
+                ty: "string".into(),
+                description: "a place".into(),
+                required: true,
+                default: None,
+            },
+            ParamDoc {
+                name: "adults".into(),
+                ty: "number".into(),
+                description: String::new(),
+                required: false,
+                default: None,
+            },
+        ],
         output_fields: vec!["dest_id".into()],
         availability: Some(1.0),
         ends: None,
@@ -32,19 +47,37 @@ fn ctx() -> Context {
 
 fn candidates() -> Vec<Candidate> {
     vec![
-        Candidate { id: "travel/booking/Search_Hotel_Destination".into(), source: Source::Retriever, weight: 0.0, similarity: 1.0, hint: 0.0, api: Some(api("Search_Hotel_Destination")) },
+        Candidate {
+            id: "travel/booking/Search_Hotel_Destination".into(),
+            source: Source::Retriever,
+            weight: 0.0,
+            similarity: 1.0,
+            hint: 0.0,
+            api: Some(api("Search_Hotel_Destination")),
+        },
         Candidate { id: "END".into(), source: Source::Graph, weight: 0.2, similarity: 0.0, hint: 0.0, api: None },
     ]
 }
 
 fn planner(url: &str) -> LlmPlanner {
-    LlmPlanner::new(LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 2, decides: Decides::All, ..Default::default() }, Some(secrecy::SecretString::from("sk-test-123"))).unwrap()
+    LlmPlanner::new(
+        LlmSettings {
+            base_url: url.into(),
+            model: "mock".into(),
+            timeout_ms: 5_000,
+            retries: 2,
+            decides: Decides::All,
+            ..Default::default()
+        },
+        Some(secrecy::SecretString::from("sk-test-123")),
+    )
+    .unwrap()
 }
 
 #[tokio::test]
 async fn invalid_answers_are_rejected_then_asked_again() {
     let (url, script) = mock_openai_server(vec![
-        (503, json!(null)),                                                    // transient: retried
+        (503, json!(null)),                                                     // transient: retried
         (200, json!({"action": "call", "index": 7, "reason": "hallucinated"})), // rejected
         (200, json!({"action": "call", "index": 0, "reason": "find the city id first"})),
     ])
@@ -103,7 +136,17 @@ async fn a_dead_endpoint_is_a_clear_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     drop(listener);
-    let p = LlmPlanner::new(LlmSettings { base_url: url.clone(), retries: 1, timeout_ms: 1_000, decides: Decides::All, ..Default::default() }, Some(secrecy::SecretString::from("sk-secret-999"))).unwrap();
+    let p = LlmPlanner::new(
+        LlmSettings {
+            base_url: url.clone(),
+            retries: 1,
+            timeout_ms: 1_000,
+            decides: Decides::All,
+            ..Default::default()
+        },
+        Some(secrecy::SecretString::from("sk-secret-999")),
+    )
+    .unwrap();
     let e = p.choose(&ctx(), &candidates()).await.unwrap_err().to_string();
     assert!(e.contains("failed after 2 attempts") && e.contains(&url), "{e}");
     assert!(!e.contains("sk-secret-999"), "secrets never in errors: {e}");
@@ -117,7 +160,18 @@ async fn real_server_protocol_when_configured() {
         eprintln!("TOOLGRAPH_LLM_URL not set: skipping the real-server LLM test");
         return;
     };
-    let p = LlmPlanner::new(LlmSettings { base_url: url, model: "smollm2".into(), timeout_ms: 120_000, max_tokens: 128, decides: Decides::All, ..Default::default() }, None).unwrap();
+    let p = LlmPlanner::new(
+        LlmSettings {
+            base_url: url,
+            model: "smollm2".into(),
+            timeout_ms: 120_000,
+            max_tokens: 128,
+            decides: Decides::All,
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
     let c = ctx();
     let d = p.choose(&c, &candidates()).await.unwrap();
     if let Decision::Call { index, .. } = d {
@@ -130,7 +184,11 @@ async fn real_server_protocol_when_configured() {
 }
 
 fn open_planner(url: &str) -> LlmPlanner {
-    LlmPlanner::new(LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 0, ..Default::default() }, None).unwrap()
+    LlmPlanner::new(
+        LlmSettings { base_url: url.into(), model: "mock".into(), timeout_ms: 5_000, retries: 0, ..Default::default() },
+        None,
+    )
+    .unwrap()
 }
 
 /// Deciding only what is open: a clear choice, a fill the rules complete, the decomposition, the
@@ -138,27 +196,53 @@ fn open_planner(url: &str) -> LlmPlanner {
 /// only, and its index maps back to the whole list.
 #[tokio::test]
 async fn a_model_deciding_what_is_open_is_asked_only_that() {
-    let (url, script) = mock_openai_server(vec![(200, json!({"action": "call", "index": 1, "reason": "the cities first"}))]).await;
+    let (url, script) =
+        mock_openai_server(vec![(200, json!({"action": "call", "index": 1, "reason": "the cities first"}))]).await;
     let p = open_planner(&url);
     let c = ctx();
     // One API against END: the deterministic choice stands.
     assert!(matches!(p.choose(&c, &candidates()).await.unwrap(), Decision::Call { index: 0, .. }));
     assert_eq!(p.decompose(&c).await.unwrap().len(), toolgraph_engine::plan::decompose::subtasks_of(&c.request).len());
-    assert!(p.fill(&c, &api("Search_Hotel_Destination"), &[]).await.unwrap().missing.is_empty(), "the rules fill `query` with Rome");
+    assert!(
+        p.fill(&c, &api("Search_Hotel_Destination"), &[]).await.unwrap().missing.is_empty(),
+        "the rules fill `query` with Rome"
+    );
     assert!(!p.answer(&c).await.unwrap().is_empty());
     assert_eq!(script.lock().unwrap().requests.len(), 0, "nothing was open");
     // Three APIs, two of them close: the model sees those two.
-    let far = Candidate { id: "travel/booking/Far".into(), source: Source::Retriever, weight: 0.0, similarity: 0.2, hint: 0.0, api: Some(api("Far")) };
-    let near = Candidate { id: "travel/booking/Search_Hotels".into(), source: Source::Retriever, weight: 0.0, similarity: 0.95, hint: 0.0, api: Some(api("Search_Hotels")) };
+    let far = Candidate {
+        id: "travel/booking/Far".into(),
+        source: Source::Retriever,
+        weight: 0.0,
+        similarity: 0.2,
+        hint: 0.0,
+        api: Some(api("Far")),
+    };
+    let near = Candidate {
+        id: "travel/booking/Search_Hotels".into(),
+        source: Source::Retriever,
+        weight: 0.0,
+        similarity: 0.95,
+        hint: 0.0,
+        api: Some(api("Search_Hotels")),
+    };
     let mut cands = candidates();
     cands.insert(0, far);
     cands.push(near);
     let d = p.choose(&c, &cands).await.unwrap();
-    assert_eq!(d, Decision::Call { index: 3, reason: "the cities first".into() }, "the model's [1] is the whole list's [3]");
+    assert_eq!(
+        d,
+        Decision::Call { index: 3, reason: "the cities first".into() },
+        "the model's [1] is the whole list's [3]"
+    );
     let s = script.lock().unwrap();
     assert_eq!(s.requests.len(), 1);
     let user = s.requests[0].0["messages"][1]["content"].as_str().unwrap();
-    assert!(user.contains("[0] Search_Hotel_Destination(query*: string, adults: number)") && user.contains("[1] Search_Hotels("), "{user}");
+    assert!(
+        user.contains("[0] Search_Hotel_Destination(query*: string, adults: number)")
+            && user.contains("[1] Search_Hotels("),
+        "{user}"
+    );
     assert!(!user.contains("Far(") && !user.contains("END"), "{user}");
     assert_eq!(s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["index"]["maximum"], 1);
 }
@@ -167,15 +251,33 @@ async fn a_model_deciding_what_is_open_is_asked_only_that() {
 /// it: the model's answer is merged, never allowed to drop a rule's value.
 #[tokio::test]
 async fn an_open_fill_asks_only_the_open_parameters() {
-    let (url, script) = mock_openai_server(vec![(200, json!({"arguments": {"sort_by": "popularity"}, "from_api": [], "ask_user": []}))]).await;
+    let (url, script) = mock_openai_server(vec![(
+        200,
+        json!({"arguments": {"sort_by": "popularity"}, "from_api": [], "ask_user": []}),
+    )])
+    .await;
     let p = open_planner(&url);
     let mut hotels = (*api("Search_Hotels")).clone();
-    hotels.params.push(ParamDoc { name: "sort_by".into(), ty: "string".into(), description: "popularity, price or distance".into(), required: true, default: None });
+    hotels.params.push(ParamDoc {
+        name: "sort_by".into(),
+        ty: "string".into(),
+        description: "popularity, price or distance".into(),
+        required: true,
+        default: None,
+    });
     let f = p.fill(&ctx(), &hotels, &[]).await.unwrap();
-    assert_eq!((f.arguments.get("query"), f.arguments.get("sort_by")), (Some(&json!("Rome")), Some(&json!("popularity"))), "{f:?}");
+    assert_eq!(
+        (f.arguments.get("query"), f.arguments.get("sort_by")),
+        (Some(&json!("Rome")), Some(&json!("popularity"))),
+        "{f:?}"
+    );
     let s = script.lock().unwrap();
     let user = s.requests[0].0["messages"][1]["content"].as_str().unwrap();
-    assert!(user.contains("Already filled: query=\"Rome\"") && user.contains("- sort_by*: string — popularity, price or distance"), "{user}");
+    assert!(
+        user.contains("Already filled: query=\"Rome\"")
+            && user.contains("- sort_by*: string — popularity, price or distance"),
+        "{user}"
+    );
     assert!(!user.contains("- query"), "a filled parameter is not asked: {user}");
     let schema = &s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["arguments"]["properties"];
     assert_eq!(schema.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["sort_by"]);

@@ -34,7 +34,10 @@ fn errors_of(report: &serde_json::Value) -> Vec<(String, String, Option<String>,
         .collect()
 }
 
-fn find<'a>(errs: &'a [(String, String, Option<String>, String)], file: &Path) -> Vec<&'a (String, String, Option<String>, String)> {
+fn find<'a>(
+    errs: &'a [(String, String, Option<String>, String)],
+    file: &Path,
+) -> Vec<&'a (String, String, Option<String>, String)> {
     errs.iter().filter(|e| e.0 == file.display().to_string()).collect()
 }
 
@@ -59,7 +62,8 @@ fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
     std::fs::write(&wrong_type_answer, v.to_string()).unwrap();
     // An unknown function name on an answered path: no doc and no schema defines it.
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    let msgs = v["answer_generation"]["train_messages"].as_array_mut().unwrap().last_mut().unwrap().as_array_mut().unwrap();
+    let msgs =
+        v["answer_generation"]["train_messages"].as_array_mut().unwrap().last_mut().unwrap().as_array_mut().unwrap();
     for m in msgs.iter_mut() {
         if m["function_call"]["name"] == "transitaire_for_transitaires" {
             m["function_call"]["name"] = json!("teleport_for_nowhere_api");
@@ -107,11 +111,19 @@ fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
     let store = format!("embedded:{}", dir.path().join("g.redb").display());
     let report_path = dir.path().join("report.json");
     run_ok(
-        bin().arg("--store").arg(&store).arg("ingest")
-            .arg("--toolbench").arg(&answers)
-            .arg("--tools").arg(&tools)
-            .arg("--trajectories").arg(&runs).arg(&empty_runs)
-            .arg("--report").arg(&report_path),
+        bin()
+            .arg("--store")
+            .arg(&store)
+            .arg("ingest")
+            .arg("--toolbench")
+            .arg(&answers)
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--trajectories")
+            .arg(&runs)
+            .arg(&empty_runs)
+            .arg("--report")
+            .arg(&report_path),
     );
     let r = read_json(&report_path);
     let errs = errors_of(&r);
@@ -121,13 +133,19 @@ fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
     let e = find(&errs, &empty_answer);
     assert!(e.len() == 1 && e[0].3.contains("empty"), "{e:?}");
     let e = find(&errs, &wrong_type_answer);
-    assert!(e.len() == 1 && e[0].2.as_deref() == Some("answer_generation.valid_data") && e[0].3.contains("invalid type"), "{e:?}");
+    assert!(
+        e.len() == 1 && e[0].2.as_deref() == Some("answer_generation.valid_data") && e[0].3.contains("invalid type"),
+        "{e:?}"
+    );
     let e = find(&errs, &unknown_fn);
     assert!(e.len() == 1 && e[0].1.starts_with("path call") && e[0].3.contains("teleport_for_nowhere_api"), "{e:?}");
 
     let e = find(&errs, &runs);
     assert_eq!(e.len(), 3, "{e:?}");
-    assert!(e.iter().any(|x| x.1 == "line 2" && x.2.as_deref() == Some("calls[0].tool") && x.3.contains("invalid type")), "{e:?}");
+    assert!(
+        e.iter().any(|x| x.1 == "line 2" && x.2.as_deref() == Some("calls[0].tool") && x.3.contains("invalid type")),
+        "{e:?}"
+    );
     assert!(e.iter().any(|x| x.1 == "line 3" && x.3.contains("EOF")), "{e:?}");
     assert!(e.iter().any(|x| x.1 == "line 4" && x.3.contains("over the")), "{e:?}");
     let e = find(&errs, &empty_runs);
@@ -156,7 +174,12 @@ fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
 fn a_missing_input_path_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("embedded:{}", dir.path().join("g.redb").display());
-    let out = bin().arg("--store").arg(&store).args(["ingest", "--trajectories", "/nonexistent/runs.jsonl"]).output().unwrap();
+    let out = bin()
+        .arg("--store")
+        .arg(&store)
+        .args(["ingest", "--trajectories", "/nonexistent/runs.jsonl"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/runs.jsonl does not exist"));
     let out = bin().arg("--store").arg(&store).arg("ingest").output().unwrap();

@@ -18,7 +18,9 @@ const NEEDS: &str = "Show me the policies of the hotel.";
 const ANSWER: &str = "1202034";
 
 fn python() -> PathBuf {
-    let p = std::env::var_os("TOOLGRAPH_MCP_PYTHON").map(PathBuf::from).unwrap_or_else(|| common::root().join("tests/mcp/.venv/bin/python"));
+    let p = std::env::var_os("TOOLGRAPH_MCP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::root().join("tests/mcp/.venv/bin/python"));
     assert!(p.exists(), "{} missing: python3 -m venv tests/mcp/.venv && tests/mcp/.venv/bin/pip install -r tests/mcp/requirements.txt — scripts/test.sh does", p.display());
     p
 }
@@ -39,8 +41,24 @@ impl World {
         let (runs, tools) = (dir.path().join("cfb.jsonl"), dir.path().join("cfb-tools.jsonl"));
         let store = format!("embedded:{}", dir.path().join("graph.redb").display());
         let state = format!("sqlite:{}", dir.path().join("state.db").display());
-        common::run_ok(common::bin().args(["convert", "complexfuncbench", "--data"]).arg(d.join("data.json.gz")).arg("--spec").arg(d.join("spec.json.gz")).arg("--out").arg(&runs).arg("--tools-out").arg(&tools));
-        common::run_ok(common::bin_in(dir.path()).args(["--store", &store, "ingest", "--tools"]).arg(&tools).arg("--trajectories").arg(&runs));
+        common::run_ok(
+            common::bin()
+                .args(["convert", "complexfuncbench", "--data"])
+                .arg(d.join("data.json.gz"))
+                .arg("--spec")
+                .arg(d.join("spec.json.gz"))
+                .arg("--out")
+                .arg(&runs)
+                .arg("--tools-out")
+                .arg(&tools),
+        );
+        common::run_ok(
+            common::bin_in(dir.path())
+                .args(["--store", &store, "ingest", "--tools"])
+                .arg(&tools)
+                .arg("--trajectories")
+                .arg(&runs),
+        );
         let (sandbox, sandbox_port) = common::sandbox_process();
         World { dir, store, state, sandbox_port, _sandbox: sandbox }
     }
@@ -76,10 +94,18 @@ fn drive(config: Value) -> Value {
 
 /// What the client saw, and its standard error (where a stdio server's log lines go too).
 fn drive_logged(config: Value) -> (Value, String) {
-    let out = Command::new(python()).arg(common::root().join("tests/mcp/client.py")).arg(config.to_string()).current_dir(common::root()).output().expect("python runs");
+    let out = Command::new(python())
+        .arg(common::root().join("tests/mcp/client.py"))
+        .arg(config.to_string())
+        .current_dir(common::root())
+        .output()
+        .expect("python runs");
     let log = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "the MCP client failed ({}):\n{}", out.status, tail(&log, 60));
-    (serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))), log)
+    (
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))),
+        log,
+    )
 }
 
 fn tail(text: &str, n: usize) -> String {
@@ -93,7 +119,11 @@ fn assert_session(o: &Value) {
     assert_eq!(o["server"], "toolgraph");
     assert_eq!(o["tools"], json!(["execute_chain", "get_run", "graph_neighbors", "orchestrate", "search_tools"]));
     let hits = o["search"]["results"].as_array().unwrap();
-    assert!(hits.iter().take(3).any(|h| h["id"].as_str().unwrap().contains("car")), "car APIs found first: {}", o["search"]);
+    assert!(
+        hits.iter().take(3).any(|h| h["id"].as_str().unwrap().contains("car")),
+        "car APIs found first: {}",
+        o["search"]
+    );
     assert_eq!(o["search"]["categories"][0]["category"], "Travel", "{}", o["search"]["categories"]);
 
     let run = &o["orchestrate"];
@@ -187,13 +217,16 @@ fn the_daemons_mcp_endpoint_needs_a_key_and_speaks_both_protocol_generations() {
     });
 
     // The 2025-11-25 handshake: elicitation/create is a request to the client.
-    let o = drive(json!({"url": url, "key": key, "mode": "legacy", "request": REQUEST, "needs": NEEDS, "answer": ANSWER}));
+    let o =
+        drive(json!({"url": url, "key": key, "mode": "legacy", "request": REQUEST, "needs": NEEDS, "answer": ANSWER}));
     assert_eq!(o["protocol_version"], "2025-11-25", "{}", log_tail());
     assert_session(&o);
     assert_elicited(&o);
 
     // A client that cannot be asked gets needs_input as the result, to answer with `given`.
-    let o = drive(json!({"url": url, "key": key, "mode": "auto", "elicit": false, "only_needs": true, "request": REQUEST, "needs": NEEDS, "answer": ANSWER}));
+    let o = drive(
+        json!({"url": url, "key": key, "mode": "auto", "elicit": false, "only_needs": true, "request": REQUEST, "needs": NEEDS, "answer": ANSWER}),
+    );
     assert_eq!(o["protocol_version"], "2026-07-28");
     assert!(o["elicited"].as_array().unwrap().is_empty());
     assert_eq!(o["needs"]["status"], "needs_input", "{}", o["needs"]);

@@ -16,40 +16,23 @@ use toolgraph_engine::plan::llm::{LlmPlanner, LlmSettings};
 use toolgraph_engine::plan::Planner;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, Mode, RunSettings, Status};
-use toolgraph_ingest::complexfuncbench::{Chain, Spec};
 use toolgraph_eval::chains::{learn, recordings, Learned};
+use toolgraph_ingest::complexfuncbench::{Chain, Spec};
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 
 const HOST: &str = "hotels-demo.p.rapidapi.com";
 
-fn spec(
-    name: &str,
-    endpoint: &str,
-    description: &str,
-    params: &[(&str, &str, &str)],
-    outputs: Value,
-) -> Value {
+fn spec(name: &str, endpoint: &str, description: &str, params: &[(&str, &str, &str)], outputs: Value) -> Value {
     let q: Map<String, Value> = params
         .iter()
-        .map(|(n, ty, d)| {
-            (
-                n.to_string(),
-                json!({"type": ty, "description": d, "required": true}),
-            )
-        })
+        .map(|(n, ty, d)| (n.to_string(), json!({"type": ty, "description": d, "required": true})))
         .collect();
     json!({"name": name, "description": description, "host": HOST, "endpoint": endpoint, "query_parameters": q, "output_parameters": outputs})
 }
 
 fn specs() -> Vec<Spec> {
-    let obj = |fields: &[&str]| {
-        Value::Object(
-            fields
-                .iter()
-                .map(|f| (f.to_string(), json!({"type": "string"})))
-                .collect(),
-        )
-    };
+    let obj =
+        |fields: &[&str]| Value::Object(fields.iter().map(|f| (f.to_string(), json!({"type": "string"}))).collect());
     let v = json!([
         spec(
             "Find_Hotel",
@@ -132,9 +115,7 @@ fn chains() -> Vec<Chain> {
         v.push(json!({"input": format!("Find a restaurant in {city}."), "output": [call("Find_Restaurant", json!({"city": city}), "var1", json!({"data": [{"restaurant_id": format!("R-{c}"), "name": format!("Trattoria {city}"), "cuisine": "local"}]}))]}));
         v.push(json!({"input": format!("Find a hotel in {city}."), "output": [call("Find_Hotel", json!({"city": city}), "var1", hotels(city))]}));
     }
-    v.into_iter()
-        .map(|c| serde_json::from_value(c).unwrap())
-        .collect()
+    v.into_iter().map(|c| serde_json::from_value(c).unwrap()).collect()
 }
 
 fn settings() -> toolgraph_schema::Settings {
@@ -157,38 +138,21 @@ async fn world() -> World {
     let chains = chains();
     let s = settings();
     let embedder: Arc<dyn Embedder> = Arc::new(
-        toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed)
-            .expect("model files: run scripts/setup.sh"),
+        toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"),
     );
     let dir = tempfile::tempdir().unwrap();
     let train: Vec<&Chain> = chains.iter().collect();
-    let learned = learn(dir.path(), &train, &specs, &s, embedder, None)
-        .await
-        .unwrap();
+    let learned = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
     let graph = Arc::new(learned.store.snapshot().await.unwrap());
     let (recs, errors) = recordings(&chains, &specs);
     assert!(errors.is_empty(), "{errors:?}");
     let sandbox = Sandbox::new(Library::new(recs), Faults::default());
-    let (addr, stop) = sandbox::spawn("127.0.0.1:0", sandbox.clone())
-        .await
-        .unwrap();
-    World {
-        learned,
-        graph,
-        sandbox,
-        addr,
-        _stop: stop,
-        _dir: dir,
-    }
+    let (addr, stop) = sandbox::spawn("127.0.0.1:0", sandbox.clone()).await.unwrap();
+    World { learned, graph, sandbox, addr, _stop: stop, _dir: dir }
 }
 
 fn run_settings() -> RunSettings {
-    RunSettings {
-        use_memory: false,
-        learn: false,
-        remember: false,
-        ..RunSettings::default()
-    }
+    RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() }
 }
 
 fn engine(w: &World, planner: Arc<dyn Planner>, run: RunSettings) -> Engine {
@@ -218,14 +182,8 @@ struct Double {
 }
 
 async fn completions(State(d): State<Double>, Json(body): Json<Value>) -> Json<Value> {
-    let kind = body["response_format"]["json_schema"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let user = body["messages"][1]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let kind = body["response_format"]["json_schema"]["name"].as_str().unwrap_or_default().to_string();
+    let user = body["messages"][1]["content"].as_str().unwrap_or_default().to_string();
     let content = (d.script)(&kind, &user);
     d.asked.lock().unwrap().push((kind, user));
     Json(
@@ -238,10 +196,7 @@ async fn scripted_openai_double(script: Script) -> (LlmPlanner, Arc<Mutex<Vec<(S
     let asked = Arc::new(Mutex::new(Vec::new()));
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
-        .with_state(Double {
-            script,
-            asked: asked.clone(),
-        });
+        .with_state(Double { script, asked: asked.clone() });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -268,9 +223,7 @@ fn offered(prompt: &str, name: &str) -> Option<usize> {
     prompt.lines().find_map(|l| {
         let rest = l.strip_prefix('[')?;
         let (i, tail) = rest.split_once("] ")?;
-        tail.starts_with(&format!("{name}("))
-            .then(|| i.parse().ok())
-            .flatten()
+        tail.starts_with(&format!("{name}(")).then(|| i.parse().ok()).flatten()
     })
 }
 
@@ -286,7 +239,13 @@ fn fill_api(prompt: &str) -> String {
 
 /// The lines of a fill prompt's earlier outputs (`var1 API {arguments} → observation`).
 fn output_lines(prompt: &str) -> Vec<&str> {
-    let section = prompt.split("Earlier outputs: ").nth(1).unwrap_or_default().split("\nAPIs that can provide").next().unwrap_or_default();
+    let section = prompt
+        .split("Earlier outputs: ")
+        .nth(1)
+        .unwrap_or_default()
+        .split("\nAPIs that can provide")
+        .next()
+        .unwrap_or_default();
     section.lines().collect()
 }
 
@@ -323,62 +282,34 @@ async fn two_missing_ids_are_filled_by_two_providers_in_both_planners() {
 
     // Deterministic, target first: Book_Room is called first; hotel_id and guest_id each get
     // their provider inserted before it (Reverse Chain), not one of them only.
-    let e = engine(
-        &w,
-        Arc::new(DeterministicPlanner::default()),
-        RunSettings {
-            backward: true,
-            ..run_settings()
-        },
-    );
+    let e = engine(&w, Arc::new(DeterministicPlanner::default()), RunSettings { backward: true, ..run_settings() });
     let r = e.run(request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     // Parameters in the API's order (guest_id, hotel_id), each with its own provider.
-    assert_eq!(
-        names(&r),
-        ["Find_Guest", "Find_Hotel", "Book_Room"],
-        "{:#?}",
-        r.trace
-    );
+    assert_eq!(names(&r), ["Find_Guest", "Find_Hotel", "Book_Room"], "{:#?}", r.trace);
     let inserted: Vec<(String, String)> = r
         .trace
         .iter()
         .filter_map(|t| match t {
-            TraceEvent::Insert {
-                argument, provider, ..
-            } => Some((
-                argument.clone(),
-                provider.rsplit('/').next().unwrap().to_lowercase(),
-            )),
+            TraceEvent::Insert { argument, provider, .. } => {
+                Some((argument.clone(), provider.rsplit('/').next().unwrap().to_lowercase()))
+            }
             _ => None,
         })
         .collect();
     assert_eq!(
         inserted,
-        [
-            ("guest_id".to_string(), "find_guest".to_string()),
-            ("hotel_id".to_string(), "find_hotel".to_string())
-        ],
+        [("guest_id".to_string(), "find_guest".to_string()), ("hotel_id".to_string(), "find_hotel".to_string())],
         "{inserted:?}"
     );
     let book = &r.chain[2];
     assert_eq!(
-        (
-            book.sent["hotel_id"].clone(),
-            book.sent["guest_id"].clone(),
-            book.sent["date"].clone()
-        ),
+        (book.sent["hotel_id"].clone(), book.sent["guest_id"].clone(), book.sent["date"].clone()),
         (json!("H-RO-1"), json!("G-101"), json!("2024-06-01"))
     );
     assert!(
-        book.arguments["hotel_id"]
-            .as_str()
-            .unwrap()
-            .starts_with("$var2.")
-            && book.arguments["guest_id"]
-                .as_str()
-                .unwrap()
-                .starts_with("$var1."),
+        book.arguments["hotel_id"].as_str().unwrap().starts_with("$var2.")
+            && book.arguments["guest_id"].as_str().unwrap().starts_with("$var1."),
         "data flow by reference: {:?}",
         book.arguments
     );
@@ -416,22 +347,14 @@ async fn two_missing_ids_are_filled_by_two_providers_in_both_planners() {
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(names(&r), ["Find_Guest", "Find_Hotel", "Book_Room"]);
     assert_eq!(
-        (
-            r.chain[2].sent["guest_id"].clone(),
-            r.chain[2].sent["hotel_id"].clone()
-        ),
+        (r.chain[2].sent["guest_id"].clone(), r.chain[2].sent["hotel_id"].clone()),
         (json!("G-101"), json!("H-RO-1"))
     );
     // The fill prompt offered the providers of each id.
     let asked = asked.lock().unwrap();
-    let first_fill = &asked
-        .iter()
-        .find(|(k, p)| k == "fill" && fill_api(p) == "Book_Room")
-        .unwrap()
-        .1;
+    let first_fill = &asked.iter().find(|(k, p)| k == "fill" && fill_api(p) == "Book_Room").unwrap().1;
     assert!(
-        first_fill.contains("hotel_id: Find_Hotel (outputs")
-            && first_fill.contains("guest_id: Find_Guest (outputs"),
+        first_fill.contains("hotel_id: Find_Hotel (outputs") && first_fill.contains("guest_id: Find_Guest (outputs"),
         "{first_fill}"
     );
     // Every LLM call is counted under the model's name.
@@ -480,22 +403,10 @@ async fn an_invented_id_is_rejected_and_an_unknown_one_asks_the_user_in_llm_mode
     let r = e.run(request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::NeedsInput, "{:#?}", r.trace);
     let n = r.needs_input.clone().unwrap();
-    assert_eq!(
-        n.missing,
-        ["guest_id"],
-        "exactly the parameter only the user knows: {n:?}"
-    );
-    assert!(
-        n.message.contains("Book_Room needs guest_id"),
-        "{}",
-        n.message
-    );
+    assert_eq!(n.missing, ["guest_id"], "exactly the parameter only the user knows: {n:?}");
+    assert!(n.message.contains("Book_Room needs guest_id"), "{}", n.message);
     // The invented ids never reached an API; the rejection said why.
-    assert_eq!(
-        names(&r),
-        ["Find_Hotel"],
-        "the hotel's provider ran; the booking waits for the guest"
-    );
+    assert_eq!(names(&r), ["Find_Hotel"], "the hotel's provider ran; the booking waits for the guest");
     let sent: Vec<&Value> = r
         .trace
         .iter()
@@ -505,34 +416,17 @@ async fn an_invented_id_is_rejected_and_an_unknown_one_asks_the_user_in_llm_mode
         })
         .flatten()
         .collect();
-    assert!(
-        !sent.contains(&&json!("G-777")) && !sent.contains(&&json!("H-XX-9")),
-        "{sent:?}"
-    );
+    assert!(!sent.contains(&&json!("G-777")) && !sent.contains(&&json!("H-XX-9")), "{sent:?}");
     assert_eq!(llm.usage().rejected, 1, "{:?}", llm.usage());
-    let named = asked
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|(k, p)| k == "fill" && p.contains("invented identifier"));
+    let named = asked.lock().unwrap().iter().any(|(k, p)| k == "fill" && p.contains("invented identifier"));
     assert!(named, "the retry names the problem");
     // With the value given, the run books.
     let mut given = Map::new();
     given.insert("guest_id".into(), json!("G-101"));
-    let det = engine(
-        &w,
-        Arc::new(DeterministicPlanner::default()),
-        RunSettings {
-            backward: true,
-            ..run_settings()
-        },
-    );
+    let det = engine(&w, Arc::new(DeterministicPlanner::default()), RunSettings { backward: true, ..run_settings() });
     let r = det.run(request, given, None).await.unwrap();
     assert!(names(&r).contains(&"Book_Room"), "{:#?}", r.trace);
-    assert_eq!(
-        r.chain.iter().find(|c| c.name == "Book_Room").unwrap().sent["guest_id"],
-        json!("G-101")
-    );
+    assert_eq!(r.chain.iter().find(|c| c.name == "Book_Room").unwrap().sent["guest_id"], json!("G-101"));
 }
 
 // --- decomposition --------------------------------------------------------------------------
@@ -540,12 +434,15 @@ async fn an_invented_id_is_rejected_and_an_unknown_one_asks_the_user_in_llm_mode
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_part_request_is_searched_and_answered_per_subtask() {
     let w = world().await;
-    let e = engine(
-        &w,
-        Arc::new(DeterministicPlanner::default()),
-        run_settings(),
-    );
-    let r = e.run("Find a hotel in Rome. What is the weather forecast in Rome today? Find a restaurant in Rome.", Map::new(), None).await.unwrap();
+    let e = engine(&w, Arc::new(DeterministicPlanner::default()), run_settings());
+    let r = e
+        .run(
+            "Find a hotel in Rome. What is the weather forecast in Rome today? Find a restaurant in Rome.",
+            Map::new(),
+            None,
+        )
+        .await
+        .unwrap();
     let subtasks: Vec<&str> = r
         .trace
         .iter()
@@ -556,40 +453,23 @@ async fn a_three_part_request_is_searched_and_answered_per_subtask() {
         .collect();
     assert_eq!(subtasks.len(), 3, "{subtasks:?}");
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
-    let mut served: Vec<(&str, Option<usize>)> = r
-        .chain
-        .iter()
-        .map(|c| (c.name.as_str(), c.subtask))
-        .collect();
+    let mut served: Vec<(&str, Option<usize>)> = r.chain.iter().map(|c| (c.name.as_str(), c.subtask)).collect();
     served.dedup();
     assert_eq!(
         served,
-        [
-            ("Find_Hotel", Some(0)),
-            ("Get_Weather", Some(1)),
-            ("Find_Restaurant", Some(2))
-        ],
+        [("Find_Hotel", Some(0)), ("Get_Weather", Some(1)), ("Find_Restaurant", Some(2))],
         "{:#?}",
         r.chain
     );
     // One answer, in parts that say which subtask each answers.
     let a = &r.answer;
-    let (p1, p2, p3) = (
-        a.find("[1] ").unwrap(),
-        a.find("[2] ").unwrap(),
-        a.find("[3] ").unwrap(),
-    );
+    let (p1, p2, p3) = (a.find("[1] ").unwrap(), a.find("[2] ").unwrap(), a.find("[3] ").unwrap());
     assert!(p1 < p2 && p2 < p3, "{a}");
     assert!(
-        a[p1..p2].contains("Find_Hotel")
-            && a[p2..p3].contains("Get_Weather")
-            && a[p3..].contains("Find_Restaurant"),
+        a[p1..p2].contains("Find_Hotel") && a[p2..p3].contains("Get_Weather") && a[p3..].contains("Find_Restaurant"),
         "{a}"
     );
-    assert!(
-        a[p2..p3].contains("sunny") || a[p2..p3].contains("21 C"),
-        "{a}"
-    );
+    assert!(a[p2..p3].contains("sunny") || a[p2..p3].contains("21 C"), "{a}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -597,10 +477,7 @@ async fn the_llm_decomposition_is_structured_and_prompted_from_a_file() {
     let w = world().await;
     let script: Script = Arc::new(|kind: &str, p: &str| match kind {
         "decompose" => {
-            assert!(
-                p.contains("Categories: Travel"),
-                "the graph's categories are offered: {p}"
-            );
+            assert!(p.contains("Categories: Travel"), "the graph's categories are offered: {p}");
             json!({"subtasks": [
                 {"name": "weather", "description": "the forecast", "category": "Travel", "request": "What is the weather forecast in Rome today?"},
                 {"name": "dinner", "description": "a restaurant", "category": null, "request": "Find a restaurant in Rome."}
@@ -621,22 +498,9 @@ async fn the_llm_decomposition_is_structured_and_prompted_from_a_file() {
         other => panic!("unexpected prompt {other}"),
     });
     let (llm, _) = scripted_openai_double(script).await;
-    let llm = llm.with_categories(
-        w.graph
-            .categories
-            .values()
-            .map(|c| c.name.clone())
-            .collect(),
-    );
+    let llm = llm.with_categories(w.graph.categories.values().map(|c| c.name.clone()).collect());
     let e = engine(&w, Arc::new(llm), run_settings());
-    let r = e
-        .run(
-            "Tell me the weather in Rome today and find me a restaurant there.",
-            Map::new(),
-            None,
-        )
-        .await
-        .unwrap();
+    let r = e.run("Tell me the weather in Rome today and find me a restaurant there.", Map::new(), None).await.unwrap();
     let subtasks: Vec<(String, Option<String>)> = r
         .trace
         .iter()
@@ -645,13 +509,7 @@ async fn the_llm_decomposition_is_structured_and_prompted_from_a_file() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        subtasks,
-        [
-            ("weather".to_string(), Some("Travel".to_string())),
-            ("dinner".to_string(), None)
-        ]
-    );
+    assert_eq!(subtasks, [("weather".to_string(), Some("Travel".to_string())), ("dinner".to_string(), None)]);
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(names(&r), ["Get_Weather", "Find_Restaurant"]);
     assert!(
@@ -670,10 +528,7 @@ async fn a_plan_with_for_each_runs_in_two_llm_calls() {
     let w = world().await;
     let script: Script = Arc::new(|kind: &str, p: &str| match kind {
         "plan" => {
-            assert!(
-                p.contains("Find_Hotel → List_Hotel_Reviews"),
-                "the solution library offers the coupled path: {p}"
-            );
+            assert!(p.contains("Find_Hotel → List_Hotel_Reviews"), "the solution library offers the coupled path: {p}");
             json!({"solution": 0, "steps": [
                 {"api": "Find_Hotel", "arguments": {"city": "Rome"}},
                 {"api": "List_Hotel_Reviews", "for_each": "$var1.data$", "arguments": {"hotel_id": "$item.hotel_id$"}, "if": {"ref": "$var1.data$", "op": "nonempty"}}
@@ -683,49 +538,17 @@ async fn a_plan_with_for_each_runs_in_two_llm_calls() {
         other => panic!("plan mode asks no {other}"),
     });
     let (llm, asked) = scripted_openai_double(script).await;
-    let e = engine(
-        &w,
-        Arc::new(llm),
-        RunSettings {
-            mode: Mode::Plan,
-            ..run_settings()
-        },
-    );
-    let r = e
-        .run(
-            "Show me the reviews of the hotels in Rome.",
-            Map::new(),
-            None,
-        )
-        .await
-        .unwrap();
+    let e = engine(&w, Arc::new(llm), RunSettings { mode: Mode::Plan, ..run_settings() });
+    let r = e.run("Show me the reviews of the hotels in Rome.", Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
+    assert_eq!(names(&r), ["Find_Hotel", "List_Hotel_Reviews", "List_Hotel_Reviews"]);
     assert_eq!(
-        names(&r),
-        ["Find_Hotel", "List_Hotel_Reviews", "List_Hotel_Reviews"]
-    );
-    assert_eq!(
-        (
-            r.chain[1].sent["hotel_id"].clone(),
-            r.chain[2].sent["hotel_id"].clone()
-        ),
+        (r.chain[1].sent["hotel_id"].clone(), r.chain[2].sent["hotel_id"].clone()),
         (json!("H-RO-1"), json!("H-RO-2"))
     );
-    assert_eq!(
-        r.chain[2].arguments["hotel_id"],
-        json!("$var1.data.1.hotel_id$"),
-        "each element by reference"
-    );
+    assert_eq!(r.chain[2].arguments["hotel_id"], json!("$var1.data.1.hotel_id$"), "each element by reference");
     assert!(r.stats.planned && r.stats.plan_fallback_at.is_none());
-    assert_eq!(
-        asked
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect::<Vec<_>>(),
-        ["plan", "answer"]
-    );
+    assert_eq!(asked.lock().unwrap().iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["plan", "answer"]);
     assert_eq!(r.stats.llm["mock"].calls, 2);
 }
 
@@ -741,16 +564,9 @@ async fn a_plan_failing_at_step_2_falls_back_to_the_search_from_step_2() {
         ]}),
         "choose" => {
             let path = p.split("Calls made").nth(1).unwrap_or_default();
-            let pick = if path.contains("Find_Guest {") {
-                offered(p, "Book_Room")
-            } else {
-                offered(p, "Find_Guest")
-            };
+            let pick = if path.contains("Find_Guest {") { offered(p, "Book_Room") } else { offered(p, "Find_Guest") };
             match pick {
-                Some(i)
-                    if !path
-                        .contains("Book_Room {\"date\":\"2024-06-01\",\"guest_id\":\"$var2") =>
-                {
+                Some(i) if !path.contains("Book_Room {\"date\":\"2024-06-01\",\"guest_id\":\"$var2") => {
                     json!({"action": "call", "index": i, "reason": "next"})
                 }
                 _ => json!({"action": "finish", "index": 0, "reason": "booked"}),
@@ -771,14 +587,7 @@ async fn a_plan_failing_at_step_2_falls_back_to_the_search_from_step_2() {
     });
     let (llm, _) = scripted_openai_double(script).await;
     let before = w.sandbox.stats().requests;
-    let e = engine(
-        &w,
-        Arc::new(llm),
-        RunSettings {
-            mode: Mode::Plan,
-            ..run_settings()
-        },
-    );
+    let e = engine(&w, Arc::new(llm), RunSettings { mode: Mode::Plan, ..run_settings() });
     let r = e.run(request, Map::new(), None).await.unwrap();
     let failed = r.trace.iter().find_map(|t| match t {
         TraceEvent::PlanFailed { step, reason } => Some((*step, reason.clone())),
@@ -790,35 +599,17 @@ async fn a_plan_failing_at_step_2_falls_back_to_the_search_from_step_2() {
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
     assert_eq!(names(&r), ["Find_Hotel", "Find_Guest", "Book_Room"]);
     assert_eq!(r.chain[2].sent["guest_id"], json!("G-101"));
-    let calls = r
-        .trace
-        .iter()
-        .filter(|t| matches!(t, TraceEvent::Call { .. }))
-        .count();
-    assert_eq!(
-        calls, 4,
-        "Find_Hotel once, the failed booking, Find_Guest, the booking"
-    );
+    let calls = r.trace.iter().filter(|t| matches!(t, TraceEvent::Call { .. })).count();
+    assert_eq!(calls, 4, "Find_Hotel once, the failed booking, Find_Guest, the booking");
     assert_eq!(w.sandbox.stats().requests - before, 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deterministic_plan_follows_the_best_solution_and_completes_it_backwards() {
     let w = world().await;
-    let e = engine(
-        &w,
-        Arc::new(DeterministicPlanner::default()),
-        RunSettings {
-            mode: Mode::Plan,
-            ..run_settings()
-        },
-    );
+    let e = engine(&w, Arc::new(DeterministicPlanner::default()), RunSettings { mode: Mode::Plan, ..run_settings() });
     let r = e
-        .run(
-            "Book a room at a hotel in Madrid for the guest cleo@example.com on 2024-08-03.",
-            Map::new(),
-            None,
-        )
+        .run("Book a room at a hotel in Madrid for the guest cleo@example.com on 2024-08-03.", Map::new(), None)
         .await
         .unwrap();
     assert_eq!(r.status, Status::Answered, "{:#?}", r.trace);
@@ -834,11 +625,7 @@ async fn the_deterministic_plan_follows_the_best_solution_and_completes_it_backw
     assert!(plan.1.last().unwrap().ends_with("book_room"), "{plan:?}");
     assert_eq!(names(&r).last(), Some(&"Book_Room"));
     assert_eq!(r.chain.last().unwrap().sent["guest_id"], json!("G-303"));
-    assert!(
-        r.stats.planned && r.stats.plan_fallback_at.is_none(),
-        "{:?}",
-        r.stats
-    );
+    assert!(r.stats.planned && r.stats.plan_fallback_at.is_none(), "{:?}", r.stats);
     // Plan, then the answer: two decisions, none per step.
     assert_eq!(r.stats.planner_calls, 2, "{:?}", r.stats);
 }
@@ -851,30 +638,15 @@ async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
     let e = engine(
         &w,
         Arc::new(DeterministicPlanner::default()),
-        RunSettings {
-            backward: true,
-            remember: true,
-            ..run_settings()
-        },
+        RunSettings { backward: true, remember: true, ..run_settings() },
     );
-    let opts = toolgraph_engine::run::RunOptions {
-        dry_run: true,
-        ..Default::default()
-    };
-    let r = e
-        .run_with(request, Map::new(), Vec::new(), None, opts)
-        .await
-        .unwrap();
+    let opts = toolgraph_engine::run::RunOptions { dry_run: true, ..Default::default() };
+    let r = e.run_with(request, Map::new(), Vec::new(), None, opts).await.unwrap();
     assert_eq!(w.sandbox.stats().served, served, "a dry run sends nothing");
     assert!(r.stats.dry_run && r.stats.http_calls == 0, "{:?}", r.stats);
     // The same chain as the executed run, with the data flow as references into the outputs'
     // documented fields.
-    assert_eq!(
-        names(&r),
-        ["Find_Guest", "Find_Hotel", "Book_Room"],
-        "{:#?}",
-        r.trace
-    );
+    assert_eq!(names(&r), ["Find_Guest", "Find_Hotel", "Book_Room"], "{:#?}", r.trace);
     let book = &r.chain[2].arguments;
     assert_eq!(book["guest_id"], json!("$var1.data.guest_id$"), "{book:?}");
     assert_eq!(book["hotel_id"], json!("$var2.data.hotel_id$"), "{book:?}");
@@ -883,20 +655,18 @@ async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
     assert!(r.answer.starts_with("Planned 3 calls (a dry run: nothing was sent): var1 = Find_Guest("), "{}", r.answer);
     assert!(r.answer.contains("guest_id=$var1.data.guest_id$"), "{}", r.answer);
     // A planned-only chain is never remembered as a good plan.
-    let v = w
-        .learned
-        .retriever
-        .embedder()
-        .embed(vec![request.to_string()])
-        .await
-        .unwrap()
-        .pop()
-        .unwrap();
+    let v = w.learned.retriever.embedder().embed(vec![request.to_string()]).await.unwrap().pop().unwrap();
     let before = w.learned.memory.recall(&v, 1000).await.unwrap().len();
     assert!(before < 1000, "every memory is counted");
     let fresh = "Book a room at a hotel in Paris for the guest anna@example.com on 2024-09-01.";
     let again = e
-        .run_with(fresh, Map::new(), Vec::new(), None, toolgraph_engine::run::RunOptions { dry_run: true, ..Default::default() })
+        .run_with(
+            fresh,
+            Map::new(),
+            Vec::new(),
+            None,
+            toolgraph_engine::run::RunOptions { dry_run: true, ..Default::default() },
+        )
         .await
         .unwrap();
     assert_eq!(again.status, Status::Answered, "{:#?}", again.trace);

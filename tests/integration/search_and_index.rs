@@ -22,7 +22,11 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     // The ingest trained the argument model and stored it with the graph: no run was ever made
     // or remembered here, yet `graph args` shows what the recorded rentals teach.
     assert!(err.contains("argument model: 613 runs learned"), "{err}");
-    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args(["graph", "args", "travel/booking_com15/search_car_rentals"]));
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args([
+        "graph",
+        "args",
+        "travel/booking_com15/search_car_rentals",
+    ]));
     let learned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(learned["examples"], 613, "{learned}");
     let drop_off = &learned["parameters"]["drop_off_time"]["kinds"]["time"];
@@ -30,18 +34,42 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     // Coordinates come from the location search's response: references, not literals to learn
     // (but for the few the annotator rounded, which no response holds).
     let support = |p: &str| learned["parameters"][p]["support"].as_u64().unwrap_or(0);
-    assert!(support("pick_up_latitude") * 5 < support("pick_up_time"), "{} of {}", support("pick_up_latitude"), support("pick_up_time"));
+    assert!(
+        support("pick_up_latitude") * 5 < support("pick_up_time"),
+        "{} of {}",
+        support("pick_up_latitude"),
+        support("pick_up_time")
+    );
     // The second rental search of a run reads the same location; one call per hotel reads the
     // next hotel of the list, as many times as the request's count said.
     assert_eq!(learned["parameters"]["pick_up_latitude"]["on_repeat"]["usual"], "same", "{learned}");
-    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args(["graph", "args", "travel/booking_com15/get_description_and_info"]));
+    let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).args([
+        "graph",
+        "args",
+        "travel/booking_com15/get_description_and_info",
+    ]));
     let details: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(details["parameters"]["hotel_id"]["on_repeat"]["usual"], "next", "{details}");
     let calls = &details["parameters"]["#calls"];
-    assert!(calls["kinds"]["number"]["times"].as_u64().unwrap_or(0) * 2 > calls["support"].as_u64().unwrap(), "{details}");
+    assert!(
+        calls["kinds"]["number"]["times"].as_u64().unwrap_or(0) * 2 > calls["support"].as_u64().unwrap(),
+        "{details}"
+    );
     // A second ingest of the same runs learns nothing twice (the ledger skips them).
-    let again = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(dir.path().join("cfb.jsonl")).arg("--no-index"));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("argument model: 0 runs learned"), "{}", String::from_utf8_lossy(&again.stderr));
+    let again = run_ok(
+        bin_in(dir.path())
+            .arg("--store")
+            .arg(&store)
+            .arg("ingest")
+            .arg("--trajectories")
+            .arg(dir.path().join("cfb.jsonl"))
+            .arg("--no-index"),
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("argument model: 0 runs learned"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 
     // Real booking.com APIs (ComplexFuncBench spec): the request's words and meaning find them.
     let hits = search(dir.path(), &store, &["I need to rent a car at the airport", "-k", "3"]);
@@ -50,7 +78,11 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     let flights = ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3"]));
     assert!(flights.iter().any(|id| id.ends_with("/search_flights")), "{flights:?}");
     for method in ["bm25", "dense"] {
-        let m = ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3", "--method", method]));
+        let m = ids(&search(
+            dir.path(),
+            &store,
+            &["search for flights from New York to London", "-k", "3", "--method", method],
+        ));
         assert!(m.iter().any(|id| id.contains("flight")), "{method}: {m:?}");
     }
     // Filters: category by name (any case), and a category with no APIs.
@@ -60,14 +92,24 @@ fn ingest_indexes_and_search_ranks_real_apis() {
     let rentals = "travel/booking_com15/search_car_rentals".to_string();
     let rank = |v: &serde_json::Value| ids(v).iter().position(|id| *id == rentals).expect("ranked");
     let plain = search(dir.path(), &store, &["search", "-k", "40"]);
-    let after = search(dir.path(), &store, &["search", "-k", "40", "--after", "travel/booking_com15/search_car_location"]);
+    let after =
+        search(dir.path(), &store, &["search", "-k", "40", "--after", "travel/booking_com15/search_car_location"]);
     assert!(rank(&after) + 3 <= rank(&plain), "{} → {}", rank(&plain), rank(&after));
 
     // Incremental: nothing changed, nothing embedded; a rebuild re-uses the cache.
     let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("index"));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("40 APIs, 0 embedded (0 by the model), 0 payload updates, 40 unchanged"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("40 APIs, 0 embedded (0 by the model), 0 payload updates, 40 unchanged"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("index").arg("--rebuild"));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("40 embedded (0 by the model"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("40 embedded (0 by the model"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(ids(&search(dir.path(), &store, &["search for flights from New York to London", "-k", "3"])), flights);
 }
 
@@ -81,8 +123,19 @@ fn a_missing_model_names_the_setup_command_and_keeps_the_graph() {
     )
     .unwrap();
     let store = format!("embedded:{}", dir.path().join("g.redb").display());
-    for (var, value) in [("TOOLGRAPH__EMBED__MODEL_DIR", "/nonexistent/model"), ("TOOLGRAPH__EMBED__ORT_LIBRARY", "/nonexistent/libonnxruntime.so")] {
-        let out = bin_in(dir.path()).env(var, value).arg("--store").arg(&store).arg("ingest").arg("--tools").arg(&tools).output().unwrap();
+    for (var, value) in [
+        ("TOOLGRAPH__EMBED__MODEL_DIR", "/nonexistent/model"),
+        ("TOOLGRAPH__EMBED__ORT_LIBRARY", "/nonexistent/libonnxruntime.so"),
+    ] {
+        let out = bin_in(dir.path())
+            .env(var, value)
+            .arg("--store")
+            .arg(&store)
+            .arg("ingest")
+            .arg("--tools")
+            .arg(&tools)
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("scripts/setup.sh") && err.contains("toolgraph index"), "{var}: {err}");

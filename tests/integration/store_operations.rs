@@ -66,7 +66,13 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     assert!(weights::apply_evaluation(store.as_ref(), &[(id("b"), 3.5)], params).await.is_err());
 
     // Invalidating an API takes it out of search.
-    let change = |api: &str, status: &str, probe: Option<&str>| toolgraph_schema::StatusChange { id: api.into(), status: status.into(), reason: format!("{status} in a test"), since: "2026-11-23T12:00:00Z".into(), probe: probe.map(str::to_string) };
+    let change = |api: &str, status: &str, probe: Option<&str>| toolgraph_schema::StatusChange {
+        id: api.into(),
+        status: status.into(),
+        reason: format!("{status} in a test"),
+        since: "2026-11-23T12:00:00Z".into(),
+        probe: probe.map(str::to_string),
+    };
     // Degraded with a probe call, then invalid: the probe recorded before is kept.
     assert!(store.set_api_status(&change(&id("b"), "degraded", Some(r#"{"q":"x"}"#))).await.unwrap());
     assert!(store.set_api_status(&change(&id("b"), STATUS_INVALID, None)).await.unwrap());
@@ -80,7 +86,14 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     assert_eq!(snap.apis[&id("a")].availability(), Some(0.8));
     assert_eq!(snap.apis[&id("b")].score, 1.0);
     assert_eq!(snap.apis[&id("b")].status, STATUS_INVALID);
-    assert_eq!((snap.apis[&id("b")].status_reason.as_str(), snap.apis[&id("b")].status_since.as_str(), snap.apis[&id("b")].probe.as_str()), ("invalid in a test", "2026-11-23T12:00:00Z", r#"{"q":"x"}"#));
+    assert_eq!(
+        (
+            snap.apis[&id("b")].status_reason.as_str(),
+            snap.apis[&id("b")].status_since.as_str(),
+            snap.apis[&id("b")].probe.as_str()
+        ),
+        ("invalid in a test", "2026-11-23T12:00:00Z", r#"{"q":"x"}"#)
+    );
     assert_eq!((snap.apis[&id("a")].status_reason.as_str(), snap.apis[&id("a")].probe.as_str()), ("", ""));
     argument_model_lives_with_the_graph(store.as_ref()).await;
     snap
@@ -93,12 +106,28 @@ async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
     use toolgraph_engine::run::args::{stored_model, ArgTrainer};
     let rental = |request: &str, pick: &str, drop: &str| toolgraph_schema::Example {
         request: request.into(),
-        calls: vec![toolgraph_schema::ExampleCall { api_id: id("a"), label: None, arguments: serde_json::json!({"pick_up_time": pick, "drop_off_time": drop, "note": "say \"hi\""}).as_object().cloned().unwrap(), response: None }],
+        calls: vec![toolgraph_schema::ExampleCall {
+            api_id: id("a"),
+            label: None,
+            arguments: serde_json::json!({"pick_up_time": pick, "drop_off_time": drop, "note": "say \"hi\""})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            response: None,
+        }],
     };
     assert_eq!(stored_model(store).await.unwrap(), None);
     let trainer = ArgTrainer::open(store).await.unwrap();
-    trainer.learn(&rental("Rent a car at the café at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.", "09:00", "18:00"));
-    trainer.learn(&rental("Return the car at 8 PM on August 9th, 2024; pick it up at 10 AM on August 2nd.", "10:00", "20:00"));
+    trainer.learn(&rental(
+        "Rent a car at the café at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.",
+        "09:00",
+        "18:00",
+    ));
+    trainer.learn(&rental(
+        "Return the car at 8 PM on August 9th, 2024; pick it up at 10 AM on August 2nd.",
+        "10:00",
+        "20:00",
+    ));
     assert_eq!(trainer.finish(store).await.unwrap(), 2);
     let model = stored_model(store).await.unwrap().expect("stored");
     assert_eq!(model.examples, 2);
@@ -124,7 +153,9 @@ fn embedded_and_falkordb_agree_on_every_operation() {
 
     let falkor = Falkor::start();
     let b = rt.block_on(async {
-        let store = toolgraph_engine::adapters::falkordb::connect(&format!("127.0.0.1:{}", falkor.port), "ops", 2).await.unwrap();
+        let store = toolgraph_engine::adapters::falkordb::connect(&format!("127.0.0.1:{}", falkor.port), "ops", 2)
+            .await
+            .unwrap();
         exercise(Arc::new(store)).await
     });
     assert_same_graph(&a, &b);
@@ -136,7 +167,8 @@ fn the_embedded_store_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.redb");
     let first = rt.block_on(async {
-        let s: Arc<dyn GraphStore> = Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&path).unwrap());
+        let s: Arc<dyn GraphStore> =
+            Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&path).unwrap());
         exercise(s).await
     });
     let again = rt.block_on(async {
@@ -156,7 +188,8 @@ fn embedded_and_neo4j_agree_on_every_operation() {
     let a = rt.block_on(exercise(embedded));
     let neo = neo4j();
     let b = rt.block_on(async {
-        let store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
+        let store =
+            toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
         exercise(Arc::new(store)).await
     });
     assert_same_graph(&a, &b);
@@ -171,7 +204,8 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
     let rt = runtime();
     let neo = neo4j();
     rt.block_on(async {
-        let store = toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
+        let store =
+            toolgraph_engine::adapters::neo4j::connect(&neo.uri(), "neo4j", &neo.password(), "neo4j", 2).await.unwrap();
         store.setup().await.unwrap();
         let limits = CypherLimits { max_rows: 10, timeout_ms: 5_000, max_bytes: 1 << 20 };
         // Straight to the server, past the word check: the server refuses each write.
@@ -187,20 +221,28 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
             assert!(e.to_string().contains("Neo4j refused"), "{q}: {e}");
         }
         // Nothing was written.
-        let rows = store.cypher_read("MATCH (n:Intruder) RETURN count(n) AS n", Default::default(), limits).await.unwrap();
+        let rows =
+            store.cypher_read("MATCH (n:Intruder) RETURN count(n) AS n", Default::default(), limits).await.unwrap();
         assert_eq!(rows.rows, vec![vec![serde_json::json!(0)]]);
         let rows = store.cypher_read("MATCH (s:Start) RETURN s.hacked AS h", Default::default(), limits).await.unwrap();
         assert_eq!(rows.rows, vec![vec![serde_json::Value::Null]]);
         // Through the public entry point: a write procedure, dbms procedures and LOAD CSV, each with a clear error.
         let e = store.cypher_read("CALL db.createLabel('Intruder')", Default::default(), limits).await.unwrap_err();
         assert!(e.to_string().contains("read-only") || e.to_string().contains("refused"), "{e}");
-        for q in ["CALL dbms.components()", "LOAD CSV FROM 'file:///etc/passwd' AS l RETURN l", "CALL apoc.create.node(['X'], {})"] {
+        for q in [
+            "CALL dbms.components()",
+            "LOAD CSV FROM 'file:///etc/passwd' AS l RETURN l",
+            "CALL apoc.create.node(['X'], {})",
+        ] {
             let e = store.cypher_read(q, Default::default(), limits).await.unwrap_err();
             assert_eq!(e.class(), toolgraph_engine::ErrorClass::BadInput, "{q}: {e}");
         }
         // Row limit: 10 rows of 5000, marked truncated, columns in the query's order; the
         // connection is usable right after.
-        let rows = store.cypher_read("UNWIND range(1, 5000) AS x RETURN x AS value, x * 2 AS double", Default::default(), limits).await.unwrap();
+        let rows = store
+            .cypher_read("UNWIND range(1, 5000) AS x RETURN x AS value, x * 2 AS double", Default::default(), limits)
+            .await
+            .unwrap();
         assert_eq!(rows.columns, vec!["value".to_string(), "double".to_string()]);
         assert_eq!(rows.rows.len(), 10);
         assert!(rows.truncated);
@@ -208,7 +250,10 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
         // Time limit: the server stops a query that runs past it.
         let started = std::time::Instant::now();
         let slow = "UNWIND range(1, 2000000000) AS x WITH x WHERE x % 7 = 8 RETURN count(x) AS n";
-        let e = store.cypher_read(slow, Default::default(), CypherLimits { max_rows: 10, timeout_ms: 300, max_bytes: 1 << 20 }).await.unwrap_err();
+        let e = store
+            .cypher_read(slow, Default::default(), CypherLimits { max_rows: 10, timeout_ms: 300, max_bytes: 1 << 20 })
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("300 ms limit"), "{e}");
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
         for _ in 0..3 {
@@ -221,7 +266,12 @@ fn neo4j_refuses_writes_itself_and_enforces_limits() {
 /// This process's resident memory, bytes (Linux).
 fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).unwrap_or(0) * 1024
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
 }
 
 /// What a user's query may cost, on both Cypher servers: a query that builds a huge value is

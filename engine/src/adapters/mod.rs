@@ -2,7 +2,7 @@
 //! the graph crate (re-exported here).
 
 pub mod fastembed;
-pub mod qdrant_edge;
 pub mod qdrant;
+pub mod qdrant_edge;
 
 pub use toolgraph_graph::adapters::{cypher, embedded, falkordb, neo4j};

@@ -20,9 +20,10 @@ const BACKEND: &str = "qdrant";
 fn err(e: QdrantError) -> EngineError {
     let class = match &e {
         QdrantError::ResponseError { status } => match status.code() {
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::ResourceExhausted | tonic::Code::Aborted => {
-                ErrorClass::Transient
-            }
+            tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Aborted => ErrorClass::Transient,
             tonic::Code::InvalidArgument => ErrorClass::BadInput,
             _ => ErrorClass::Permanent,
         },
@@ -36,8 +37,8 @@ pub mod requests {
     use super::*;
     use qdrant_client::qdrant::{
         Condition, CountPointsBuilder, CreateAliasBuilder, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
-        DeletePointsBuilder, Distance, FieldType, Filter, PointStruct, PointsIdsList, QueryPointsBuilder, ScrollPointsBuilder,
-        SearchParamsBuilder, SetPayloadPointsBuilder, UpsertPointsBuilder, VectorParamsBuilder,
+        DeletePointsBuilder, Distance, FieldType, Filter, PointStruct, PointsIdsList, QueryPointsBuilder,
+        ScrollPointsBuilder, SearchParamsBuilder, SetPayloadPointsBuilder, UpsertPointsBuilder, VectorParamsBuilder,
     };
 
     pub fn alias(prefix: &str, name: &str) -> String {
@@ -52,7 +53,9 @@ pub mod requests {
     }
 
     pub fn create_collection(collection: &str, dim: usize) -> qdrant_client::qdrant::CreateCollection {
-        CreateCollectionBuilder::new(collection).vectors_config(VectorParamsBuilder::new(dim as u64, Distance::Cosine)).build()
+        CreateCollectionBuilder::new(collection)
+            .vectors_config(VectorParamsBuilder::new(dim as u64, Distance::Cosine))
+            .build()
     }
     pub fn keyword_index(collection: &str, field: &str) -> qdrant_client::qdrant::CreateFieldIndexCollection {
         CreateFieldIndexCollectionBuilder::new(collection, field, FieldType::Keyword).wait(true).build()
@@ -91,12 +94,26 @@ pub mod requests {
             None => b.build(),
         }
     }
-    pub fn set_payload(collection: &str, id: &str, mut payload: Map<String, Value>) -> qdrant_client::qdrant::SetPayloadPoints {
+    pub fn set_payload(
+        collection: &str,
+        id: &str,
+        mut payload: Map<String, Value>,
+    ) -> qdrant_client::qdrant::SetPayloadPoints {
         payload.remove(ID_KEY);
-        let payload: std::collections::HashMap<String, qdrant_client::qdrant::Value> = qdrant_client::Payload::from(payload).into();
-        SetPayloadPointsBuilder::new(collection, payload).points_selector(PointsIdsList { ids: vec![point_id(id)] }).wait(true).build()
+        let payload: std::collections::HashMap<String, qdrant_client::qdrant::Value> =
+            qdrant_client::Payload::from(payload).into();
+        SetPayloadPointsBuilder::new(collection, payload)
+            .points_selector(PointsIdsList { ids: vec![point_id(id)] })
+            .wait(true)
+            .build()
     }
-    pub fn search(collection: &str, vector: &[f32], k: usize, conditions: &Conditions, hnsw_ef: usize) -> qdrant_client::qdrant::QueryPoints {
+    pub fn search(
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+        hnsw_ef: usize,
+    ) -> qdrant_client::qdrant::QueryPoints {
         let b = QueryPointsBuilder::new(collection)
             .query(vector.to_vec())
             .limit(k as u64)
@@ -110,7 +127,9 @@ pub mod requests {
     pub fn scroll(collection: &str, fields: &[&str], offset: Option<PointId>) -> ScrollPoints {
         let mut include: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
         include.push(ID_KEY.into());
-        let b = ScrollPointsBuilder::new(collection).limit(1000).with_payload(qdrant_client::qdrant::PayloadIncludeSelector { fields: include });
+        let b = ScrollPointsBuilder::new(collection)
+            .limit(1000)
+            .with_payload(qdrant_client::qdrant::PayloadIncludeSelector { fields: include });
         match offset {
             Some(o) => b.offset(o).build(),
             None => b.build(),
@@ -135,7 +154,13 @@ pub struct QdrantStore {
 
 impl QdrantStore {
     /// `url` like `http://HOST:6334` (gRPC port). The API key is optional and never logged.
-    pub fn connect(url: &str, api_key: Option<SecretString>, prefix: &str, hnsw_ef: usize, timeout: Duration) -> Result<Self> {
+    pub fn connect(
+        url: &str,
+        api_key: Option<SecretString>,
+        prefix: &str,
+        hnsw_ef: usize,
+        timeout: Duration,
+    ) -> Result<Self> {
         let mut b = Qdrant::from_url(url).timeout(timeout).connect_timeout(timeout).skip_compatibility_check();
         if let Some(key) = api_key {
             b = b.api_key(key.expose_secret().to_string());
@@ -187,7 +212,10 @@ impl QdrantStore {
         if old.is_some() {
             // The client sends one alias action per request: between these two calls the alias is
             // briefly absent (milliseconds); searches in that window fail as transient errors.
-            self.client.delete_alias(qdrant_client::qdrant::DeleteAlias { alias_name: alias.clone() }).await.map_err(err)?;
+            self.client
+                .delete_alias(qdrant_client::qdrant::DeleteAlias { alias_name: alias.clone() })
+                .await
+                .map_err(err)?;
         }
         self.client.create_alias(requests::create_alias(physical, &alias)).await.map_err(err)?;
         if let Some(old) = old.filter(|o| o != physical) {
@@ -215,15 +243,13 @@ impl VectorStore for QdrantStore {
         match self.target(&spec.name).await? {
             Some(physical) => {
                 let info = self.client.collection_info(physical.clone()).await.map_err(err)?;
-                let size = info
-                    .result
-                    .and_then(|r| r.config)
-                    .and_then(|c| c.params)
-                    .and_then(|p| p.vectors_config)
-                    .and_then(|v| match v.config {
-                        Some(qdrant_client::qdrant::vectors_config::Config::Params(p)) => Some(p.size as usize),
-                        _ => None,
-                    });
+                let size =
+                    info.result.and_then(|r| r.config).and_then(|c| c.params).and_then(|p| p.vectors_config).and_then(
+                        |v| match v.config {
+                            Some(qdrant_client::qdrant::vectors_config::Config::Params(p)) => Some(p.size as usize),
+                            _ => None,
+                        },
+                    );
                 if size != Some(spec.dim) {
                     return Err(EngineError::Config(format!(
                         "Qdrant collection {physical} (alias {alias}) holds vectors of size {size:?}, the model gives {}: rebuild with `toolgraph index --rebuild`",
@@ -264,7 +290,14 @@ impl VectorStore for QdrantStore {
             return Err(EngineError::Config("refusing to delete a whole collection with an empty filter".into()));
         };
         let alias = self.resolve(collection);
-        let n = self.client.count(requests::count(&alias, Some(filter.clone()))).await.map_err(err)?.result.map(|r| r.count).unwrap_or(0);
+        let n = self
+            .client
+            .count(requests::count(&alias, Some(filter.clone())))
+            .await
+            .map_err(err)?
+            .result
+            .map(|r| r.count)
+            .unwrap_or(0);
         if n > 0 {
             self.client.delete_points(requests::delete_filter(&alias, filter)).await.map_err(err)?;
         }
@@ -275,7 +308,11 @@ impl VectorStore for QdrantStore {
         let alias = self.resolve(collection);
         let found = self
             .client
-            .get_points(qdrant_client::qdrant::GetPointsBuilder::new(alias.clone(), vec![requests::point_id(id)]).with_payload(false).build())
+            .get_points(
+                qdrant_client::qdrant::GetPointsBuilder::new(alias.clone(), vec![requests::point_id(id)])
+                    .with_payload(false)
+                    .build(),
+            )
             .await
             .map_err(err)?;
         if found.result.is_empty() {
@@ -285,11 +322,21 @@ impl VectorStore for QdrantStore {
         Ok(true)
     }
 
-    async fn search(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<VectorHit>> {
+    async fn search(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<VectorHit>> {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let r = self.client.query(requests::search(&self.resolve(collection), vector, k, conditions, self.hnsw_ef)).await.map_err(err)?;
+        let r = self
+            .client
+            .query(requests::search(&self.resolve(collection), vector, k, conditions, self.hnsw_ef))
+            .await
+            .map_err(err)?;
         Ok(r.result
             .into_iter()
             .map(|p| {
@@ -359,7 +406,10 @@ mod tests {
         assert_eq!((params.size, params.distance), (384, qdrant_client::qdrant::Distance::Cosine as i32));
 
         let idx = keyword_index("tg_apis_v1", "category");
-        assert_eq!((idx.field_name.as_str(), idx.field_type), ("category", Some(qdrant_client::qdrant::FieldType::Keyword as i32)));
+        assert_eq!(
+            (idx.field_name.as_str(), idx.field_type),
+            ("category", Some(qdrant_client::qdrant::FieldType::Keyword as i32))
+        );
 
         let payload = json!({"category": "data", "tool": "weather"}).as_object().unwrap().clone();
         let u = upsert("tg_apis", vec![VectorPoint { id: "data/weather/now".into(), vector: vec![0.6, 0.8], payload }]);
@@ -371,19 +421,31 @@ mod tests {
         assert_eq!(back.get(ID_KEY), Some(&json!("data/weather/now")));
         assert_eq!(back.get("category"), Some(&json!("data")));
 
-        let s = search("tg_apis", &[0.6, 0.8], 10, &Conditions::default().with("category", "data").with("status", "active"), 128);
+        let s = search(
+            "tg_apis",
+            &[0.6, 0.8],
+            10,
+            &Conditions::default().with("category", "data").with("status", "active"),
+            128,
+        );
         assert_eq!(s.limit, Some(10));
         assert_eq!(s.params.and_then(|p| p.hnsw_ef), Some(128));
         let must = s.filter.expect("filter").must;
         assert_eq!(must.len(), 2);
         let text = format!("{must:?}");
-        assert!(text.contains("category") && text.contains("data") && text.contains("status") && text.contains("active"), "{text}");
+        assert!(
+            text.contains("category") && text.contains("data") && text.contains("status") && text.contains("active"),
+            "{text}"
+        );
         assert!(search("tg_apis", &[1.0], 5, &Conditions::default(), 16).filter.is_none());
 
         let d = delete_ids("tg_apis", &["a".into(), "b".into()]);
         assert!(format!("{:?}", d.points).contains(&point_number("a").to_string()));
         let sp = set_payload("tg_apis", "a", json!({"status": "invalid", "id": "x"}).as_object().unwrap().clone());
-        assert!(sp.payload.contains_key("status") && !sp.payload.contains_key(ID_KEY), "the id key is never overwritten");
+        assert!(
+            sp.payload.contains_key("status") && !sp.payload.contains_key(ID_KEY),
+            "the id key is never overwritten"
+        );
         let sc = scroll("tg_apis", &["text_hash"], None);
         assert!(format!("{:?}", sc.with_payload).contains("text_hash"));
     }

@@ -5,11 +5,11 @@ use crate::vector::{point_number, CollectionSpec, Conditions, VectorHit, VectorP
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use qdrant_edge::{
-    Condition, CountRequest, Distance, EdgeConfigBuilder, EdgeShard, EdgeVectorParamsBuilder, FieldCondition,
-    FieldIndexOperations, Filter, JsonPath, Match, NamedQuery, Payload, PayloadFieldSchema, PayloadOps,
-    PayloadSchemaType, PointId, PointInsertOperations, PointOperations, PointStructPersisted, QueryEnum,
-    QueryRequest, ScoringQuery, ScrollRequest, SearchParams, SetPayloadOp, UpdateOperation, ValueVariants,
-    VectorStructPersisted, WithPayloadInterface, WithVector, CreateIndex, DEFAULT_VECTOR_NAME,
+    Condition, CountRequest, CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeVectorParamsBuilder,
+    FieldCondition, FieldIndexOperations, Filter, JsonPath, Match, NamedQuery, Payload, PayloadFieldSchema, PayloadOps,
+    PayloadSchemaType, PointId, PointInsertOperations, PointOperations, PointStructPersisted, QueryEnum, QueryRequest,
+    ScoringQuery, ScrollRequest, SearchParams, SetPayloadOp, UpdateOperation, ValueVariants, VectorStructPersisted,
+    WithPayloadInterface, WithVector, DEFAULT_VECTOR_NAME,
 };
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -43,7 +43,8 @@ fn json_path(field: &str) -> Result<JsonPath> {
     if field.is_empty() || !field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(EngineError::bad_input(format!("payload field `{field}` must be ASCII letters, digits or _")));
     }
-    JsonPath::try_from(field).map_err(|_| EngineError::bad_input(format!("payload field `{field}` is not a valid path")))
+    JsonPath::try_from(field)
+        .map_err(|_| EngineError::bad_input(format!("payload field `{field}` is not a valid path")))
 }
 
 fn to_filter(c: &Conditions) -> Result<Option<Filter>> {
@@ -52,7 +53,10 @@ fn to_filter(c: &Conditions) -> Result<Option<Filter>> {
     }
     let mut must = Vec::with_capacity(c.0.len());
     for (f, v) in &c.0 {
-        must.push(Condition::Field(FieldCondition::new_match(json_path(f)?, Match::new_value(ValueVariants::String(v.clone())))));
+        must.push(Condition::Field(FieldCondition::new_match(
+            json_path(f)?,
+            Match::new_value(ValueVariants::String(v.clone())),
+        )));
     }
     Ok(Some(Filter { must: Some(must), ..Default::default() }))
 }
@@ -67,7 +71,13 @@ fn id_of(payload: &Map<String, Value>) -> String {
 
 impl EdgeVectorStore {
     /// A nearest-neighbour query for the `k` best points satisfying `conditions`.
-    fn nearest(&self, vector: &[f32], k: usize, conditions: &Conditions, with_payload: WithPayloadInterface) -> Result<QueryRequest> {
+    fn nearest(
+        &self,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+        with_payload: WithPayloadInterface,
+    ) -> Result<QueryRequest> {
         Ok(QueryRequest {
             prefetches: Vec::new(),
             query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
@@ -105,14 +115,22 @@ impl EdgeVectorStore {
         Ok(shard)
     }
 
-    async fn blocking<T: Send + 'static>(&self, name: &str, f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let shard = self.shard(name)?;
         tokio::task::spawn_blocking(move || f(&shard)).await.map_err(err)?
     }
 
     /// A write, flushed to disk before it returns: qdrant-edge 0.7 does not replay its WAL when a
     /// shard is loaded, so an unflushed write would be lost if the process died (kill -9).
-    async fn write<T: Send + 'static>(&self, name: &str, f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static) -> Result<T> {
+    async fn write<T: Send + 'static>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         self.blocking(name, move |shard| {
             let r = f(shard)?;
             shard.flush();
@@ -205,7 +223,9 @@ impl VectorStore for EdgeVectorStore {
                 })
                 .collect();
             shard
-                .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
+                .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+                    PointInsertOperations::PointsList(list),
+                )))
                 .map_err(err)
         })
         .await
@@ -226,7 +246,9 @@ impl VectorStore for EdgeVectorStore {
         self.write(collection, move |shard| {
             let n = count_matching(shard, Some(filter.clone()))?;
             if n > 0 {
-                shard.update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter))).map_err(err)?;
+                shard
+                    .update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter)))
+                    .map_err(err)?;
             }
             Ok(n)
         })
@@ -236,7 +258,11 @@ impl VectorStore for EdgeVectorStore {
     async fn set_payload(&self, collection: &str, id: &str, payload: Map<String, Value>) -> Result<bool> {
         let pid = PointId::NumId(point_number(id));
         self.write(collection, move |shard| {
-            if shard.retrieve(&[pid], Some(WithPayloadInterface::Bool(false)), Some(WithVector::Bool(false))).map_err(err)?.is_empty() {
+            if shard
+                .retrieve(&[pid], Some(WithPayloadInterface::Bool(false)), Some(WithVector::Bool(false)))
+                .map_err(err)?
+                .is_empty()
+            {
                 return Ok(false);
             }
             let mut payload = payload;
@@ -248,7 +274,13 @@ impl VectorStore for EdgeVectorStore {
         .await
     }
 
-    async fn search_ids(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<(String, f32)>> {
+    async fn search_ids(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<(String, f32)>> {
         if k == 0 {
             return Ok(Vec::new());
         }
@@ -258,7 +290,13 @@ impl VectorStore for EdgeVectorStore {
         Ok(points.into_iter().map(|p| (id_of(&payload_of(p.payload)), p.score)).collect())
     }
 
-    async fn search(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<VectorHit>> {
+    async fn search(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<VectorHit>> {
         if k == 0 {
             return Ok(Vec::new());
         }
@@ -336,7 +374,8 @@ impl VectorStore for EdgeVectorStore {
         if live.exists() {
             std::fs::rename(&live, &old).map_err(|e| err(format!("cannot move {}: {e}", live.display())))?;
         }
-        std::fs::rename(self.root.join(staging), &live).map_err(|e| err(format!("cannot move the rebuilt {name} in place: {e}")))?;
+        std::fs::rename(self.root.join(staging), &live)
+            .map_err(|e| err(format!("cannot move the rebuilt {name} in place: {e}")))?;
         let _ = std::fs::remove_dir_all(&old);
         Ok(())
     }

@@ -58,7 +58,8 @@ impl Embedder for Memoized {
             let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             texts.iter().map(|t| seen.0.get(t).cloned()).collect()
         };
-        let missing: Vec<String> = texts.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(t, _)| t.clone()).collect();
+        let missing: Vec<String> =
+            texts.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(t, _)| t.clone()).collect();
         if !missing.is_empty() {
             let fresh = self.inner.embed(missing.clone()).await?;
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
@@ -111,7 +112,10 @@ mod tests {
         let inner = Arc::new(CountingFakeEmbedder(AtomicUsize::new(0)));
         let m = Memoized::new(inner.clone(), 2);
         assert_eq!(m.embed(vec!["a".into(), "bbb".into()]).await.unwrap(), vec![vec![1.0], vec![3.0]]);
-        assert_eq!(m.embed(vec!["bbb".into(), "a".into(), "cc".into()]).await.unwrap(), vec![vec![3.0], vec![1.0], vec![2.0]]);
+        assert_eq!(
+            m.embed(vec!["bbb".into(), "a".into(), "cc".into()]).await.unwrap(),
+            vec![vec![3.0], vec![1.0], vec![2.0]]
+        );
         assert_eq!(inner.0.load(Ordering::Relaxed), 3, "only `cc` was new");
         // Capacity 2: `a` (oldest) was dropped when `cc` came in.
         m.embed(vec!["a".into()]).await.unwrap();

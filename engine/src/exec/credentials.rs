@@ -54,7 +54,14 @@ pub struct Credential {
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credential({} {} {} for {}, value redacted)", self.scope, self.placement.as_str(), self.name, self.host)
+        write!(
+            f,
+            "Credential({} {} {} for {}, value redacted)",
+            self.scope,
+            self.placement.as_str(),
+            self.name,
+            self.host
+        )
     }
 }
 
@@ -71,13 +78,19 @@ pub fn check_scope(scope: &str) -> Result<(), String> {
     if ok && scope.len() <= 300 {
         Ok(())
     } else {
-        Err(format!("scope `{}` is not `tool:CATEGORY/TOOL` or `host:HOSTNAME`", scope.chars().take(80).collect::<String>()))
+        Err(format!(
+            "scope `{}` is not `tool:CATEGORY/TOOL` or `host:HOSTNAME`",
+            scope.chars().take(80).collect::<String>()
+        ))
     }
 }
 
 /// A host name or address as it appears in a URL (no scheme, port, path or user info).
 pub fn valid_host(h: &str) -> bool {
-    !h.is_empty() && h.len() <= 253 && h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')) && !h.contains("::/")
+    !h.is_empty()
+        && h.len() <= 253
+        && h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':'))
+        && !h.contains("::/")
 }
 
 /// The tool scope of an API id (`category/tool/api` → `tool:category/tool`).
@@ -119,7 +132,9 @@ impl CredentialSet {
         let scopes = [tool_scope(api_id), Some(format!("host:{host}"))];
         for scope in scopes.iter().flatten() {
             for c in self.by_scope.get(scope).into_iter().flatten() {
-                if c.host == host && !out.iter().any(|o| o.placement == c.placement && o.name.eq_ignore_ascii_case(&c.name)) {
+                if c.host == host
+                    && !out.iter().any(|o| o.placement == c.placement && o.name.eq_ignore_ascii_case(&c.name))
+                {
                     out.push(c);
                 }
             }
@@ -150,8 +165,10 @@ pub fn echo_forms(v: &str) -> Vec<String> {
     }
     let json = serde_json::to_string(v).unwrap_or_default();
     let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_string();
-    let json_html = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026").replace('\'', "\\u0027");
-    let html = v.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;");
+    let json_html =
+        json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026").replace('\'', "\\u0027");
+    let html =
+        v.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;");
     let b = v.as_bytes();
     let mut out = vec![
         v.to_string(),
@@ -246,13 +263,22 @@ mod tests {
         }
         let mut v = serde_json::json!({"query": "apikey=SEKRIT+qry%2F%2B%26%3DENC", "headers": {"x-token": "H\"dr <x>&y"}, "H\"dr <x>&y": 1, "n": 5});
         assert!(scrub_value(&mut v, &secrets));
-        assert_eq!(v, serde_json::json!({"query": "apikey=[redacted]", "headers": {"x-token": "[redacted]"}, "[redacted]": 1, "n": 5}));
+        assert_eq!(
+            v,
+            serde_json::json!({"query": "apikey=[redacted]", "headers": {"x-token": "[redacted]"}, "[redacted]": 1, "n": 5})
+        );
         let mut clean = serde_json::json!({"city": "Paris"});
         assert!(!scrub_value(&mut clean, &secrets));
     }
 
     fn cred(scope: &str, host: &str, name: &str, v: &str) -> Credential {
-        Credential { scope: scope.into(), host: host.into(), placement: Placement::Header, name: name.into(), value: SecretString::from(v.to_string()) }
+        Credential {
+            scope: scope.into(),
+            host: host.into(),
+            placement: Placement::Header,
+            name: name.into(),
+            value: SecretString::from(v.to_string()),
+        }
     }
 
     #[test]

@@ -33,7 +33,9 @@ impl Cidr {
         let addr: IpAddr = a.parse().map_err(|_| format!("`{s}` is not an IP address or CIDR network"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?,
+            Some(p) => {
+                p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?
+            }
             None => max,
         };
         Ok(Cidr { addr, prefix, port: None })
@@ -163,7 +165,9 @@ impl Guard {
     pub fn check_addr(&self, ip: IpAddr, port: Option<u16>) -> Result<(), String> {
         match non_public(ip) {
             Some(kind) if !self.allow.iter().any(|c| c.admits(ip, port)) => match port {
-                Some(p) if self.allow.iter().any(|c| c.contains(ip)) => Err(format!("{ip} is a {kind} address, allow-listed on other ports than {p}")),
+                Some(p) if self.allow.iter().any(|c| c.contains(ip)) => {
+                    Err(format!("{ip} is a {kind} address, allow-listed on other ports than {p}"))
+                }
                 _ => Err(format!("{ip} is a {kind} address (allow-list it in exec.allow_private to call it)")),
             },
             _ => Ok(()),
@@ -178,7 +182,8 @@ impl Guard {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return self.check_addr(ip, Some(port));
         }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port)).await.map_err(|e| format!("cannot resolve {bare}: {e}"))?.collect();
+        let addrs: Vec<SocketAddr> =
+            tokio::net::lookup_host((bare, port)).await.map_err(|e| format!("cannot resolve {bare}: {e}"))?.collect();
         if addrs.is_empty() {
             return Err(format!("{bare} resolves to no address"));
         }
@@ -208,7 +213,10 @@ impl reqwest::dns::Resolve for GuardedResolver {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed: Vec<SocketAddr> = addrs.iter().copied().filter(|a| guard.check_ip(a.ip()).is_ok()).collect();
             if allowed.is_empty() {
-                let why = addrs.first().map(|a| guard.check_ip(a.ip()).err().unwrap_or_default()).unwrap_or_else(|| "no address".into());
+                let why = addrs
+                    .first()
+                    .map(|a| guard.check_ip(a.ip()).err().unwrap_or_default())
+                    .unwrap_or_else(|| "no address".into());
                 return Err(format!("refused: {host} resolves to {why}").into());
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
@@ -223,7 +231,20 @@ mod tests {
     #[test]
     fn non_public_ranges_are_refused_unless_allow_listed() {
         let g = Guard::new(&[]).unwrap();
-        for ip in ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0", "100.64.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "255.255.255.255"] {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "255.255.255.255",
+        ] {
             assert!(g.check_ip(ip.parse().unwrap()).is_err(), "{ip} must be refused");
         }
         for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
@@ -245,12 +266,29 @@ mod tests {
         // NAT64 of 169.254.169.254, 6to4 of 127.0.0.1, IPv4-compatible 127.0.0.1 and 10.0.0.1,
         // local-use NAT64, Teredo with a loopback server, Teredo with a private client (10.0.0.1
         // obfuscated: !0x0a000001), documentation and discard-only ranges.
-        for ip in ["64:ff9b::a9fe:a9fe", "2002:7f00:1::", "2002:c0a8:101::1", "::127.0.0.1", "::10.0.0.1", "64:ff9b:1::7f00:1", "2001:0:7f00:1::1", "2001:0:808:808::f5ff:fffe", "2001:db8::1", "100::1"] {
+        for ip in [
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b:1::7f00:1",
+            "2001:0:7f00:1::1",
+            "2001:0:808:808::f5ff:fffe",
+            "2001:db8::1",
+            "100::1",
+        ] {
             let e = g.check_ip(ip.parse().unwrap());
             assert!(e.is_err(), "{ip} must be refused");
         }
         // The same forms carrying public addresses, and ordinary public IPv6, pass.
-        for ip in ["64:ff9b::808:808", "2002:808:808::1", "2001:0:808:808::f7f7:f7f7", "2606:4700::1111", "2a00:1450:4001:82a::200e"] {
+        for ip in [
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2001:0:808:808::f7f7:f7f7",
+            "2606:4700::1111",
+            "2a00:1450:4001:82a::200e",
+        ] {
             assert!(g.check_ip(ip.parse().unwrap()).is_ok(), "{ip} is public");
         }
         // Allow-listing 127.0.0.1 (the replay sandbox) admits it and its mapped form, not a
@@ -267,11 +305,24 @@ mod tests {
         let g = Guard::new(&["127.0.0.1:8765".into()]).unwrap();
         let url = |u: &str| reqwest::Url::parse(u).unwrap();
         assert!(g.check_url(&url("http://127.0.0.1:8765/x")).await.is_ok());
-        for u in ["http://127.0.0.1:8080/v1/users", "http://2130706433:8080/", "http://0x7f000001:8080/", "http://0177.0.0.1:8080/", "http://127.1:8080/", "http://[::ffff:127.0.0.1]:8080/", "http://localhost:8080/", "http://127.0.0.2:8765/", "http://127.0.0.1/"] {
+        for u in [
+            "http://127.0.0.1:8080/v1/users",
+            "http://2130706433:8080/",
+            "http://0x7f000001:8080/",
+            "http://0177.0.0.1:8080/",
+            "http://127.1:8080/",
+            "http://[::ffff:127.0.0.1]:8080/",
+            "http://localhost:8080/",
+            "http://127.0.0.2:8765/",
+            "http://127.0.0.1/",
+        ] {
             assert!(g.check_url(&url(u)).await.is_err(), "{u} must be refused");
         }
         assert!(g.check_url(&url("http://2130706433:8765/")).await.is_ok(), "the same socket, spelled otherwise");
-        assert_eq!(Cidr::parse("[::1]:8765").unwrap(), Cidr { addr: "::1".parse().unwrap(), prefix: 128, port: Some(8765) });
+        assert_eq!(
+            Cidr::parse("[::1]:8765").unwrap(),
+            Cidr { addr: "::1".parse().unwrap(), prefix: 128, port: Some(8765) }
+        );
     }
 
     #[tokio::test]

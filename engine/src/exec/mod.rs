@@ -75,7 +75,9 @@ impl std::fmt::Display for CallError {
             CallError::Rejected { status, body } => write!(f, "rejected with HTTP {status}: {body}"),
             CallError::BadRequest { message } => write!(f, "cannot call: {message}"),
             CallError::NotApproved { by, reason } => write!(f, "not approved by {by}: {reason}"),
-            CallError::Repeated { earlier } => write!(f, "not sent again: the same call failed earlier in this run ({earlier})"),
+            CallError::Repeated { earlier } => {
+                write!(f, "not sent again: the same call failed earlier in this run ({earlier})")
+            }
         }
     }
 }
@@ -121,7 +123,10 @@ pub fn validate(params: &[ParamDoc], args: &Map<String, Value>) -> Result<Map<St
         if !known.contains(name.as_str()) {
             let mut names: Vec<&str> = known.iter().copied().collect();
             names.sort_unstable();
-            problems.push(ArgProblem { argument: name.clone(), problem: format!("unknown parameter (known: {})", names.join(", ")) });
+            problems.push(ArgProblem {
+                argument: name.clone(),
+                problem: format!("unknown parameter (known: {})", names.join(", ")),
+            });
         }
     }
     for p in params {
@@ -137,7 +142,9 @@ pub fn validate(params: &[ParamDoc], args: &Map<String, Value>) -> Result<Map<St
             ("integer", Value::Number(n)) => n.as_f64().filter(|f| f.fract() == 0.0).map(|f| Value::from(f as i64)),
             ("integer", Value::String(s)) => s.trim().parse::<i64>().ok().map(Value::from),
             ("number", Value::Number(_)) => Some(v.clone()),
-            ("number", Value::String(s)) => s.trim().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number),
+            ("number", Value::String(s)) => {
+                s.trim().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+            }
             ("boolean", Value::Bool(_)) => Some(v.clone()),
             ("boolean", Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
                 "true" | "1" => Some(Value::Bool(true)),
@@ -153,7 +160,10 @@ pub fn validate(params: &[ParamDoc], args: &Map<String, Value>) -> Result<Map<St
             Some(c) => {
                 out.insert(p.name.clone(), c);
             }
-            None => problems.push(ArgProblem { argument: p.name.clone(), problem: format!("expected {want} (declared `{}`), got {v}", p.ty) }),
+            None => problems.push(ArgProblem {
+                argument: p.name.clone(),
+                problem: format!("expected {want} (declared `{}`), got {v}", p.ty),
+            }),
         }
     }
     if problems.is_empty() {
@@ -208,7 +218,12 @@ pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> Strin
     }
     fn wanted(key: &str, keep: &HashSet<String>) -> bool {
         let k = key.to_ascii_lowercase();
-        k == "id" || k.ends_with("_id") || k.ends_with("id") && k.len() <= 12 || k == "name" || k == "title" || keep.contains(&k)
+        k == "id"
+            || k.ends_with("_id")
+            || k.ends_with("id") && k.len() <= 12
+            || k == "name"
+            || k == "title"
+            || keep.contains(&k)
     }
     fn prune(v: &Value, keep: &HashSet<String>, depth: usize) -> Value {
         match v {
@@ -219,7 +234,8 @@ pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> Strin
                     let is_container = x.is_object() || x.is_array();
                     if wanted(k, keep) || (is_container && depth < 4) {
                         let p = prune(x, keep, depth + 1);
-                        let empty = matches!(&p, Value::Object(o) if o.is_empty()) || matches!(&p, Value::Array(a) if a.is_empty());
+                        let empty = matches!(&p, Value::Object(o) if o.is_empty())
+                            || matches!(&p, Value::Array(a) if a.is_empty());
                         if !empty || wanted(k, keep) {
                             out.insert(k.clone(), p);
                         }
@@ -240,7 +256,11 @@ pub fn compress(response: &Value, keep: &HashSet<String>, limit: usize) -> Strin
 
 /// The words of a text and parameter names, lower-cased: the `keep` set of [`compress`].
 pub fn keep_set<'a>(text: &str, params: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
-    let mut s: HashSet<String> = text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| w.len() > 2).map(|w| w.to_ascii_lowercase()).collect();
+    let mut s: HashSet<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| w.len() > 2)
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
     s.extend(params.into_iter().map(|p| p.to_ascii_lowercase()));
     s
 }
@@ -263,7 +283,13 @@ pub enum RemoteError {
 /// `mcp://SERVER/TOOL` calls to this port; the daemon and the CLI plug in their MCP client.
 #[async_trait::async_trait]
 pub trait RemoteTools: Send + Sync {
-    async fn call(&self, server: &str, tool: &str, arguments: Map<String, Value>, timeout: Duration) -> std::result::Result<Value, RemoteError>;
+    async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> std::result::Result<Value, RemoteError>;
 }
 
 /// Executes calls with one HTTP client (connection reuse).
@@ -280,12 +306,18 @@ pub struct Executor {
 
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     let v = h.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    v.parse::<u64>().ok().map(Duration::from_secs).or_else(|| v.parse::<f64>().ok().filter(|f| *f >= 0.0).map(Duration::from_secs_f64))
+    v.parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+        .or_else(|| v.parse::<f64>().ok().filter(|f| *f >= 0.0).map(Duration::from_secs_f64))
 }
 
 impl Executor {
     pub fn new(settings: ExecSettings) -> crate::Result<Self> {
-        let guard = std::sync::Arc::new(guard::Guard::new(&settings.allow_private).map_err(|e| crate::EngineError::Config(format!("exec.allow_private: {e}")))?);
+        let guard = std::sync::Arc::new(
+            guard::Guard::new(&settings.allow_private)
+                .map_err(|e| crate::EngineError::Config(format!("exec.allow_private: {e}")))?,
+        );
         let client = reqwest::Client::builder()
             .dns_resolver(std::sync::Arc::new(guard::GuardedResolver(guard.clone())))
             .redirect(reqwest::redirect::Policy::none())
@@ -306,20 +338,39 @@ impl Executor {
     /// retries and time limit as HTTP calls; `isError` fails the call.
     async fn call_remote(&self, spec: &CallSpec, valid: Map<String, Value>) -> Result<CallOutcome, CallError> {
         let rest = &spec.url[MCP_SCHEME.len()..];
-        let (server, tool) = rest.split_once('/').filter(|(s, t)| !s.is_empty() && !t.is_empty()).ok_or_else(|| CallError::BadRequest { message: format!("{}: `{}` is not mcp://SERVER/TOOL", spec.api_id, spec.url) })?;
-        let remote = self.remote.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| CallError::BadRequest { message: format!("{} is an MCP tool, but no MCP servers are connected here", spec.api_id) })?;
+        let (server, tool) = rest.split_once('/').filter(|(s, t)| !s.is_empty() && !t.is_empty()).ok_or_else(|| {
+            CallError::BadRequest { message: format!("{}: `{}` is not mcp://SERVER/TOOL", spec.api_id, spec.url) }
+        })?;
+        let remote =
+            self.remote.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| CallError::BadRequest {
+                message: format!("{} is an MCP tool, but no MCP servers are connected here", spec.api_id),
+            })?;
         let started = Instant::now();
         let mut last = String::new();
         let mut attempts = 0;
         for attempt in 0..=self.settings.retries {
             attempts = attempt + 1;
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(self.settings.backoff_ms.saturating_mul(1 << (attempt - 1).min(6)))).await;
+                tokio::time::sleep(Duration::from_millis(
+                    self.settings.backoff_ms.saturating_mul(1 << (attempt - 1).min(6)),
+                ))
+                .await;
             }
-            match remote.call(server, tool, valid.clone(), Duration::from_millis(self.settings.timeout_ms.max(1))).await {
-                Ok(response) => return Ok(CallOutcome { status: 200, response, attempts, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0, arguments: valid }),
+            match remote.call(server, tool, valid.clone(), Duration::from_millis(self.settings.timeout_ms.max(1))).await
+            {
+                Ok(response) => {
+                    return Ok(CallOutcome {
+                        status: 200,
+                        response,
+                        attempts,
+                        elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+                        arguments: valid,
+                    })
+                }
                 Err(RemoteError::Transient(m)) => last = m,
-                Err(RemoteError::Failed(m)) => return Err(CallError::Rejected { status: 422, body: m.chars().take(2000).collect() }),
+                Err(RemoteError::Failed(m)) => {
+                    return Err(CallError::Rejected { status: 422, body: m.chars().take(2000).collect() })
+                }
                 Err(RemoteError::Unknown(m)) => return Err(CallError::BadRequest { message: m }),
             }
         }
@@ -368,25 +419,36 @@ impl Executor {
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
-                let segment = path_segment(&text).map_err(|problem| CallError::InvalidArguments { problems: vec![ArgProblem { argument: k.clone(), problem }] })?;
+                let segment = path_segment(&text).map_err(|problem| CallError::InvalidArguments {
+                    problems: vec![ArgProblem { argument: k.clone(), problem }],
+                })?;
                 url = url.replace(&format!("{{{k}}}"), &segment);
             }
         }
-        let own_host = reqwest::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default();
+        let own_host =
+            reqwest::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)).unwrap_or_default();
         for (from, to) in &self.settings.rewrites {
             if let Some(rest) = url.strip_prefix(from.as_str()) {
                 url = format!("{to}{rest}");
                 break;
             }
         }
-        let parsed = reqwest::Url::parse(&url).map_err(|e| CallError::BadRequest { message: format!("URL `{}` of {}: {e}", url.split('?').next().unwrap_or_default(), spec.api_id) })?;
+        let parsed = reqwest::Url::parse(&url).map_err(|e| CallError::BadRequest {
+            message: format!("URL `{}` of {}: {e}", url.split('?').next().unwrap_or_default(), spec.api_id),
+        })?;
         Ok((parsed, own_host))
     }
 
     /// Resolve references, validate, then call with retries.
     /// `outputs`: earlier calls' responses by label (owned or borrowed).
-    pub async fn call<V: std::borrow::Borrow<Value> + Sync>(&self, spec: &CallSpec, args: &Map<String, Value>, outputs: &std::collections::HashMap<String, V>) -> Result<CallOutcome, CallError> {
-        let resolved = refs::resolve(args, outputs).map_err(|e| CallError::UnresolvedReference { message: e.to_string() })?;
+    pub async fn call<V: std::borrow::Borrow<Value> + Sync>(
+        &self,
+        spec: &CallSpec,
+        args: &Map<String, Value>,
+        outputs: &std::collections::HashMap<String, V>,
+    ) -> Result<CallOutcome, CallError> {
+        let resolved =
+            refs::resolve(args, outputs).map_err(|e| CallError::UnresolvedReference { message: e.to_string() })?;
         let valid = validate(&spec.params, &resolved).map_err(|problems| CallError::InvalidArguments { problems })?;
         if spec.url.starts_with(MCP_SCHEME) {
             return self.call_remote(spec, valid).await;
@@ -394,7 +456,10 @@ impl Executor {
         let started = Instant::now();
         let mut rest = valid.clone();
         let (url, own_host) = self.url_of(spec, &mut rest)?;
-        self.guard.check_url(&url).await.map_err(|message| CallError::BadRequest { message: format!("{} refused: {message}", spec.api_id) })?;
+        self.guard
+            .check_url(&url)
+            .await
+            .map_err(|message| CallError::BadRequest { message: format!("{} refused: {message}", spec.api_id) })?;
         let creds_set = self.credentials();
         let creds = creds_set.for_call(&spec.api_id, &own_host);
         let scrub = |s: String| if creds.is_empty() { s } else { credentials::scrub(&s, &creds) };
@@ -407,7 +472,15 @@ impl Executor {
             if method == reqwest::Method::GET || method == reqwest::Method::DELETE {
                 let query: Vec<(String, String)> = rest
                     .iter()
-                    .map(|(k, v)| (k.clone(), match v { Value::String(s) => s.clone(), other => other.to_string() }))
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            match v {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            },
+                        )
+                    })
                     .collect();
                 req = req.query(&query);
             } else {
@@ -416,13 +489,22 @@ impl Executor {
             for c in &creds {
                 use secrecy::ExposeSecret;
                 req = match c.placement {
-                    credentials::Placement::Header => match reqwest::header::HeaderValue::from_str(c.value.expose_secret()) {
-                        Ok(mut v) => {
-                            v.set_sensitive(true);
-                            req.header(c.name.as_str(), v)
+                    credentials::Placement::Header => {
+                        match reqwest::header::HeaderValue::from_str(c.value.expose_secret()) {
+                            Ok(mut v) => {
+                                v.set_sensitive(true);
+                                req.header(c.name.as_str(), v)
+                            }
+                            Err(_) => {
+                                return Err(CallError::BadRequest {
+                                    message: format!(
+                                        "the credential {} of {} is not a valid header value",
+                                        c.name, c.scope
+                                    ),
+                                })
+                            }
                         }
-                        Err(_) => return Err(CallError::BadRequest { message: format!("the credential {} of {} is not a valid header value", c.name, c.scope) }),
-                    },
+                    }
                     credentials::Placement::Query => req.query(&[(c.name.as_str(), c.value.expose_secret())]),
                     credentials::Placement::Bearer => req.bearer_auth(c.value.expose_secret()),
                 };
@@ -441,7 +523,10 @@ impl Executor {
                     } else {
                         match read_bounded(resp, self.settings.max_response_bytes).await {
                             Ok(body) if status.is_client_error() => {
-                                return Err(CallError::Rejected { status: status.as_u16(), body: scrub(String::from_utf8_lossy(&body).chars().take(500).collect()) })
+                                return Err(CallError::Rejected {
+                                    status: status.as_u16(),
+                                    body: scrub(String::from_utf8_lossy(&body).chars().take(500).collect()),
+                                })
                             }
                             Ok(body) => match serde_json::from_slice::<Value>(&body) {
                                 Ok(mut response) => {
@@ -456,7 +541,7 @@ impl Executor {
                                         attempts,
                                         elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
                                         arguments: valid,
-                                    })
+                                    });
                                 }
                                 Err(e) => last = format!("malformed JSON response: {e}"),
                             },
@@ -525,15 +610,26 @@ mod tests {
     #[test]
     fn a_path_parameter_stays_one_segment_whatever_its_value() {
         let exec = Executor::new(ExecSettings::default()).unwrap();
-        let spec = CallSpec { api_id: "t/a".into(), method: "GET".into(), url: "http://tools.example.com/items/{id}/detail".into(), params: vec![] };
+        let spec = CallSpec {
+            api_id: "t/a".into(),
+            method: "GET".into(),
+            url: "http://tools.example.com/items/{id}/detail".into(),
+            params: vec![],
+        };
         let url_for = |id: &str| {
             let mut args = json!({"id": id, "apikey": "k"}).as_object().cloned().unwrap();
-            exec.url_of(&spec, &mut args).map(|(u, _)| (u.path().to_string(), u.query().map(str::to_string), u.fragment().map(str::to_string), args))
+            exec.url_of(&spec, &mut args).map(|(u, _)| {
+                (u.path().to_string(), u.query().map(str::to_string), u.fragment().map(str::to_string), args)
+            })
         };
         let (path, query, fragment, rest) = url_for("..\\..\\admin").unwrap();
         assert_eq!(path, "/items/..%5C..%5Cadmin/detail");
         assert_eq!((query, fragment), (None, None));
-        assert_eq!(rest, json!({"apikey": "k"}).as_object().cloned().unwrap(), "the path value leaves the arguments; the rest stay");
+        assert_eq!(
+            rest,
+            json!({"apikey": "k"}).as_object().cloned().unwrap(),
+            "the path value leaves the arguments; the rest stay"
+        );
         let (path, query, _, _) = url_for("x?injected=1&apikey=evil").unwrap();
         assert_eq!((path.as_str(), query), ("/items/x%3Finjected%3D1%26apikey%3Devil/detail", None));
         let (path, _, fragment, _) = url_for("x#frag").unwrap();
@@ -555,13 +651,24 @@ mod tests {
 
     #[test]
     fn validation_names_every_problem_and_coerces() {
-        let params = vec![p("query", "string", true), p("page", "NUMBER", false), p("adults", "integer", false), p("sort", "ENUM", false), p("flag", "boolean", false)];
-        let ok = validate(&params, json!({"query": "Paris", "page": "2", "adults": 2.0, "flag": "true", "sort": 5}).as_object().unwrap()).unwrap();
+        let params = vec![
+            p("query", "string", true),
+            p("page", "NUMBER", false),
+            p("adults", "integer", false),
+            p("sort", "ENUM", false),
+            p("flag", "boolean", false),
+        ];
+        let ok = validate(
+            &params,
+            json!({"query": "Paris", "page": "2", "adults": 2.0, "flag": "true", "sort": 5}).as_object().unwrap(),
+        )
+        .unwrap();
         assert_eq!(ok["page"], json!(2.0));
         assert_eq!(ok["adults"], json!(2));
         assert_eq!(ok["flag"], json!(true));
         assert_eq!(ok["sort"], json!("5"));
-        let errs = validate(&params, json!({"querry": "Paris", "adults": "two", "flag": [1]}).as_object().unwrap()).unwrap_err();
+        let errs = validate(&params, json!({"querry": "Paris", "adults": "two", "flag": [1]}).as_object().unwrap())
+            .unwrap_err();
         let text = format!("{errs:?}");
         assert!(text.contains("querry") && text.contains("unknown parameter"), "{text}");
         assert!(text.contains("\"query\"") && text.contains("required parameter missing"), "{text}");

@@ -41,12 +41,21 @@ fn resolve_one<V: Borrow<Value>>(reference: &str, outputs: &HashMap<String, V>) 
     let mut parts = reference.split('.');
     let label = parts.next().unwrap_or_default();
     let path: Vec<&str> = parts.collect();
-    let out = outputs.get(label).map(Borrow::borrow).ok_or_else(|| format!("names `{label}`, which no earlier call produced"))?;
-    lookup(out, &path).cloned().ok_or_else(|| format!("has no value at `{}` in the output of `{label}`", path.join(".")))
+    let out = outputs
+        .get(label)
+        .map(Borrow::borrow)
+        .ok_or_else(|| format!("names `{label}`, which no earlier call produced"))?;
+    lookup(out, &path)
+        .cloned()
+        .ok_or_else(|| format!("has no value at `{}` in the output of `{label}`", path.join(".")))
 }
 
 fn is_reference(s: &str) -> bool {
-    s.len() > 2 && s.starts_with('$') && s.ends_with('$') && !s[1..s.len() - 1].contains('$') && !s[1..s.len() - 1].contains(' ')
+    s.len() > 2
+        && s.starts_with('$')
+        && s.ends_with('$')
+        && !s[1..s.len() - 1].contains('$')
+        && !s[1..s.len() - 1].contains(' ')
 }
 
 /// All references a string holds (`$a.b$ and $c$` → [`a.b`, `c`]).
@@ -68,7 +77,11 @@ pub fn references(s: &str) -> Vec<&str> {
 }
 
 fn resolve_value<V: Borrow<Value>>(arg: &str, v: &Value, outputs: &HashMap<String, V>) -> Result<Value, RefError> {
-    let fail = |reference: &str, reason: String| RefError { argument: arg.to_string(), reference: reference.to_string(), reason };
+    let fail = |reference: &str, reason: String| RefError {
+        argument: arg.to_string(),
+        reference: reference.to_string(),
+        reason,
+    };
     match v {
         Value::String(s) if is_reference(s) => {
             let r = &s[1..s.len() - 1];
@@ -86,7 +99,9 @@ fn resolve_value<V: Borrow<Value>>(arg: &str, v: &Value, outputs: &HashMap<Strin
             }
             Ok(Value::String(text))
         }
-        Value::Array(items) => items.iter().map(|i| resolve_value(arg, i, outputs)).collect::<Result<Vec<_>, _>>().map(Value::Array),
+        Value::Array(items) => {
+            items.iter().map(|i| resolve_value(arg, i, outputs)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+        }
         Value::Object(m) => {
             let mut out = Map::new();
             for (k, x) in m {
@@ -99,7 +114,10 @@ fn resolve_value<V: Borrow<Value>>(arg: &str, v: &Value, outputs: &HashMap<Strin
 }
 
 /// Resolve every reference in `args` against the outputs of earlier calls (by label).
-pub fn resolve<V: Borrow<Value>>(args: &Map<String, Value>, outputs: &HashMap<String, V>) -> Result<Map<String, Value>, RefError> {
+pub fn resolve<V: Borrow<Value>>(
+    args: &Map<String, Value>,
+    outputs: &HashMap<String, V>,
+) -> Result<Map<String, Value>, RefError> {
     let mut out = Map::new();
     for (k, v) in args {
         out.insert(k.clone(), resolve_value(k, v, outputs)?);
@@ -115,7 +133,10 @@ mod tests {
     #[test]
     fn whole_and_embedded_references() {
         let outputs: HashMap<String, Value> = [
-            ("var1".to_string(), json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}])),
+            (
+                "var1".to_string(),
+                json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]),
+            ),
             ("var2".to_string(), json!({"data": {"hotels": [{"hotel_id": 7}, {"hotel_id": 9}]}})),
         ]
         .into_iter()

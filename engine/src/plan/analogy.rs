@@ -24,7 +24,20 @@ use std::collections::HashSet;
 /// The request as its structure reads: lower-case words, with numbers, capitalised words and
 /// month names masked and runs of one mask folded into one.
 pub fn delexicalize(text: &str) -> Vec<String> {
-    const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
     let mut out: Vec<String> = Vec::new();
     let mut sentence_start = true;
     for raw in text.split_whitespace() {
@@ -95,7 +108,11 @@ pub struct Analogy {
 
 /// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
 pub(crate) fn words(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether `text` (as [`words`] gives it) says `value` as whole words.
@@ -168,7 +185,8 @@ impl Analogy {
             return Some(value.to_string());
         }
         // Of the known values it says, the longest reading ("premium economy" is not "economy").
-        let said_new: Vec<&String> = vocabulary.iter().filter(|v| v.as_str() != value && said(&self.new_words, v)).collect();
+        let said_new: Vec<&String> =
+            vocabulary.iter().filter(|v| v.as_str() != value && said(&self.new_words, v)).collect();
         let mut others = said_new.iter().filter(|v| !said_new.iter().any(|w| w != *v && says(&words(w), v)));
         match (others.next(), others.next()) {
             (Some(one), None) => Some((*one).clone()),
@@ -216,7 +234,9 @@ impl Analogy {
                 }
                 Transfer::Unsaid
             }
-            Value::Number(n) if allows(Kind::Number) => n.as_f64().map(|n| self.transfer_number(n)).unwrap_or(Transfer::Unsaid),
+            Value::Number(n) if allows(Kind::Number) => {
+                n.as_f64().map(|n| self.transfer_number(n)).unwrap_or(Transfer::Unsaid)
+            }
             _ => Transfer::Unsaid,
         }
     }
@@ -227,7 +247,9 @@ impl Analogy {
     pub fn has_counterpart(&self, kind: Kind, value: &str) -> Option<bool> {
         let (_, new, map) = &self.kinds[kind_index(kind)];
         let want = value.trim().to_lowercase();
-        let j = new.iter().position(|m| m.value == want || m.value.parse::<f64>().ok().zip(want.parse::<f64>().ok()).is_some_and(|(a, b)| a == b))?;
+        let j = new.iter().position(|m| {
+            m.value == want || m.value.parse::<f64>().ok().zip(want.parse::<f64>().ok()).is_some_and(|(a, b)| a == b)
+        })?;
         Some(map.contains(&Some(j)))
     }
 
@@ -236,8 +258,16 @@ impl Analogy {
     /// names the kind of a mention with no counterpart.
     pub fn transfer_deep(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Result<Value, Kind> {
         match value {
-            Value::Array(items) => items.iter().map(|x| self.transfer_deep(x, mention_kinds)).collect::<Result<Vec<_>, _>>().map(Value::Array),
-            Value::Object(m) => m.iter().map(|(k, x)| self.transfer_deep(x, mention_kinds).map(|v| (k.clone(), v))).collect::<Result<serde_json::Map<_, _>, _>>().map(Value::Object),
+            Value::Array(items) => items
+                .iter()
+                .map(|x| self.transfer_deep(x, mention_kinds))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, x)| self.transfer_deep(x, mention_kinds).map(|v| (k.clone(), v)))
+                .collect::<Result<serde_json::Map<_, _>, _>>()
+                .map(Value::Object),
             Value::String(s) if s.contains('$') => Ok(value.clone()),
             _ => match self.transfer(value, mention_kinds) {
                 Transfer::Mapped(v) => Ok(v),
@@ -261,16 +291,24 @@ impl Analogy {
             });
         }
         // Derived: the offset from the nearest earlier date mention, else from "today".
-        let earlier = olds.iter().enumerate().filter_map(|(i, m)| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok().map(|o| (i, o))).filter(|(_, o)| *o <= d).max_by_key(|(_, o)| *o);
+        let earlier = olds
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok().map(|o| (i, o)))
+            .filter(|(_, o)| *o <= d)
+            .max_by_key(|(_, o)| *o);
         if let Some((i, o)) = earlier.filter(|(_, o)| (d - *o).num_days() <= 31) {
-            let base = self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
+            let base =
+                self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
             return Some(match base {
                 Some(b) => render(b + Duration::days((d - o).num_days())),
                 None => Transfer::Unmatched(Kind::Date),
             });
         }
         match (self.old.today, self.new.today) {
-            (Some(o), Some(n)) if d >= o && (d - o).num_days() <= 31 => Some(render(n + Duration::days((d - o).num_days()))),
+            (Some(o), Some(n)) if d >= o && (d - o).num_days() <= 31 => {
+                Some(render(n + Duration::days((d - o).num_days())))
+            }
             _ => None,
         }
     }
@@ -292,10 +330,14 @@ impl Analogy {
 
     fn transfer_number(&self, n: f64) -> Transfer {
         let olds = self.old_mentions(Kind::Number);
-        let Some(i) = olds.iter().position(|m| m.value.parse::<f64>().is_ok_and(|v| v == n)) else { return Transfer::Unsaid };
+        let Some(i) = olds.iter().position(|m| m.value.parse::<f64>().is_ok_and(|v| v == n)) else {
+            return Transfer::Unsaid;
+        };
         match self.counterpart(Kind::Number, i).and_then(|m| m.value.parse::<f64>().ok()) {
             Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => Transfer::Mapped(Value::from(v as i64)),
-            Some(v) => serde_json::Number::from_f64(v).map(|x| Transfer::Mapped(Value::Number(x))).unwrap_or(Transfer::Unsaid),
+            Some(v) => {
+                serde_json::Number::from_f64(v).map(|x| Transfer::Mapped(Value::Number(x))).unwrap_or(Transfer::Unsaid)
+            }
             None => Transfer::Unmatched(Kind::Number),
         }
     }
@@ -316,7 +358,8 @@ impl Analogy {
             let mut from = 0;
             while let Some(at) = lower[from..].find(name.as_str()).map(|p| p + from) {
                 let end = at + name.len();
-                let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric()) && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+                let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+                    && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
                 if bounded && !found.iter().any(|(a, b, _)| at < *b && *a < end) {
                     found.push((at, end, i));
                 }
@@ -333,7 +376,13 @@ impl Analogy {
             let Some(new) = self.counterpart(Kind::Name, i) else { return Transfer::Unmatched(Kind::Name) };
             out.push_str(&s[at..start]);
             // The new request's own spelling of its mention.
-            let spelled = self.new.names.iter().find(|n| n.to_lowercase() == new.value).cloned().unwrap_or_else(|| new.value.clone());
+            let spelled = self
+                .new
+                .names
+                .iter()
+                .find(|n| n.to_lowercase() == new.value)
+                .cloned()
+                .unwrap_or_else(|| new.value.clone());
             out.push_str(&spelled);
             at = end;
         }
@@ -360,7 +409,10 @@ mod tests {
         assert!(same > 0.9, "{same}");
         let other = structure_similarity(OLD, "Find me the cheapest flight from Paris to Rome on the 3rd of May and a hotel near the Colosseum for two nights.");
         assert!(other < 0.3, "{other}");
-        assert_eq!(delexicalize("Rent a car at San Diego Marriott La Jolla at 8 AM.")[..5], ["rent", "a", "car", "at", "<name>"]);
+        assert_eq!(
+            delexicalize("Rent a car at San Diego Marriott La Jolla at 8 AM.")[..5],
+            ["rent", "a", "car", "at", "<name>"]
+        );
     }
 
     #[test]
@@ -370,8 +422,14 @@ mod tests {
         assert_eq!(a.transfer(&json!("2024-11-30"), None), Transfer::Mapped(json!("2024-11-05")));
         assert_eq!(a.transfer(&json!("2024-12-07"), None), Transfer::Mapped(json!("2024-11-12")));
         assert_eq!(a.transfer(&json!("14:00"), None), Transfer::Mapped(json!("16:00")));
-        assert_eq!(a.transfer(&json!("Los Angeles International Airport"), None), Transfer::Mapped(json!("Melbourne Airport")));
-        assert_eq!(a.transfer(&json!("Downtown Los Angeles"), Some(&[Kind::Name])), Transfer::Mapped(json!("Sydney City Centre")));
+        assert_eq!(
+            a.transfer(&json!("Los Angeles International Airport"), None),
+            Transfer::Mapped(json!("Melbourne Airport"))
+        );
+        assert_eq!(
+            a.transfer(&json!("Downtown Los Angeles"), Some(&[Kind::Name])),
+            Transfer::Mapped(json!("Sydney City Centre"))
+        );
         // A date two days after the last one said: two days after its counterpart.
         assert_eq!(a.transfer(&json!("2024-12-10"), None), Transfer::Mapped(json!("2024-11-15")));
         assert_eq!(a.transfer(&json!("distance"), None), Transfer::Unsaid);
@@ -385,7 +443,12 @@ mod tests {
         assert_eq!(fewer.has_counterpart(Kind::Time, "16:00"), Some(false));
         // Inside the legs of a multi-stop search: dates mapped, references kept.
         let legs = json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-30"}, {"fromId": "$var2.id$", "date": "2024-12-07"}]);
-        assert_eq!(a.transfer_deep(&legs, None), Ok(json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-05"}, {"fromId": "$var2.id$", "date": "2024-11-12"}])));
+        assert_eq!(
+            a.transfer_deep(&legs, None),
+            Ok(
+                json!([{"fromId": "$var1.data.0.id$", "date": "2024-11-05"}, {"fromId": "$var2.id$", "date": "2024-11-12"}])
+            )
+        );
         // Known not to take dates: left alone.
         assert_eq!(a.transfer(&json!("2024-11-30"), Some(&[Kind::Name])), Transfer::Unsaid);
     }

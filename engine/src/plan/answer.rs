@@ -48,9 +48,14 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
         let Value::Object(m) = node else { continue };
         if value.is_none() {
             // The currency beside the value wins over one found elsewhere.
-            if let Some(found) = m.iter().find(|(k, x)| fields.iter().any(|f| norm(k).contains(f)) && !norm(k).contains("currency") && number(x).is_some()) {
+            if let Some(found) = m.iter().find(|(k, x)| {
+                fields.iter().any(|f| norm(k).contains(f)) && !norm(k).contains("currency") && number(x).is_some()
+            }) {
                 value = number(found.1);
-                if let Some(c) = m.iter().find(|(k, x)| norm(k) == "currency" && x.is_string()).or_else(|| m.iter().find(|(k, x)| norm(k).ends_with("currency") && !norm(k).starts_with("base") && x.is_string())) {
+                if let Some(c) = m.iter().find(|(k, x)| norm(k) == "currency" && x.is_string()).or_else(|| {
+                    m.iter()
+                        .find(|(k, x)| norm(k).ends_with("currency") && !norm(k).starts_with("base") && x.is_string())
+                }) {
                     currency = c.1.as_str().map(str::to_string);
                 }
             }
@@ -59,11 +64,20 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
             let nk = norm(k);
             match x {
                 Value::Object(_) if depth < 3 => queue.push_back((x, depth + 1)),
-                Value::String(s) if currency.is_none() && nk.contains("currency") && s.len() <= 8 => currency = Some(s.clone()),
-                Value::String(s) if label.is_none() && (nk.ends_with("name") || nk.contains("title")) && !nk.contains("currency") && !s.is_empty() && s.len() <= 120 => label = Some(s.clone()),
+                Value::String(s) if currency.is_none() && nk.contains("currency") && s.len() <= 8 => {
+                    currency = Some(s.clone())
+                }
+                Value::String(s)
+                    if label.is_none()
+                        && (nk.ends_with("name") || nk.contains("title"))
+                        && !nk.contains("currency")
+                        && !s.is_empty()
+                        && s.len() <= 120 =>
+                {
+                    label = Some(s.clone())
+                }
                 _ => {}
             }
-
         }
     }
     value.map(|value| Item { value, currency, label })
@@ -146,7 +160,11 @@ pub fn planned(ctx: &Context) -> String {
         .path
         .iter()
         .map(|s| {
-            let args: Vec<String> = s.arguments.iter().map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
+            let args: Vec<String> = s
+                .arguments
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+                .collect();
             format!("{} = {}({})", s.label, s.api.name, args.join(", "))
         })
         .collect();
@@ -165,32 +183,60 @@ pub fn compose(ctx: &Context) -> String {
         return fallback();
     };
     let sent_all = sent_arguments(ctx);
-    let options: Vec<usize> = ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
+    let options: Vec<usize> =
+        ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
     let sent: Vec<&Map<String, Value>> = options.iter().map(|i| &sent_all[*i]).collect();
     let lowest = wants_lowest(&ctx.request, quantity);
     let word = if lowest { "lowest" } else { "highest" };
     let mut best: Vec<(String, Option<Item>, usize)> = Vec::new();
     for (n, &i) in options.iter().enumerate() {
         let items = items_of(&ctx.path[i].response, fields);
-        let pick = items.iter().cloned().reduce(|a, b| if (lowest && b.value < a.value) || (!lowest && b.value > a.value) { b } else { a });
-        let what = if options.len() > 1 { format!("{} ({})", last.api.name, distinguishing(&sent, n)) } else { last.api.name.clone() };
+        let pick = items.iter().cloned().reduce(|a, b| {
+            if (lowest && b.value < a.value) || (!lowest && b.value > a.value) {
+                b
+            } else {
+                a
+            }
+        });
+        let what = if options.len() > 1 {
+            format!("{} ({})", last.api.name, distinguishing(&sent, n))
+        } else {
+            last.api.name.clone()
+        };
         best.push((what, pick, items.len()));
     }
     if best.iter().all(|(_, p, _)| p.is_none()) {
         return fallback();
     }
-    let money = |it: &Item| format!("{}{}", fmt_num(it.value), it.currency.as_ref().map(|c| format!(" {c}")).unwrap_or_default());
+    let money = |it: &Item| {
+        format!("{}{}", fmt_num(it.value), it.currency.as_ref().map(|c| format!(" {c}")).unwrap_or_default())
+    };
     let mut lines = Vec::new();
     for (what, pick, count) in &best {
         lines.push(match pick {
-            Some(it) => format!("{what}: {word} {quantity} {}{} of {count} result{}", money(it), it.label.as_ref().map(|l| format!(" ({l})")).unwrap_or_default(), if *count == 1 { "" } else { "s" }),
+            Some(it) => format!(
+                "{what}: {word} {quantity} {}{} of {count} result{}",
+                money(it),
+                it.label.as_ref().map(|l| format!(" ({l})")).unwrap_or_default(),
+                if *count == 1 { "" } else { "s" }
+            ),
             None => format!("{what}: no {quantity} in the response"),
         });
     }
-    let priced: Vec<(usize, &Item)> = best.iter().enumerate().filter_map(|(i, (_, p, _))| p.as_ref().map(|p| (i, p))).collect();
+    let priced: Vec<(usize, &Item)> =
+        best.iter().enumerate().filter_map(|(i, (_, p, _))| p.as_ref().map(|p| (i, p))).collect();
     if priced.len() >= 2 {
-        let (wi, w) = priced.iter().copied().reduce(|a, b| if (lowest && b.1.value < a.1.value) || (!lowest && b.1.value > a.1.value) { b } else { a }).unwrap_or(priced[0]);
-        let (oi, o) = priced.iter().copied().filter(|(i, _)| *i != wi).reduce(|a, b| if (lowest && b.1.value < a.1.value) || (!lowest && b.1.value > a.1.value) { b } else { a }).unwrap_or(priced[0]);
+        let (wi, w) = priced
+            .iter()
+            .copied()
+            .reduce(|a, b| if (lowest && b.1.value < a.1.value) || (!lowest && b.1.value > a.1.value) { b } else { a })
+            .unwrap_or(priced[0]);
+        let (oi, o) = priced
+            .iter()
+            .copied()
+            .filter(|(i, _)| *i != wi)
+            .reduce(|a, b| if (lowest && b.1.value < a.1.value) || (!lowest && b.1.value > a.1.value) { b } else { a })
+            .unwrap_or(priced[0]);
         let diff = (w.value - o.value).abs();
         let adjective = match (quantity, lowest) {
             ("price", true) => "cheaper",
@@ -202,7 +248,13 @@ pub fn compose(ctx: &Context) -> String {
             lines.push(format!("Both cost the same: {}.", money(w)));
         } else {
             let pct = if o.value != 0.0 { format!(" ({:.1}%)", diff / o.value.abs() * 100.0) } else { String::new() };
-            lines.push(format!("{} is {adjective} than {} by {}{}{pct}.", best[wi].0, best[oi].0, fmt_num(diff), w.currency.as_ref().map(|c| format!(" {c}")).unwrap_or_default()));
+            lines.push(format!(
+                "{} is {adjective} than {} by {}{}{pct}.",
+                best[wi].0,
+                best[oi].0,
+                fmt_num(diff),
+                w.currency.as_ref().map(|c| format!(" {c}")).unwrap_or_default()
+            ));
         }
     }
     lines.join("\n")
@@ -221,7 +273,17 @@ mod tests {
     fn compared_rentals_are_named_priced_and_ranked() {
         let text = "Today is October 13th, 2024. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow?";
         let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
-        let rent = Arc::new(ApiView { id: "r".into(), name: "Search_Car_Rentals".into(), tool: "t".into(), category: "c".into(), description: String::new(), params: vec![], output_fields: vec![], availability: None, ends: None });
+        let rent = Arc::new(ApiView {
+            id: "r".into(),
+            name: "Search_Car_Rentals".into(),
+            tool: "t".into(),
+            category: "c".into(),
+            description: String::new(),
+            params: vec![],
+            output_fields: vec![],
+            availability: None,
+            ends: None,
+        });
         for (i, (day, prices)) in [("2024-10-14", [61.5, 45.25]), ("2024-10-15", [52.0, 70.0])].iter().enumerate() {
             let results: Vec<Value> = prices.iter().enumerate().map(|(k, p)| json!({"vehicle_info": {"v_name": format!("Car {day} {k}")}, "pricing_info": {"price": p, "currency": "USD"}})).collect();
             c.path.push(Step {
@@ -235,8 +297,16 @@ mod tests {
             });
         }
         let a = compose(&c);
-        assert!(a.contains("Search_Car_Rentals (pick_up_date 2024-10-14): lowest price 45.25 USD (Car 2024-10-14 1) of 2 results"), "{a}");
-        assert!(a.contains("Search_Car_Rentals (pick_up_date 2024-10-15): lowest price 52 USD (Car 2024-10-15 0)"), "{a}");
+        assert!(
+            a.contains(
+                "Search_Car_Rentals (pick_up_date 2024-10-14): lowest price 45.25 USD (Car 2024-10-14 1) of 2 results"
+            ),
+            "{a}"
+        );
+        assert!(
+            a.contains("Search_Car_Rentals (pick_up_date 2024-10-15): lowest price 52 USD (Car 2024-10-15 0)"),
+            "{a}"
+        );
         assert!(a.contains("(pick_up_date 2024-10-14) is cheaper than Search_Car_Rentals (pick_up_date 2024-10-15) by 6.75 USD (13.0%)"), "{a}");
         assert!(!a.contains('{'), "not a JSON dump: {a}");
     }

@@ -88,17 +88,41 @@ pub fn missing_text(items: &[Requirement]) -> String {
 
 /// Words of a request that ask for a quantity → field names that hold it.
 const QUANTITIES: &[(&[&str], &str, &[&str])] = &[
-    (&["price", "cost", "cheap", "expensive", "fare", "budget", "afford", "how much"], "price", &["price", "cost", "amount", "fare", "total"]),
-    (&["duration", "how long", "travel time", "fastest", "shortest flight"], "duration", &["duration", "traveltime", "totaltime"]),
+    (
+        &["price", "cost", "cheap", "expensive", "fare", "budget", "afford", "how much"],
+        "price",
+        &["price", "cost", "amount", "fare", "total"],
+    ),
+    (
+        &["duration", "how long", "travel time", "fastest", "shortest flight"],
+        "duration",
+        &["duration", "traveltime", "totaltime"],
+    ),
     (&["rating", "review", "rated", "score"], "rating", &["rating", "review", "score"]),
     (&["distance", "how far", "nearest", "closest"], "distance", &["distance"]),
 ];
 
 /// Words that count something an API takes as a number.
-const COUNTED: &[&str] = &["adult", "child", "children", "kid", "room", "guest", "passenger", "people", "person", "traveler", "traveller", "ticket", "seat", "member"];
+const COUNTED: &[&str] = &[
+    "adult",
+    "child",
+    "children",
+    "kid",
+    "room",
+    "guest",
+    "passenger",
+    "people",
+    "person",
+    "traveler",
+    "traveller",
+    "ticket",
+    "seat",
+    "member",
+];
 
 /// Words that ask for one call per option.
-const COMPARE: &[&str] = &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
+const COMPARE: &[&str] =
+    &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
 
 /// The last API must have ended at least this share of the chains through it.
 pub const MIN_END_WEIGHT: f64 = 0.05;
@@ -146,7 +170,9 @@ pub fn asked_quantities(request: &str) -> Vec<(&'static str, &'static [&'static 
     let ws = words(request);
     QUANTITIES
         .iter()
-        .filter(|(cues, _, _)| cues.iter().any(|c| if c.contains(' ') { lower.contains(c) } else { ws.iter().any(|w| w.starts_with(c)) }))
+        .filter(|(cues, _, _)| {
+            cues.iter().any(|c| if c.contains(' ') { lower.contains(c) } else { ws.iter().any(|w| w.starts_with(c)) })
+        })
         .map(|(_, name, fields)| (*name, *fields))
         .collect()
 }
@@ -198,7 +224,9 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
             v
         })
         .collect();
-    let covered_in = |pred: &dyn Fn(&str) -> bool, pool: &[Vec<String>]| -> Option<String> { pool.iter().position(|vals| vals.iter().any(|v| pred(v))).map(|i| labels[i].to_string()) };
+    let covered_in = |pred: &dyn Fn(&str) -> bool, pool: &[Vec<String>]| -> Option<String> {
+        pool.iter().position(|vals| vals.iter().any(|v| pred(v))).map(|i| labels[i].to_string())
+    };
     let mut out: Vec<Requirement> = Vec::new();
     let v = &ctx.values;
     for d in v.dates.iter().filter(|d| !v.unanchored.contains(d)) {
@@ -214,12 +242,17 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
         }
         let n = name.to_lowercase();
         // An argument holding the name, or held by it ("London" for "London Heathrow Airport").
-        let in_args = covered_in(&|s| s.contains(&n) || (s.len() >= 4 && s.chars().any(char::is_alphabetic) && n.contains(s)), &args);
+        let in_args = covered_in(
+            &|s| s.contains(&n) || (s.len() >= 4 && s.chars().any(char::is_alphabetic) && n.contains(s)),
+            &args,
+        );
         let by = in_args.or_else(|| covered_in(&|s| s.contains(&n), &responses));
         push(&mut out, Kind::Name, name.clone(), by);
     }
     // Quoted text is what the user wants used as it is ("echo 'hello'"): a call must take it.
-    for q in v.quoted.iter().filter(|q| !q.trim().is_empty() && q.chars().count() <= 200 && !v.names.iter().any(|n| n.eq_ignore_ascii_case(q))) {
+    for q in v.quoted.iter().filter(|q| {
+        !q.trim().is_empty() && q.chars().count() <= 200 && !v.names.iter().any(|n| n.eq_ignore_ascii_case(q))
+    }) {
         let n = q.to_lowercase();
         let by = covered_in(&|s| s.contains(&n), &args).or_else(|| covered_in(&|s| s.contains(&n), &responses));
         push(&mut out, Kind::Name, q.clone(), by);
@@ -240,7 +273,10 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
         }
         let lower = sub.to_lowercase();
         let by = ctx.path.iter().find(|s| ids.contains(&s.api.id)).map(|s| s.label.clone()).or_else(|| {
-            out.iter().filter(|r| r.kind == Kind::Count).find(|r| r.covered() && r.value.split_once(' ').is_some_and(|(_, w)| lower.contains(w))).and_then(|r| r.covered_by.clone())
+            out.iter()
+                .filter(|r| r.kind == Kind::Count)
+                .find(|r| r.covered() && r.value.split_once(' ').is_some_and(|(_, w)| lower.contains(w)))
+                .and_then(|r| r.covered_by.clone())
         });
         push(&mut out, Kind::Subtask, sub.clone(), by);
     }
@@ -261,8 +297,10 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     }
     if let Some(last) = ctx.path.last() {
         if compares(&ctx.request) {
-            let calls: Vec<usize> = ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
-            let distinct = calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
+            let calls: Vec<usize> =
+                ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
+            let distinct =
+                calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
             let by = (distinct >= 2).then(|| last.label.clone());
             push(&mut out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
         }
@@ -305,12 +343,30 @@ mod tests {
     use std::sync::Arc;
 
     fn api(id: &str, ends: Option<f64>) -> Arc<ApiView> {
-        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params: vec![], output_fields: vec![], availability: None, ends })
+        Arc::new(ApiView {
+            id: id.into(),
+            name: id.into(),
+            tool: "t".into(),
+            category: "c".into(),
+            description: String::new(),
+            params: vec![],
+            output_fields: vec![],
+            availability: None,
+            ends,
+        })
     }
 
     fn step(c: &mut Context, a: &Arc<ApiView>, args: Value, response: Value) {
         let label = format!("var{}", c.path.len() + 1);
-        c.path.push(Step { api: a.clone(), label, arguments: args.as_object().cloned().unwrap_or_default(), sources: Default::default(), observation: String::new(), response: Arc::new(response), repeat: 0 });
+        c.path.push(Step {
+            api: a.clone(),
+            label,
+            arguments: args.as_object().cloned().unwrap_or_default(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: Arc::new(response),
+            repeat: 0,
+        });
     }
 
     const RENT: &str = "Today is October 13th, 2024. I want to rent a car for a day at the San Diego Marriott La Jolla. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
@@ -320,7 +376,12 @@ mod tests {
         let mut c = Context::new(RENT, RequestValues::extract(RENT, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
         let loc = api("loc", Some(0.0));
         let rent = api("rent", Some(0.6));
-        step(&mut c, &loc, json!({"query": "San Diego Marriott La Jolla"}), json!([{"name": "San Diego Marriott La Jolla", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]));
+        step(
+            &mut c,
+            &loc,
+            json!({"query": "San Diego Marriott La Jolla"}),
+            json!([{"name": "San Diego Marriott La Jolla", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]),
+        );
         let items = assess(&c);
         assert!(!complete(&items));
         let missing = missing_text(&items);
@@ -328,13 +389,26 @@ mod tests {
             assert!(missing.contains(m), "{m} should be missing: {missing}");
         }
         assert!(!missing.contains("Marriott"), "the name is covered: {missing}");
-        step(&mut c, &rent, json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-14", "drop_off_date": "2024-10-15", "pick_up_time": "08:00"}), json!({"data": {"search_results": [{"pricing_info": {"price": 45.3}}]}}));
+        step(
+            &mut c,
+            &rent,
+            json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-14", "drop_off_date": "2024-10-15", "pick_up_time": "08:00"}),
+            json!({"data": {"search_results": [{"pricing_info": {"price": 45.3}}]}}),
+        );
         let missing = missing_text(&assess(&c));
         assert_eq!(missing, "a call of rent per compared option", "one rental search does not compare: {missing}");
-        step(&mut c, &rent, json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-15", "drop_off_date": "2024-10-16", "pick_up_time": "08:00"}), json!({"data": {"search_results": [{"pricing_info": {"price": 52.1}}]}}));
+        step(
+            &mut c,
+            &rent,
+            json!({"latitude": "$var1.coordinates.latitude$", "pick_up_date": "2024-10-15", "drop_off_date": "2024-10-16", "pick_up_time": "08:00"}),
+            json!({"data": {"search_results": [{"pricing_info": {"price": 52.1}}]}}),
+        );
         let items = assess(&c);
         assert!(complete(&items), "{}", missing_text(&items));
-        assert_eq!(items.iter().find(|r| r.kind == Kind::Quantity).and_then(|r| r.covered_by.clone()).as_deref(), Some("var3"));
+        assert_eq!(
+            items.iter().find(|r| r.kind == Kind::Quantity).and_then(|r| r.covered_by.clone()).as_deref(),
+            Some("var3")
+        );
     }
 
     #[test]
@@ -351,10 +425,20 @@ mod tests {
     fn counts_must_be_sent() {
         let text = "Today is May 1st, 2025. Find a hotel in Tokyo for 2 adults on May 3rd, 2025.";
         let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
-        step(&mut c, &api("h", None), json!({"city": "Tokyo", "date": "2025-05-03"}), json!({"hotels": [{"name": "X"}]}));
+        step(
+            &mut c,
+            &api("h", None),
+            json!({"city": "Tokyo", "date": "2025-05-03"}),
+            json!({"hotels": [{"name": "X"}]}),
+        );
         assert_eq!(missing_text(&assess(&c)), "the count 2 adults");
         c.path.clear();
-        step(&mut c, &api("h", None), json!({"city": "Tokyo", "date": "2025-05-03", "adults": 2}), json!({"hotels": [{"name": "X"}]}));
+        step(
+            &mut c,
+            &api("h", None),
+            json!({"city": "Tokyo", "date": "2025-05-03", "adults": 2}),
+            json!({"hotels": [{"name": "X"}]}),
+        );
         assert!(complete(&assess(&c)));
     }
 }

@@ -3,7 +3,25 @@
 //! with it; plan mode (which spends no decision on decomposition) and the LLM planner's fallback too.
 
 /// Verbs that start a new request after "and" ("find the cheapest tickets and provide a seat map").
-const ASKING_VERBS: &[&str] = &["provide", "find", "book", "check", "arrange", "get", "show", "tell", "give", "recommend", "search", "look", "list", "compare", "reserve", "rent", "help"];
+const ASKING_VERBS: &[&str] = &[
+    "provide",
+    "find",
+    "book",
+    "check",
+    "arrange",
+    "get",
+    "show",
+    "tell",
+    "give",
+    "recommend",
+    "search",
+    "look",
+    "list",
+    "compare",
+    "reserve",
+    "rent",
+    "help",
+];
 
 /// Split `text` before each "and <verb>" / ", <verb>" whose verb asks for something.
 fn split_on_verbs(text: &str) -> Vec<&str> {
@@ -50,7 +68,12 @@ pub fn split_request(text: &str) -> Vec<String> {
     parts.push(cur);
     let mut out = Vec::new();
     for p in parts {
-        for q in p.split(" and then ").flat_map(|x| x.split(" Then ")).flat_map(|x| x.split(" Also, ")).flat_map(split_on_verbs) {
+        for q in p
+            .split(" and then ")
+            .flat_map(|x| x.split(" Then "))
+            .flat_map(|x| x.split(" Also, "))
+            .flat_map(split_on_verbs)
+        {
             let q = q.trim();
             if q.split_whitespace().count() >= 3 && !q.to_ascii_lowercase().starts_with("today is") {
                 out.push(q.to_string());
@@ -75,12 +98,20 @@ mod tests {
 
     #[test]
     fn requests_split_into_subtasks() {
-        assert_eq!(split_request("Today is May 1st. Find a hotel in Rome. Then list attractions near it."), vec!["Find a hotel in Rome.", "list attractions near it."]);
+        assert_eq!(
+            split_request("Today is May 1st. Find a hotel in Rome. Then list attractions near it."),
+            vec!["Find a hotel in Rome.", "list attractions near it."]
+        );
         assert_eq!(split_request("weather"), vec!["weather"]);
         // Dots inside addresses and numbers do not end a sentence.
-        assert_eq!(split_request("Book a room for anna@example.com at 4.5 stars on 2024-06-01."), vec!["Book a room for anna@example.com at 4.5 stars on 2024-06-01."]);
         assert_eq!(
-            split_request("Could you find the cheapest air tickets for me and provide detailed flight info and a seat map?"),
+            split_request("Book a room for anna@example.com at 4.5 stars on 2024-06-01."),
+            vec!["Book a room for anna@example.com at 4.5 stars on 2024-06-01."]
+        );
+        assert_eq!(
+            split_request(
+                "Could you find the cheapest air tickets for me and provide detailed flight info and a seat map?"
+            ),
             vec!["Could you find the cheapest air tickets for me", "provide detailed flight info and a seat map?"]
         );
     }

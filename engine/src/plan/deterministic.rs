@@ -38,7 +38,15 @@ pub struct DeterministicSettings {
 
 impl Default for DeterministicSettings {
     fn default() -> Self {
-        DeterministicSettings { weight_floor: 0.05, similarity_floor: 0.1, min_score: 0.001, hint_weight: 2.0, seed_sharpness: 4.0, open_end_factor: 0.1, unfillable_seed_factor: 0.5 }
+        DeterministicSettings {
+            weight_floor: 0.05,
+            similarity_floor: 0.1,
+            min_score: 0.001,
+            hint_weight: 2.0,
+            seed_sharpness: 4.0,
+            open_end_factor: 0.1,
+            unfillable_seed_factor: 0.5,
+        }
     }
 }
 
@@ -56,22 +64,34 @@ impl DeterministicPlanner {
     /// The score of one candidate in `ctx` (public for the trace and tests).
     pub fn score(&self, ctx: &Context, c: &Candidate) -> f64 {
         let memory = 1.0 + self.settings.hint_weight * c.hint;
-        memory * match &c.api {
-            None => c.weight * (self.settings.similarity_floor + 0.5),
-            Some(api) => {
-                let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
-                let repeats = ctx.calls_of(&api.id) as i32;
-                let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
-                if ctx.path.is_empty() {
-                    // The seed serves the request: similarity (sharpened) decides, the START edge
-                    // — how often chains begin there, whatever they served — is a mild prior, and
-                    // a first call the request cannot fill weighs less than one it can.
-                    let fillable = if fill_arguments(ctx, api).missing.is_empty() { 1.0 } else { self.settings.unfillable_seed_factor };
-                    return memory * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness) * (1.0 + c.weight) * avail * fillable;
+        memory
+            * match &c.api {
+                None => c.weight * (self.settings.similarity_floor + 0.5),
+                Some(api) => {
+                    let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
+                    let repeats = ctx.calls_of(&api.id) as i32;
+                    let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
+                    if ctx.path.is_empty() {
+                        // The seed serves the request: similarity (sharpened) decides, the START edge
+                        // — how often chains begin there, whatever they served — is a mild prior, and
+                        // a first call the request cannot fill weighs less than one it can.
+                        let fillable = if fill_arguments(ctx, api).missing.is_empty() {
+                            1.0
+                        } else {
+                            self.settings.unfillable_seed_factor
+                        };
+                        return memory
+                            * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness)
+                            * (1.0 + c.weight)
+                            * avail
+                            * fillable;
+                    }
+                    (c.weight + self.settings.weight_floor)
+                        * (c.similarity + self.settings.similarity_floor)
+                        * avail
+                        * repeat
                 }
-                (c.weight + self.settings.weight_floor) * (c.similarity + self.settings.similarity_floor) * avail * repeat
             }
-        }
     }
 }
 
@@ -81,7 +101,11 @@ impl DeterministicPlanner {
 pub fn best_plan(ctx: &Context, solutions: &[super::program::SolutionView]) -> Option<super::program::Plan> {
     let s = solutions.iter().find(|s| s.apis.first().is_some_and(|a| fill_arguments(ctx, a).missing.is_empty()))?;
     Some(super::program::Plan {
-        steps: s.apis.iter().map(|a| super::program::PlanStep { api: a.id.clone(), arguments: None, for_each: None, when: None }).collect(),
+        steps: s
+            .apis
+            .iter()
+            .map(|a| super::program::PlanStep { api: a.id.clone(), arguments: None, for_each: None, when: None })
+            .collect(),
         solution: Some(s.index),
         source: "deterministic".into(),
     })
@@ -98,7 +122,11 @@ impl Planner for DeterministicPlanner {
         Ok(subtasks_of(&ctx.request))
     }
 
-    async fn plan(&self, ctx: &Context, solutions: &[super::program::SolutionView]) -> Result<Option<super::program::Plan>> {
+    async fn plan(
+        &self,
+        ctx: &Context,
+        solutions: &[super::program::SolutionView],
+    ) -> Result<Option<super::program::Plan>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(best_plan(ctx, solutions))
     }
@@ -125,22 +153,49 @@ impl Planner for DeterministicPlanner {
         }
         // No observed chain goes on from here (every candidate comes from retrieval alone, as for
         // tools no trajectory has used yet) and nothing the request asks for is open: done.
-        if !at_root && !candidates.is_empty() && candidates.iter().all(|c| !c.is_end() && c.weight <= 0.0) && open_requirements(ctx) == 0 {
-            return Ok(Decision::Finish { reason: "every requirement is covered and no observed chain goes on".into() });
+        if !at_root
+            && !candidates.is_empty()
+            && candidates.iter().all(|c| !c.is_end() && c.weight <= 0.0)
+            && open_requirements(ctx) == 0
+        {
+            return Ok(Decision::Finish {
+                reason: "every requirement is covered and no observed chain goes on".into(),
+            });
         }
         let best = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
-            .map(|(i, c)| (i, if c.is_end() && open > 0 { self.score(ctx, c) * self.settings.open_end_factor } else { self.score(ctx, c) }))
+            .map(|(i, c)| {
+                (
+                    i,
+                    if c.is_end() && open > 0 {
+                        self.score(ctx, c) * self.settings.open_end_factor
+                    } else {
+                        self.score(ctx, c)
+                    },
+                )
+            })
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         Ok(match best {
             None if at_root => Decision::GiveUp { reason: "no candidate API".into() },
             None => Decision::Finish { reason: "no candidate left".into() },
-            Some((i, _)) if candidates[i].is_end() => Decision::Finish { reason: format!("END is the most likely successor (weight {:.3})", candidates[i].weight) },
-            Some((_, s)) if s < self.settings.min_score && at_root => Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
-            Some((_, s)) if s < self.settings.min_score => Decision::Finish { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) },
-            Some((i, s)) => Decision::Call { index: i, reason: format!("score {s:.3} (weight {:.3}, similarity {:.3})", candidates[i].weight, candidates[i].similarity) },
+            Some((i, _)) if candidates[i].is_end() => Decision::Finish {
+                reason: format!("END is the most likely successor (weight {:.3})", candidates[i].weight),
+            },
+            Some((_, s)) if s < self.settings.min_score && at_root => {
+                Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) }
+            }
+            Some((_, s)) if s < self.settings.min_score => {
+                Decision::Finish { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) }
+            }
+            Some((i, s)) => Decision::Call {
+                index: i,
+                reason: format!(
+                    "score {s:.3} (weight {:.3}, similarity {:.3})",
+                    candidates[i].weight, candidates[i].similarity
+                ),
+            },
         })
     }
 
@@ -180,11 +235,39 @@ mod tests {
         let planner = DeterministicPlanner::default();
         let mut c = ctx("find hotels");
         let a = api("a", vec![]);
-        let root = vec![Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None }, Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) }];
-        assert!(matches!(planner.choose(&c, &root).await.unwrap(), Decision::Call { index: 1, .. }), "END is never chosen before the first call");
-        c.path.push(Step { api: api("x", vec![]), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({"a": 1}).into(), repeat: 0 });
+        let root = vec![
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None },
+            Candidate {
+                id: "a".into(),
+                source: Source::Retriever,
+                weight: 0.0,
+                similarity: 0.5,
+                hint: 0.0,
+                api: Some(a.clone()),
+            },
+        ];
+        assert!(
+            matches!(planner.choose(&c, &root).await.unwrap(), Decision::Call { index: 1, .. }),
+            "END is never chosen before the first call"
+        );
+        c.path.push(Step {
+            api: api("x", vec![]),
+            label: "var1".into(),
+            arguments: Map::new(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: json!({"a": 1}).into(),
+            repeat: 0,
+        });
         let cands = vec![
-            Candidate { id: "a".into(), source: Source::Retriever, weight: 0.0, similarity: 0.5, hint: 0.0, api: Some(a.clone()) },
+            Candidate {
+                id: "a".into(),
+                source: Source::Retriever,
+                weight: 0.0,
+                similarity: 0.5,
+                hint: 0.0,
+                api: Some(a.clone()),
+            },
             Candidate { id: "END".into(), source: Source::Graph, weight: 0.9, similarity: 0.0, hint: 0.0, api: None },
         ];
         assert!(matches!(planner.choose(&c, &cands).await.unwrap(), Decision::Finish { .. }));
@@ -193,7 +276,10 @@ mod tests {
             Candidate { id: "END".into(), source: Source::Graph, weight: 0.4, similarity: 0.0, hint: 0.0, api: None },
         ];
         // a: (0.6 + 0.05) · (0.5 + 0.1) = 0.39 > END: 0.4 · 0.6 = 0.24
-        assert_eq!(planner.choose(&c, &cands).await.unwrap(), Decision::Call { index: 0, reason: "score 0.390 (weight 0.600, similarity 0.500)".into() });
+        assert_eq!(
+            planner.choose(&c, &cands).await.unwrap(),
+            Decision::Call { index: 0, reason: "score 0.390 (weight 0.600, similarity 0.500)".into() }
+        );
         assert!(matches!(planner.choose(&c, &[]).await.unwrap(), Decision::Finish { .. }));
         assert!(matches!(planner.choose(&ctx("x"), &[]).await.unwrap(), Decision::GiveUp { .. }));
     }
@@ -209,8 +295,22 @@ mod tests {
         let rent = api("rent", vec![p("pick_up_latitude", "number", true), p("pick_up_longitude", "number", true)]);
         let locate = api("locate", vec![p("query", "string", true)]);
         let seeds = vec![
-            Candidate { id: "rent".into(), source: Source::Retriever, weight: 0.0, similarity: 0.8, hint: 0.0, api: Some(rent) },
-            Candidate { id: "locate".into(), source: Source::Retriever, weight: 0.0, similarity: 0.8, hint: 0.0, api: Some(locate) },
+            Candidate {
+                id: "rent".into(),
+                source: Source::Retriever,
+                weight: 0.0,
+                similarity: 0.8,
+                hint: 0.0,
+                api: Some(rent),
+            },
+            Candidate {
+                id: "locate".into(),
+                source: Source::Retriever,
+                weight: 0.0,
+                similarity: 0.8,
+                hint: 0.0,
+                api: Some(locate),
+            },
         ];
         assert!(planner.score(&c, &seeds[1]) > planner.score(&c, &seeds[0]));
         assert!(matches!(planner.choose(&c, &seeds).await.unwrap(), Decision::Call { index: 1, .. }));

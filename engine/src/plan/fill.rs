@@ -129,9 +129,23 @@ fn role(name: &str) -> Role {
 fn is_name_param(name: &str, description: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let d = description.to_ascii_lowercase();
-    ["query", "name", "city", "location", "place", "destination", "keyword", "term", "search", "text", "address", "country", "title"]
-        .iter()
-        .any(|k| n.contains(k))
+    [
+        "query",
+        "name",
+        "city",
+        "location",
+        "place",
+        "destination",
+        "keyword",
+        "term",
+        "search",
+        "text",
+        "address",
+        "country",
+        "title",
+    ]
+    .iter()
+    .any(|k| n.contains(k))
         || n == "q"
         || d.contains("name of") && !n.ends_with("id")
 }
@@ -143,7 +157,11 @@ fn is_numeric(ty: &str) -> bool {
 
 /// Strings already used as argument values on the path.
 fn used_strings(ctx: &Context) -> HashSet<String> {
-    ctx.path.iter().flat_map(|s| s.arguments.values()).filter_map(|v| v.as_str().map(|s| s.to_ascii_lowercase())).collect()
+    ctx.path
+        .iter()
+        .flat_map(|s| s.arguments.values())
+        .filter_map(|v| v.as_str().map(|s| s.to_ascii_lowercase()))
+        .collect()
 }
 
 /// Fill one parameter from the request's typed values; `repeat` = earlier calls of the same API.
@@ -151,7 +169,12 @@ fn used_strings(ctx: &Context) -> HashSet<String> {
 /// `pick_up_latitude`); the start of a span takes the first, the end the second.
 fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize) -> Option<String> {
     let want = norm(&p.name);
-    let hits: Vec<&String> = values.labelled.iter().filter(|(l, _)| l.len() >= 2 && (want == *l || want.ends_with(l.as_str()))).map(|(_, v)| v).collect();
+    let hits: Vec<&String> = values
+        .labelled
+        .iter()
+        .filter(|(l, _)| l.len() >= 2 && (want == *l || want.ends_with(l.as_str())))
+        .map(|(_, v)| v)
+        .collect();
     let mut dedup: Vec<&String> = Vec::new();
     for h in hits {
         if dedup.last() != Some(&h) {
@@ -168,12 +191,25 @@ fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usiz
 
 /// The mention of `kind` the learned filler picks for `api`'s parameter (first calls only: a
 /// repeated call's values follow the rules' per-call order).
-fn learned_pick(learned: Option<(&ArgModel, &str)>, values: &RequestValues, p: &toolgraph_schema::ParamDoc, kind: Kind, repeat: usize) -> Option<usize> {
+fn learned_pick(
+    learned: Option<(&ArgModel, &str)>,
+    values: &RequestValues,
+    p: &toolgraph_schema::ParamDoc,
+    kind: Kind,
+    repeat: usize,
+) -> Option<usize> {
     let (model, api) = learned.filter(|_| repeat == 0)?;
     model.choose(api, &p.name, kind, &mentions(values, kind)).map(|c| c.index)
 }
 
-fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize, used: &HashSet<String>, avoid: &HashSet<String>, learned: Option<(&ArgModel, &str)>) -> Option<(Value, &'static str)> {
+fn from_request(
+    values: &RequestValues,
+    p: &toolgraph_schema::ParamDoc,
+    repeat: usize,
+    used: &HashSet<String>,
+    avoid: &HashSet<String>,
+    learned: Option<(&ArgModel, &str)>,
+) -> Option<(Value, &'static str)> {
     if let Some(v) = labelled(values, p, repeat) {
         return Some((Value::String(v), "labelled"));
     }
@@ -185,7 +221,11 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
             return Some((Value::String(values.dates[i].format("%Y-%m-%d").to_string()), "date"));
         }
         let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
-        let d = if is_end_param(&p.name) { values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1)) } else { start };
+        let d = if is_end_param(&p.name) {
+            values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1))
+        } else {
+            start
+        };
         return Some((Value::String(d.format("%Y-%m-%d").to_string()), "date"));
     }
     if is_time_param(&p.name) {
@@ -198,7 +238,9 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
     if is_numeric(&p.ty) {
         // The number the request counts with the parameter's word ("2 adults"), else the one
         // recorded runs point at.
-        let n = values.count_for(&p.name).or_else(|| learned_pick(learned, values, p, Kind::Number, repeat).map(|i| values.numbers[i].value));
+        let n = values
+            .count_for(&p.name)
+            .or_else(|| learned_pick(learned, values, p, Kind::Number, repeat).map(|i| values.numbers[i].value));
         return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), "number"));
     }
     let n = p.name.to_ascii_lowercase();
@@ -235,14 +277,35 @@ fn from_request(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: 
     }
     if is_text_param(&n) {
         // Free text (a message, a prompt, a search term): what the user quoted.
-        return values.quoted.iter().find(|q| !avoid.contains(&q.to_ascii_lowercase())).map(|q| (Value::String(q.clone()), "quoted"));
+        return values
+            .quoted
+            .iter()
+            .find(|q| !avoid.contains(&q.to_ascii_lowercase()))
+            .map(|q| (Value::String(q.clone()), "quoted"));
     }
     None
 }
 
 /// Parameters that take free text as the user wrote it.
 fn is_text_param(lower_name: &str) -> bool {
-    matches!(lower_name, "message" | "msg" | "text" | "prompt" | "content" | "input" | "body" | "note" | "comment" | "question" | "term" | "keyword" | "keywords" | "q" | "search")
+    matches!(
+        lower_name,
+        "message"
+            | "msg"
+            | "text"
+            | "prompt"
+            | "content"
+            | "input"
+            | "body"
+            | "note"
+            | "comment"
+            | "question"
+            | "term"
+            | "keyword"
+            | "keywords"
+            | "q"
+            | "search"
+    )
 }
 
 /// How many calls of `api` the request asks for, one per option, where another call of it can be
@@ -270,12 +333,19 @@ fn next_item(ctx: &Context, api: &ApiView, param: &str, label: &str, path: &str)
     let response = ctx.path.iter().find(|s| s.label == label)?.response.clone();
     let fields = |p: &str| p.split('.').filter(|s| s.parse::<usize>().is_err()).map(str::to_string).collect::<Vec<_>>();
     let want = fields(path);
-    let read = outputs_read(ctx, api, param).filter(|(l, p)| *l == label && fields(p) == want).filter_map(|(_, p)| item_index(&response, p)).max()?;
+    let read = outputs_read(ctx, api, param)
+        .filter(|(l, p)| *l == label && fields(p) == want)
+        .filter_map(|(_, p)| item_index(&response, p))
+        .max()?;
     item_path(&response, &want, read + 1)
 }
 
 /// The outputs earlier calls of `api` read `param` from: (label, path) each.
-fn outputs_read<'c>(ctx: &'c Context, api: &'c ApiView, param: &'c str) -> impl Iterator<Item = (&'c str, &'c str)> + 'c {
+fn outputs_read<'c>(
+    ctx: &'c Context,
+    api: &'c ApiView,
+    param: &'c str,
+) -> impl Iterator<Item = (&'c str, &'c str)> + 'c {
     ctx.path.iter().filter(move |s| s.api.id == api.id).filter_map(move |s| match s.sources.get(param) {
         Some(ArgSource::Output { label, path }) => Some((label.as_str(), path.as_str())),
         _ => None,
@@ -287,7 +357,11 @@ fn outputs_read<'c>(ctx: &'c Context, api: &'c ApiView, param: &'c str) -> impl 
 /// call reads the hotel's own details call; two flight searches, one details call each).
 fn newest_producer(ctx: &Context, api: &ApiView, param: &str) -> Option<(String, String)> {
     let read: HashSet<&str> = outputs_read(ctx, api, param).map(|(label, _)| label).collect();
-    ctx.path.iter().rev().filter(|s| s.api.id != api.id && !read.contains(s.label.as_str())).find_map(|s| find_field(ctx, s, param).map(|(path, _)| (s.label.clone(), path)))
+    ctx.path
+        .iter()
+        .rev()
+        .filter(|s| s.api.id != api.id && !read.contains(s.label.as_str()))
+        .find_map(|s| find_field(ctx, s, param).map(|(path, _)| (s.label.clone(), path)))
 }
 
 /// Which element of the first list on `path` it reads (an index left out reads the first).
@@ -296,7 +370,10 @@ fn item_index(v: &Value, path: &str) -> Option<usize> {
     let mut segs = path.split('.').filter(|s| !s.is_empty()).peekable();
     loop {
         match cur {
-            Value::Array(items) => return Some(segs.peek().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0)).filter(|i| *i < items.len().max(1)),
+            Value::Array(items) => {
+                return Some(segs.peek().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0))
+                    .filter(|i| *i < items.len().max(1))
+            }
             Value::Object(m) => cur = m.get(segs.next()?)?,
             _ => return None,
         }
@@ -346,7 +423,9 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         // from the next element of the list it read (the second hotel's id), or from the newest
         // producer no call of it read yet (the second hotel's details call).
         let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(&p.name) {
-            Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => Some((label.clone(), path.clone())),
+            Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => {
+                Some((label.clone(), path.clone()))
+            }
             _ => None,
         });
         let repeat_kind = options.and_then(|_| ctx.args.as_deref()?.repeat_of(&api.id, &p.name));
@@ -355,7 +434,9 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
                 let next = next_item(ctx, api, &p.name, &label, &path).unwrap_or(path);
                 Some((label, next))
             }
-            (Some((label, path)), Some(Repeat::Newest)) => Some(newest_producer(ctx, api, &p.name).unwrap_or((label, path))),
+            (Some((label, path)), Some(Repeat::Newest)) => {
+                Some(newest_producer(ctx, api, &p.name).unwrap_or((label, path)))
+            }
             (earlier, _) => earlier,
         };
         if let Some((label, path)) = earlier {
@@ -365,7 +446,11 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         }
         // Earlier outputs: exact names before suffix matches; of several producers, a start
         // parameter takes the earliest, others the most recent.
-        let matches: Vec<(String, String, bool)> = ctx.path.iter().filter_map(|step| find_field(ctx, step, &p.name).map(|(path, exact)| (step.label.clone(), path, exact))).collect();
+        let matches: Vec<(String, String, bool)> = ctx
+            .path
+            .iter()
+            .filter_map(|step| find_field(ctx, step, &p.name).map(|(path, exact)| (step.label.clone(), path, exact)))
+            .collect();
         let any_exact = matches.iter().any(|m| m.2);
         let pool: Vec<&(String, String, bool)> = matches.iter().filter(|m| m.2 == any_exact).collect();
         let found = match role(&p.name) {
@@ -382,7 +467,12 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
             continue;
         }
-        let avoid: HashSet<String> = ctx.dead_ends.iter().filter(|d| d.api == api.id).filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase)).collect();
+        let avoid: HashSet<String> = ctx
+            .dead_ends
+            .iter()
+            .filter(|d| d.api == api.id)
+            .filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase))
+            .collect();
         let learned = ctx.args.as_deref().map(|m| (m, api.id.as_str()));
         if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid, learned) {
             if p.required || kind != "name" {
@@ -410,7 +500,9 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         let from_earlier = ctx.earlier.iter().rev().find_map(|e| {
             let (path, _) = e.fields.find(&p.name)?;
             let parts: Vec<&str> = path.split('.').collect();
-            crate::exec::refs::lookup(&e.response, &parts).filter(|v| !v.is_null()).map(|v| (e, path.clone(), v.clone()))
+            crate::exec::refs::lookup(&e.response, &parts)
+                .filter(|v| !v.is_null())
+                .map(|v| (e, path.clone(), v.clone()))
         });
         if let Some((e, path, v)) = from_earlier {
             out.arguments.insert(p.name.clone(), v);
@@ -448,7 +540,10 @@ mod tests {
         assert_eq!(fill_arguments(&c, &book).missing, vec!["hotel_id".to_string()]);
         let older = Arc::new(json!({"data": [{"hotel_id": 7}]}));
         let newer = Arc::new(json!({"data": {"hotels": [{"hotel_id": 42, "name": "Ritz"}]}}));
-        c.earlier = vec![crate::plan::Earlier::new(1, "hotels in Rome", "search", older), crate::plan::Earlier::new(2, "hotels in Paris", "search", newer)];
+        c.earlier = vec![
+            crate::plan::Earlier::new(1, "hotels in Rome", "search", older),
+            crate::plan::Earlier::new(2, "hotels in Paris", "search", newer),
+        ];
         let f = fill_arguments(&c, &book);
         assert_eq!(f.arguments["hotel_id"], json!(42), "the most recent turn wins");
         assert!(matches!(&f.sources["hotel_id"], ArgSource::Earlier { turn: 2, .. }));
@@ -461,17 +556,36 @@ mod tests {
     /// the constant those runs always sent.
     #[test]
     fn learned_cues_choose_the_mention_and_constants_fill_what_nothing_else_does() {
-        let rent = api("car/rent", vec![p("pick_up_time", "string", true), p("drop_off_time", "string", true), p("currency_code", "string", true)]);
+        let rent = api(
+            "car/rent",
+            vec![
+                p("pick_up_time", "string", true),
+                p("drop_off_time", "string", true),
+                p("currency_code", "string", true),
+            ],
+        );
         let request = "Rent a car at Seattle-Tacoma International Airport at 11 AM on December 25th, 2024, and return it at the same place at 5 PM seven days later.";
         let mut c = ctx(request);
         let f = fill_arguments(&c, &rent);
-        assert_eq!((f.arguments["pick_up_time"].as_str(), f.arguments["drop_off_time"].as_str()), (Some("11:00"), Some("11:00")), "the rules alone");
+        assert_eq!(
+            (f.arguments["pick_up_time"].as_str(), f.arguments["drop_off_time"].as_str()),
+            (Some("11:00"), Some("11:00")),
+            "the rules alone"
+        );
         assert_eq!(f.missing, vec!["currency_code".to_string()]);
         let mut model = super::super::learned::ArgModel::default();
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
         for (req, pick, drop) in [
-            ("Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.", "09:00", "18:00"),
-            ("I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.", "10:00", "20:00"),
+            (
+                "Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.",
+                "09:00",
+                "18:00",
+            ),
+            (
+                "I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.",
+                "10:00",
+                "20:00",
+            ),
             ("Pick up a car in Denver at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"),
         ] {
             let args = json!({"pick_up_time": pick, "drop_off_time": drop, "currency_code": "USD"});
@@ -525,7 +639,18 @@ mod tests {
         });
         let mut with_default = p("currency", "string", true);
         with_default.default = Some(json!("USD"));
-        let rent = api("rent", vec![p("pick_up_latitude", "number", true), p("pick_up_date", "string", true), p("drop_off_date", "string", true), p("pick_up_time", "string", true), with_default, p("driver_id", "string", true), p("adults", "number", false)]);
+        let rent = api(
+            "rent",
+            vec![
+                p("pick_up_latitude", "number", true),
+                p("pick_up_date", "string", true),
+                p("drop_off_date", "string", true),
+                p("pick_up_time", "string", true),
+                with_default,
+                p("driver_id", "string", true),
+                p("adults", "number", false),
+            ],
+        );
         let f = fill_arguments(&c, &rent);
         assert_eq!(f.arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
         assert_eq!(f.arguments["pick_up_date"], json!("2024-10-14"));
@@ -550,8 +675,11 @@ mod tests {
             ("Show me 3 hotels in Berlin for 2 adults with their descriptions.", 3),
         ] {
             let search = json!({"city": "x"});
-            let details: Vec<Map<String, Value>> = (0..n).map(|i| json!({"hotel_id": format!("$var1.result.{i}.hotel_id$")}).as_object().cloned().unwrap()).collect();
-            let calls = std::iter::once(("h/search", search.as_object().unwrap())).chain(details.iter().map(|d| ("h/details", d)));
+            let details: Vec<Map<String, Value>> = (0..n)
+                .map(|i| json!({"hotel_id": format!("$var1.result.{i}.hotel_id$")}).as_object().cloned().unwrap())
+                .collect();
+            let calls = std::iter::once(("h/search", search.as_object().unwrap()))
+                .chain(details.iter().map(|d| ("h/details", d)));
             model.learn(req, calls, day);
         }
         assert!(model.advances("h/details", "hotel_id"));
@@ -561,7 +689,15 @@ mod tests {
         let mut c = ctx("Find two hotels in Lisbon for 5 nights and describe them.");
         let push = |c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value| {
             let label = format!("var{}", c.path.len() + 1);
-            c.path.push(Step { api: a.clone(), label, arguments: f.arguments, sources: f.sources, observation: String::new(), response: response.into(), repeat: 0 });
+            c.path.push(Step {
+                api: a.clone(),
+                label,
+                arguments: f.arguments,
+                sources: f.sources,
+                observation: String::new(),
+                response: response.into(),
+                repeat: 0,
+            });
         };
         let f = fill_arguments(&c, &search);
         push(&mut c, &search, f, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}, {"hotel_id": 13}]}));
@@ -577,7 +713,11 @@ mod tests {
         let second = fill_arguments(&c, &details);
         assert_eq!(second.arguments["hotel_id"], json!("$var1.result.1.hotel_id$"));
         push(&mut c, &details, second, json!({"description": "b"}));
-        assert_eq!(fill_arguments(&c, &details).arguments["hotel_id"], json!("$var1.result.1.hotel_id$"), "two options, two calls: a third repeats");
+        assert_eq!(
+            fill_arguments(&c, &details).arguments["hotel_id"],
+            json!("$var1.result.1.hotel_id$"),
+            "two options, two calls: a third repeats"
+        );
         // A request that compares and names no count: as many as the list holds.
         let mut all = c.clone();
         all.request = "Compare the hotels in Lisbon and describe each.".into();
@@ -585,7 +725,11 @@ mod tests {
         assert_eq!(fill_arguments(&all, &details).arguments["hotel_id"], json!("$var1.result.2.hotel_id$"));
         let f = fill_arguments(&all, &details);
         push(&mut all, &details, f, json!({"description": "c"}));
-        assert_eq!(fill_arguments(&all, &details).arguments["hotel_id"], json!("$var1.result.2.hotel_id$"), "the list holds no fourth");
+        assert_eq!(
+            fill_arguments(&all, &details).arguments["hotel_id"],
+            json!("$var1.result.2.hotel_id$"),
+            "the list holds no fourth"
+        );
     }
 
     /// Interleaved options: recorded runs called the payment API after each hotel's details call,
@@ -600,7 +744,11 @@ mod tests {
         assert_eq!(Repeat::of("$var1.lat$", "$var1.lon$"), Repeat::Other);
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
         let mut model = super::super::learned::ArgModel::default();
-        for req in ["Find two hotels in Rome and their details and payment methods.", "Check 2 hotels in Oslo: details and how to pay.", "Two hotels in Bergen, please: details, then payment."] {
+        for req in [
+            "Find two hotels in Rome and their details and payment methods.",
+            "Check 2 hotels in Oslo: details and how to pay.",
+            "Two hotels in Bergen, please: details, then payment.",
+        ] {
             let a = |v: Value| v.as_object().cloned().unwrap();
             let calls = [
                 ("h/search", a(json!({"city": "x"}))),
@@ -613,14 +761,26 @@ mod tests {
         }
         assert_eq!(model.repeat_of("h/pay", "hotel_id"), Some(Repeat::Newest));
         assert_eq!(model.repeat_of("h/details", "hotel_id"), Some(Repeat::Next));
-        let (search, details, pay) = (api("h/search", vec![p("city", "string", true)]), api("h/details", vec![p("hotel_id", "string", true)]), api("h/pay", vec![p("hotel_id", "string", true)]));
+        let (search, details, pay) = (
+            api("h/search", vec![p("city", "string", true)]),
+            api("h/details", vec![p("hotel_id", "string", true)]),
+            api("h/pay", vec![p("hotel_id", "string", true)]),
+        );
         let mut c = ctx("Find two hotels in Lisbon with their details and payment options.");
         c.args = Some(Arc::new(model));
         let call = |c: &mut Context, a: &Arc<ApiView>, response: Value| -> Value {
             let f = fill_arguments(c, a);
             let sent = f.arguments.get("hotel_id").cloned().unwrap_or(Value::Null);
             let label = format!("var{}", c.path.len() + 1);
-            c.path.push(Step { api: a.clone(), label, arguments: f.arguments, sources: f.sources, observation: String::new(), response: response.into(), repeat: 0 });
+            c.path.push(Step {
+                api: a.clone(),
+                label,
+                arguments: f.arguments,
+                sources: f.sources,
+                observation: String::new(),
+                response: response.into(),
+                repeat: 0,
+            });
             sent
         };
         call(&mut c, &search, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}]}));

@@ -13,7 +13,11 @@ fn empty_response(v: &Value) -> bool {
     match v {
         Value::Null => true,
         Value::Array(a) => a.is_empty(),
-        Value::Object(m) => m.is_empty() || (m.get("data").is_some_and(|d| matches!(d, Value::Null) || d.as_array().is_some_and(Vec::is_empty)) && m.len() <= 3),
+        Value::Object(m) => {
+            m.is_empty()
+                || (m.get("data").is_some_and(|d| matches!(d, Value::Null) || d.as_array().is_some_and(Vec::is_empty))
+                    && m.len() <= 3)
+        }
         Value::String(s) => s.trim().is_empty(),
         _ => false,
     }
@@ -23,7 +27,10 @@ fn empty_response(v: &Value) -> bool {
 /// one observed chains end with (a location lookup alone does not serve "rent a car").
 pub(crate) fn subtask_served(ctx: &Context, i: usize) -> bool {
     let Some((_, apis)) = ctx.subtask_apis.get(i) else { return true };
-    ctx.path.iter().skip(ctx.root).any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= super::coverage::MIN_END_WEIGHT))
+    ctx.path
+        .iter()
+        .skip(ctx.root)
+        .any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= super::coverage::MIN_END_WEIGHT))
 }
 
 /// Requirements of the request no call covers yet that more calls could cover (names are left
@@ -66,7 +73,8 @@ pub fn judge_path(ctx: &Context) -> Judgement {
             None => {
                 // A step earns its bonus by feeding a later one, or by ending a complete path
                 // (the last step of an unfinished one did not finish anything).
-                let bonus = if fed.contains(s.label.as_str()) || (i + 1 == ctx.path.len() && complete) { 1.0 } else { 0.0 };
+                let bonus =
+                    if fed.contains(s.label.as_str()) || (i + 1 == ctx.path.len() && complete) { 1.0 } else { 0.0 };
                 *deltas.entry(s.api.id.clone()).or_default() += 1.0 + bonus;
             }
         }
@@ -87,7 +95,10 @@ pub fn judge_path(ctx: &Context) -> Judgement {
     let reason = match (n, bad.first()) {
         (0, _) => "no call succeeded".to_string(),
         (_, Some((i, why))) => format!("step {} ({}) returned nothing usable: {why}", i + 1, ctx.path[*i].api.name),
-        _ if !complete => format!("{n} calls with usable responses, but the request is not covered: missing {}", super::coverage::missing_text(&coverage)),
+        _ if !complete => format!(
+            "{n} calls with usable responses, but the request is not covered: missing {}",
+            super::coverage::missing_text(&coverage)
+        ),
         _ => format!("{n} calls, all with usable responses, covering the request"),
     };
     Judgement {
@@ -111,8 +122,18 @@ mod tests {
     #[test]
     fn judgement_marks_the_first_bad_step() {
         let mut c = ctx("x");
-        for (i, r) in [json!({"data": [1]}), json!({"status": false, "message": "bad id"}), json!([])].into_iter().enumerate() {
-            c.path.push(Step { api: api(&format!("a{i}"), vec![]), label: format!("var{}", i + 1), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: r.into(), repeat: 0 });
+        for (i, r) in
+            [json!({"data": [1]}), json!({"status": false, "message": "bad id"}), json!([])].into_iter().enumerate()
+        {
+            c.path.push(Step {
+                api: api(&format!("a{i}"), vec![]),
+                label: format!("var{}", i + 1),
+                arguments: Map::new(),
+                sources: Default::default(),
+                observation: String::new(),
+                response: r.into(),
+                repeat: 0,
+            });
         }
         let j = judge_path(&c);
         assert!(!j.pass);

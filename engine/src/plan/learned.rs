@@ -49,7 +49,13 @@ pub struct Mention {
 
 /// The mentions of each kind in a request, in order of appearance.
 pub fn mentions(v: &RequestValues, kind: Kind) -> Vec<Mention> {
-    let pair = |values: Vec<String>, cues: &Vec<Vec<String>>| values.into_iter().enumerate().map(|(i, value)| Mention { value, cues: cues.get(i).cloned().unwrap_or_default() }).collect();
+    let pair = |values: Vec<String>, cues: &Vec<Vec<String>>| {
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| Mention { value, cues: cues.get(i).cloned().unwrap_or_default() })
+            .collect()
+    };
     match kind {
         Kind::Date => pair(v.dates.iter().map(|d| d.format("%Y-%m-%d").to_string()).collect(), &v.date_cues),
         Kind::Time => pair(v.times.clone(), &v.time_cues),
@@ -72,7 +78,9 @@ fn normalized(v: &Value, kind: Kind) -> Option<String> {
     match (kind, v) {
         (Kind::Number, Value::Number(n)) => n.as_f64().map(number_text),
         (Kind::Number, Value::String(s)) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()).map(number_text),
-        (Kind::Date, Value::String(s)) => chrono::NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d").ok().map(|d| d.format("%Y-%m-%d").to_string()),
+        (Kind::Date, Value::String(s)) => chrono::NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
+            .ok()
+            .map(|d| d.format("%Y-%m-%d").to_string()),
         (Kind::Time, Value::String(s)) => {
             let (h, m) = s.trim().split_once(':')?;
             let (h, m): (u32, u32) = (h.parse().ok()?, m.get(..2)?.parse().ok()?);
@@ -222,7 +230,9 @@ impl SlotStats {
     /// The value it always takes, when it does: at least three recorded calls, 80 % of them alike.
     pub fn constant(&self) -> Option<Value> {
         let (text, n) = self.values.iter().max_by_key(|(_, n)| **n)?;
-        (self.support >= 3 && f64::from(*n) >= 0.8 * f64::from(self.support)).then(|| serde_json::from_str(text).ok()).flatten()
+        (self.support >= 3 && f64::from(*n) >= 0.8 * f64::from(self.support))
+            .then(|| serde_json::from_str(text).ok())
+            .flatten()
     }
 }
 
@@ -273,7 +283,12 @@ fn to_json<T: Serialize>(v: &T) -> String {
 }
 
 /// `map`'s entries as parts `arguments/<kind>/<key>`: those `keys` names, or all of them.
-fn push_parts<T: Serialize>(out: &mut Vec<(String, String)>, kind: &str, map: &BTreeMap<String, T>, keys: Option<&BTreeSet<String>>) {
+fn push_parts<T: Serialize>(
+    out: &mut Vec<(String, String)>,
+    kind: &str,
+    map: &BTreeMap<String, T>,
+    keys: Option<&BTreeSet<String>>,
+) {
     let entries: Vec<(&String, &T)> = match keys {
         Some(keys) => keys.iter().filter_map(|k| map.get_key_value(k)).collect(),
         None => map.iter().collect(),
@@ -299,7 +314,12 @@ impl ArgModel {
     /// Learn from one example: a request and the calls made for it (API id, arguments as sent).
     /// Values that reference an earlier output (`$varN.field$`) are the graph's FEEDS, not this.
     /// Returns the slots it changed.
-    pub fn learn<'a>(&mut self, request: &str, calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>, today: chrono::NaiveDate) -> Touched {
+    pub fn learn<'a>(
+        &mut self,
+        request: &str,
+        calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>,
+        today: chrono::NaiveDate,
+    ) -> Touched {
         let values = RequestValues::extract(request, today);
         self.examples += 1;
         let mut touched = Touched::default();
@@ -312,17 +332,27 @@ impl ArgModel {
                 if let Some(r) = value.as_str().filter(|s| s.len() > 2 && s.starts_with('$') && s.ends_with('$')) {
                     if let Some(before) = last_ref.insert((api, param.as_str()), r) {
                         let how = Repeat::of(before, r) as usize;
-                        self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat[how] += 1;
+                        self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat
+                            [how] += 1;
                         self.by_name.entry(norm(param)).or_default().on_repeat[how] += 1;
                         touched.apis.insert(api.to_string());
                         touched.names.insert(norm(param));
                     }
                     continue;
                 }
-                if value.is_null() || value.as_str().is_some_and(|s| s.contains('$')) || value.is_object() || value.is_array() {
+                if value.is_null()
+                    || value.as_str().is_some_and(|s| s.contains('$'))
+                    || value.is_object()
+                    || value.is_array()
+                {
                     continue;
                 }
-                self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().observe(value, &values);
+                self.slots
+                    .entry(api.to_string())
+                    .or_default()
+                    .entry(param.clone())
+                    .or_default()
+                    .observe(value, &values);
                 self.by_name.entry(norm(param)).or_default().observe(value, &values);
                 touched.apis.insert(api.to_string());
                 touched.names.insert(norm(param));
@@ -331,7 +361,12 @@ impl ArgModel {
         // How many times the run called an API it called more than once: a counted number of
         // the request ("three hotels", "the two cheapest") or not.
         for (api, n) in calls_per_api.into_iter().filter(|(_, n)| *n >= 2) {
-            self.slots.entry(api.to_string()).or_default().entry(CALLS.to_string()).or_default().observe(&Value::from(n), &values);
+            self.slots
+                .entry(api.to_string())
+                .or_default()
+                .entry(CALLS.to_string())
+                .or_default()
+                .observe(&Value::from(n), &values);
             touched.apis.insert(api.to_string());
         }
         touched
@@ -345,10 +380,16 @@ impl ArgModel {
             let total: u32 = r.iter().sum();
             Repeat::ALL.into_iter().find(|k| 2 * r[*k as usize] > total)
         };
-        let own = self.slots.get(api).and_then(|s| s.get(param)).map(|s| s.on_repeat).filter(|r| r.iter().sum::<u32>() >= 2);
+        let own =
+            self.slots.get(api).and_then(|s| s.get(param)).map(|s| s.on_repeat).filter(|r| r.iter().sum::<u32>() >= 2);
         match own {
             Some(r) => most(r),
-            None => self.by_name.get(&norm(param)).map(|s| s.on_repeat).filter(|r| r.iter().sum::<u32>() >= 3).and_then(most),
+            None => self
+                .by_name
+                .get(&norm(param))
+                .map(|s| s.on_repeat)
+                .filter(|r| r.iter().sum::<u32>() >= 3)
+                .and_then(most),
         }
     }
 
@@ -387,14 +428,19 @@ impl ArgModel {
         match fit.as_slice() {
             [] => None,
             [one] => count(&ms[*one]),
-            _ => self.choose_among(api, CALLS, Kind::Number, &ms, |i| fit.contains(&i)).and_then(|c| count(&ms[c.index])),
+            _ => {
+                self.choose_among(api, CALLS, Kind::Number, &ms, |i| fit.contains(&i)).and_then(|c| count(&ms[c.index]))
+            }
         }
     }
 
     /// The model as store parts `(key, JSON)`: its header (format, examples) and the slots
     /// `touched` names — every slot when `None`.
     pub fn parts(&self, touched: Option<&Touched>) -> Vec<(String, String)> {
-        let mut out = vec![(format!("{PARTS_PREFIX}format"), PARTS_FORMAT.to_string()), (format!("{PARTS_PREFIX}examples"), self.examples.to_string())];
+        let mut out = vec![
+            (format!("{PARTS_PREFIX}format"), PARTS_FORMAT.to_string()),
+            (format!("{PARTS_PREFIX}examples"), self.examples.to_string()),
+        ];
         push_parts(&mut out, "api", &self.slots, touched.map(|t| &t.apis));
         push_parts(&mut out, "name", &self.by_name, touched.map(|t| &t.names));
         out
@@ -412,7 +458,8 @@ impl ArgModel {
             let bad = |e: serde_json::Error| format!("stored argument model part `{key}`: {e}");
             let Some(rest) = key.strip_prefix(PARTS_PREFIX) else { continue };
             if rest == "format" {
-                format = Some(text.trim().parse::<u32>().map_err(|e| format!("stored argument model part `{key}`: {e}"))?);
+                format =
+                    Some(text.trim().parse::<u32>().map_err(|e| format!("stored argument model part `{key}`: {e}"))?);
             } else if rest == "examples" {
                 m.examples = text.trim().parse().map_err(|e| format!("stored argument model part `{key}`: {e}"))?;
             } else if let Some(api) = rest.strip_prefix("api/") {
@@ -423,7 +470,9 @@ impl ArgModel {
         }
         match format {
             Some(PARTS_FORMAT) => Ok(Some(m)),
-            Some(other) => Err(format!("the stored argument model has format {other}; this build reads format {PARTS_FORMAT}")),
+            Some(other) => {
+                Err(format!("the stored argument model has format {other}; this build reads format {PARTS_FORMAT}"))
+            }
             None => Err(format!("the stored argument model has no `{PARTS_PREFIX}format` part")),
         }
     }
@@ -432,7 +481,9 @@ impl ArgModel {
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
         let own = self.slots.get(api).and_then(|s| s.get(param)).filter(|s| s.decided(kind) >= 2).map(|s| (s, "api"));
-        own.or_else(|| self.by_name.get(&norm(param)).filter(|s| param != CALLS && s.decided(kind) >= 3).map(|s| (s, "name")))
+        own.or_else(|| {
+            self.by_name.get(&norm(param)).filter(|s| param != CALLS && s.decided(kind) >= 3).map(|s| (s, "name"))
+        })
     }
 
     /// Which of several mentions of `kind` `api`'s `param` takes; `None` with fewer than two
@@ -443,7 +494,14 @@ impl ArgModel {
 
     /// [`ArgModel::choose`] among the mentions `allowed` admits (scored in the whole request, so
     /// the order learned still means the same position): `None` with fewer than two allowed.
-    pub fn choose_among(&self, api: &str, param: &str, kind: Kind, ms: &[Mention], allowed: impl Fn(usize) -> bool) -> Option<Choice> {
+    pub fn choose_among(
+        &self,
+        api: &str,
+        param: &str,
+        kind: Kind,
+        ms: &[Mention],
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<Choice> {
         let mut order: Vec<usize> = (0..ms.len()).filter(|i| allowed(*i)).collect();
         if order.len() < 2 {
             return None;
@@ -461,7 +519,15 @@ impl ArgModel {
     pub fn said_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
         let text = super::analogy::words(request);
         let pick = |slot: &SlotStats| -> Option<String> {
-            let mut said: Vec<(&String, u32)> = slot.values.iter().filter(|(v, _)| serde_json::from_str::<String>(v).is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::analogy::says(&text, &s))).map(|(v, n)| (v, *n)).collect();
+            let mut said: Vec<(&String, u32)> = slot
+                .values
+                .iter()
+                .filter(|(v, _)| {
+                    serde_json::from_str::<String>(v)
+                        .is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::analogy::says(&text, &s))
+                })
+                .map(|(v, n)| (v, *n))
+                .collect();
             said.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
             match said.as_slice() {
                 [] => None,
@@ -490,9 +556,17 @@ impl ArgModel {
                 if s.decided(*kind) > 0 {
                     let chosen = f64::from(s.decided(*kind));
                     let passed = f64::from(s.passed.get(kind).copied().unwrap_or(0));
-                    let mut weights: Vec<(String, f64, [u32; 2])> = s.cues.get(kind).into_iter().flatten().map(|(w, counts)| (w.clone(), cue_weight(*counts, chosen, passed), *counts)).collect();
+                    let mut weights: Vec<(String, f64, [u32; 2])> = s
+                        .cues
+                        .get(kind)
+                        .into_iter()
+                        .flatten()
+                        .map(|(w, counts)| (w.clone(), cue_weight(*counts, chosen, passed), *counts))
+                        .collect();
                     weights.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    let show = |w: &[(String, f64, [u32; 2])]| w.iter().map(|(w, s, [c, p])| serde_json::json!({"word": w, "weight": (s * 100.0).round() / 100.0, "with": c, "against": p})).collect::<Vec<_>>();
+                    let show = |w: &[(String, f64, [u32; 2])]| {
+                        w.iter().map(|(w, s, [c, p])| serde_json::json!({"word": w, "weight": (s * 100.0).round() / 100.0, "with": c, "against": p})).collect::<Vec<_>>()
+                    };
                     let against: Vec<(String, f64, [u32; 2])> = weights.iter().rev().take(5).cloned().collect();
                     k["decided"] = serde_json::json!(s.decided(*kind));
                     k["order"] = serde_json::json!(s.order.get(kind));
@@ -532,8 +606,16 @@ mod tests {
     fn a_parameter_learns_its_cue_from_a_few_runs_and_fills_an_unseen_request() {
         let mut m = ArgModel::default();
         let runs = [
-            ("Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.", "09:00", "18:00"),
-            ("I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.", "10:00", "20:00"),
+            (
+                "Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.",
+                "09:00",
+                "18:00",
+            ),
+            (
+                "I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.",
+                "10:00",
+                "20:00",
+            ),
             ("Pick up a car in Denver at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"),
         ];
         for (req, pick, drop) in runs {
@@ -552,7 +634,11 @@ mod tests {
         assert_eq!((times[other.index].value.as_str(), other.from), ("17:00", "name"));
         // References are FEEDS, not mentions: nothing learned for them.
         assert!(!m.slots["car/rent"].contains_key("pick_up_latitude"));
-        assert!(m.describe("car/rent")["drop_off_time"]["kinds"]["time"]["cues_for"].as_array().unwrap().iter().any(|c| c["word"] == "return"));
+        assert!(m.describe("car/rent")["drop_off_time"]["kinds"]["time"]["cues_for"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["word"] == "return"));
     }
 
     #[test]
@@ -569,7 +655,11 @@ mod tests {
             m.learn(req, [("h/stock", &args(json!({"operation": op})))], day());
         }
         assert_eq!(m.said_value("h/stock", "operation", "Please sell the Apple stock I hold."), Some(json!("sell")));
-        assert_eq!(m.said_value("h/other_stock", "operation", "Buy Apple."), Some(json!("buy")), "backed off to the name");
+        assert_eq!(
+            m.said_value("h/other_stock", "operation", "Buy Apple."),
+            Some(json!("buy")),
+            "backed off to the name"
+        );
         assert_eq!(m.said_value("h/stock", "operation", "What is Apple worth?"), None);
         let one = vec![Mention { value: "10:00".into(), cues: vec![] }];
         assert_eq!(m.choose("h/search", "currency", Kind::Time, &one), None);

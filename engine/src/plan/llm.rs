@@ -21,7 +21,11 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use super::prompt::{approx_tokens, candidate_lines, compact_api, path_lines, render, render_answer, render_choose, render_decompose, render_fill, render_judge, render_plan, solution_lines, ANSWER, CHOOSE, DECISION_TOKENS, DECOMPOSE, FILL, JUDGE, PLAN, PLAN_TOKENS, SYSTEM};
+pub use super::prompt::{
+    approx_tokens, candidate_lines, compact_api, path_lines, render, render_answer, render_choose, render_decompose,
+    render_fill, render_judge, render_plan, solution_lines, ANSWER, CHOOSE, DECISION_TOKENS, DECOMPOSE, FILL, JUDGE,
+    PLAN, PLAN_TOKENS, SYSTEM,
+};
 
 /// Where and how to ask the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +83,18 @@ impl Decides {
 
 impl Default for LlmSettings {
     fn default() -> Self {
-        LlmSettings { name: String::new(), base_url: "http://127.0.0.1:8080/v1".into(), model: "local".into(), timeout_ms: 60_000, retries: 2, max_tokens: 512, temperature: 0.0, top_p: None, decides: Decides::Open, max_calls_per_run: 12 }
+        LlmSettings {
+            name: String::new(),
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "local".into(),
+            timeout_ms: 60_000,
+            retries: 2,
+            max_tokens: 512,
+            temperature: 0.0,
+            top_p: None,
+            decides: Decides::Open,
+            max_calls_per_run: 12,
+        }
     }
 }
 
@@ -87,7 +102,18 @@ impl LlmSettings {
     /// From a configured model (`decides` checked by [`super::models::Models::from_config`];
     /// anything else reads as `open`).
     pub fn of(name: &str, m: &toolgraph_schema::ModelSettings) -> Self {
-        LlmSettings { name: name.to_string(), base_url: m.base_url.clone(), model: m.model.clone(), timeout_ms: m.timeout_ms, retries: m.retries, max_tokens: m.max_tokens, temperature: m.temperature, top_p: m.top_p, decides: Decides::parse(&m.decides).unwrap_or_default(), max_calls_per_run: m.max_calls_per_run }
+        LlmSettings {
+            name: name.to_string(),
+            base_url: m.base_url.clone(),
+            model: m.model.clone(),
+            timeout_ms: m.timeout_ms,
+            retries: m.retries,
+            max_tokens: m.max_tokens,
+            temperature: m.temperature,
+            top_p: m.top_p,
+            decides: Decides::parse(&m.decides).unwrap_or_default(),
+            max_calls_per_run: m.max_calls_per_run,
+        }
     }
 
     /// The name usage is counted under.
@@ -152,7 +178,9 @@ pub fn parse_subtasks(v: &Value) -> std::result::Result<Vec<Subtask>, String> {
     if items.is_empty() || items.len() > 5 {
         return Err(format!("need 1 to 5 subtasks, got {}", items.len()));
     }
-    let cut = |x: Option<&Value>, n: usize| x.and_then(Value::as_str).map(|s| s.trim().chars().take(n).collect::<String>()).unwrap_or_default();
+    let cut = |x: Option<&Value>, n: usize| {
+        x.and_then(Value::as_str).map(|s| s.trim().chars().take(n).collect::<String>()).unwrap_or_default()
+    };
     let mut out = Vec::new();
     for (i, it) in items.iter().enumerate() {
         // A bare string is a subtask too (older prompts, small models).
@@ -245,7 +273,8 @@ pub fn parse_choice(v: &Value, candidates: &[Candidate]) -> std::result::Result<
     let reason = v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect::<String>();
     match action {
         "call" => {
-            let index = v.get("index").and_then(Value::as_u64).ok_or("`index` must be a non-negative integer")? as usize;
+            let index =
+                v.get("index").and_then(Value::as_u64).ok_or("`index` must be a non-negative integer")? as usize;
             if index >= candidates.len() {
                 return Err(format!("index {index} is not one of the {} candidates", candidates.len()));
             }
@@ -293,9 +322,16 @@ pub fn parse_fill(v: &Value, api: &ApiView, ctx: &Context, offers: &[Offer]) -> 
         if f.arguments.contains_key(param) {
             continue;
         }
-        let offered = offers.iter().find(|o| o.param == param).and_then(|o| o.providers.iter().find(|a| a.name == name || a.id == name));
+        let offered = offers
+            .iter()
+            .find(|o| o.param == param)
+            .and_then(|o| o.providers.iter().find(|a| a.name == name || a.id == name));
         match offered {
-            Some(a) => f.from_api.push(ProviderPick { param: param.to_string(), api: a.id.clone(), field: field.chars().take(200).collect() }),
+            Some(a) => f.from_api.push(ProviderPick {
+                param: param.to_string(),
+                api: a.id.clone(),
+                field: field.chars().take(200).collect(),
+            }),
             None => problems.push(format!("`{name}` is not an API offered for `{param}`")),
         }
     }
@@ -305,7 +341,9 @@ pub fn parse_fill(v: &Value, api: &ApiView, ctx: &Context, offers: &[Offer]) -> 
         }
     }
     for p in api.params.iter().filter(|p| p.required) {
-        let answered = f.arguments.contains_key(&p.name) || f.from_api.iter().any(|x| x.param == p.name) || f.ask_user.contains(&p.name);
+        let answered = f.arguments.contains_key(&p.name)
+            || f.from_api.iter().any(|x| x.param == p.name)
+            || f.ask_user.contains(&p.name);
         if !answered {
             problems.push(format!("required `{}` has no value, no provider and is not asked of the user", p.name));
         } else if !f.arguments.contains_key(&p.name) {
@@ -337,7 +375,11 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
         }
     };
     let tools: HashSet<&str> = ctx.path.iter().map(|s| s.api.tool.as_str()).collect();
-    let irrelevant: Vec<String> = v.get("irrelevant_tools").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
+    let irrelevant: Vec<String> = v
+        .get("irrelevant_tools")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
     if let Some(t) = irrelevant.iter().find(|t| !tools.contains(t.as_str())) {
         return Err(format!("irrelevant tool `{t}` was not called"));
     }
@@ -348,7 +390,11 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
         if !(-3.0..=3.0).contains(&delta) {
             return Err(format!("delta {delta} for `{name}` is outside [-3, 3]"));
         }
-        let step = ctx.path.iter().find(|st| st.api.name == name || st.api.id == name).ok_or_else(|| format!("scored API `{name}` was not called"))?;
+        let step = ctx
+            .path
+            .iter()
+            .find(|st| st.api.name == name || st.api.id == name)
+            .ok_or_else(|| format!("scored API `{name}` was not called"))?;
         deltas.push((step.api.id.clone(), delta));
     }
     // Parts of the request the model says no call served; the deterministic coverage checks join
@@ -362,11 +408,23 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
         .map(|m| m.trim())
         .filter(|m| !m.is_empty())
         .take(10)
-        .map(|m| super::coverage::Requirement { kind: super::coverage::Kind::Judged, value: m.chars().take(200).collect(), covered_by: None })
+        .map(|m| super::coverage::Requirement {
+            kind: super::coverage::Kind::Judged,
+            value: m.chars().take(200).collect(),
+            covered_by: None,
+        })
         .collect();
     coverage.extend(super::coverage::assess(ctx));
     let pass = pass && super::coverage::complete(&coverage);
-    Ok(Judgement { pass, grade, first_bad_step, irrelevant_tools: irrelevant, deltas, reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect(), coverage })
+    Ok(Judgement {
+        pass,
+        grade,
+        first_bad_step,
+        irrelevant_tools: irrelevant,
+        deltas,
+        reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect(),
+        coverage,
+    })
 }
 
 /// At most this many candidates are offered to a model deciding what is open.
@@ -377,9 +435,20 @@ pub const CLOSE_RATIO: f64 = 0.75;
 /// The API candidates scoring within [`CLOSE_RATIO`] of the deterministic choice `chosen` (it first), at
 /// most [`CLOSE_CANDIDATES`]: what is left open for a model to choose among. `END` is the
 /// deterministic planner's to choose.
-pub fn close_candidates(det: &DeterministicPlanner, ctx: &Context, candidates: &[Candidate], chosen: usize) -> Vec<usize> {
+pub fn close_candidates(
+    det: &DeterministicPlanner,
+    ctx: &Context,
+    candidates: &[Candidate],
+    chosen: usize,
+) -> Vec<usize> {
     let best = det.score(ctx, &candidates[chosen]);
-    let mut close: Vec<(usize, f64)> = candidates.iter().enumerate().filter(|(i, c)| *i != chosen && !c.is_end()).map(|(i, c)| (i, det.score(ctx, c))).filter(|(_, s)| *s >= best * CLOSE_RATIO).collect();
+    let mut close: Vec<(usize, f64)> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i != chosen && !c.is_end())
+        .map(|(i, c)| (i, det.score(ctx, c)))
+        .filter(|(_, s)| *s >= best * CLOSE_RATIO)
+        .collect();
     close.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     std::iter::once(chosen).chain(close.into_iter().map(|(i, _)| i)).take(CLOSE_CANDIDATES).collect()
 }
@@ -402,7 +471,10 @@ impl LlmPlanner {
     /// `key` from `TOOLGRAPH_LLM_API_KEY(_FILE)`; never logged.
     pub fn new(settings: LlmSettings, key: Option<SecretString>) -> Result<Self> {
         if !(settings.base_url.starts_with("http://") || settings.base_url.starts_with("https://")) {
-            return Err(EngineError::Config(format!("llm.base_url must be an http(s) URL, got `{}`", settings.base_url)));
+            return Err(EngineError::Config(format!(
+                "llm.base_url must be an http(s) URL, got `{}`",
+                settings.base_url
+            )));
         }
         let client = reqwest::Client::builder()
             .timeout(Duration::from_millis(settings.timeout_ms.max(1)))
@@ -492,30 +564,65 @@ impl LlmPlanner {
                 last = format!("HTTP {status}");
                 continue;
             }
-            let text = resp.text().await.map_err(|_| EngineError::service("llm", ErrorClass::Transient, "reading the response failed"))?;
+            let text = resp
+                .text()
+                .await
+                .map_err(|_| EngineError::service("llm", ErrorClass::Transient, "reading the response failed"))?;
             if !status.is_success() {
                 count(0, 0, 0);
-                return Err(EngineError::service("llm", ErrorClass::Permanent, format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())));
+                return Err(EngineError::service(
+                    "llm",
+                    ErrorClass::Permanent,
+                    format!("HTTP {status}: {}", text.chars().take(300).collect::<String>()),
+                ));
             }
-            let v: Value = serde_json::from_str(&text).map_err(|e| EngineError::service("llm", ErrorClass::Permanent, format!("not a chat completion: {e}")))?;
-            let (pt, ct) = v.get("usage").map(|u| (u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0), u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0))).unwrap_or((0, 0));
+            let v: Value = serde_json::from_str(&text).map_err(|e| {
+                EngineError::service("llm", ErrorClass::Permanent, format!("not a chat completion: {e}"))
+            })?;
+            let (pt, ct) = v
+                .get("usage")
+                .map(|u| {
+                    (
+                        u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                        u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    )
+                })
+                .unwrap_or((0, 0));
             self.prompt_tokens.fetch_add(pt, Ordering::Relaxed);
             self.completion_tokens.fetch_add(ct, Ordering::Relaxed);
             count(1, pt, ct);
             return Ok(v);
         }
         count(0, 0, 0);
-        Err(EngineError::service("llm", ErrorClass::Transient, format!("{} failed after {} attempts: {last}", self.settings.base_url, self.settings.retries + 1)))
+        Err(EngineError::service(
+            "llm",
+            ErrorClass::Transient,
+            format!("{} failed after {} attempts: {last}", self.settings.base_url, self.settings.retries + 1),
+        ))
     }
 
     /// Whether the current run has asked this model its `max_calls_per_run` completions.
     fn run_limit_reached(&self) -> bool {
         let limit = self.settings.max_calls_per_run as u64;
-        limit > 0 && super::RUN_USAGE.try_with(|u| u.lock().unwrap_or_else(|p| p.into_inner()).get(self.settings.label()).is_some_and(|m| m.calls >= limit)).unwrap_or(false)
+        limit > 0
+            && super::RUN_USAGE
+                .try_with(|u| {
+                    u.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(self.settings.label())
+                        .is_some_and(|m| m.calls >= limit)
+                })
+                .unwrap_or(false)
     }
 
     /// Ask, validate, ask once more with the problem, else `None` (the caller falls back).
-    async fn ask_valid<T>(&self, name: &str, prompt: &str, schema: Value, check: impl Fn(&Value) -> std::result::Result<T, String>) -> Result<Option<T>> {
+    async fn ask_valid<T>(
+        &self,
+        name: &str,
+        prompt: &str,
+        schema: Value,
+        check: impl Fn(&Value) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
         let mut prompt = prompt.to_string();
         for _ in 0..2 {
             if self.run_limit_reached() {
@@ -569,13 +676,20 @@ impl Planner for LlmPlanner {
                 (close.iter().map(|&i| candidates[i].clone()).collect(), close)
             }
         };
-        match self.ask_valid("choose", &render_choose(ctx, &offered), choose_schema(offered.len()), |v| parse_choice(v, &offered)).await? {
+        match self
+            .ask_valid("choose", &render_choose(ctx, &offered), choose_schema(offered.len()), |v| {
+                parse_choice(v, &offered)
+            })
+            .await?
+        {
             Some(Decision::Call { index, reason }) => Ok(Decision::Call { index: index_of[index], reason }),
             Some(d) => Ok(d),
             None => {
                 let d = self.fallback.choose(ctx, candidates).await?;
                 Ok(match d {
-                    Decision::Call { index, reason } => Decision::Call { index, reason: format!("model answers were invalid; deterministic: {reason}") },
+                    Decision::Call { index, reason } => {
+                        Decision::Call { index, reason: format!("model answers were invalid; deterministic: {reason}") }
+                    }
                     other => other,
                 })
             }
@@ -597,11 +711,16 @@ impl Planner for LlmPlanner {
                 (v, base.arguments.clone())
             }
         };
-        let got = self.ask_valid("fill", &render_fill(ctx, api, offers, &filled), fill_schema(&view), |v| parse_fill(v, &view, ctx, offers)).await?;
+        let got = self
+            .ask_valid("fill", &render_fill(ctx, api, offers, &filled), fill_schema(&view), |v| {
+                parse_fill(v, &view, ctx, offers)
+            })
+            .await?;
         Ok(match got {
             Some(mut f) => {
                 for (k, v) in &f.arguments {
-                    let source = super::ArgSource::of_reference(v).unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given));
+                    let source = super::ArgSource::of_reference(v)
+                        .unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given));
                     f.sources.insert(k.clone(), source);
                 }
                 for (k, v) in filled {
@@ -630,7 +749,9 @@ impl Planner for LlmPlanner {
                 offered.push(a.clone());
             }
         }
-        let got = self.ask_valid("plan", &render_plan(ctx, solutions), plan_schema(), |v| parse_plan(v, ctx, &offered, "llm")).await?;
+        let got = self
+            .ask_valid("plan", &render_plan(ctx, solutions), plan_schema(), |v| parse_plan(v, ctx, &offered, "llm"))
+            .await?;
         Ok(match got {
             Some(mut p) => {
                 p.solution = p.solution.and_then(|i| solutions.get(i)).map(|s| s.index);
@@ -645,7 +766,10 @@ impl Planner for LlmPlanner {
         if ctx.path.is_empty() || self.settings.decides == Decides::Open {
             return Ok(judge_path(ctx));
         }
-        Ok(self.ask_valid("judge", &render_judge(ctx), judge_schema(), |v| parse_judgement(v, ctx)).await?.unwrap_or_else(|| judge_path(ctx)))
+        Ok(self
+            .ask_valid("judge", &render_judge(ctx), judge_schema(), |v| parse_judgement(v, ctx))
+            .await?
+            .unwrap_or_else(|| judge_path(ctx)))
     }
 
     async fn answer(&self, ctx: &Context) -> Result<String> {
@@ -654,7 +778,15 @@ impl Planner for LlmPlanner {
         }
         let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
         let prompt = render_answer(ctx);
-        let got = self.ask_valid("answer", &prompt, schema, |v| v.get("answer").and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(|s| s.chars().take(4000).collect::<String>()).ok_or_else(|| "`answer` must be a non-empty string".to_string())).await?;
+        let got = self
+            .ask_valid("answer", &prompt, schema, |v| {
+                v.get("answer")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.chars().take(4000).collect::<String>())
+                    .ok_or_else(|| "`answer` must be a non-empty string".to_string())
+            })
+            .await?;
         Ok(got.unwrap_or_else(|| plain_answer(ctx)))
     }
 
@@ -683,16 +815,30 @@ mod tests {
     use std::sync::Arc;
 
     fn cand(n: usize) -> Vec<Candidate> {
-        (0..n).map(|i| Candidate { id: format!("a{i}"), source: Source::Graph, weight: 0.5, similarity: 0.5, hint: 0.0, api: None }).collect()
+        (0..n)
+            .map(|i| Candidate {
+                id: format!("a{i}"),
+                source: Source::Graph,
+                weight: 0.5,
+                similarity: 0.5,
+                hint: 0.0,
+                api: None,
+            })
+            .collect()
     }
 
     #[test]
     fn invalid_choices_are_rejected() {
         let c = cand(2);
-        assert!(parse_choice(&json!({"action": "call", "index": 5, "reason": ""}), &c).unwrap_err().contains("not one of the 2"));
+        assert!(parse_choice(&json!({"action": "call", "index": 5, "reason": ""}), &c)
+            .unwrap_err()
+            .contains("not one of the 2"));
         assert!(parse_choice(&json!({"action": "fly", "index": 0}), &c).is_err());
         assert!(parse_choice(&json!("call 0"), &c).is_err());
-        assert_eq!(parse_choice(&json!({"action": "call", "index": 1, "reason": "r"}), &c).unwrap(), Decision::Call { index: 1, reason: "r".into() });
+        assert_eq!(
+            parse_choice(&json!({"action": "call", "index": 1, "reason": "r"}), &c).unwrap(),
+            Decision::Call { index: 1, reason: "r".into() }
+        );
     }
 
     #[test]
@@ -703,20 +849,36 @@ mod tests {
             tool: "t".into(),
             category: "c".into(),
             description: String::new(),
-            params: vec![toolgraph_schema::ParamDoc { name: "q".into(), ty: "string".into(), description: String::new(), required: true, default: None }],
+            params: vec![toolgraph_schema::ParamDoc {
+                name: "q".into(),
+                ty: "string".into(),
+                description: String::new(),
+                required: true,
+                default: None,
+            }],
             output_fields: vec![],
             availability: None,
             ends: None,
         };
         let mut ctx = Context::new("r", Default::default());
-        let fill = |v: Value, ctx: &Context| parse_fill(&json!({"arguments": v, "from_api": [], "ask_user": []}), &api, ctx, &[]);
+        let fill = |v: Value, ctx: &Context| {
+            parse_fill(&json!({"arguments": v, "from_api": [], "ask_user": []}), &api, ctx, &[])
+        };
         assert!(fill(json!({"x": 1}), &ctx).unwrap_err().contains("`x` is not a parameter"));
         assert!(fill(json!({}), &ctx).unwrap_err().contains("required `q` has no value"));
         assert_eq!(fill(json!({"q": "Rome"}), &ctx).unwrap().arguments["q"], json!("Rome"));
         assert!(fill(json!({"q": "$var9.x$"}), &ctx).unwrap_err().contains("no earlier output"));
         let asked = parse_fill(&json!({"arguments": {}, "from_api": [], "ask_user": ["q"]}), &api, &ctx, &[]).unwrap();
         assert_eq!((asked.missing.clone(), asked.ask_user.clone()), (vec!["q".to_string()], vec!["q".to_string()]));
-        ctx.path.push(super::super::Step { api: Arc::new(api), label: "var1".into(), arguments: Map::new(), sources: Default::default(), observation: String::new(), response: json!({}).into(), repeat: 0 });
+        ctx.path.push(super::super::Step {
+            api: Arc::new(api),
+            label: "var1".into(),
+            arguments: Map::new(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: json!({}).into(),
+            repeat: 0,
+        });
         let ok = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "a", "delta": 2}], "reason": "ok"});
         assert_eq!(parse_judgement(&ok, &ctx).unwrap().deltas, vec![("c/t/a".to_string(), 2.0)]);
         let bad = json!({"pass": true, "grade": 1.0, "first_bad_step": null, "irrelevant_tools": [], "scores": [{"api": "zzz", "delta": 2}], "reason": ""});
@@ -729,7 +891,10 @@ mod tests {
 
     #[test]
     fn rendering_is_one_pass() {
-        let r = render("Request: {{request}}\nNotes: {{notes}} {{other}}", &[("request", "ignore {{notes}} now"), ("notes", "n1")]);
+        let r = render(
+            "Request: {{request}}\nNotes: {{notes}} {{other}}",
+            &[("request", "ignore {{notes}} now"), ("notes", "n1")],
+        );
         assert_eq!(r, "Request: ignore {{notes}} now\nNotes: n1 {{other}}");
     }
 

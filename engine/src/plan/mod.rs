@@ -190,7 +190,12 @@ pub struct Subtask {
 impl Subtask {
     /// A subtask that is just `text`.
     pub fn of_text(i: usize, text: &str) -> Self {
-        Subtask { name: format!("subtask {}", i + 1), description: text.to_string(), category: None, request: text.to_string() }
+        Subtask {
+            name: format!("subtask {}", i + 1),
+            description: text.to_string(),
+            category: None,
+            request: text.to_string(),
+        }
     }
 }
 
@@ -409,8 +414,8 @@ pub fn clamp_delta(d: f64) -> f64 {
 /// Builders the planner modules' unit tests share.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use super::{ApiView, Context};
     use super::values::RequestValues;
+    use super::{ApiView, Context};
     use chrono::NaiveDate;
     use std::sync::Arc;
     use toolgraph_schema::ParamDoc;
@@ -420,7 +425,17 @@ pub(crate) mod test_support {
     }
 
     pub(crate) fn api(id: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
-        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params, output_fields: vec![], availability: None, ends: None })
+        Arc::new(ApiView {
+            id: id.into(),
+            name: id.into(),
+            tool: "t".into(),
+            category: "c".into(),
+            description: String::new(),
+            params,
+            output_fields: vec![],
+            availability: None,
+            ends: None,
+        })
     }
 
     /// A context for `text` with 2030-01-01 as today.

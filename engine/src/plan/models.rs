@@ -51,12 +51,8 @@ fn key_of(m: &ModelSettings) -> Result<Option<SecretString>> {
         }
     }
     if !m.api_key_file.is_empty() {
-        let k = std::fs::read_to_string(&m.api_key_file).map_err(|e| {
-            EngineError::Config(format!(
-                "cannot read the API key file {}: {e}",
-                m.api_key_file
-            ))
-        })?;
+        let k = std::fs::read_to_string(&m.api_key_file)
+            .map_err(|e| EngineError::Config(format!("cannot read the API key file {}: {e}", m.api_key_file)))?;
         if !k.trim().is_empty() {
             return Ok(Some(SecretString::from(k.trim().to_string())));
         }
@@ -72,9 +68,7 @@ impl Models {
         for (name, m) in &cfg.models {
             if name.is_empty()
                 || name.len() > 64
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             {
                 return Err(EngineError::Config(format!(
                     "llm.models: `{name}` is not a valid model name (1-64 of a-z 0-9 - _ .)"
@@ -82,9 +76,7 @@ impl Models {
             }
             if let Some(p) = m.top_p {
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(EngineError::Config(format!(
-                        "llm.models.{name}.top_p must be within 0..=1"
-                    )));
+                    return Err(EngineError::Config(format!("llm.models.{name}.top_p must be within 0..=1")));
                 }
             }
             if !(0.0..=2.0).contains(&m.temperature) || m.max_tokens == 0 {
@@ -122,11 +114,7 @@ impl Models {
                 llms.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
-        Ok(Models {
-            default: cfg.default.clone(),
-            llms,
-            deterministic: Arc::new(DeterministicPlanner::default()),
-        })
+        Ok(Models { default: cfg.default.clone(), llms, deterministic: Arc::new(DeterministicPlanner::default()) })
     }
 
     /// One ad-hoc model (CLI `--llm-url`), which is also the default.
@@ -148,20 +136,12 @@ impl Models {
         };
         let mut llms = BTreeMap::new();
         llms.insert(name.to_string(), (info, Arc::new(planner)));
-        Models {
-            default: name.into(),
-            llms,
-            deterministic: Arc::new(DeterministicPlanner::default()),
-        }
+        Models { default: name.into(), llms, deterministic: Arc::new(DeterministicPlanner::default()) }
     }
 
     /// The planner for `planner` (`deterministic` or `llm`) and `model` (a configured name; the
     /// default when `None`). An unknown name is an error listing the known ones.
-    pub fn planner(
-        &self,
-        planner: &str,
-        model: Option<&str>,
-    ) -> std::result::Result<Arc<dyn Planner>, String> {
+    pub fn planner(&self, planner: &str, model: Option<&str>) -> std::result::Result<Arc<dyn Planner>, String> {
         match planner.parse::<toolgraph_schema::PlannerKind>()? {
             toolgraph_schema::PlannerKind::Deterministic => {
                 if model.is_some() {
@@ -174,9 +154,7 @@ impl Models {
                 self.llms
                     .get(name)
                     .map(|(_, p)| p.clone() as Arc<dyn Planner>)
-                    .ok_or_else(|| {
-                        format!("no model `{name}`; configured: {}", self.names().join(", "))
-                    })
+                    .ok_or_else(|| format!("no model `{name}`; configured: {}", self.names().join(", ")))
             }
         }
     }
@@ -215,26 +193,12 @@ mod tests {
         let m = Models::from_config(&cfg, &[]).unwrap();
         assert_eq!(m.names(), vec!["big".to_string(), "local".to_string()]);
         assert_eq!(m.planner("llm", None).unwrap().name(), "llm");
-        assert!(m
-            .planner("llm", Some("nope"))
-            .err()
-            .unwrap()
-            .contains("configured: big, local"));
-        assert_eq!(
-            m.planner("deterministic", None).unwrap().name(),
-            "deterministic"
-        );
+        assert!(m.planner("llm", Some("nope")).err().unwrap().contains("configured: big, local"));
+        assert_eq!(m.planner("deterministic", None).unwrap().name(), "deterministic");
         let listed = serde_json::to_string(&m.list()).unwrap();
-        assert!(
-            listed.contains("\"key_set\":true") && !listed.contains("sk-very-secret"),
-            "{listed}"
-        );
+        assert!(listed.contains("\"key_set\":true") && !listed.contains("sk-very-secret"), "{listed}");
         cfg.default = "missing".into();
-        assert!(Models::from_config(&cfg, &[])
-            .err()
-            .unwrap()
-            .to_string()
-            .contains("not one of the configured models"));
+        assert!(Models::from_config(&cfg, &[]).err().unwrap().to_string().contains("not one of the configured models"));
         cfg.default = "local".into();
         cfg.models.get_mut("big").unwrap().decides = "most".into();
         assert!(Models::from_config(&cfg, &[])
@@ -243,12 +207,10 @@ mod tests {
             .to_string()
             .contains("llm.models.big.decides: `most` is not one of open, all"));
         cfg.models.get_mut("big").unwrap().decides = "all".into();
-        assert!(serde_json::to_string(&Models::from_config(&cfg, &[]).unwrap().list()).unwrap().contains("\"decides\":\"all\""));
-        cfg.models.get_mut("big").unwrap().top_p = Some(1.5);
-        assert!(Models::from_config(&cfg, &[])
-            .err()
+        assert!(serde_json::to_string(&Models::from_config(&cfg, &[]).unwrap().list())
             .unwrap()
-            .to_string()
-            .contains("top_p"));
+            .contains("\"decides\":\"all\""));
+        cfg.models.get_mut("big").unwrap().top_p = Some(1.5);
+        assert!(Models::from_config(&cfg, &[]).err().unwrap().to_string().contains("top_p"));
     }
 }

@@ -70,11 +70,8 @@ impl SolutionLibrary {
             if a == b || pairs.contains(&(a.as_str(), b.as_str())) {
                 continue;
             }
-            let leaves: HashSet<String> = x
-                .output_fields
-                .iter()
-                .map(|f| toolgraph_schema::fields::field_key(f))
-                .collect();
+            let leaves: HashSet<String> =
+                x.output_fields.iter().map(|f| toolgraph_schema::fields::field_key(f)).collect();
             let coupled = y.params.iter().any(|p| {
                 let want = toolgraph_schema::fields::field_key(&p.name);
                 leaves.iter().any(|l| toolgraph_schema::fields::key_provides(l, &want))
@@ -84,7 +81,9 @@ impl SolutionLibrary {
             }
         }
         // An edge's observed static weight, floored for couplings never observed.
-        let weight = |a: &str, b: &str| graph.next.get(&(a.to_string(), b.to_string())).map(|e| e.static_weight).unwrap_or(0.0).max(UNSEEN_EDGE);
+        let weight = |a: &str, b: &str| {
+            graph.next.get(&(a.to_string(), b.to_string())).map(|e| e.static_weight).unwrap_or(0.0).max(UNSEEN_EDGE)
+        };
         for (a, b) in pairs {
             out.entry(a).or_default().push((b, weight(a, b)));
         }
@@ -96,10 +95,7 @@ impl SolutionLibrary {
         starts.sort();
         for start in starts {
             let w0 = weight(START_ID, start);
-            let mut found: Vec<Solution> = vec![Solution {
-                apis: vec![start.clone()],
-                weight: w0,
-            }];
+            let mut found: Vec<Solution> = vec![Solution { apis: vec![start.clone()], weight: w0 }];
             let mut stack: Vec<(Vec<&str>, f64)> = vec![(vec![start.as_str()], w0)];
             while let Some((path, w)) = stack.pop() {
                 if path.len() >= max_steps.max(1) {
@@ -112,10 +108,7 @@ impl SolutionLibrary {
                     }
                     let mut p = path.clone();
                     p.push(next);
-                    found.push(Solution {
-                        apis: p.iter().map(|s| s.to_string()).collect(),
-                        weight: w * ew,
-                    });
+                    found.push(Solution { apis: p.iter().map(|s| s.to_string()).collect(), weight: w * ew });
                     stack.push((p, w * ew));
                 }
                 if found.len() > per_start * 8 {
@@ -123,10 +116,7 @@ impl SolutionLibrary {
                 }
             }
             found.sort_by(|a, b| {
-                b.weight
-                    .total_cmp(&a.weight)
-                    .then(a.apis.len().cmp(&b.apis.len()))
-                    .then(a.apis.cmp(&b.apis))
+                b.weight.total_cmp(&a.weight).then(a.apis.len().cmp(&b.apis.len())).then(a.apis.cmp(&b.apis))
             });
             found.truncate(per_start.max(1));
             solutions.extend(found);
@@ -144,12 +134,7 @@ impl SolutionLibrary {
     /// its candidate APIs: each API adds `similarity − min_similarity` (unrelated APIs cost), plus
     /// the path's graph weight (how often observed chains made exactly these steps). Only solutions
     /// with at least one retrieved API are scored.
-    pub fn rank(
-        &self,
-        sims: &HashMap<String, f64>,
-        min_similarity: f64,
-        k: usize,
-    ) -> Vec<(usize, f64)> {
+    pub fn rank(&self, sims: &HashMap<String, f64>, min_similarity: f64, k: usize) -> Vec<(usize, f64)> {
         let mut seen: HashSet<usize> = HashSet::new();
         let mut scored: Vec<(usize, f64)> = Vec::new();
         for id in sims.keys() {
@@ -158,22 +143,13 @@ impl SolutionLibrary {
                     continue;
                 }
                 let s = &self.solutions[i];
-                let fit: f64 = s
-                    .apis
-                    .iter()
-                    .map(|a| sims.get(a).copied().unwrap_or(0.0) - min_similarity)
-                    .sum();
+                let fit: f64 = s.apis.iter().map(|a| sims.get(a).copied().unwrap_or(0.0) - min_similarity).sum();
                 scored.push((i, fit + s.weight.min(1.0)));
             }
         }
         scored.sort_by(|a, b| {
             b.1.total_cmp(&a.1)
-                .then(
-                    self.solutions[a.0]
-                        .apis
-                        .len()
-                        .cmp(&self.solutions[b.0].apis.len()),
-                )
+                .then(self.solutions[a.0].apis.len().cmp(&self.solutions[b.0].apis.len()))
                 .then(a.0.cmp(&b.0))
         });
         scored.truncate(k);
@@ -244,14 +220,9 @@ pub fn holds(c: &Condition, outputs: &HashMap<String, &Value>) -> Result<bool, S
     let mut parts = inner.split('.');
     let label = parts.next().unwrap_or_default();
     let path: Vec<&str> = parts.collect();
-    let out = outputs
-        .get(label)
-        .ok_or_else(|| format!("condition refers to `{label}`, which did not run"))?;
+    let out = outputs.get(label).ok_or_else(|| format!("condition refers to `{label}`, which did not run"))?;
     let v = refs::lookup(out, &path);
-    let num = |x: &Value| {
-        x.as_f64()
-            .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
-    };
+    let num = |x: &Value| x.as_f64().or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()));
     Ok(match c.op.as_str() {
         "exists" => v.is_some_and(|v| !v.is_null()),
         "nonempty" => match v {
@@ -271,10 +242,7 @@ pub fn holds(c: &Condition, outputs: &HashMap<String, &Value>) -> Result<bool, S
 
 /// Equal as values a user would compare: numbers by value (`"3"` = 3), strings without case.
 fn loosely_equal(a: &Value, b: &Value) -> bool {
-    let num = |x: &Value| {
-        x.as_f64()
-            .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
-    };
+    let num = |x: &Value| x.as_f64().or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()));
     match (num(a), num(b)) {
         (Some(x), Some(y)) => x == y,
         _ => match (a, b) {
@@ -321,22 +289,12 @@ pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> 
     if text.is_empty() || ctx.request.to_lowercase().contains(&text.to_lowercase()) {
         return None;
     }
-    if ctx
-        .given
-        .values()
-        .any(|g| contains_scalar(g, &text, &mut 1000))
-    {
+    if ctx.given.values().any(|g| contains_scalar(g, &text, &mut 1000)) {
         return None;
     }
     let mut budget = 200_000;
-    if ctx
-        .path
-        .iter()
-        .any(|s| contains_scalar(&s.response, &text, &mut budget))
-        || ctx
-            .earlier
-            .iter()
-            .any(|e| contains_scalar(&e.response, &text, &mut budget))
+    if ctx.path.iter().any(|s| contains_scalar(&s.response, &text, &mut budget))
+        || ctx.earlier.iter().any(|e| contains_scalar(&e.response, &text, &mut budget))
     {
         return None;
     }
@@ -346,11 +304,9 @@ pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> 
 /// Labels (the part before the first `.`) a value references.
 fn labels_of(v: &Value, out: &mut Vec<String>) {
     match v {
-        Value::String(s) => out.extend(
-            refs::references(s)
-                .into_iter()
-                .map(|r| r.split('.').next().unwrap_or_default().to_string()),
-        ),
+        Value::String(s) => {
+            out.extend(refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()))
+        }
         Value::Array(a) => a.iter().for_each(|x| labels_of(x, out)),
         Value::Object(m) => m.values().for_each(|x| labels_of(x, out)),
         _ => {}
@@ -359,33 +315,16 @@ fn labels_of(v: &Value, out: &mut Vec<String>) {
 
 /// Check a plan an LLM wrote against the APIs offered (the solutions' APIs and `extra`), their
 /// schemas and the request; API names are resolved to ids.
-pub fn parse_plan(
-    v: &Value,
-    ctx: &Context,
-    offered: &[Arc<ApiView>],
-    source: &str,
-) -> Result<Plan, String> {
-    let steps = v
-        .get("steps")
-        .and_then(Value::as_array)
-        .ok_or("`steps` must be a list")?;
+pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &str) -> Result<Plan, String> {
+    let steps = v.get("steps").and_then(Value::as_array).ok_or("`steps` must be a list")?;
     if steps.is_empty() || steps.len() > MAX_STEPS {
-        return Err(format!(
-            "a plan has 1 to {MAX_STEPS} steps, got {}",
-            steps.len()
-        ));
+        return Err(format!("a plan has 1 to {MAX_STEPS} steps, got {}", steps.len()));
     }
-    let solution = v
-        .get("solution")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize);
+    let solution = v.get("solution").and_then(Value::as_u64).map(|n| n as usize);
     let mut out = Vec::new();
     for (i, s) in steps.iter().enumerate() {
         let at = format!("step {} (var{})", i + 1, i + 1);
-        let name = s
-            .get("api")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{at}: `api` is missing"))?;
+        let name = s.get("api").and_then(Value::as_str).ok_or_else(|| format!("{at}: `api` is missing"))?;
         let api = offered
             .iter()
             .find(|a| a.id == name)
@@ -400,37 +339,21 @@ pub fn parse_plan(
         if let Some(k) = args.keys().find(|k| !known.contains(k.as_str())) {
             return Err(format!("{at}: `{k}` is not a parameter of {}", api.name));
         }
-        if let Some(p) = api
-            .params
-            .iter()
-            .find(|p| p.required && args.get(&p.name).is_none_or(Value::is_null))
-        {
-            return Err(format!(
-                "{at}: required `{}` of {} is missing",
-                p.name, api.name
-            ));
+        if let Some(p) = api.params.iter().find(|p| p.required && args.get(&p.name).is_none_or(Value::is_null)) {
+            return Err(format!("{at}: required `{}` of {} is missing", p.name, api.name));
         }
         let for_each = match s.get("for_each") {
             None | Some(Value::Null) => None,
             Some(Value::String(r)) if r.trim().is_empty() => None,
             Some(Value::String(r)) => Some(r.trim().to_string()),
-            Some(_) => {
-                return Err(format!(
-                    "{at}: `for_each` must be a reference string like $var1.data$"
-                ))
-            }
+            Some(_) => return Err(format!("{at}: `for_each` must be a reference string like $var1.data$")),
         };
         let when: Option<Condition> = match s.get("if") {
             None | Some(Value::Null) => None,
-            Some(c) => {
-                Some(serde_json::from_value(c.clone()).map_err(|e| format!("{at}: `if`: {e}"))?)
-            }
+            Some(c) => Some(serde_json::from_value(c.clone()).map_err(|e| format!("{at}: `if`: {e}"))?),
         };
         let earlier = |label: &str| {
-            label
-                .strip_prefix("var")
-                .and_then(|n| n.parse::<usize>().ok())
-                .is_some_and(|n| n >= 1 && n <= i)
+            label.strip_prefix("var").and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= 1 && n <= i)
         };
         let mut labels = Vec::new();
         labels_of(&Value::Object(args.clone()), &mut labels);
@@ -440,9 +363,7 @@ pub fn parse_plan(
                     return Err(format!("{at}: `$item…$` is used without `for_each`"));
                 }
             } else if !earlier(l) {
-                return Err(format!(
-                    "{at}: reference to `{l}`, which is not an earlier step"
-                ));
+                return Err(format!("{at}: reference to `{l}`, which is not an earlier step"));
             }
         }
         if let Some(r) = &for_each {
@@ -452,27 +373,17 @@ pub fn parse_plan(
                 && refs_in.len() == 1
                 && earlier(refs_in[0].split('.').next().unwrap_or_default());
             if !ok {
-                return Err(format!("{at}: `for_each` must reference a list of an earlier step, like $var1.data$ (got {r})"));
+                return Err(format!(
+                    "{at}: `for_each` must reference a list of an earlier step, like $var1.data$ (got {r})"
+                ));
             }
         }
         if let Some(c) = &when {
             if !OPS.contains(&c.op.as_str()) {
-                return Err(format!(
-                    "{at}: condition `{}` is not one of {}",
-                    c.op,
-                    OPS.join(", ")
-                ));
+                return Err(format!("{at}: condition `{}` is not one of {}", c.op, OPS.join(", ")));
             }
-            if !earlier(
-                c.reference
-                    .trim_matches('$')
-                    .split('.')
-                    .next()
-                    .unwrap_or_default(),
-            ) {
-                return Err(format!(
-                    "{at}: the condition must refer to an earlier step, like $var1.data$"
-                ));
+            if !earlier(c.reference.trim_matches('$').split('.').next().unwrap_or_default()) {
+                return Err(format!("{at}: the condition must refer to an earlier step, like $var1.data$"));
             }
         }
         for (k, v) in &args {
@@ -480,42 +391,23 @@ pub fn parse_plan(
                 return Err(format!("{at}: {why}"));
             }
         }
-        out.push(PlanStep {
-            api: api.id.clone(),
-            arguments: Some(args),
-            for_each,
-            when,
-        });
+        out.push(PlanStep { api: api.id.clone(), arguments: Some(args), for_each, when });
     }
-    Ok(Plan {
-        steps: out,
-        solution,
-        source: source.to_string(),
-    })
+    Ok(Plan { steps: out, solution, source: source.to_string() })
 }
 
 /// Rewrite plan references (`$var2.x$` → `$<label of step 2>.x$`; `$item.y$` → the element's
 /// path) into references the executor resolves against the run's path.
-pub fn rewrite(
-    v: &Value,
-    labels: &HashMap<String, String>,
-    item: Option<&str>,
-) -> Result<Value, String> {
+pub fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&str>) -> Result<Value, String> {
     Ok(match v {
         Value::String(s) if !refs::references(s).is_empty() => {
             let mut text = s.clone();
             for r in refs::references(s) {
-                let (head, rest) = r
-                    .split_once('.')
-                    .map(|(h, t)| (h, Some(t)))
-                    .unwrap_or((r, None));
+                let (head, rest) = r.split_once('.').map(|(h, t)| (h, Some(t))).unwrap_or((r, None));
                 let base = if head == "item" {
                     item.ok_or("`$item$` outside a for_each step")?.to_string()
                 } else {
-                    labels
-                        .get(head)
-                        .cloned()
-                        .ok_or_else(|| format!("`{head}` did not run (skipped or failed)"))?
+                    labels.get(head).cloned().ok_or_else(|| format!("`{head}` did not run (skipped or failed)"))?
                 };
                 let new = match rest {
                     Some(t) => format!("{base}.{t}"),
@@ -525,15 +417,9 @@ pub fn rewrite(
             }
             Value::String(text)
         }
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .map(|x| rewrite(x, labels, item))
-                .collect::<Result<_, _>>()?,
-        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| rewrite(x, labels, item)).collect::<Result<_, _>>()?),
         Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| Ok((k.clone(), rewrite(x, labels, item)?)))
-                .collect::<Result<_, String>>()?,
+            m.iter().map(|(k, x)| Ok((k.clone(), rewrite(x, labels, item)?))).collect::<Result<_, String>>()?,
         ),
         other => other.clone(),
     })
@@ -571,36 +457,23 @@ mod tests {
     #[test]
     fn plans_are_checked_before_anything_runs() {
         let find = api("Find_Hotel", &[("city", true)], &["data.hotel_id"]);
-        let book = api(
-            "Book_Room",
-            &[("hotel_id", true), ("date", false)],
-            &["booking"],
-        );
+        let book = api("Book_Room", &[("hotel_id", true), ("date", false)], &["booking"]);
         let offered = vec![find, book];
         let ctx = Context::new("Book a hotel room in Rome", Default::default());
         let ok = json!({"steps": [{"api": "Find_Hotel", "arguments": {"city": "Rome"}}, {"api": "Book_Room", "for_each": "$var1.data$", "arguments": {"hotel_id": "$item.hotel_id$"}, "if": {"ref": "$var1.data$", "op": "nonempty"}}]});
         let p = parse_plan(&ok, &ctx, &offered, "llm").unwrap();
         assert_eq!(p.steps[1].api, "c/t/Book_Room");
         let bad = |v: Value| parse_plan(&v, &ctx, &offered, "llm").unwrap_err();
-        assert!(bad(json!({"steps": [{"api": "Fly", "arguments": {}}]}))
-            .contains("not one of the APIs offered"));
-        assert!(
-            bad(json!({"steps": [{"api": "Book_Room", "arguments": {}}]}))
-                .contains("required `hotel_id`")
-        );
-        assert!(bad(
-            json!({"steps": [{"api": "Book_Room", "arguments": {"hotel_id": "H-99812"}}]})
-        )
-        .contains("invented identifier"));
-        assert!(bad(json!({"steps": [{"api": "Book_Room", "arguments": {"hotel_id": "$var1.data.hotel_id$"}}]})).contains("not an earlier step"));
-        assert!(bad(
-            json!({"steps": [{"api": "Find_Hotel", "arguments": {"city": "Rome", "x": 1}}]})
-        )
-        .contains("`x` is not a parameter"));
-        assert!(
-            bad(json!({"steps": [{"api": "Find_Hotel", "arguments": {"city": "$item.c$"}}]}))
-                .contains("without `for_each`")
-        );
+        assert!(bad(json!({"steps": [{"api": "Fly", "arguments": {}}]})).contains("not one of the APIs offered"));
+        assert!(bad(json!({"steps": [{"api": "Book_Room", "arguments": {}}]})).contains("required `hotel_id`"));
+        assert!(bad(json!({"steps": [{"api": "Book_Room", "arguments": {"hotel_id": "H-99812"}}]}))
+            .contains("invented identifier"));
+        assert!(bad(json!({"steps": [{"api": "Book_Room", "arguments": {"hotel_id": "$var1.data.hotel_id$"}}]}))
+            .contains("not an earlier step"));
+        assert!(bad(json!({"steps": [{"api": "Find_Hotel", "arguments": {"city": "Rome", "x": 1}}]}))
+            .contains("`x` is not a parameter"));
+        assert!(bad(json!({"steps": [{"api": "Find_Hotel", "arguments": {"city": "$item.c$"}}]}))
+            .contains("without `for_each`"));
         assert!(bad(json!({"steps": []})).contains("1 to 10 steps"));
     }
 
@@ -608,35 +481,21 @@ mod tests {
     fn conditions_and_rewrites() {
         let out = json!({"data": [{"hotel_id": 7}], "count": 3});
         let outputs: HashMap<String, &Value> = [("var1".to_string(), &out)].into_iter().collect();
-        let c = |op: &str, value: Value| Condition {
-            reference: "$var1.count$".into(),
-            op: op.into(),
-            value,
-        };
+        let c = |op: &str, value: Value| Condition { reference: "$var1.count$".into(), op: op.into(), value };
         assert!(holds(&c("gt", json!(2)), &outputs).unwrap());
         assert!(!holds(&c("lt", json!(2)), &outputs).unwrap());
         assert!(holds(&c("eq", json!("3")), &outputs).unwrap());
         assert!(holds(
-            &Condition {
-                reference: "$var1.data$".into(),
-                op: "nonempty".into(),
-                value: Value::Null
-            },
+            &Condition { reference: "$var1.data$".into(), op: "nonempty".into(), value: Value::Null },
             &outputs
         )
         .unwrap());
         assert!(!holds(
-            &Condition {
-                reference: "$var1.missing$".into(),
-                op: "exists".into(),
-                value: Value::Null
-            },
+            &Condition { reference: "$var1.missing$".into(), op: "exists".into(), value: Value::Null },
             &outputs
         )
         .unwrap());
-        let labels: HashMap<String, String> = [("var1".to_string(), "var3".to_string())]
-            .into_iter()
-            .collect();
+        let labels: HashMap<String, String> = [("var1".to_string(), "var3".to_string())].into_iter().collect();
         assert_eq!(
             rewrite(
                 &json!({"a": "$var1.data.0.hotel_id$", "b": "$item.x$ and $var1.count$"}),
@@ -646,31 +505,20 @@ mod tests {
             .unwrap(),
             json!({"a": "$var3.data.0.hotel_id$", "b": "$var3.data.1.x$ and $var3.count$"})
         );
-        assert!(rewrite(&json!("$var2.x$"), &labels, None)
-            .unwrap_err()
-            .contains("did not run"));
+        assert!(rewrite(&json!("$var2.x$"), &labels, None).unwrap_err().contains("did not run"));
     }
 
     #[test]
     fn identifiers_must_come_from_somewhere() {
         let mut ctx = Context::new("Book hotel 4411 for me", Default::default());
-        assert!(
-            invented_id(&ctx, "hotel_id", &json!(4411)).is_none(),
-            "named in the request"
-        );
+        assert!(invented_id(&ctx, "hotel_id", &json!(4411)).is_none(), "named in the request");
         assert!(invented_id(&ctx, "hotel_id", &json!("H-99812")).is_some());
-        assert!(
-            invented_id(&ctx, "city", &json!("Nowhere")).is_none(),
-            "not an identifier parameter"
-        );
+        assert!(invented_id(&ctx, "city", &json!("Nowhere")).is_none(), "not an identifier parameter");
         assert!(
             invented_id(&ctx, "hotel_id", &json!("$var1.id$")).is_none(),
             "references are checked when they resolve"
         );
         ctx.given.insert("guest_id".into(), json!("G-7"));
-        assert!(
-            invented_id(&ctx, "guest_id", &json!("G-7")).is_none(),
-            "given by the user"
-        );
+        assert!(invented_id(&ctx, "guest_id", &json!("G-7")).is_none(), "given by the user");
     }
 }

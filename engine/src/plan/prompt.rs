@@ -113,13 +113,19 @@ fn fit_recent(mut lines: Vec<String>, chars: usize) -> String {
 /// Characters left for the variable parts once the template, the system prompt and the fixed
 /// variables are counted, against a budget of `tokens`.
 fn room(tokens: usize, template: &str, fixed: &[&str]) -> usize {
-    let used = SYSTEM.chars().count() + template.chars().count() + fixed.iter().map(|s| s.chars().count()).sum::<usize>();
+    let used =
+        SYSTEM.chars().count() + template.chars().count() + fixed.iter().map(|s| s.chars().count()).sum::<usize>();
     (tokens * CHARS_PER_TOKEN).saturating_sub(used + 32)
 }
 
 /// An API in one line: `name(a*: string, b: number) — description`.
 pub fn compact_api(a: &ApiView, description: usize) -> String {
-    let params = a.params.iter().map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty)).collect::<Vec<_>>().join(", ");
+    let params = a
+        .params
+        .iter()
+        .map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty))
+        .collect::<Vec<_>>()
+        .join(", ");
     let d = a.description.split_whitespace().collect::<Vec<_>>().join(" ");
     if d.is_empty() || description == 0 {
         format!("{}({params})", a.name)
@@ -130,7 +136,18 @@ pub fn compact_api(a: &ApiView, description: usize) -> String {
 
 /// The path as prompt lines, each observation cut to `observation` characters.
 fn path_entries(ctx: &Context, observation: usize) -> Vec<String> {
-    ctx.path.iter().map(|s| format!("{} {} {} → {}", s.label, s.api.name, Value::Object(s.arguments.clone()), cut(&s.observation, observation))).collect()
+    ctx.path
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} {} → {}",
+                s.label,
+                s.api.name,
+                Value::Object(s.arguments.clone()),
+                cut(&s.observation, observation)
+            )
+        })
+        .collect()
 }
 
 /// The path as prompt lines (whole observations).
@@ -139,7 +156,17 @@ pub fn path_lines(ctx: &Context) -> String {
 }
 
 fn dead_end_lines(ctx: &Context) -> Vec<String> {
-    ctx.dead_ends.iter().map(|d| format!("{} {}: {}", d.api.rsplit('/').next().unwrap_or(&d.api), Value::Object(d.arguments.clone()), d.reason)).collect()
+    ctx.dead_ends
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}: {}",
+                d.api.rsplit('/').next().unwrap_or(&d.api),
+                Value::Object(d.arguments.clone()),
+                d.reason
+            )
+        })
+        .collect()
 }
 
 /// The candidates as prompt lines: index, compact schema, where it came from.
@@ -153,7 +180,15 @@ fn candidate_lines_with(candidates: &[Candidate], description: usize) -> String 
         .enumerate()
         .map(|(i, c)| match &c.api {
             None => format!("[{i}] END — the chain is complete"),
-            Some(a) => format!("[{i}] {} [{}]", compact_api(a, description), if c.source == super::Source::Graph { format!("graph {:.2}", c.weight) } else { format!("similarity {:.2}", c.similarity) }),
+            Some(a) => format!(
+                "[{i}] {} [{}]",
+                compact_api(a, description),
+                if c.source == super::Source::Graph {
+                    format!("graph {:.2}", c.weight)
+                } else {
+                    format!("similarity {:.2}", c.similarity)
+                }
+            ),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -164,12 +199,19 @@ fn candidate_lines_with(candidates: &[Candidate], description: usize) -> String 
 pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
     let request = cut(&ctx.request, 600);
     let all = room(DECISION_TOKENS, CHOOSE, &[&request]);
-    let cands = [100, 50, 0].into_iter().map(|d| candidate_lines_with(candidates, d)).find(|c| c.chars().count() <= all * 3 / 5).unwrap_or_else(|| cut(&candidate_lines_with(candidates, 0), all * 3 / 5));
+    let cands = [100, 50, 0]
+        .into_iter()
+        .map(|d| candidate_lines_with(candidates, d))
+        .find(|c| c.chars().count() <= all * 3 / 5)
+        .unwrap_or_else(|| cut(&candidate_lines_with(candidates, 0), all * 3 / 5));
     let left = all.saturating_sub(cands.chars().count());
     let path = fit_recent(path_entries(ctx, 160), left * 3 / 5);
     let dead = fit(dead_end_lines(ctx), left / 5);
     let notes = fit(ctx.notes.clone(), left / 5);
-    render(CHOOSE, &[("candidates", &cands), ("path", &path), ("dead_ends", &dead), ("notes", &notes), ("request", &request)])
+    render(
+        CHOOSE,
+        &[("candidates", &cands), ("path", &path), ("dead_ends", &dead), ("notes", &notes), ("request", &request)],
+    )
 }
 
 /// The request's typed values as one line: what an open parameter can take.
@@ -184,7 +226,19 @@ pub fn mention_line(ctx: &Context) -> String {
         parts.push(format!("times {}", join(v.times.clone())));
     }
     if !v.numbers.is_empty() {
-        parts.push(format!("numbers {}", join(v.numbers.iter().map(|n| if n.word.is_empty() { format!("{}", n.value) } else { format!("{} ({})", n.value, n.word) }).collect())));
+        parts.push(format!(
+            "numbers {}",
+            join(
+                v.numbers
+                    .iter()
+                    .map(|n| if n.word.is_empty() {
+                        format!("{}", n.value)
+                    } else {
+                        format!("{} ({})", n.value, n.word)
+                    })
+                    .collect()
+            )
+        ));
     }
     if !v.names.is_empty() {
         parts.push(format!("names {}", join(v.names.clone())));
@@ -202,10 +256,22 @@ pub fn mention_line(ctx: &Context) -> String {
 /// the request's typed values, then earlier outputs and providers as far as they fit
 /// [`DECISION_TOKENS`].
 pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer], filled: &Map<String, Value>) -> String {
-    let mut open: Vec<&toolgraph_schema::ParamDoc> = api.params.iter().filter(|p| !filled.contains_key(&p.name) && (filled.is_empty() || p.required)).collect();
+    let mut open: Vec<&toolgraph_schema::ParamDoc> =
+        api.params.iter().filter(|p| !filled.contains_key(&p.name) && (filled.is_empty() || p.required)).collect();
     // Required parameters first: what does not fit is optional.
     open.sort_by_key(|p| !p.required);
-    let open: Vec<String> = open.into_iter().map(|p| format!("- {}{}: {} — {}", p.name, if p.required { "*" } else { "" }, p.ty, cut(&p.description.split_whitespace().collect::<Vec<_>>().join(" "), 90))).collect();
+    let open: Vec<String> = open
+        .into_iter()
+        .map(|p| {
+            format!(
+                "- {}{}: {} — {}",
+                p.name,
+                if p.required { "*" } else { "" },
+                p.ty,
+                cut(&p.description.split_whitespace().collect::<Vec<_>>().join(" "), 90)
+            )
+        })
+        .collect();
     let already = or_none(filled.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
     let already = cut(&already, 300);
     let description = cut(&api.description.split_whitespace().collect::<Vec<_>>().join(" "), 150);
@@ -221,11 +287,40 @@ pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer], filled: &Map<
         offers
             .iter()
             .filter(|o| !o.providers.is_empty() && !filled.contains_key(&o.param))
-            .map(|o| format!("{}: {}", o.param, o.providers.iter().take(3).map(|a| format!("{} (outputs {})", a.name, a.output_fields.iter().take(6).cloned().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")))
+            .map(|o| {
+                format!(
+                    "{}: {}",
+                    o.param,
+                    o.providers
+                        .iter()
+                        .take(3)
+                        .map(|a| format!(
+                            "{} (outputs {})",
+                            a.name,
+                            a.output_fields.iter().take(6).cloned().collect::<Vec<_>>().join(", ")
+                        ))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            })
             .collect(),
         left / 3,
     );
-    render(FILL, &[("api", &api.name), ("description", &description), ("filled", &already), ("params", &params), ("mentions", &mentions), ("outputs", &outputs), ("providers", &providers), ("given", &given), ("today", &today), ("request", &request)])
+    render(
+        FILL,
+        &[
+            ("api", &api.name),
+            ("description", &description),
+            ("filled", &already),
+            ("params", &params),
+            ("mentions", &mentions),
+            ("outputs", &outputs),
+            ("providers", &providers),
+            ("given", &given),
+            ("today", &today),
+            ("request", &request),
+        ],
+    )
 }
 
 /// The solutions as prompt lines: each path with its APIs' compact schemas and output fields.
@@ -234,7 +329,18 @@ pub fn solution_lines(solutions: &[SolutionView]) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let apis = s.apis.iter().map(|a| format!("    {} → {}", compact_api(a, 90), a.output_fields.iter().take(10).cloned().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("\n");
+            let apis = s
+                .apis
+                .iter()
+                .map(|a| {
+                    format!(
+                        "    {} → {}",
+                        compact_api(a, 90),
+                        a.output_fields.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
             format!("[{i}] {}\n{apis}", s.apis.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(" → "))
         })
         .collect()
@@ -254,7 +360,22 @@ pub fn render_plan(ctx: &Context, solutions: &[SolutionView]) -> String {
 pub fn render_judge(ctx: &Context) -> String {
     let request = cut(&ctx.request, 600);
     let left = room(DECISION_TOKENS, JUDGE, &[&request]);
-    let path = fit(ctx.path.iter().enumerate().map(|(i, s)| format!("{i}. {} {} {} → {}", s.label, s.api.name, Value::Object(s.arguments.clone()), cut(&s.observation, 200))).collect(), left * 4 / 5);
+    let path = fit(
+        ctx.path
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    "{i}. {} {} {} → {}",
+                    s.label,
+                    s.api.name,
+                    Value::Object(s.arguments.clone()),
+                    cut(&s.observation, 200)
+                )
+            })
+            .collect(),
+        left * 4 / 5,
+    );
     let dead = fit(dead_end_lines(ctx), left / 5);
     render(JUDGE, &[("request", &request), ("path", &path), ("dead_ends", &dead)])
 }

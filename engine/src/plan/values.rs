@@ -61,7 +61,20 @@ fn cues_at(toks: &[Tok<'_>], lower: &[String], first: usize, last: usize) -> Vec
     out
 }
 
-const MONTHS: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
 const WEEKDAYS: [(&str, Weekday); 7] = [
     ("monday", Weekday::Mon),
     ("tuesday", Weekday::Tue),
@@ -71,7 +84,8 @@ const WEEKDAYS: [(&str, Weekday); 7] = [
     ("saturday", Weekday::Sat),
     ("sunday", Weekday::Sun),
 ];
-const SMALL: [&str; 13] = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+const SMALL: [&str; 13] =
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
 
 fn month_of(w: &str) -> Option<u32> {
     let w = w.to_ascii_lowercase();
@@ -79,7 +93,10 @@ fn month_of(w: &str) -> Option<u32> {
     if w.len() < 3 {
         return None;
     }
-    MONTHS.iter().position(|m| m.starts_with(w) && (w.len() == m.len() || w.len() == 3 || (w == "sept"))).map(|i| i as u32 + 1)
+    MONTHS
+        .iter()
+        .position(|m| m.starts_with(w) && (w.len() == m.len() || w.len() == 3 || (w == "sept")))
+        .map(|i| i as u32 + 1)
 }
 
 fn small_number(w: &str) -> Option<f64> {
@@ -165,7 +182,11 @@ fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
 /// A time said in words at token `i`: "9 o'clock (in the morning)", "3 in the afternoon",
 /// "eight in the evening" → (`HH:MM`, the last token it used).
 fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
-    let h = lower[i].parse::<u32>().ok().or_else(|| small_number(&lower[i]).map(|n| n as u32)).filter(|h| (1..=12).contains(h))?;
+    let h = lower[i]
+        .parse::<u32>()
+        .ok()
+        .or_else(|| small_number(&lower[i]).map(|n| n as u32))
+        .filter(|h| (1..=12).contains(h))?;
     let at = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
     let oclock = matches!(at(i + 1), "o'clock" | "o’clock" | "oclock");
     let from = if oclock { i + 2 } else { i + 1 };
@@ -182,7 +203,13 @@ fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
     if !oclock && pm.is_none() {
         return None;
     }
-    let last = if part.is_some() { from + 2 } else if pm.is_some() { from } else { i + 1 };
+    let last = if part.is_some() {
+        from + 2
+    } else if pm.is_some() {
+        from
+    } else {
+        i + 1
+    };
     let h = match pm {
         Some(true) if h < 12 => h + 12,
         Some(false) if h == 12 => 0,
@@ -194,7 +221,10 @@ fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
 /// `2024-10-05`, `05.10.2024`, `10-05-24`: a date, not a phone number.
 fn date_like(w: &str) -> bool {
     let g: Vec<&str> = w.split(['-', '.', '/']).collect();
-    g.len() == 3 && g[1].len() <= 2 && (g[0].len() == 4 || g[2].len() == 4 || g[2].len() == 2) && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
+    g.len() == 3
+        && g[1].len() <= 2
+        && (g[0].len() == 4 || g[2].len() == 4 || g[2].len() == 2)
+        && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn is_capitalised(w: &str) -> bool {
@@ -205,13 +235,76 @@ fn is_capitalised(w: &str) -> bool {
 /// Words that start a sentence or name a date/time, never part of a place or product name.
 fn is_stop_name(w: &str) -> bool {
     const STOP: &[&str] = &[
-        "i", "i'm", "i'd", "i'll", "please", "could", "can", "would", "will", "what", "which", "where", "when", "how", "who",
-        "find", "get", "show", "tell", "give", "help", "check", "search", "book", "today", "tomorrow", "yesterday", "my", "we",
-        "our", "the", "a", "an", "is", "are", "and", "also", "then", "after", "if", "also,", "am", "pm", "it", "this", "that", "there",
-        "do", "does", "for", "from", "to", "in", "on", "at", "with", "by", "of", "let", "let's", "want", "need", "next", "last",
+        "i",
+        "i'm",
+        "i'd",
+        "i'll",
+        "please",
+        "could",
+        "can",
+        "would",
+        "will",
+        "what",
+        "which",
+        "where",
+        "when",
+        "how",
+        "who",
+        "find",
+        "get",
+        "show",
+        "tell",
+        "give",
+        "help",
+        "check",
+        "search",
+        "book",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "my",
+        "we",
+        "our",
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "and",
+        "also",
+        "then",
+        "after",
+        "if",
+        "also,",
+        "am",
+        "pm",
+        "it",
+        "this",
+        "that",
+        "there",
+        "do",
+        "does",
+        "for",
+        "from",
+        "to",
+        "in",
+        "on",
+        "at",
+        "with",
+        "by",
+        "of",
+        "let",
+        "let's",
+        "want",
+        "need",
+        "next",
+        "last",
     ];
     let l = w.to_ascii_lowercase();
-    STOP.contains(&l.as_str()) || month_of(&l).is_some() || WEEKDAYS.iter().any(|(d, _)| *d == l) || l.chars().all(|c| c.is_ascii_digit())
+    STOP.contains(&l.as_str())
+        || month_of(&l).is_some()
+        || WEEKDAYS.iter().any(|(d, _)| *d == l)
+        || l.chars().all(|c| c.is_ascii_digit())
 }
 
 fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
@@ -241,8 +334,14 @@ impl RequestValues {
             // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" /
             // "November 10-13, 2024" (a range: two dates)
             if let Some(m) = month_of(toks[i].text) {
-                if let Some((a, b)) = toks.get(i + 1).and_then(|t| t.text.split_once('-')).and_then(|(a, b)| Some((day_number(a)?, day_number(b)?))) {
-                    let y = (i + 2..(i + 5).min(toks.len())).find_map(|j| year_number(toks[j].text)).unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                if let Some((a, b)) = toks
+                    .get(i + 1)
+                    .and_then(|t| t.text.split_once('-'))
+                    .and_then(|(a, b)| Some((day_number(a)?, day_number(b)?)))
+                {
+                    let y = (i + 2..(i + 5).min(toks.len()))
+                        .find_map(|j| year_number(toks[j].text))
+                        .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
                     if let (Some(d1), Some(d2)) = (NaiveDate::from_ymd_opt(y, m, a), NaiveDate::from_ymd_opt(y, m, b)) {
                         absolute.push((i, d1));
                         absolute.push((i + 1, d2));
@@ -265,7 +364,9 @@ impl RequestValues {
                 let last = if year.is_some() { last + 1 } else { last };
                 // "October 5th to 12th, 2024": the year may come a few words later.
                 let ahead = (last + 1..(last + 5).min(toks.len())).find_map(|j| year_number(toks[j].text));
-                let y = year.or(ahead).unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                let y = year
+                    .or(ahead)
+                    .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
                 if let Some(d) = NaiveDate::from_ymd_opt(y, m, day) {
                     absolute.push((first, d));
                     for u in used.iter_mut().take(last + 1).skip(first) {
@@ -281,11 +382,13 @@ impl RequestValues {
             let (month, day, span) = match lower[i].as_str() {
                 "christmas" if next == "eve" => (12, 24, 2),
                 "christmas" => (12, 25, if next == "day" { 2 } else { 1 }),
-                "new" if matches!(next, "year's" | "year’s" | "years") => match lower.get(i + 2).map(String::as_str) {
-                    Some("eve") => (12, 31, 3),
-                    Some("day") => (1, 1, 3),
-                    _ => continue,
-                },
+                "new" if matches!(next, "year's" | "year’s" | "years") => {
+                    match lower.get(i + 2).map(String::as_str) {
+                        Some("eve") => (12, 31, 3),
+                        Some("day") => (1, 1, 3),
+                        _ => continue,
+                    }
+                }
                 _ => continue,
             };
             if used[i] {
@@ -308,12 +411,15 @@ impl RequestValues {
         // "on the 7th": a bare ordinal day continues the month of the latest date before it (the
         // next month when the day has passed).
         for i in 1..toks.len() {
-            let ordinal = toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) && toks[i].text.chars().next().is_some_and(|c| c.is_ascii_digit());
+            let ordinal = toks[i].text.chars().any(|c| c.is_ascii_alphabetic())
+                && toks[i].text.chars().next().is_some_and(|c| c.is_ascii_digit());
             if used[i] || lower[i - 1] != "the" || !ordinal {
                 continue;
             }
             let Some(day) = day_number(toks[i].text) else { continue };
-            let Some((_, prev)) = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).copied() else { continue };
+            let Some((_, prev)) = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).copied() else {
+                continue;
+            };
             let same = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| *d > prev);
             let next = || {
                 let (y, m) = if prev.month() == 12 { (prev.year() + 1, 1) } else { (prev.year(), prev.month() + 1) };
@@ -329,7 +435,11 @@ impl RequestValues {
             if used[i] || !matches!(lower[i - 1].as_str(), "to" | "until" | "through" | "till" | "and") {
                 continue;
             }
-            let Some(day) = day_number(toks[i].text).filter(|_| toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) || toks[i].punct.is_some()) else { continue };
+            let Some(day) = day_number(toks[i].text)
+                .filter(|_| toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) || toks[i].punct.is_some())
+            else {
+                continue;
+            };
             if let Some((_, prev)) = absolute.iter().rev().find(|(p, _)| *p < i && i - *p <= 4) {
                 if let Some(d) = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| d > prev) {
                     absolute.push((i, d));
@@ -348,7 +458,8 @@ impl RequestValues {
                 at -= 1;
                 used[at] = true;
             }
-            let said_today = at >= 2 && lower[at - 1] == "is" && lower[at - 2] == "today" || at >= 1 && lower[at - 1] == "today";
+            let said_today =
+                at >= 2 && lower[at - 1] == "is" && lower[at - 2] == "today" || at >= 1 && lower[at - 1] == "today";
             if said_today {
                 today = d;
                 v.today = Some(d);
@@ -364,12 +475,19 @@ impl RequestValues {
             let rel = if w == "tomorrow" {
                 // "the day after tomorrow", "two days after tomorrow", "3 days after tomorrow"
                 if prev(1) == "after" && (prev(2) == "day" || prev(2) == "days") {
-                    let n = if prev(2) == "day" { 1 } else { small_number(prev(3)).or_else(|| prev(3).parse().ok()).unwrap_or(1.0) as i64 };
+                    let n = if prev(2) == "day" {
+                        1
+                    } else {
+                        small_number(prev(3)).or_else(|| prev(3).parse().ok()).unwrap_or(1.0) as i64
+                    };
                     Some(1 + n)
                 } else {
                     Some(1)
                 }
-            } else if w == "today" && lower.get(i + 1).is_none_or(|n| n != "is") && !dates.iter().any(|(p, _)| *p == i + 1) {
+            } else if w == "today"
+                && lower.get(i + 1).is_none_or(|n| n != "is")
+                && !dates.iter().any(|(p, _)| *p == i + 1)
+            {
                 Some(0).filter(|_| v.today.is_none() || prev(1) == "for" || prev(1) == "from")
             } else if (w == "days" || w == "day" || w == "weeks" || w == "week") && prev(2) == "in" {
                 let n = small_number(prev(1)).or_else(|| prev(1).parse().ok()).unwrap_or(1.0) as i64;
@@ -420,10 +538,18 @@ impl RequestValues {
             if used[i] || toks[i].text.contains(':') {
                 continue;
             }
-            let n = toks[i].text.parse::<f64>().ok().filter(|f| f.is_finite()).or_else(|| small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an"));
+            let n = toks[i]
+                .text
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .or_else(|| small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an"));
             let Some(n) = n else { continue };
             let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
-            if matches!(next, "am" | "pm" | "a.m." | "p.m.") || year_number(toks[i].text).is_some() && next.is_empty() || spoken_time(&lower, i).is_some() {
+            if matches!(next, "am" | "pm" | "a.m." | "p.m.")
+                || year_number(toks[i].text).is_some() && next.is_empty()
+                || spoken_time(&lower, i).is_some()
+            {
                 continue;
             }
             let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
@@ -453,8 +579,21 @@ impl RequestValues {
             if value.is_empty() || !value.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') {
                 continue;
             }
-            let one: String = toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
-            let two = if i >= 2 && toks[i - 2].punct.is_none() { format!("{}{one}", toks[i - 2].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>()) } else { one.clone() };
+            let one: String =
+                toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+            let two = if i >= 2 && toks[i - 2].punct.is_none() {
+                format!(
+                    "{}{one}",
+                    toks[i - 2]
+                        .text
+                        .chars()
+                        .filter(|c| c.is_alphanumeric())
+                        .flat_map(char::to_lowercase)
+                        .collect::<String>()
+                )
+            } else {
+                one.clone()
+            };
             v.labelled.push((two, value.to_string()));
             if one != v.labelled.last().map(|l| l.0.clone()).unwrap_or_default() {
                 v.labelled.push((one, value.to_string()));
@@ -475,8 +614,14 @@ impl RequestValues {
             let label = toks[i].text.to_ascii_lowercase();
             if i + 1 < toks.len() && toks[i].punct.is_none() && matches!(label.as_str(), "id" | "number" | "no" | "#") {
                 let val = toks[i + 1].text;
-                if val.chars().next().is_some_and(|c| c.is_ascii_digit()) && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-                    let before: String = if i >= 1 && toks[i - 1].punct.is_none() { toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect() } else { String::new() };
+                if val.chars().next().is_some_and(|c| c.is_ascii_digit())
+                    && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                {
+                    let before: String = if i >= 1 && toks[i - 1].punct.is_none() {
+                        toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+                    } else {
+                        String::new()
+                    };
                     let short = if label == "number" || label == "no" || label == "#" { "number" } else { "id" };
                     if !before.is_empty() {
                         v.labelled.push((format!("{before}{short}"), val.to_string()));
@@ -496,11 +641,20 @@ impl RequestValues {
                 if !a.is_empty() && d.contains('.') && !d.starts_with('.') {
                     v.emails.push(w.to_string());
                 }
-            } else if (7..=15).contains(&digits) && !date_like(bare) && bare.chars().all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | '(' | ')')) && !bare.contains("..") && bare.chars().filter(|c| *c == '.').count() != 1 {
+            } else if (7..=15).contains(&digits)
+                && !date_like(bare)
+                && bare.chars().all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | '(' | ')'))
+                && !bare.contains("..")
+                && bare.chars().filter(|c| *c == '.').count() != 1
+            {
                 v.phones.push(bare.to_string());
             } else if let Some((base, ext)) = bare.rsplit_once('.') {
-                let ext_ok = (2..=4).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphabetic()) && ext.chars().any(|c| c.is_ascii_lowercase());
-                let base_ok = !base.is_empty() && base.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) && base.chars().any(|c| c.is_alphabetic());
+                let ext_ok = (2..=4).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphabetic())
+                    && ext.chars().any(|c| c.is_ascii_lowercase());
+                let base_ok = !base.is_empty()
+                    && base.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+                    && base.chars().any(|c| c.is_alphabetic());
                 if ext_ok && base_ok && !matches!(ext, "com" | "org" | "net" | "io" | "edu" | "gov") {
                     v.files.push(bare.to_string());
                 }
@@ -518,10 +672,14 @@ impl RequestValues {
             let mut j = i;
             let mut words = vec![toks[i].text];
             // An initial ("John F. Kennedy") does not end a name.
-            let initial = |t: &Tok<'_>| t.text.len() == 1 && t.text.chars().all(|c| c.is_ascii_uppercase()) && t.punct == Some('.');
+            let initial = |t: &Tok<'_>| {
+                t.text.len() == 1 && t.text.chars().all(|c| c.is_ascii_uppercase()) && t.punct == Some('.')
+            };
             while (toks[j].punct.is_none() || initial(&toks[j])) && j + 1 < toks.len() {
                 let n = toks[j + 1].text;
-                if !used[j + 1] && is_capitalised(n) && !is_stop_name(n) || (n.chars().all(|c| c.is_ascii_digit()) && n.len() <= 3 && !used[j + 1]) {
+                if !used[j + 1] && is_capitalised(n) && !is_stop_name(n)
+                    || (n.chars().all(|c| c.is_ascii_digit()) && n.len() <= 3 && !used[j + 1])
+                {
                     words.push(n);
                     j += 1;
                 } else if matches!(n, "de" | "la" | "del" | "of" | "du" | "van" | "von" | "da" | "le" | "y")
@@ -535,7 +693,14 @@ impl RequestValues {
                     break;
                 }
             }
-            let name = words.iter().enumerate().map(|(k, w)| if initial(&toks[i + k]) && k + 1 < words.len() { format!("{w}.") } else { w.to_string() }).collect::<Vec<_>>().join(" ");
+            let name = words
+                .iter()
+                .enumerate()
+                .map(
+                    |(k, w)| if initial(&toks[i + k]) && k + 1 < words.len() { format!("{w}.") } else { w.to_string() },
+                )
+                .collect::<Vec<_>>()
+                .join(" ");
             let lone_sentence_start = starts_sentence && words.len() == 1;
             if !lone_sentence_start && !v.names.contains(&name) {
                 v.names.push(name);
@@ -552,8 +717,11 @@ impl RequestValues {
         let stems: Vec<&str> = p.split(|c: char| !c.is_alphanumeric()).filter(|s| s.len() >= 3).collect();
         self.numbers.iter().find_map(|c| {
             let w = c.word.trim_end_matches('s');
-            (w.len() >= 3 && stems.iter().any(|s| s.trim_end_matches('s') == w || s.starts_with(w) || w.starts_with(s.trim_end_matches('s'))))
-                .then_some(c.value)
+            (w.len() >= 3
+                && stems.iter().any(|s| {
+                    s.trim_end_matches('s') == w || s.starts_with(w) || w.starts_with(s.trim_end_matches('s'))
+                }))
+            .then_some(c.value)
         })
     }
 }
@@ -562,7 +730,13 @@ impl RequestValues {
 pub fn is_date_param(name: &str, description: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let d = description.to_ascii_lowercase();
-    n.contains("date") || n.ends_with("day") && !n.contains("days") || d.contains("yyyy-mm-dd") || n == "checkin" || n == "checkout" || n.contains("check_in") || n.contains("check_out")
+    n.contains("date")
+        || n.ends_with("day") && !n.contains("days")
+        || d.contains("yyyy-mm-dd")
+        || n == "checkin"
+        || n == "checkout"
+        || n.contains("check_in")
+        || n.contains("check_out")
 }
 
 pub fn is_time_param(name: &str) -> bool {
@@ -573,7 +747,9 @@ pub fn is_time_param(name: &str) -> bool {
 /// Whether a date parameter names the end of a span (drop-off, departure, return, check-out, max).
 pub fn is_end_param(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    ["drop", "departure", "return", "checkout", "check_out", "max", "end", "to_date", "until"].iter().any(|k| n.contains(k))
+    ["drop", "departure", "return", "checkout", "check_out", "max", "end", "to_date", "until"]
+        .iter()
+        .any(|k| n.contains(k))
 }
 
 #[cfg(test)]
@@ -608,24 +784,34 @@ mod tests {
         assert_eq!(v.quoted, vec!["summary"]);
         assert_eq!(v.emails, vec!["me@example.org"]);
         assert_eq!(v.urls, vec!["https://x.io/a"]);
-        let v = RequestValues::extract("Today is Friday, March 1st 2024. What is on next Monday at noon?", d(2020, 1, 1));
+        let v =
+            RequestValues::extract("Today is Friday, March 1st 2024. What is on next Monday at noon?", d(2020, 1, 1));
         assert_eq!(v.dates, vec![d(2024, 3, 4)]);
         assert_eq!(v.times, vec!["12:00"]);
     }
 
     #[test]
     fn ranges_later_and_labels() {
-        let v = RequestValues::extract("My two friends and I are planning a trip to Vancouver from November 10-13, 2024.", d(2030, 1, 1));
+        let v = RequestValues::extract(
+            "My two friends and I are planning a trip to Vancouver from November 10-13, 2024.",
+            d(2030, 1, 1),
+        );
         assert_eq!(v.dates, vec![d(2024, 11, 10), d(2024, 11, 13)]);
         assert_eq!(v.names, vec!["Vancouver"]);
-        let v = RequestValues::extract("I'm on vacation from October 5th to 12th, 2024, flying from Berlin to Barcelona.", d(2030, 1, 1));
+        let v = RequestValues::extract(
+            "I'm on vacation from October 5th to 12th, 2024, flying from Berlin to Barcelona.",
+            d(2030, 1, 1),
+        );
         assert_eq!(v.dates, vec![d(2024, 10, 5), d(2024, 10, 12)]);
         let v = RequestValues::extract("I'll pick up the car at 10 AM on October 10, 2024 at Narita International Airport in Tokyo (longitude: 140.386, latitude: 35.7721) and return it three days later at Kansai (longitude: 135.243, latitude: 34.4362). Stay at the Lestel Maru (Hotel ID: 6374805).", d(2030, 1, 1));
         assert_eq!(v.dates, vec![d(2024, 10, 10), d(2024, 10, 13)]);
         let lat: Vec<&str> = v.labelled.iter().filter(|(l, _)| l == "latitude").map(|(_, x)| x.as_str()).collect();
         assert_eq!(lat, ["35.7721", "34.4362"]);
         assert!(v.labelled.contains(&("hotelid".to_string(), "6374805".to_string())), "{:?}", v.labelled);
-        let v = RequestValues::extract("I will return it at John F. Kennedy International Airport tomorrow.", d(2024, 1, 1));
+        let v = RequestValues::extract(
+            "I will return it at John F. Kennedy International Airport tomorrow.",
+            d(2024, 1, 1),
+        );
         assert_eq!(v.names, vec!["John F. Kennedy International Airport"]);
     }
 
@@ -638,7 +824,10 @@ mod tests {
         let v = RequestValues::extract("My friend will pick it up at 9 o'clock in the morning on November 18th, 2024, and return it at 8 o'clock on the 2nd.", d(2030, 1, 1));
         assert_eq!(v.times, vec!["09:00", "08:00"]);
         assert_eq!(v.dates, vec![d(2024, 11, 18), d(2024, 12, 2)]);
-        let v = RequestValues::extract("I'll check in on Christmas Eve and check out on New Year's Day. We rent a car for Christmas in 2024.", d(2024, 6, 1));
+        let v = RequestValues::extract(
+            "I'll check in on Christmas Eve and check out on New Year's Day. We rent a car for Christmas in 2024.",
+            d(2024, 6, 1),
+        );
         assert_eq!(v.dates, vec![d(2024, 12, 24), d(2025, 1, 1), d(2024, 12, 25)]);
     }
 
@@ -655,11 +844,20 @@ mod tests {
 
     #[test]
     fn phones_files_and_labels_with_equals_or_after_an_id() {
-        let v = RequestValues::extract("Call my friend at 555-123-4567, or the office (1234567890) and +44 20 7946 0958 later.", d(2024, 1, 1));
+        let v = RequestValues::extract(
+            "Call my friend at 555-123-4567, or the office (1234567890) and +44 20 7946 0958 later.",
+            d(2024, 1, 1),
+        );
         assert_eq!(v.phones, ["555-123-4567", "1234567890"]);
-        let v = RequestValues::extract("I finished a document called 'example.txt' and the slides report_v2.pdf; see example.com or version 2.5.", d(2024, 1, 1));
+        let v = RequestValues::extract(
+            "I finished a document called 'example.txt' and the slides report_v2.pdf; see example.com or version 2.5.",
+            d(2024, 1, 1),
+        );
         assert_eq!(v.files, ["example.txt", "report_v2.pdf"]);
-        let v = RequestValues::extract("Get the forecast for a location (latitude=40.7128, longitude=74.006) and the likes of user ID 2.", d(2024, 1, 1));
+        let v = RequestValues::extract(
+            "Get the forecast for a location (latitude=40.7128, longitude=74.006) and the likes of user ID 2.",
+            d(2024, 1, 1),
+        );
         assert!(v.labelled.contains(&("latitude".to_string(), "40.7128".to_string())), "{:?}", v.labelled);
         assert!(v.labelled.contains(&("longitude".to_string(), "74.006".to_string())), "{:?}", v.labelled);
         assert!(v.labelled.contains(&("userid".to_string(), "2".to_string())), "{:?}", v.labelled);

@@ -5,7 +5,9 @@ use crate::{EngineError, ErrorClass, Result};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
-use tantivy::tokenizer::{Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{Index, IndexReader, TantivyDocument, Term};
 
 /// English words split on non-alphanumerics, lower-cased, stop words removed, stemmed. Removing
@@ -14,7 +16,8 @@ use tantivy::{Index, IndexReader, TantivyDocument, Term};
 const ANALYZER: &str = "en_stop_stem";
 
 fn analyzer() -> TextAnalyzer {
-    let builder = TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser);
+    let builder =
+        TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser);
     match StopWordFilter::new(Language::English) {
         Some(stop) => builder.filter(stop).filter(Stemmer::new(Language::English)).build(),
         None => builder.filter(Stemmer::new(Language::English)).build(),
@@ -43,7 +46,9 @@ impl Bm25Index {
         let mut sb = Schema::builder();
         let id = sb.add_text_field("id", STRING | STORED);
         let text_opts = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions),
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         );
         let text = sb.add_text_field("text", text_opts);
         let category = sb.add_text_field("category", STRING);
@@ -73,9 +78,14 @@ impl Bm25Index {
         let cleaned: String = query.chars().map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
         let (text_query, _errors) = parser.parse_query_lenient(&cleaned);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text_query)];
-        for (field, value) in [(self.category, &filter.category), (self.tool, &filter.tool), (self.status, &filter.status)] {
+        for (field, value) in
+            [(self.category, &filter.category), (self.tool, &filter.tool), (self.status, &filter.status)]
+        {
             if let Some(v) = value {
-                clauses.push((Occur::Must, Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))));
+                clauses.push((
+                    Occur::Must,
+                    Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic)),
+                ));
             }
         }
         let q = BooleanQuery::new(clauses);
@@ -97,7 +107,13 @@ mod tests {
     use super::*;
 
     fn doc(id: &str, text: &str, category: &str) -> ApiText {
-        ApiText { id: id.into(), text: text.into(), category: category.into(), tool: "t".into(), status: "active".into() }
+        ApiText {
+            id: id.into(),
+            text: text.into(),
+            category: category.into(),
+            tool: "t".into(),
+            status: "active".into(),
+        }
     }
 
     #[test]

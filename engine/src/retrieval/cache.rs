@@ -53,7 +53,8 @@ impl EmbeddingCache {
             let t = tx.open_table(VECTORS).map_err(err)?;
             for (i, text) in texts.iter().enumerate() {
                 if let Some(v) = t.get(key(&model, text).as_slice()).map_err(err)? {
-                    out[i] = Some(v.value().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect());
+                    out[i] =
+                        Some(v.value().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect());
                 }
             }
         }

@@ -39,7 +39,8 @@ impl ExactIndex {
             .filter(|(i, _)| filter.accepts(&self.docs[*i]))
             .map(|(i, row)| (row.iter().zip(query).map(|(a, b)| a * b).sum::<f32>(), i))
             .collect();
-        let by_score = |a: &(f32, usize), b: &(f32, usize)| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal).then(a.1.cmp(&b.1));
+        let by_score =
+            |a: &(f32, usize), b: &(f32, usize)| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal).then(a.1.cmp(&b.1));
         if scored.len() > k {
             scored.select_nth_unstable_by(k, by_score);
             scored.truncate(k);
@@ -55,8 +56,17 @@ mod tests {
 
     #[test]
     fn nearest_first_and_filtered() {
-        let d = |id: &str, cat: &str| ApiText { id: id.into(), text: String::new(), category: cat.into(), tool: "t".into(), status: "active".into() };
-        let idx = ExactIndex::new(vec![d("x", "A"), d("y", "B"), d("z", "A")], &[vec![1.0, 0.0], vec![0.6, 0.8], vec![0.0, 1.0]]);
+        let d = |id: &str, cat: &str| ApiText {
+            id: id.into(),
+            text: String::new(),
+            category: cat.into(),
+            tool: "t".into(),
+            status: "active".into(),
+        };
+        let idx = ExactIndex::new(
+            vec![d("x", "A"), d("y", "B"), d("z", "A")],
+            &[vec![1.0, 0.0], vec![0.6, 0.8], vec![0.0, 1.0]],
+        );
         let hits = idx.search(&[0.8, 0.6], 3, &Filter::default());
         assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["y", "x", "z"]);
         let hits = idx.search(&[0.8, 0.6], 1, &Filter { category: Some("A".into()), ..Default::default() });

@@ -66,7 +66,8 @@ pub fn tool_boost<K: std::hash::Hash + Eq>(hits: &mut [Hit], tool_of: impl Fn(&s
             *e = e.max(h.score);
         }
     }
-    let boosts: Vec<f32> = tools.iter().map(|t| t.as_ref().and_then(|t| best.get(t)).map(|b| mu * b).unwrap_or(0.0)).collect();
+    let boosts: Vec<f32> =
+        tools.iter().map(|t| t.as_ref().and_then(|t| best.get(t)).map(|b| mu * b).unwrap_or(0.0)).collect();
     for (h, b) in hits.iter_mut().zip(boosts) {
         h.score += b;
     }

@@ -80,11 +80,20 @@ pub fn graph_docs(g: &GraphSnapshot) -> Vec<IndexDoc> {
         .map(|a| {
             // ApiNode.tool / .category hold ids (`category/tool`, `category`); names come from their nodes.
             let tool = g.tools.get(&a.tool);
-            let tool_name = tool.map(|t| t.name.clone()).unwrap_or_else(|| a.tool.rsplit('/').next().unwrap_or_default().to_string());
-            let category_name = g.categories.get(&a.category).map(|c| c.name.clone()).unwrap_or_else(|| a.category.clone());
+            let tool_name = tool
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|| a.tool.rsplit('/').next().unwrap_or_default().to_string());
+            let category_name =
+                g.categories.get(&a.category).map(|c| c.name.clone()).unwrap_or_else(|| a.category.clone());
             let params = param_names(a);
             let refs: Vec<&str> = params.iter().map(String::as_str).collect();
-            let text = super::api_text(&tool_name, tool.map(|t| t.description.as_str()).unwrap_or(""), &a.name, &a.description, &refs);
+            let text = super::api_text(
+                &tool_name,
+                tool.map(|t| t.description.as_str()).unwrap_or(""),
+                &a.name,
+                &a.description,
+                &refs,
+            );
             let mut payload = serde_json::Map::new();
             payload.insert("category".into(), slug(&category_name).into());
             payload.insert("tool".into(), slug(&tool_name).into());
@@ -140,12 +149,29 @@ impl Retriever {
         settings: RetrievalSettings,
     ) -> Result<Self> {
         let collection = collection.unwrap_or(APIS).to_string();
-        let rows = vectors.scan(&collection, &[TEXT_KEY, "category", "tool", "status", "name", "tool_name", "category_name"]).await?;
+        let rows = vectors
+            .scan(&collection, &[TEXT_KEY, "category", "tool", "status", "name", "tool_name", "category_name"])
+            .await?;
         let mut docs = Vec::with_capacity(rows.len());
         let mut info = HashMap::with_capacity(rows.len());
         for (id, p) in rows {
-            docs.push(ApiText { id: id.clone(), text: str_of(&p, TEXT_KEY), category: str_of(&p, "category"), tool: str_of(&p, "tool"), status: str_of(&p, "status") });
-            info.insert(id.clone(), RankedApi { id, score: 0.0, name: str_of(&p, "name"), tool: str_of(&p, "tool_name"), category: str_of(&p, "category_name") });
+            docs.push(ApiText {
+                id: id.clone(),
+                text: str_of(&p, TEXT_KEY),
+                category: str_of(&p, "category"),
+                tool: str_of(&p, "tool"),
+                status: str_of(&p, "status"),
+            });
+            info.insert(
+                id.clone(),
+                RankedApi {
+                    id,
+                    score: 0.0,
+                    name: str_of(&p, "name"),
+                    tool: str_of(&p, "tool_name"),
+                    category: str_of(&p, "category_name"),
+                },
+            );
         }
         let bm25 = tokio::task::spawn_blocking(move || Bm25Index::build(&docs))
             .await
@@ -153,7 +179,11 @@ impl Retriever {
         vectors.ensure(&CollectionSpec::new(USAGE, embedder.dim(), &[])).await?;
         let mut usage = HashMap::new();
         for (id, p) in vectors.scan(USAGE, &["sum", "n"]).await? {
-            let sum: Vec<f32> = p.get("sum").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_f64).map(|x| x as f32).collect()).unwrap_or_default();
+            let sum: Vec<f32> = p
+                .get("sum")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
+                .unwrap_or_default();
             let n = p.get("n").and_then(Value::as_u64).unwrap_or(0);
             if n > 0 && sum.len() == embedder.dim() {
                 usage.insert(id, (sum, n));
@@ -220,7 +250,14 @@ impl Retriever {
     }
 
     /// Top-`k` APIs for `query`; embeds the query.
-    pub async fn search(&self, query: &str, k: usize, filter: &Filter, method: Method, prior: Option<&GraphPrior>) -> Result<Vec<RankedApi>> {
+    pub async fn search(
+        &self,
+        query: &str,
+        k: usize,
+        filter: &Filter,
+        method: Method,
+        prior: Option<&GraphPrior>,
+    ) -> Result<Vec<RankedApi>> {
         let vector = if method == Method::Bm25 {
             Vec::new()
         } else {
@@ -267,7 +304,12 @@ impl Retriever {
                     c = c.with(field, v);
                 }
             }
-            self.vectors.search_ids(&self.collection, vector, n, &c).await?.into_iter().map(|(id, score)| Hit { id, score }).collect()
+            self.vectors
+                .search_ids(&self.collection, vector, n, &c)
+                .await?
+                .into_iter()
+                .map(|(id, score)| Hit { id, score })
+                .collect()
         };
         let mut hits = match method {
             Method::Bm25 => lexical,

@@ -57,7 +57,8 @@ pub async fn sync_collection(
     let fields: Vec<&str> = docs.first().map(|d| d.payload.keys().map(String::as_str).collect()).unwrap_or_default();
     let mut wanted_fields = fields.clone();
     wanted_fields.push(HASH_KEY);
-    let existing: HashMap<String, Map<String, Value>> = store.scan(&spec.name, &wanted_fields).await?.into_iter().collect();
+    let existing: HashMap<String, Map<String, Value>> =
+        store.scan(&spec.name, &wanted_fields).await?.into_iter().collect();
     let mut report = SyncReport { collection: spec.name.clone(), documents: docs.len(), ..Default::default() };
 
     let mut to_embed: Vec<IndexDoc> = Vec::new();
@@ -69,8 +70,12 @@ pub async fn sync_collection(
         keep.insert(doc.id.clone());
         match existing.get(&doc.id) {
             Some(old) if old.get(HASH_KEY).and_then(Value::as_str) == Some(hash.as_str()) => {
-                let changed: Map<String, Value> =
-                    doc.payload.iter().filter(|(k, v)| k.as_str() != TEXT_KEY && old.get(*k) != Some(*v)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let changed: Map<String, Value> = doc
+                    .payload
+                    .iter()
+                    .filter(|(k, v)| k.as_str() != TEXT_KEY && old.get(*k) != Some(*v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 if changed.is_empty() {
                     report.unchanged += 1;
                 } else {
@@ -116,7 +121,8 @@ pub async fn sync_collection(
     if report.embedded > 0 || report.deleted > 0 {
         store.optimize(&spec.name).await?;
     }
-    report.sentences_per_s = (report.embedded_by_model > 0 && model_seconds > 0.0).then(|| report.embedded_by_model as f64 / model_seconds);
+    report.sentences_per_s =
+        (report.embedded_by_model > 0 && model_seconds > 0.0).then(|| report.embedded_by_model as f64 / model_seconds);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }

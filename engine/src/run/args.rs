@@ -27,7 +27,12 @@ fn learn_example(model: &mut ArgModel, example: &toolgraph_schema::Example, toda
         .calls
         .iter()
         .zip(&labels)
-        .map(|(c, label)| RecordedCall { api: &c.api_id, label: c.label.as_deref().unwrap_or(label), arguments: &c.arguments, response: c.response.as_ref() })
+        .map(|(c, label)| RecordedCall {
+            api: &c.api_id,
+            label: c.label.as_deref().unwrap_or(label),
+            arguments: &c.arguments,
+            response: c.response.as_ref(),
+        })
         .collect();
     let steps = recorded_steps(&example.request, &calls);
     model.learn(&example.request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today)
@@ -136,7 +141,8 @@ impl Engine {
             let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
             let Some(m) = slot.as_mut() else { return };
             let m = Arc::make_mut(m);
-            let touched = m.learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
+            let touched =
+                m.learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
             m.parts(Some(&touched))
         };
         if let Err(e) = store.set_model_parts(&parts).await {
@@ -147,7 +153,11 @@ impl Engine {
     /// An engine without a store keeps its model in memory only.
     fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
         if let Some(m) = self.args.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            Arc::make_mut(m).learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
+            Arc::make_mut(m).learn(
+                request,
+                chain.iter().map(|s| (s.api.as_str(), &s.arguments)),
+                chrono::Utc::now().date_naive(),
+            );
         }
     }
 }
@@ -161,12 +171,26 @@ mod tests {
     /// and the parts read back as the same model.
     #[test]
     fn examples_train_the_model_and_its_parts_read_back() {
-        let call = |api: &str, args: serde_json::Value, response: Option<serde_json::Value>| toolgraph_schema::ExampleCall { api_id: api.into(), label: None, arguments: args.as_object().cloned().unwrap(), response };
+        let call =
+            |api: &str, args: serde_json::Value, response: Option<serde_json::Value>| toolgraph_schema::ExampleCall {
+                api_id: api.into(),
+                label: None,
+                arguments: args.as_object().cloned().unwrap(),
+                response,
+            };
         let example = toolgraph_schema::Example {
             request: "Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.".into(),
             calls: vec![
-                call("car/loc", json!({"query": "Miami airport"}), Some(json!({"data": [{"coordinates": {"latitude": 25.79}}]}))),
-                call("car/rent", json!({"pick_up_time": "09:00", "drop_off_time": "18:00", "pick_up_latitude": 25.79}), None),
+                call(
+                    "car/loc",
+                    json!({"query": "Miami airport"}),
+                    Some(json!({"data": [{"coordinates": {"latitude": 25.79}}]})),
+                ),
+                call(
+                    "car/rent",
+                    json!({"pick_up_time": "09:00", "drop_off_time": "18:00", "pick_up_latitude": 25.79}),
+                    None,
+                ),
             ],
         };
         let mut m = ArgModel::default();

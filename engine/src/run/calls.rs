@@ -57,14 +57,20 @@ impl Engine {
         // The arguments as they would be sent: a call that failed with exactly these is not sent
         // again (nor put to a person for approval).
         let resolved = {
-            let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+            let outputs: HashMap<String, &Value> =
+                st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
             crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone())
         };
         let key = call_key(&api.id, &resolved);
         if let Some(earlier) = st.failed.get(&key).cloned() {
             let error = CallError::Repeated { earlier };
-            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
+            st.ctx.dead_ends.push(DeadEnd {
+                api: api.id.clone(),
+                arguments: filled.arguments.clone(),
+                reason: error.to_string(),
+            });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
+                .await;
             return false;
         }
         if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
@@ -75,23 +81,40 @@ impl Engine {
             if let ApprovalDecision::Rejected { by, reason } = decision {
                 let error = CallError::NotApproved { by, reason };
                 st.failed.insert(key, error.to_string());
-                st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
+                st.ctx.dead_ends.push(DeadEnd {
+                    api: api.id.clone(),
+                    arguments: filled.arguments.clone(),
+                    reason: error.to_string(),
+                });
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
+                    .await;
                 return false;
             }
         }
-        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone(), sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }).await;
+        st.emit(TraceEvent::Call {
+            label: label.clone(),
+            api: api.id.clone(),
+            arguments: filled.arguments.clone(),
+            sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        })
+        .await;
         st.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();
-        let outputs: HashMap<String, &Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+        let outputs: HashMap<String, &Value> =
+            st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
         let span = tracing::info_span!("tool_call", api = %api.id, label = %label);
         let result = {
             use tracing::Instrument;
             self.executor.call(&spec, &filled.arguments, &outputs).instrument(span.clone()).await
         };
         span.in_scope(|| match &result {
-            Ok(o) => tracing::debug!(status = o.status, attempts = o.attempts, ms = o.elapsed_ms as u64, "tool call answered"),
+            Ok(o) => tracing::debug!(
+                status = o.status,
+                attempts = o.attempts,
+                ms = o.elapsed_ms as u64,
+                "tool call answered"
+            ),
             Err(e) => tracing::debug!(error = %e, "tool call failed"),
         });
         drop(outputs);
@@ -103,8 +126,13 @@ impl Engine {
                 // Refused before sending for its arguments (invalid, unresolvable): the same
                 // arguments would be refused again; sent and failed: likewise not sent twice.
                 st.failed.insert(key, error.to_string());
-                st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
+                st.ctx.dead_ends.push(DeadEnd {
+                    api: api.id.clone(),
+                    arguments: filled.arguments.clone(),
+                    reason: error.to_string(),
+                });
+                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
+                    .await;
                 return false;
             }
         };
@@ -113,12 +141,32 @@ impl Engine {
         if let Some(problem) = crate::exec::response_problem(&outcome.response) {
             st.stats.failed_calls += 1;
             st.failed.insert(key, problem.chars().take(200).collect());
-            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: problem.clone() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::Rejected { status: outcome.status, body: problem }, sent: Some(outcome.arguments) }).await;
+            st.ctx.dead_ends.push(DeadEnd {
+                api: api.id.clone(),
+                arguments: filled.arguments.clone(),
+                reason: problem.clone(),
+            });
+            st.emit(TraceEvent::CallFailed {
+                api: api.id.clone(),
+                arguments: filled.arguments,
+                error: CallError::Rejected { status: outcome.status, body: problem },
+                sent: Some(outcome.arguments),
+            })
+            .await;
             return false;
         }
-        let next_params: Vec<String> = self.graph.successors(&api.id, self.settings.top_k).iter().filter_map(|s| self.apis.get(&s.id)).flat_map(|a| a.params.iter().map(|p| p.name.clone())).collect();
-        let observation = compress(&outcome.response, &keep_set(&st.ctx.request, next_params.iter().map(String::as_str)), self.settings.observation_chars);
+        let next_params: Vec<String> = self
+            .graph
+            .successors(&api.id, self.settings.top_k)
+            .iter()
+            .filter_map(|s| self.apis.get(&s.id))
+            .flat_map(|a| a.params.iter().map(|p| p.name.clone()))
+            .collect();
+        let observation = compress(
+            &outcome.response,
+            &keep_set(&st.ctx.request, next_params.iter().map(String::as_str)),
+            self.settings.observation_chars,
+        );
         let response = Arc::new(outcome.response);
         st.emit(TraceEvent::Response {
             label: label.clone(),
@@ -137,46 +185,111 @@ impl Engine {
             st.ctx.step_subtask.insert(label.clone(), i);
         }
         st.sent.insert(label.clone(), outcome.arguments);
-        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
+        st.ctx.path.push(Step {
+            api: api.clone(),
+            label,
+            arguments: filled.arguments,
+            sources: filled.sources,
+            observation,
+            response,
+            repeat,
+        });
         st.next_label = st.ctx.path.len() + 1;
         true
     }
 
     /// A planned call in a dry run: on the path with the skeleton of its output as response.
-    pub(super) async fn execute_dry(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled, label: String) -> bool {
+    pub(super) async fn execute_dry(
+        &self,
+        st: &mut RunState<'_>,
+        api: &Arc<ApiView>,
+        filled: Filled,
+        label: String,
+    ) -> bool {
         // Every dry call "succeeds": the same call twice would only loop (its answer would be
         // the same), so it is a dead end.
         if st.ctx.path.iter().any(|s| s.api.id == api.id && s.arguments == filled.arguments) {
             let reason = format!("{} was planned with the same arguments already", api.name);
-            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: reason.clone() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error: CallError::BadRequest { message: reason }, sent: None }).await;
+            st.ctx.dead_ends.push(DeadEnd {
+                api: api.id.clone(),
+                arguments: filled.arguments.clone(),
+                reason: reason.clone(),
+            });
+            st.emit(TraceEvent::CallFailed {
+                api: api.id.clone(),
+                arguments: filled.arguments,
+                error: CallError::BadRequest { message: reason },
+                sent: None,
+            })
+            .await;
             return false;
         }
         // Literal values are checked against the schema as a real call's are (references are
         // filled only when calls run).
-        let literal: Map<String, Value> = filled.arguments.iter().filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains('$'))).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let params: Vec<toolgraph_schema::ParamDoc> = api.params.iter().filter(|p| literal.contains_key(&p.name)).cloned().map(|mut p| {
-            p.required = false;
-            p
-        }).collect();
+        let literal: Map<String, Value> = filled
+            .arguments
+            .iter()
+            .filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains('$')))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let params: Vec<toolgraph_schema::ParamDoc> = api
+            .params
+            .iter()
+            .filter(|p| literal.contains_key(&p.name))
+            .cloned()
+            .map(|mut p| {
+                p.required = false;
+                p
+            })
+            .collect();
         if let Err(problems) = crate::exec::validate(&params, &literal) {
             let error = CallError::InvalidArguments { problems };
-            st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: error.to_string() });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None }).await;
+            st.ctx.dead_ends.push(DeadEnd {
+                api: api.id.clone(),
+                arguments: filled.arguments.clone(),
+                reason: error.to_string(),
+            });
+            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
+                .await;
             return false;
         }
-        st.emit(TraceEvent::Call { label: label.clone(), api: api.id.clone(), arguments: filled.arguments.clone(), sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }).await;
+        st.emit(TraceEvent::Call {
+            label: label.clone(),
+            api: api.id.clone(),
+            arguments: filled.arguments.clone(),
+            sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        })
+        .await;
         st.calls_made += 1;
         let response = Arc::new(skeleton(&api.output_fields, &label));
-        let observation = compress(&response, &keep_set(&st.ctx.request, std::iter::empty()), self.settings.observation_chars);
-        st.emit(TraceEvent::Response { label: label.clone(), api: api.id.clone(), status: 0, attempts: 0, elapsed_ms: 0.0, observation: observation.clone(), response: response.clone(), sent: None }).await;
+        let observation =
+            compress(&response, &keep_set(&st.ctx.request, std::iter::empty()), self.settings.observation_chars);
+        st.emit(TraceEvent::Response {
+            label: label.clone(),
+            api: api.id.clone(),
+            status: 0,
+            attempts: 0,
+            elapsed_ms: 0.0,
+            observation: observation.clone(),
+            response: response.clone(),
+            sent: None,
+        })
+        .await;
         let repeat = st.ctx.calls_of(&api.id);
         st.ctx.fields.insert(label.clone(), Arc::new(FieldIndex::build(&response)));
         if let Some(i) = st.ctx.focus {
             st.ctx.step_subtask.insert(label.clone(), i);
         }
         st.sent.insert(label.clone(), filled.arguments.clone());
-        st.ctx.path.push(Step { api: api.clone(), label, arguments: filled.arguments, sources: filled.sources, observation, response, repeat });
+        st.ctx.path.push(Step {
+            api: api.clone(),
+            label,
+            arguments: filled.arguments,
+            sources: filled.sources,
+            observation,
+            response,
+            repeat,
+        });
         st.next_label = st.ctx.path.len() + 1;
         true
     }
@@ -223,8 +336,15 @@ mod tests {
     #[test]
     fn a_planned_call_returns_its_documented_fields_as_references_to_themselves() {
         let fields = vec!["hotel".to_string(), "hotel.id".to_string(), "hotel.name".to_string(), "price".to_string()];
-        assert_eq!(skeleton(&fields, "var2"), json!({"hotel": {"id": "$var2.hotel.id$", "name": "$var2.hotel.name$"}, "price": "$var2.price$"}));
-        assert_eq!(skeleton(&[], "var1"), json!({"result": "$var1.result$"}), "no documented output: one `result` field");
+        assert_eq!(
+            skeleton(&fields, "var2"),
+            json!({"hotel": {"id": "$var2.hotel.id$", "name": "$var2.hotel.name$"}, "price": "$var2.price$"})
+        );
+        assert_eq!(
+            skeleton(&[], "var1"),
+            json!({"result": "$var1.result$"}),
+            "no documented output: one `result` field"
+        );
     }
 
     #[test]

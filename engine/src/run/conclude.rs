@@ -3,8 +3,8 @@
 
 use super::memory::MemoryStep;
 use super::report::{ChainCall, RunReport, Status};
-use super::RunSettings;
 use super::trace::TraceEvent;
+use super::RunSettings;
 use super::{Ended, Engine, RunState};
 use crate::plan::judge::{bad_response, judge_path};
 use crate::plan::Step;
@@ -63,11 +63,15 @@ impl Engine {
         };
         let mut parts = Vec::new();
         for (i, sub) in subtasks.iter().enumerate() {
-            let steps: Vec<&Step> = st.ctx.path.iter().filter(|s| st.ctx.step_subtask.get(&s.label) == Some(&i)).collect();
+            let steps: Vec<&Step> =
+                st.ctx.path.iter().filter(|s| st.ctx.step_subtask.get(&s.label) == Some(&i)).collect();
             let text = if steps.is_empty() {
                 "nothing found for this part".to_string()
             } else if head.is_some() {
-                format!("served by {}", steps.iter().map(|s| format!("{} ({})", s.api.name, s.label)).collect::<Vec<_>>().join(", "))
+                format!(
+                    "served by {}",
+                    steps.iter().map(|s| format!("{} ({})", s.api.name, s.label)).collect::<Vec<_>>().join(", ")
+                )
             } else {
                 let mut sc = st.ctx.clone();
                 sc.request = sub.request.clone();
@@ -83,11 +87,24 @@ impl Engine {
         })
     }
 
-    pub(super) async fn conclude(&self, st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool) -> Result<RunReport> {
+    pub(super) async fn conclude(
+        &self,
+        st: RunState<'_>,
+        ended: Ended,
+        vector: &[f32],
+        recalled: bool,
+    ) -> Result<RunReport> {
         self.conclude_with(st, ended, vector, recalled, &self.settings).await
     }
 
-    pub(super) async fn conclude_with(&self, mut st: RunState<'_>, ended: Ended, vector: &[f32], recalled: bool, settings: &RunSettings) -> Result<RunReport> {
+    pub(super) async fn conclude_with(
+        &self,
+        mut st: RunState<'_>,
+        ended: Ended,
+        vector: &[f32],
+        recalled: bool,
+        settings: &RunSettings,
+    ) -> Result<RunReport> {
         let judgement = if st.ctx.path.is_empty() {
             None
         } else if recalled {
@@ -134,7 +151,17 @@ impl Engine {
                 } else {
                     self.answer(&st).await?
                 };
-                let missing = judgement.as_ref().map(|j| if j.complete() { j.reason.clone() } else { crate::plan::coverage::missing_text(&j.coverage) }).unwrap_or_default();
+                let missing =
+                    judgement
+                        .as_ref()
+                        .map(|j| {
+                            if j.complete() {
+                                j.reason.clone()
+                            } else {
+                                crate::plan::coverage::missing_text(&j.coverage)
+                            }
+                        })
+                        .unwrap_or_default();
                 let a = format!("Partly done; not covered: {missing}.\n{done}");
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
@@ -154,7 +181,16 @@ impl Engine {
             // Only a run judged complete is a plan worth recalling.
             if status == Status::Answered && settings.remember && !st.dry_run {
                 if let Some(mem) = &self.memory {
-                    let chain: Vec<MemoryStep> = st.ctx.path.iter().map(|s| MemoryStep { api: s.api.id.clone(), arguments: s.arguments.clone(), sources: s.sources.clone() }).collect();
+                    let chain: Vec<MemoryStep> = st
+                        .ctx
+                        .path
+                        .iter()
+                        .map(|s| MemoryStep {
+                            api: s.api.id.clone(),
+                            arguments: s.arguments.clone(),
+                            sources: s.sources.clone(),
+                        })
+                        .collect();
                     self.learn_args(&st.ctx.request, &chain).await;
                     mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
                 }
@@ -164,12 +200,29 @@ impl Engine {
             .ctx
             .path
             .iter()
-            .map(|s| ChainCall { label: s.label.clone(), api: s.api.id.clone(), name: s.api.name.clone(), arguments: s.arguments.clone(), sent: st.sent.get(&s.label).cloned().unwrap_or_default(), subtask: st.ctx.step_subtask.get(&s.label).copied() })
+            .map(|s| ChainCall {
+                label: s.label.clone(),
+                api: s.api.id.clone(),
+                name: s.api.name.clone(),
+                arguments: s.arguments.clone(),
+                sent: st.sent.get(&s.label).cloned().unwrap_or_default(),
+                subtask: st.ctx.step_subtask.get(&s.label).copied(),
+            })
             .collect();
         st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
         st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);
         let responses = st.ctx.path.iter().map(|s| s.response.clone()).collect();
-        Ok(RunReport { request: st.ctx.request.clone(), status, answer, chain, needs_input: st.needs_input.clone(), judgement, trace: st.trace, stats: st.stats, responses })
+        Ok(RunReport {
+            request: st.ctx.request.clone(),
+            status,
+            answer,
+            chain,
+            needs_input: st.needs_input.clone(),
+            judgement,
+            trace: st.trace,
+            stats: st.stats,
+            responses,
+        })
     }
 }
 
@@ -184,7 +237,11 @@ mod tests {
     #[test]
     fn a_run_is_answered_only_when_judged_complete() {
         assert_eq!(status_of(&outcome(2, true, 2, false, 0)), Status::Answered);
-        assert_eq!(status_of(&outcome(2, false, 1, false, 0)), Status::Partial, "usable calls that do not cover the request");
+        assert_eq!(
+            status_of(&outcome(2, false, 1, false, 0)),
+            Status::Partial,
+            "usable calls that do not cover the request"
+        );
         assert_eq!(status_of(&outcome(2, false, 0, false, 0)), Status::GaveUp, "no usable response");
     }
 
@@ -192,7 +249,11 @@ mod tests {
     fn only_a_missing_value_with_no_failed_tool_asks_the_user() {
         assert_eq!(status_of(&outcome(0, false, 0, true, 0)), Status::NeedsInput);
         assert_eq!(status_of(&outcome(0, false, 0, true, 1)), Status::GaveUp, "a tool failed: asking would not help");
-        assert_eq!(status_of(&outcome(1, false, 1, true, 0)), Status::NeedsInput, "a usable call, then a value only the user has");
+        assert_eq!(
+            status_of(&outcome(1, false, 1, true, 0)),
+            Status::NeedsInput,
+            "a usable call, then a value only the user has"
+        );
         assert_eq!(status_of(&outcome(1, true, 1, true, 0)), Status::Answered, "a path judged complete wins");
         assert_eq!(status_of(&outcome(0, false, 0, false, 0)), Status::GaveUp);
     }

@@ -95,7 +95,11 @@ impl Health {
             } else if self.settings.consecutive_failures > 0 && h.consecutive >= self.settings.consecutive_failures {
                 Some(format!("{} calls in a row failed", h.consecutive))
             } else if h.window.len() >= self.settings.window.max(1) && availability < self.settings.min_availability {
-                Some(format!("availability {availability:.2} over the last {} calls is below {}", h.window.len(), self.settings.min_availability))
+                Some(format!(
+                    "availability {availability:.2} over the last {} calls is below {}",
+                    h.window.len(),
+                    self.settings.min_availability
+                ))
             } else {
                 None
             };
@@ -130,7 +134,13 @@ impl Health {
         h.streak_callers.clear();
         h.window.clear();
         h.failed_probes = 0;
-        StatusChange { id: id.into(), status: STATUS_ACTIVE.into(), reason: format!("probe succeeded: {detail}"), since: now_rfc3339(), probe: None }
+        StatusChange {
+            id: id.into(),
+            status: STATUS_ACTIVE.into(),
+            reason: format!("probe succeeded: {detail}"),
+            since: now_rfc3339(),
+            probe: None,
+        }
     }
 
     /// A probe of `id` failed: `Some(change)` when the API is now to be marked `invalid`.
@@ -143,7 +153,13 @@ impl Health {
             return None;
         }
         self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
-        Some(StatusChange { id: id.into(), status: STATUS_INVALID.into(), reason: format!("{} probes in a row failed; last: {detail}", h.failed_probes), since: now_rfc3339(), probe: None })
+        Some(StatusChange {
+            id: id.into(),
+            status: STATUS_INVALID.into(),
+            reason: format!("{} probes in a row failed; last: {detail}", h.failed_probes),
+            since: now_rfc3339(),
+            probe: None,
+        })
     }
 
     /// Forget what is known of `id` (an operator changed its status).
@@ -159,7 +175,12 @@ mod tests {
     use serde_json::json;
 
     fn call(api: &str, ok: bool) -> SentCall {
-        SentCall { api: api.into(), ok, refused: false, arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()) }
+        SentCall {
+            api: api.into(),
+            ok,
+            refused: false,
+            arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()),
+        }
     }
 
     fn refused(api: &str) -> SentCall {
@@ -168,7 +189,10 @@ mod tests {
 
     #[test]
     fn refusals_for_bad_arguments_never_degrade_an_api() {
-        let h = Health::new(HealthSettings { consecutive_failures: 2, window: 4, min_availability: 0.5, ..HealthSettings::default() }, &GraphSnapshot::default());
+        let h = Health::new(
+            HealthSettings { consecutive_failures: 2, window: 4, min_availability: 0.5, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
         for _ in 0..10 {
             assert!(h.observe(&[refused("a")], Some("u1")).is_empty());
         }
@@ -179,25 +203,44 @@ mod tests {
 
     #[test]
     fn one_callers_failures_do_not_degrade_an_api_others_use() {
-        let h = Health::new(HealthSettings { consecutive_failures: 3, window: 10, min_availability: 0.0, ..HealthSettings::default() }, &GraphSnapshot::default());
+        let h = Health::new(
+            HealthSettings { consecutive_failures: 3, window: 10, min_availability: 0.0, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
         assert!(h.observe(&[call("a", true)], Some("u1")).is_empty());
-        assert!(h.observe(&[call("a", false), call("a", false), call("a", false), call("a", false), call("a", false)], Some("mallory")).is_empty(), "one caller alone");
+        assert!(
+            h.observe(
+                &[call("a", false), call("a", false), call("a", false), call("a", false), call("a", false)],
+                Some("mallory")
+            )
+            .is_empty(),
+            "one caller alone"
+        );
         assert!(!h.is_degraded("a"));
         // A second caller failing too: the API is at fault.
         assert_eq!(h.observe(&[call("a", false)], Some("u1")).len(), 1);
         assert!(h.is_degraded("a"));
         // A deployment with one caller (the CLI) is degraded by its failures, as before.
-        let solo = Health::new(HealthSettings { consecutive_failures: 3, window: 10, ..HealthSettings::default() }, &GraphSnapshot::default());
+        let solo = Health::new(
+            HealthSettings { consecutive_failures: 3, window: 10, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
         assert_eq!(solo.observe(&[call("b", false), call("b", false), call("b", false)], None).len(), 1);
     }
 
     #[test]
     fn consecutive_failures_degrade_then_a_probe_restores() {
-        let h = Health::new(HealthSettings { consecutive_failures: 3, window: 100, ..HealthSettings::default() }, &GraphSnapshot::default());
+        let h = Health::new(
+            HealthSettings { consecutive_failures: 3, window: 100, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
         assert!(h.observe(&[call("a", true), call("a", false), call("a", false)], None).is_empty());
         let c = h.observe(&[call("a", false)], None);
         assert_eq!(c.len(), 1);
-        assert_eq!((c[0].status.as_str(), c[0].reason.as_str(), c[0].probe.as_deref()), (STATUS_DEGRADED, "3 calls in a row failed", Some(r#"{"q":"x"}"#)));
+        assert_eq!(
+            (c[0].status.as_str(), c[0].reason.as_str(), c[0].probe.as_deref()),
+            (STATUS_DEGRADED, "3 calls in a row failed", Some(r#"{"q":"x"}"#))
+        );
         assert!(h.is_degraded("a"));
         assert!(h.observe(&[call("a", false)], None).is_empty(), "degraded once");
         assert_eq!(h.probe_succeeded("a", "HTTP 200").status, STATUS_ACTIVE);
@@ -206,7 +249,16 @@ mod tests {
 
     #[test]
     fn low_availability_over_a_full_window_degrades_and_failed_probes_invalidate() {
-        let h = Health::new(HealthSettings { consecutive_failures: 0, window: 4, min_availability: 0.5, invalid_after_probes: 2, ..HealthSettings::default() }, &GraphSnapshot::default());
+        let h = Health::new(
+            HealthSettings {
+                consecutive_failures: 0,
+                window: 4,
+                min_availability: 0.5,
+                invalid_after_probes: 2,
+                ..HealthSettings::default()
+            },
+            &GraphSnapshot::default(),
+        );
         assert!(h.observe(&[call("b", false), call("b", true), call("b", false)], None).is_empty(), "window not full");
         let c = h.observe(&[call("b", false)], None);
         assert!(c[0].reason.starts_with("availability 0.25 over the last 4 calls"), "{}", c[0].reason);

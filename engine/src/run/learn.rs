@@ -36,11 +36,16 @@ pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
     for e in &report.trace {
         match e {
             TraceEvent::Response { api, label, .. } => {
-                let arguments = report.chain.iter().find(|c| &c.label == label && &c.api == api).map(|c| c.sent.clone());
+                let arguments =
+                    report.chain.iter().find(|c| &c.label == label && &c.api == api).map(|c| c.sent.clone());
                 out.push(SentCall { api: api.clone(), ok: true, refused: false, arguments });
             }
-            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, refused: false, arguments: None }),
-            TraceEvent::CallFailed { api, error: CallError::Rejected { .. }, .. } => out.push(SentCall { api: api.clone(), ok: false, refused: true, arguments: None }),
+            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. }, .. } => {
+                out.push(SentCall { api: api.clone(), ok: false, refused: false, arguments: None })
+            }
+            TraceEvent::CallFailed { api, error: CallError::Rejected { .. }, .. } => {
+                out.push(SentCall { api: api.clone(), ok: false, refused: true, arguments: None })
+            }
             _ => {}
         }
     }
@@ -52,7 +57,11 @@ pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
     Contribution {
         key: ledger_key(run_id),
         attempts: sent_calls(report).into_iter().map(|c| ResolvedCall { api_id: c.api, ok: c.ok }).collect(),
-        chain: if report.status == Status::Answered { report.chain.iter().map(|c| c.api.clone()).collect() } else { Vec::new() },
+        chain: if report.status == Status::Answered {
+            report.chain.iter().map(|c| c.api.clone()).collect()
+        } else {
+            Vec::new()
+        },
         // The argument model learns from a run as it is remembered (`Engine::learn_args`).
         example: None,
     }
@@ -80,7 +89,12 @@ pub struct Learned {
 const WEIGHT_BATCH_ROWS: usize = 1000;
 
 /// Add run `run_id`'s contribution to the graph, once ([`ContributionWriter`], as ingest writes).
-pub async fn learn_run(store: &dyn GraphStore, run_id: &str, report: &RunReport, params: WeightSettings) -> Result<Learned> {
+pub async fn learn_run(
+    store: &dyn GraphStore,
+    run_id: &str,
+    report: &RunReport,
+    params: WeightSettings,
+) -> Result<Learned> {
     // A run that sent nothing is recorded too: a later run under the same id (a retry) must not
     // count either.
     let c = contribution(run_id, report);
@@ -94,5 +108,11 @@ pub async fn learn_run(store: &dyn GraphStore, run_id: &str, report: &RunReport,
     if writer.marked_dirty() {
         writer.clear_dirty().await?;
     }
-    Ok(Learned { applied: true, calls, successes, edges: batch.edges.iter().map(|e| e.n).sum(), weights_recomputed: recomputed as u64 })
+    Ok(Learned {
+        applied: true,
+        calls,
+        successes,
+        edges: batch.edges.iter().map(|e| e.n).sum(),
+        weights_recomputed: recomputed as u64,
+    })
 }

@@ -55,7 +55,13 @@ impl Memory {
         let entry = MemoryEntry { request: request.to_string(), chain };
         payload.insert("request".into(), Value::String(request.to_string()));
         payload.insert("apis".into(), Value::Array(apis));
-        payload.insert("chain".into(), Value::String(serde_json::to_string(&entry.chain).map_err(|e| EngineError::store("memory", ErrorClass::Permanent, e))?));
+        payload.insert(
+            "chain".into(),
+            Value::String(
+                serde_json::to_string(&entry.chain)
+                    .map_err(|e| EngineError::store("memory", ErrorClass::Permanent, e))?,
+            ),
+        );
         self.vectors.upsert(&self.collection, vec![VectorPoint { id: entry_id(request), vector, payload }]).await
     }
 
@@ -128,10 +134,13 @@ pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemorySt
         .enumerate()
         .map(|(i, c)| {
             let earlier = &calls[..i];
-            let arguments: Map<String, Value> = c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
+            let arguments: Map<String, Value> =
+                c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
             let sources = arguments
                 .iter()
-                .map(|(k, v)| (k.clone(), ArgSource::of_reference(v).unwrap_or(ArgSource::Request { kind: "recorded".into() })))
+                .map(|(k, v)| {
+                    (k.clone(), ArgSource::of_reference(v).unwrap_or(ArgSource::Request { kind: "recorded".into() }))
+                })
                 .collect();
             MemoryStep { api: c.api.to_string(), arguments, sources }
         })
@@ -159,7 +168,15 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
             earlier
                 .iter()
                 .rev()
-                .find_map(|c| field_holding(c.response?, &text).map(|path| Value::String(if path.is_empty() { format!("${}$", c.label) } else { format!("${}.{path}$", c.label) })))
+                .find_map(|c| {
+                    field_holding(c.response?, &text).map(|path| {
+                        Value::String(if path.is_empty() {
+                            format!("${}$", c.label)
+                        } else {
+                            format!("${}.{path}$", c.label)
+                        })
+                    })
+                })
                 .unwrap_or_else(|| v.clone())
         }
     }
@@ -167,7 +184,8 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
 
 /// The path (keys and indexes, dot-separated) of the first scalar equal to `text`, breadth first.
 fn field_holding(response: &Value, text: &str) -> Option<String> {
-    let mut queue: std::collections::VecDeque<(&Value, String)> = std::collections::VecDeque::from([(response, String::new())]);
+    let mut queue: std::collections::VecDeque<(&Value, String)> =
+        std::collections::VecDeque::from([(response, String::new())]);
     let mut seen = 0;
     let join = |p: &str, k: &str| if p.is_empty() { k.to_string() } else { format!("{p}.{k}") };
     while let Some((node, path)) = queue.pop_front() {
@@ -177,9 +195,15 @@ fn field_holding(response: &Value, text: &str) -> Option<String> {
         }
         match node {
             Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
-            Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string())))),
+            Value::Array(items) => {
+                items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string()))))
+            }
             Value::String(s) if s.trim() == text => return Some(path),
-            Value::Number(n) if n.to_string() == text || n.as_f64().zip(text.parse::<f64>().ok()).is_some_and(|(a, b)| a == b) => return Some(path),
+            Value::Number(n)
+                if n.to_string() == text || n.as_f64().zip(text.parse::<f64>().ok()).is_some_and(|(a, b)| a == b) =>
+            {
+                return Some(path)
+            }
             _ => {}
         }
     }

@@ -45,7 +45,10 @@ use toolgraph_schema::{GraphSnapshot, WeightSettings, END_ID, STATUS_ACTIVE};
 use trace::TraceEvent;
 
 pub use calls::skeleton;
-pub use report::{ApprovalDecision, Approver, ChainCall, NeedsInput, PendingCall, RunLearning, RunOptions, RunReport, RunStats, Status};
+pub use report::{
+    ApprovalDecision, Approver, ChainCall, NeedsInput, PendingCall, RunLearning, RunOptions, RunReport, RunStats,
+    Status,
+};
 pub use toolgraph_schema::{Mode, RunSettings};
 
 /// Memory entries the argument model learns from when the store holds none (the newest are not
@@ -73,7 +76,6 @@ pub struct Engine {
     /// by every run remembered), read when the first run needs it; see [`args`].
     args: std::sync::RwLock<Option<Arc<ArgModel>>>,
 }
-
 
 /// Where a run stands while it searches.
 struct RunState<'a> {
@@ -159,7 +161,9 @@ impl Engine {
                 let mut v = ApiView::from_node(a);
                 // How often observed chains stop after it (when any went through it).
                 let seen = !p.graph.successors(&a.id, 1).is_empty();
-                v.ends = seen.then(|| p.graph.next.get(&(a.id.clone(), END_ID.to_string())).map(|e| e.static_weight).unwrap_or(0.0));
+                v.ends = seen.then(|| {
+                    p.graph.next.get(&(a.id.clone(), END_ID.to_string())).map(|e| e.static_weight).unwrap_or(0.0)
+                });
                 (a.id.clone(), Arc::new(v))
             })
             .collect();
@@ -185,7 +189,8 @@ impl Engine {
     /// The same engine over a newer graph (counts, weights and statuses learned since).
     pub fn rebuilt(&self, graph: Arc<GraphSnapshot>) -> Engine {
         let e = self.rebuilt_parts(graph);
-        *e.args.write().unwrap_or_else(|p| p.into_inner()) = self.args.read().unwrap_or_else(|p| p.into_inner()).clone();
+        *e.args.write().unwrap_or_else(|p| p.into_inner()) =
+            self.args.read().unwrap_or_else(|p| p.into_inner()).clone();
         e
     }
 
@@ -216,7 +221,12 @@ impl Engine {
 
     /// [`Engine::learn_from`] a run made for `caller` (a daemon's user): API health weighs
     /// callers apart, so one caller's failures do not take an API away from the others.
-    pub async fn learn_from_caller(&self, run_id: &str, report: &RunReport, caller: Option<&str>) -> Result<RunLearning> {
+    pub async fn learn_from_caller(
+        &self,
+        run_id: &str,
+        report: &RunReport,
+        caller: Option<&str>,
+    ) -> Result<RunLearning> {
         let mut out = RunLearning::default();
         let Some(store) = &self.store else { return Ok(out) };
         // A planned-only run sent nothing: there is nothing to learn from.
@@ -237,7 +247,8 @@ impl Engine {
             // The judgement's evaluation moves the dynamic weights (once: with the run's counts).
             if out.learned.applied && !report.stats.recalled {
                 if let Some(j) = &report.judgement {
-                    let deltas: Vec<(String, f64)> = j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
+                    let deltas: Vec<(String, f64)> =
+                        j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
                     weights::apply_evaluation(store.as_ref(), &deltas, self.weights).await?;
                 }
             }
@@ -275,27 +286,53 @@ impl Engine {
 
     /// Run `request` to an answer, a give-up or a `needs_input`. `given` holds values the user
     /// supplied for parameters (the answer to an earlier `needs_input`).
-    pub async fn run(&self, request: &str, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
+    pub async fn run(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+    ) -> Result<RunReport> {
         self.run_turn(request, given, Vec::new(), sink).await
     }
 
     /// [`Engine::run`] as one turn of a conversation: `earlier` holds outputs of the session's
     /// earlier turns, which may fill arguments this request gives no value for.
-    pub async fn run_turn(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>) -> Result<RunReport> {
+    pub async fn run_turn(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+    ) -> Result<RunReport> {
         self.run_with(request, given, earlier, sink, RunOptions::default()).await
     }
 
     /// [`Engine::run_turn`] with per-request choices (planner, mode, target-first). LLM calls and
     /// tokens of this run are counted per model into its stats.
-    pub async fn run_with(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
+    pub async fn run_with(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: RunOptions,
+    ) -> Result<RunReport> {
         let usage: crate::plan::RunUsage = Default::default();
-        let mut r = crate::plan::RUN_USAGE.scope(usage.clone(), self.run_inner(request, given, earlier, sink, opts)).await?;
+        let mut r =
+            crate::plan::RUN_USAGE.scope(usage.clone(), self.run_inner(request, given, earlier, sink, opts)).await?;
         r.stats.llm = usage.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Ok(r)
     }
 
     /// A fresh run's state: the request's context with the given values and earlier turns.
-    fn new_state<'a>(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>, opts: &RunOptions) -> RunState<'a> {
+    fn new_state<'a>(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: &RunOptions,
+    ) -> RunState<'a> {
         let started = Instant::now();
         let today = chrono::Utc::now().date_naive();
         let mut ctx = Context::new(request, RequestValues::extract(request, today));
@@ -333,7 +370,14 @@ impl Engine {
         }
     }
 
-    async fn run_inner(&self, request: &str, given: Map<String, Value>, earlier: Vec<crate::plan::Earlier>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<RunReport> {
+    async fn run_inner(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: RunOptions,
+    ) -> Result<RunReport> {
         let mut st = self.new_state(request, given, earlier, sink, &opts);
         if self.settings.learned_arguments {
             st.ctx.args = self.arg_model().await?;

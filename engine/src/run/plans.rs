@@ -27,7 +27,12 @@ impl Engine {
             let id = s.get("api").and_then(Value::as_str).ok_or_else(|| format!("step {}: `api` is missing", i + 1))?;
             match self.apis.get(id) {
                 Some(a) => named.push(a.clone()),
-                None => return Err(format!("step {}: no usable API `{id}` (ids look like category/tool/api; invalid APIs cannot be called)", i + 1)),
+                None => {
+                    return Err(format!(
+                    "step {}: no usable API `{id}` (ids look like category/tool/api; invalid APIs cannot be called)",
+                    i + 1
+                ))
+                }
             }
         }
         let plan = crate::plan::program::parse_plan(chain, &st.ctx, &named, "user")?;
@@ -40,7 +45,8 @@ impl Engine {
                     one.required = false;
                     let args: Map<String, Value> = [(k.clone(), v.clone())].into_iter().collect();
                     if let Err(problems) = crate::exec::validate(&[one], &args) {
-                        let text: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.argument, p.problem)).collect();
+                        let text: Vec<String> =
+                            problems.iter().map(|p| format!("{}: {}", p.argument, p.problem)).collect();
                         return Err(format!("step {} ({}): {}", i + 1, api.name, text.join("; ")));
                     }
                 }
@@ -54,7 +60,14 @@ impl Engine {
     /// chain before anything is sent (`Err`: what is wrong, nothing ran). Steps without arguments
     /// are filled like planned calls (Reverse Chain included). The run is judged deterministically
     /// and never remembered as a plan (a person's chain is not the engine's judgement).
-    pub async fn execute_chain(&self, request: &str, chain: &Value, given: Map<String, Value>, sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>, opts: RunOptions) -> Result<std::result::Result<RunReport, String>> {
+    pub async fn execute_chain(
+        &self,
+        request: &str,
+        chain: &Value,
+        given: Map<String, Value>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: RunOptions,
+    ) -> Result<std::result::Result<RunReport, String>> {
         let mut st = self.new_state(request, given, Vec::new(), sink, &opts);
         let named: Vec<Arc<ApiView>> = chain
             .get("steps")
@@ -69,7 +82,12 @@ impl Engine {
             Err(e) => return Ok(Err(e)),
         };
         st.deterministic_judge = true;
-        st.emit(TraceEvent::Plan { source: "user".into(), solution: Vec::new(), steps: plan.steps.iter().map(|s| s.api.clone()).collect() }).await;
+        st.emit(TraceEvent::Plan {
+            source: "user".into(),
+            solution: Vec::new(),
+            steps: plan.steps.iter().map(|s| s.api.clone()).collect(),
+        })
+        .await;
         let usage: crate::plan::RunUsage = Default::default();
         let ended = crate::plan::RUN_USAGE.scope(usage.clone(), self.execute_plan(&mut st, &plan)).await?;
         let ended = match ended {
@@ -103,8 +121,17 @@ impl Engine {
                 st.stats.planned = true;
                 // This plan is the run's plan now (a remembered one may have failed before it).
                 st.stats.plan_fallback_at = None;
-                let solution = p.solution.and_then(|i| self.solutions.get().and_then(|l| l.solutions.get(i))).map(|s| s.apis.clone()).unwrap_or_default();
-                st.emit(TraceEvent::Plan { source: p.source.clone(), solution, steps: p.steps.iter().map(|s| s.api.clone()).collect() }).await;
+                let solution = p
+                    .solution
+                    .and_then(|i| self.solutions.get().and_then(|l| l.solutions.get(i)))
+                    .map(|s| s.apis.clone())
+                    .unwrap_or_default();
+                st.emit(TraceEvent::Plan {
+                    source: p.source.clone(),
+                    solution,
+                    steps: p.steps.iter().map(|s| s.api.clone()).collect(),
+                })
+                .await;
                 match self.execute_plan(st, &p).await? {
                     Ok(()) => {
                         let j = judge_path(&st.ctx);
@@ -125,13 +152,29 @@ impl Engine {
 
     /// The valid solutions closest to the request (plan mode), without excluded or degraded APIs.
     pub(super) fn solution_views(&self, st: &RunState<'_>) -> Vec<SolutionView> {
-        let lib = self.solutions.get_or_init(|| SolutionLibrary::build(&self.graph, &self.apis, self.settings.plan_max_steps, 20));
+        let lib = self
+            .solutions
+            .get_or_init(|| SolutionLibrary::build(&self.graph, &self.apis, self.settings.plan_max_steps, 20));
         let want = self.settings.plan_solutions.max(1);
         let mut out = Vec::new();
         for (index, score) in lib.rank(&st.sims, self.settings.min_similarity, want * 20) {
-            let apis: Option<Vec<Arc<ApiView>>> = lib.solutions[index].apis.iter().map(|id| self.apis.get(id).filter(|a| !st.ctx.excluded_tools.contains(&a.tool) && !self.health.as_ref().is_some_and(|h| h.is_degraded(id))).cloned()).collect();
+            let apis: Option<Vec<Arc<ApiView>>> = lib.solutions[index]
+                .apis
+                .iter()
+                .map(|id| {
+                    self.apis
+                        .get(id)
+                        .filter(|a| {
+                            !st.ctx.excluded_tools.contains(&a.tool)
+                                && !self.health.as_ref().is_some_and(|h| h.is_degraded(id))
+                        })
+                        .cloned()
+                })
+                .collect();
             // Valid: the request (or the user's values) can give the first API's inputs.
-            if let Some(apis) = apis.filter(|a| a.first().is_some_and(|f| fill_arguments(&st.ctx, f).missing.is_empty())) {
+            if let Some(apis) =
+                apis.filter(|a| a.first().is_some_and(|f| fill_arguments(&st.ctx, f).missing.is_empty()))
+            {
                 out.push(SolutionView { index, score, apis });
             }
             if out.len() >= want {
@@ -143,21 +186,40 @@ impl Engine {
 
     /// Run a plan step by step. `Err((step, why))` (1-based) at the first step that cannot run:
     /// the search takes over from there, the steps before it kept.
-    pub(super) async fn execute_plan(&self, st: &mut RunState<'_>, plan: &Plan) -> Result<std::result::Result<(), (usize, String)>> {
+    pub(super) async fn execute_plan(
+        &self,
+        st: &mut RunState<'_>,
+        plan: &Plan,
+    ) -> Result<std::result::Result<(), (usize, String)>> {
         // Plan label (var1, var2, …) → the label of that step's (first) call on the path.
         let mut labels: HashMap<String, String> = HashMap::new();
         for (i, step) in plan.steps.iter().enumerate() {
             let n = i + 1;
-            let Some(api) = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned() else {
+            let Some(api) = self
+                .apis
+                .get(&step.api)
+                .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
+                .cloned()
+            else {
                 return Ok(Err((n, format!("{} is not an active API", step.api))));
             };
-            let outputs: HashMap<String, &Value> = labels.iter().filter_map(|(pl, al)| st.ctx.path.iter().find(|s| &s.label == al).map(|s| (pl.clone(), s.response.as_ref()))).collect();
+            let outputs: HashMap<String, &Value> = labels
+                .iter()
+                .filter_map(|(pl, al)| {
+                    st.ctx.path.iter().find(|s| &s.label == al).map(|s| (pl.clone(), s.response.as_ref()))
+                })
+                .collect();
             if let Some(c) = &step.when {
                 match crate::plan::program::holds(c, &outputs) {
                     Ok(true) => {}
                     Ok(false) => {
                         drop(outputs);
-                        st.emit(TraceEvent::PlanSkipped { step: n, api: api.id.clone(), reason: format!("{} {} {} does not hold", c.reference, c.op, c.value) }).await;
+                        st.emit(TraceEvent::PlanSkipped {
+                            step: n,
+                            api: api.id.clone(),
+                            reason: format!("{} {} {} does not hold", c.reference, c.op, c.value),
+                        })
+                        .await;
                         continue;
                     }
                     Err(e) => return Ok(Err((n, e))),
@@ -173,9 +235,16 @@ impl Engine {
                     };
                     let (label, path) = inner.split_once('.').unwrap_or((inner.as_str(), ""));
                     let parts: Vec<&str> = if path.is_empty() { Vec::new() } else { path.split('.').collect() };
-                    let list = st.ctx.path.iter().find(|s| s.label == label).and_then(|s| crate::exec::refs::lookup(&s.response, &parts).cloned());
+                    let list = st
+                        .ctx
+                        .path
+                        .iter()
+                        .find(|s| s.label == label)
+                        .and_then(|s| crate::exec::refs::lookup(&s.response, &parts).cloned());
                     match list {
-                        Some(Value::Array(a)) if !a.is_empty() => (0..a.len().min(crate::plan::program::MAX_ITEMS)).map(|k| Some(format!("{inner}.{k}"))).collect(),
+                        Some(Value::Array(a)) if !a.is_empty() => (0..a.len().min(crate::plan::program::MAX_ITEMS))
+                            .map(|k| Some(format!("{inner}.{k}")))
+                            .collect(),
                         _ => return Ok(Err((n, format!("for_each {r} is not a non-empty list")))),
                     }
                 }
@@ -186,11 +255,13 @@ impl Engine {
                 let ok = match &step.arguments {
                     None => self.call_api(st, &api, 0, true).await?,
                     Some(args) => {
-                        let arguments = match crate::plan::program::rewrite(&Value::Object(args.clone()), &labels, item.as_deref()) {
-                            Ok(Value::Object(m)) => m,
-                            Ok(_) => Map::new(),
-                            Err(e) => return Ok(Err((n, e))),
-                        };
+                        let arguments =
+                            match crate::plan::program::rewrite(&Value::Object(args.clone()), &labels, item.as_deref())
+                            {
+                                Ok(Value::Object(m)) => m,
+                                Ok(_) => Map::new(),
+                                Err(e) => return Ok(Err((n, e))),
+                            };
                         let mut f = Filled { arguments, ..Filled::default() };
                         for (k, v) in &f.arguments {
                             f.sources.insert(k.clone(), ArgSource::of_reference(v).unwrap_or(ArgSource::Given));

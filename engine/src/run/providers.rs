@@ -13,7 +13,8 @@ use toolgraph_schema::fields::{field_key as normalize, key_provides as provides}
 
 /// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
 fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
-    let suffixes = want.char_indices().map(move |(i, _)| &want[i..]).filter(move |s| s.len() == want.len() || s.len() >= 3);
+    let suffixes =
+        want.char_indices().map(move |(i, _)| &want[i..]).filter(move |s| s.len() == want.len() || s.len() >= 3);
     let id = (want.len() > 2 && want.ends_with("id")).then_some("id");
     suffixes.chain(id)
 }
@@ -43,7 +44,10 @@ impl Providers {
         let mut feeds_into: FeedsInto = HashMap::new();
         for ((from, to), fields) in feeds {
             if let Some(src) = apis.get(from) {
-                feeds_into.entry(to.clone()).or_default().push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));
+                feeds_into
+                    .entry(to.clone())
+                    .or_default()
+                    .push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));
             }
         }
         Providers { by_leaf, feeds_into }
@@ -75,20 +79,36 @@ mod tests {
     use super::*;
 
     fn api(id: &str, outputs: &[&str]) -> Arc<ApiView> {
-        Arc::new(ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: String::new(), description: String::new(), params: vec![], output_fields: outputs.iter().map(|s| s.to_string()).collect(), availability: None, ends: None })
+        Arc::new(ApiView {
+            id: id.into(),
+            name: id.into(),
+            tool: "t".into(),
+            category: String::new(),
+            description: String::new(),
+            params: vec![],
+            output_fields: outputs.iter().map(|s| s.to_string()).collect(),
+            availability: None,
+            ends: None,
+        })
     }
 
     #[test]
     fn finds_exact_suffix_and_id_providers_and_feeds() {
         let mut apis = HashMap::new();
-        for a in [api("geo", &["coordinates.latitude", "name"]), api("hotels", &["data.id"]), api("lat", &["lat"]), api("target", &["latitude"])] {
+        for a in [
+            api("geo", &["coordinates.latitude", "name"]),
+            api("hotels", &["data.id"]),
+            api("lat", &["lat"]),
+            api("target", &["latitude"]),
+        ] {
             apis.insert(a.id.clone(), a);
         }
         let mut feeds = BTreeMap::new();
         feeds.insert(("lat".to_string(), "target".to_string()), vec!["lat".to_string()]);
         let p = Providers::build(&apis, &feeds);
         let ids = |t: &str, param: &str| {
-            let mut v: Vec<(String, bool)> = p.candidates(t, param).into_iter().map(|(a, f)| (a.id.clone(), f)).collect();
+            let mut v: Vec<(String, bool)> =
+                p.candidates(t, param).into_iter().map(|(a, f)| (a.id.clone(), f)).collect();
             v.sort();
             v
         };

@@ -34,7 +34,11 @@ fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
             Req::Count => Some(Kind::Number),
             _ => None,
         };
-        let value = if r.kind == Req::Count { r.value.split_whitespace().next().unwrap_or_default().to_string() } else { r.value.clone() };
+        let value = if r.kind == Req::Count {
+            r.value.split_whitespace().next().unwrap_or_default().to_string()
+        } else {
+            r.value.clone()
+        };
         let had_it = kind.is_none_or(|k| analogy.has_counterpart(k, &value) != Some(false));
         if had_it {
             r.covered_by = Some("recalled".into());
@@ -44,7 +48,10 @@ fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
         j.pass = true;
         j.reason = "replayed by analogy, every call with a usable response; what the calls do not cover the remembered request asked for too, and its chain served it".to_string();
     } else {
-        j.reason = format!("replayed by analogy, but this request also asks for {}", crate::plan::coverage::missing_text(&j.coverage));
+        j.reason = format!(
+            "replayed by analogy, but this request also asks for {}",
+            crate::plan::coverage::missing_text(&j.coverage)
+        );
     }
     j
 }
@@ -89,7 +96,14 @@ impl Engine {
         }
         let Some((hit, structure)) = self.best_analogue(&st.ctx.request, hits) else { return Ok(false) };
         let replay = hit.score >= self.settings.memory_threshold || structure >= self.settings.analogy_threshold as f64;
-        st.emit(TraceEvent::Recall { request: hit.entry.request.clone(), score: hit.score, structure: structure as f32, chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(), replayed: replay }).await;
+        st.emit(TraceEvent::Recall {
+            request: hit.entry.request.clone(),
+            score: hit.score,
+            structure: structure as f32,
+            chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(),
+            replayed: replay,
+        })
+        .await;
         if !replay {
             return Ok(false);
         }
@@ -137,14 +151,26 @@ impl Engine {
     /// Replay a remembered chain by analogy: references kept; every value the remembered request
     /// said replaced by this request's counterpart; values it never said kept as the constants
     /// they are, unless an earlier output of this run provides the parameter.
-    pub(super) async fn replay(&self, st: &mut RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> std::result::Result<(), String> {
+    pub(super) async fn replay(
+        &self,
+        st: &mut RunState<'_>,
+        old_request: &str,
+        chain: &[MemoryStep],
+    ) -> std::result::Result<(), String> {
         let analogy = Analogy::new(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive());
         for step in chain {
-            let api = self.apis.get(&step.api).filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api))).cloned().ok_or_else(|| format!("{} is no longer an active API", step.api))?;
+            let api = self
+                .apis
+                .get(&step.api)
+                .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
+                .cloned()
+                .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
             let filled = fill_arguments(&st.ctx, &api);
             let mut f = Filled::default();
             for (name, recorded) in &step.arguments {
-                if let Some(source @ ArgSource::Output { .. }) = step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded)) {
+                if let Some(source @ ArgSource::Output { .. }) =
+                    step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
+                {
                     f.arguments.insert(name.clone(), recorded.clone());
                     f.sources.insert(name.clone(), source);
                     continue;
@@ -172,12 +198,17 @@ impl Engine {
                         f.arguments.insert(name.clone(), v);
                         f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
                     }
-                    Transfer::Unmatched(kind) => return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str())),
+                    Transfer::Unmatched(kind) => {
+                        return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))
+                    }
                     Transfer::Unsaid => {
-                        let word = recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)));
+                        let word = recorded
+                            .as_str()
+                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)));
                         // An earlier output of this run provides it, or a run's own memory says the
                         // value came from its request (a quoted string, an email…): the filler's.
-                        let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. })) || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
+                        let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
+                            || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
                         if let Some(word) = word {
                             f.arguments.insert(name.clone(), Value::String(word));
                             f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
@@ -191,7 +222,12 @@ impl Engine {
                 }
             }
             // What the remembered call did not send but this API requires: the shared filler's.
-            let lacking: Vec<String> = api.params.iter().filter(|p| p.required && !f.arguments.contains_key(&p.name)).map(|p| p.name.clone()).collect();
+            let lacking: Vec<String> = api
+                .params
+                .iter()
+                .filter(|p| p.required && !f.arguments.contains_key(&p.name))
+                .map(|p| p.name.clone())
+                .collect();
             for name in &lacking {
                 take_filled(&filled, name, &mut f);
             }
@@ -212,7 +248,9 @@ impl Engine {
 
     /// The string values `api`'s `param` took in recorded runs (an enumeration's known words).
     fn vocabulary(&self, st: &RunState<'_>, api: &str, param: &str) -> Vec<String> {
-        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(api)).and_then(|s| s.get(param)) else { return Vec::new() };
+        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(api)).and_then(|s| s.get(param)) else {
+            return Vec::new();
+        };
         slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect()
     }
 
@@ -221,6 +259,7 @@ impl Engine {
     /// (fewer than three recorded values, or no model).
     fn mention_kinds(&self, st: &RunState<'_>, api: &str, param: &str) -> Option<Vec<Kind>> {
         let slot = st.ctx.args.as_ref()?.slots.get(api)?.get(param)?;
-        (slot.support >= 3).then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
+        (slot.support >= 3)
+            .then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
     }
 }

@@ -57,22 +57,47 @@ impl Engine {
                     // of the path, with what is missing in context.
                     let missing = crate::plan::coverage::missing_text(&j.coverage);
                     st.ctx.notes.push(format!("round {round}: not covered yet: {missing}"));
-                    st.emit(TraceEvent::Reflect { round, mode: "extend".into(), reason: j.reason.clone(), resume_at: Some(st.ctx.path.len()), excluded_tools: vec![] }).await;
+                    st.emit(TraceEvent::Reflect {
+                        round,
+                        mode: "extend".into(),
+                        reason: j.reason.clone(),
+                        resume_at: Some(st.ctx.path.len()),
+                        excluded_tools: vec![],
+                    })
+                    .await;
                 }
                 Some(i) if i > 0 => {
                     // Resume from the first bad step: keep what came before, mark the bad call dead.
                     let bad = st.ctx.path[i].clone();
-                    st.ctx.dead_ends.push(DeadEnd { api: bad.api.id.clone(), arguments: bad.arguments.clone(), reason: j.reason.clone() });
+                    st.ctx.dead_ends.push(DeadEnd {
+                        api: bad.api.id.clone(),
+                        arguments: bad.arguments.clone(),
+                        reason: j.reason.clone(),
+                    });
                     self.truncate(st, i);
                     st.ctx.notes.push(format!("round {round}: {}", j.reason));
-                    st.emit(TraceEvent::Reflect { round, mode: "resume".into(), reason: j.reason.clone(), resume_at: Some(i), excluded_tools: vec![] }).await;
+                    st.emit(TraceEvent::Reflect {
+                        round,
+                        mode: "resume".into(),
+                        reason: j.reason.clone(),
+                        resume_at: Some(i),
+                        excluded_tools: vec![],
+                    })
+                    .await;
                 }
                 _ => {
                     // Restart without the tools judged irrelevant; a tool that holds every seed
                     // (one-tool domains) loses only the APIs of the bad steps instead.
                     let excluded = self.exclude_for_restart(&mut st.ctx, &st.seeds, &j);
                     st.ctx.notes.push(format!("round {round}: {}", j.reason));
-                    st.emit(TraceEvent::Reflect { round, mode: "restart".into(), reason: j.reason.clone(), resume_at: None, excluded_tools: excluded }).await;
+                    st.emit(TraceEvent::Reflect {
+                        round,
+                        mode: "restart".into(),
+                        reason: j.reason.clone(),
+                        resume_at: None,
+                        excluded_tools: excluded,
+                    })
+                    .await;
                     self.truncate(st, 0);
                 }
             }

@@ -1,8 +1,8 @@
 //! What a run takes and gives: per-request options, the approval port, and the report (status,
 //! answer, chain, judgement, trace, stats).
 
-use super::trace::TraceEvent;
 use super::learn;
+use super::trace::TraceEvent;
 use crate::plan::{Judgement, ModelUsage, Planner};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -171,7 +171,13 @@ impl RunReport {
             Status::GaveUp => Outcome::GaveUp,
             Status::Partial | Status::NeedsInput => Outcome::Failed,
         };
-        RecordedRun { id, request: self.request.clone(), calls, outcome, answer: (!self.answer.is_empty()).then(|| self.answer.clone()) }
+        RecordedRun {
+            id,
+            request: self.request.clone(),
+            calls,
+            outcome,
+            answer: (!self.answer.is_empty()).then(|| self.answer.clone()),
+        }
     }
 }
 
@@ -188,27 +194,60 @@ mod tests {
     use toolgraph_schema::ApiNode;
 
     fn report(status: Status, dry_run: bool) -> RunReport {
-        let call = |label: &str, api: &str, name: &str, arg: Value, sent: Value| ChainCall { label: label.into(), api: api.into(), name: name.into(), arguments: arg.as_object().cloned().unwrap(), sent: sent.as_object().cloned().unwrap(), subtask: None };
+        let call = |label: &str, api: &str, name: &str, arg: Value, sent: Value| ChainCall {
+            label: label.into(),
+            api: api.into(),
+            name: name.into(),
+            arguments: arg.as_object().cloned().unwrap(),
+            sent: sent.as_object().cloned().unwrap(),
+            subtask: None,
+        };
         RunReport {
             request: "hotels in Paris".into(),
             status,
             answer: "Hotel Lutetia".into(),
             chain: vec![
-                call("var1", "travel/booking/search_dest", "search_dest", serde_json::json!({"query": "Paris"}), serde_json::json!({"query": "Paris"})),
-                call("var2", "travel/booking/search_hotels", "search_hotels", serde_json::json!({"dest_id": "$var1.dest_id$"}), serde_json::json!({"dest_id": "-1456928"})),
+                call(
+                    "var1",
+                    "travel/booking/search_dest",
+                    "search_dest",
+                    serde_json::json!({"query": "Paris"}),
+                    serde_json::json!({"query": "Paris"}),
+                ),
+                call(
+                    "var2",
+                    "travel/booking/search_hotels",
+                    "search_hotels",
+                    serde_json::json!({"dest_id": "$var1.dest_id$"}),
+                    serde_json::json!({"dest_id": "-1456928"}),
+                ),
             ],
             needs_input: None,
             judgement: None,
             trace: Vec::new(),
             stats: RunStats { dry_run, ..RunStats::default() },
-            responses: vec![Arc::new(serde_json::json!({"dest_id": "-1456928"})), Arc::new(serde_json::json!({"hotels": ["Hotel Lutetia"]}))],
+            responses: vec![
+                Arc::new(serde_json::json!({"dest_id": "-1456928"})),
+                Arc::new(serde_json::json!({"hotels": ["Hotel Lutetia"]})),
+            ],
         }
     }
 
     fn graph() -> GraphSnapshot {
         let mut g = GraphSnapshot::default();
-        for (id, name) in [("travel/booking/search_dest", "search_dest"), ("travel/booking/search_hotels", "search_hotels")] {
-            g.apis.insert(id.into(), ApiNode { id: id.into(), name: name.into(), tool: "Booking".into(), category: "Travel".into(), ..ApiNode::default() });
+        for (id, name) in
+            [("travel/booking/search_dest", "search_dest"), ("travel/booking/search_hotels", "search_hotels")]
+        {
+            g.apis.insert(
+                id.into(),
+                ApiNode {
+                    id: id.into(),
+                    name: name.into(),
+                    tool: "Booking".into(),
+                    category: "Travel".into(),
+                    ..ApiNode::default()
+                },
+            );
         }
         g
     }
@@ -218,8 +257,15 @@ mod tests {
         let r = report(Status::Answered, false).recorded(Some("run_1".into()), &graph());
         assert_eq!(r.outcome, Outcome::Answered);
         assert_eq!(r.calls.len(), 2);
-        assert_eq!((r.calls[1].tool.as_str(), r.calls[1].category.as_deref(), r.calls[1].label.as_deref()), ("Booking", Some("Travel"), Some("var2")));
-        assert_eq!(r.calls[1].arguments, serde_json::json!({"dest_id": "-1456928"}), "the value as sent, not the reference");
+        assert_eq!(
+            (r.calls[1].tool.as_str(), r.calls[1].category.as_deref(), r.calls[1].label.as_deref()),
+            ("Booking", Some("Travel"), Some("var2"))
+        );
+        assert_eq!(
+            r.calls[1].arguments,
+            serde_json::json!({"dest_id": "-1456928"}),
+            "the value as sent, not the reference"
+        );
         assert_eq!(r.calls[0].response, Some(serde_json::json!({"dest_id": "-1456928"})));
         // It reads back as a trajectory line.
         let line = serde_json::to_string(&r).unwrap();

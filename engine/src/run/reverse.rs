@@ -19,11 +19,17 @@ impl Engine {
     pub(super) fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
         let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
-            if st.ctx.excluded_tools.contains(&cand.tool) || st.inserting.contains(&cand.id) || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id)) {
+            if st.ctx.excluded_tools.contains(&cand.tool)
+                || st.inserting.contains(&cand.id)
+                || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id))
+            {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
-            let score = (if feeds { 1.0 } else { 0.0 }) + w + st.sims().get(&cand.id).copied().unwrap_or(0.0).max(st.sims.get(&cand.id).copied().unwrap_or(0.0)) * 0.5;
+            let score = (if feeds { 1.0 } else { 0.0 })
+                + w
+                + st.sims().get(&cand.id).copied().unwrap_or(0.0).max(st.sims.get(&cand.id).copied().unwrap_or(0.0))
+                    * 0.5;
             scored.push((score, cand));
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
@@ -40,7 +46,10 @@ impl Engine {
         api.params
             .iter()
             .filter(|p| p.required && open.contains(&p.name))
-            .map(|p| Offer { param: p.name.clone(), providers: self.providers_of(st, api, &p.name).into_iter().take(OFFERS_PER_PARAM).collect() })
+            .map(|p| Offer {
+                param: p.name.clone(),
+                providers: self.providers_of(st, api, &p.name).into_iter().take(OFFERS_PER_PARAM).collect(),
+            })
             .filter(|o| !o.providers.is_empty())
             .collect()
     }
@@ -52,7 +61,13 @@ impl Engine {
     /// parameters. The planner is asked to fill only when the shared filler leaves a required
     /// argument open. `deterministic`: fill without the planner (plan steps). Returns whether the
     /// call succeeded.
-    pub(super) fn call_api<'s, 'b>(&'s self, st: &'s mut RunState<'b>, api: &'s Arc<ApiView>, nesting: usize, deterministic: bool) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
+    pub(super) fn call_api<'s, 'b>(
+        &'s self,
+        st: &'s mut RunState<'b>,
+        api: &'s Arc<ApiView>,
+        nesting: usize,
+        deterministic: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool>> + Send + 's>>
     where
         'b: 's,
     {
@@ -87,9 +102,19 @@ impl Engine {
                     if inserted && !fill_arguments(&st.ctx, api).missing.contains(&param) {
                         continue;
                     }
-                    let pick = filled.from_api.iter().find(|p| p.param == param).and_then(|p| self.apis.get(&p.api).cloned()).filter(|a| !st.inserting.contains(&a.id));
+                    let pick = filled
+                        .from_api
+                        .iter()
+                        .find(|p| p.param == param)
+                        .and_then(|p| self.apis.get(&p.api).cloned())
+                        .filter(|a| !st.inserting.contains(&a.id));
                     let Some(provider) = pick.or_else(|| self.provider_for(st, api, &param)) else { continue };
-                    st.emit(TraceEvent::Insert { api: api.id.clone(), argument: param.clone(), provider: provider.id.clone() }).await;
+                    st.emit(TraceEvent::Insert {
+                        api: api.id.clone(),
+                        argument: param.clone(),
+                        provider: provider.id.clone(),
+                    })
+                    .await;
                     if self.call_api(st, &provider, nesting + 1, deterministic).await? {
                         inserted = true;
                     }
@@ -105,12 +130,23 @@ impl Engine {
                     };
                 }
                 if !filled.missing.is_empty() {
-                    let message = format!("{} needs {} and no earlier output or API can provide {}; please give {}", api.name, filled.missing.join(", "), if filled.missing.len() == 1 { "it" } else { "them" }, if filled.missing.len() == 1 { "it" } else { "them" });
+                    let message = format!(
+                        "{} needs {} and no earlier output or API can provide {}; please give {}",
+                        api.name,
+                        filled.missing.join(", "),
+                        if filled.missing.len() == 1 { "it" } else { "them" },
+                        if filled.missing.len() == 1 { "it" } else { "them" }
+                    );
                     st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
                     if st.needs_input.is_none() {
-                        st.needs_input = Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
+                        st.needs_input =
+                            Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
                     }
-                    st.ctx.dead_ends.push(DeadEnd { api: api.id.clone(), arguments: filled.arguments.clone(), reason: format!("missing {}", filled.missing.join(", ")) });
+                    st.ctx.dead_ends.push(DeadEnd {
+                        api: api.id.clone(),
+                        arguments: filled.arguments.clone(),
+                        reason: format!("missing {}", filled.missing.join(", ")),
+                    });
                     return Ok(false);
                 }
             }

@@ -37,7 +37,9 @@ impl Engine {
         }
         // LLM time and the rest are budgeted apart.
         let llm_ms = crate::plan::run_llm_ms();
-        if st.started.elapsed().saturating_sub(Duration::from_millis(llm_ms)) > Duration::from_millis(self.settings.wall_ms) {
+        if st.started.elapsed().saturating_sub(Duration::from_millis(llm_ms))
+            > Duration::from_millis(self.settings.wall_ms)
+        {
             return Some(format!("time budget of {} ms spent", self.settings.wall_ms));
         }
         if llm_ms > self.settings.llm_wall_ms {
@@ -61,24 +63,37 @@ impl Engine {
         }
         let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
         let hint = st.hints.get(&(from, id.to_string())).copied().unwrap_or(0.0);
-        Some(Candidate { id: id.to_string(), source, weight, similarity: st.sims().get(id).copied().unwrap_or(0.0), hint, api: Some(api.clone()) })
+        Some(Candidate {
+            id: id.to_string(),
+            source,
+            weight,
+            similarity: st.sims().get(id).copied().unwrap_or(0.0),
+            hint,
+            api: Some(api.clone()),
+        })
     }
 
     /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
     /// that repeats a call on the path or a dead end.
     pub(super) fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
         // Only an API already on the path, at a dead end or with a failed call can repeat a call.
-        let failed_before = st.failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
-        if !failed_before && !st.ctx.path.iter().any(|s| s.api.id == api.id) && !st.ctx.dead_ends.iter().any(|d| d.api == api.id) {
+        let failed_before =
+            st.failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
+        if !failed_before
+            && !st.ctx.path.iter().any(|s| s.api.id == api.id)
+            && !st.ctx.dead_ends.iter().any(|d| d.api == api.id)
+        {
             return Some(format!("{}|", api.id));
         }
         let f = fill_arguments(&st.ctx, api);
         let key = canonical(&f.arguments);
-        let repeats = st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key) || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
+        let repeats = st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key)
+            || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
         // A call that failed with these very values (as they would be sent) is not offered again:
         // choosing it would cost a decision for a call that is never sent.
         let failed = failed_before && {
-            let outputs: std::collections::HashMap<String, &serde_json::Value> = st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+            let outputs: std::collections::HashMap<String, &serde_json::Value> =
+                st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
             let resolved = crate::exec::refs::resolve(&f.arguments, &outputs).unwrap_or_else(|_| f.arguments.clone());
             st.failed.contains_key(&super::calls::call_key(&api.id, &resolved))
         };
@@ -105,7 +120,15 @@ impl Engine {
                 // Root: the seeds, with the START edge as graph evidence (a subtask starts like a
                 // request of its own; earlier subtasks' outputs still fill its arguments).
                 for id in &st.seeds {
-                    let w = if graph { self.graph.next.get(&(START_ID.to_string(), id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0) } else { 0.0 };
+                    let w = if graph {
+                        self.graph
+                            .next
+                            .get(&(START_ID.to_string(), id.clone()))
+                            .map(|e| e.dynamic_weight)
+                            .unwrap_or(0.0)
+                    } else {
+                        0.0
+                    };
                     let source = if w > 0.0 { Source::Graph } else { Source::Retriever };
                     if let Some(c) = self.candidate(st, id, source, w) {
                         if c.similarity >= self.settings.min_similarity || w > 0.0 {
@@ -126,7 +149,8 @@ impl Engine {
         }
         // Steps recalled memories made from here join (as graph evidence: they are observed chains).
         let from = at.clone().unwrap_or_else(|| START_ID.to_string());
-        let mut hinted: Vec<(&String, f64)> = st.hints.iter().filter(|((f, _), _)| *f == from).map(|((_, t), s)| (t, *s)).collect();
+        let mut hinted: Vec<(&String, f64)> =
+            st.hints.iter().filter(|((f, _), _)| *f == from).map(|((_, t), s)| (t, *s)).collect();
         hinted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         for (to, _) in hinted {
             if to == END_ID && at.is_none() {
@@ -139,7 +163,8 @@ impl Engine {
         }
         if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
-            let mut ranked: Vec<(&String, &f64)> = st.sims().iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
+            let mut ranked: Vec<(&String, &f64)> =
+                st.sims().iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
             ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
             for (id, _) in ranked {
                 if out.iter().filter(|c| !c.is_end()).count() >= k {
@@ -173,7 +198,13 @@ impl Engine {
             st.ctx.root = st.ctx.path.len();
             st.seeds = st.subtask_seeds[i].clone();
             let sub = st.ctx.subtasks[i].clone();
-            st.emit(TraceEvent::Subtask { index: i, name: sub.name.clone(), request: sub.request.clone(), category: sub.category.clone() }).await;
+            st.emit(TraceEvent::Subtask {
+                index: i,
+                name: sub.name.clone(),
+                request: sub.request.clone(),
+                category: sub.category.clone(),
+            })
+            .await;
             if let Ended::GaveUp(reason) = self.search(st).await? {
                 st.ctx.notes.push(format!("subtask {} ({}) found nothing: {reason}", i + 1, sub.name));
                 gave_up.push(reason);
@@ -182,7 +213,11 @@ impl Engine {
         st.ctx.focus = None;
         st.ctx.root = 0;
         st.seeds = all_seeds;
-        Ok(if st.ctx.path.is_empty() { Ended::GaveUp(gave_up.first().cloned().unwrap_or_else(|| "no subtask found a usable call".into())) } else { Ended::Finished })
+        Ok(if st.ctx.path.is_empty() {
+            Ended::GaveUp(gave_up.first().cloned().unwrap_or_else(|| "no subtask found a usable call".into()))
+        } else {
+            Ended::Finished
+        })
     }
 
     /// Depth-first search from the current path (empty, or the prefix a reflection resumes from;
@@ -213,10 +248,24 @@ impl Engine {
                 backward = false;
                 if let Some((index, c)) = target(&offered) {
                     let api = c.api.clone().expect("not END");
-                    let decision = Decision::Call { index, reason: format!("target first: {} produces what the request asks for; its inputs are completed backwards", api.name) };
+                    let decision = Decision::Call {
+                        index,
+                        reason: format!(
+                            "target first: {} produces what the request asks for; its inputs are completed backwards",
+                            api.name
+                        ),
+                    };
                     st.emit(TraceEvent::Choose {
                         depth,
-                        offered: offered.iter().map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity }).collect(),
+                        offered: offered
+                            .iter()
+                            .map(|c| Offered {
+                                id: c.id.clone(),
+                                source: c.source,
+                                weight: c.weight,
+                                similarity: c.similarity,
+                            })
+                            .collect(),
                         decision,
                     })
                     .await;
@@ -231,13 +280,18 @@ impl Engine {
             let decision = st.planner.choose(&st.ctx, &offered).await?;
             st.emit(TraceEvent::Choose {
                 depth,
-                offered: offered.iter().map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity }).collect(),
+                offered: offered
+                    .iter()
+                    .map(|c| Offered { id: c.id.clone(), source: c.source, weight: c.weight, similarity: c.similarity })
+                    .collect(),
                 decision: decision.clone(),
             })
             .await;
             let index = match decision {
                 Decision::Finish { .. } if depth > root => return Ok(Ended::Finished),
-                Decision::Finish { reason } | Decision::GiveUp { reason } if depth <= root => return Ok(Ended::GaveUp(reason)),
+                Decision::Finish { reason } | Decision::GiveUp { reason } if depth <= root => {
+                    return Ok(Ended::GaveUp(reason))
+                }
                 Decision::GiveUp { reason } => return Ok(Ended::GaveUp(reason)),
                 Decision::Backtrack { reason } => {
                     if depth <= root || greedy {
@@ -260,7 +314,13 @@ impl Engine {
                 true => {
                     tried.push(HashSet::new());
                 }
-                false if greedy => return Ok(if st.ctx.path.len() <= root { Ended::GaveUp("the first call failed".into()) } else { Ended::Finished }),
+                false if greedy => {
+                    return Ok(if st.ctx.path.len() <= root {
+                        Ended::GaveUp("the first call failed".into())
+                    } else {
+                        Ended::Finished
+                    })
+                }
                 false => {}
             }
         }
@@ -272,7 +332,11 @@ impl Engine {
             st.ctx.fields.remove(&s.label);
             st.next_label = st.ctx.path.len() + 1;
             st.stats.backtracks += 1;
-            st.ctx.dead_ends.push(DeadEnd { api: s.api.id.clone(), arguments: s.arguments.clone(), reason: reason.clone() });
+            st.ctx.dead_ends.push(DeadEnd {
+                api: s.api.id.clone(),
+                arguments: s.arguments.clone(),
+                reason: reason.clone(),
+            });
             tried.truncate(st.ctx.path.len() + 1);
             st.emit(TraceEvent::Backtrack { api: s.api.id.clone(), reason }).await;
         }
@@ -286,17 +350,39 @@ mod tests {
     use std::sync::Arc;
 
     fn cand(id: &str, similarity: f64, ends: Option<f64>) -> Candidate {
-        let api = ApiView { id: id.into(), name: id.into(), tool: "t".into(), category: "c".into(), description: String::new(), params: vec![], output_fields: vec![], availability: None, ends };
-        Candidate { id: id.into(), source: Source::Retriever, weight: 0.0, similarity, hint: 0.0, api: Some(Arc::new(api)) }
+        let api = ApiView {
+            id: id.into(),
+            name: id.into(),
+            tool: "t".into(),
+            category: "c".into(),
+            description: String::new(),
+            params: vec![],
+            output_fields: vec![],
+            availability: None,
+            ends,
+        };
+        Candidate {
+            id: id.into(),
+            source: Source::Retriever,
+            weight: 0.0,
+            similarity,
+            hint: 0.0,
+            api: Some(Arc::new(api)),
+        }
     }
 
     #[test]
     fn the_target_is_where_observed_chains_end_not_only_the_most_similar() {
-        let end = Candidate { id: "END".into(), source: Source::Graph, weight: 1.0, similarity: 0.0, hint: 0.0, api: None };
+        let end =
+            Candidate { id: "END".into(), source: Source::Graph, weight: 1.0, similarity: 0.0, hint: 0.0, api: None };
         // A lookup that chains go on from (ends 0.0) against the API chains end with (0.6).
         let offered = vec![end, cand("lookup", 0.9, Some(0.0)), cand("book", 0.5, Some(0.6))];
         assert_eq!(target(&offered).map(|(i, c)| (i, c.id.as_str())), Some((2, "book")), "0.5 + 0.6 + 0.25 beats 0.9");
-        assert_eq!(target(&[cand("a", 0.4, None), cand("b", 0.4, None)]).map(|(i, _)| i), Some(0), "ties keep the first offered");
+        assert_eq!(
+            target(&[cand("a", 0.4, None), cand("b", 0.4, None)]).map(|(i, _)| i),
+            Some(0),
+            "ties keep the first offered"
+        );
         assert!(target(&offered[..1]).is_none(), "END is never a target");
     }
 }

@@ -48,7 +48,10 @@ impl Engine {
             // A subtask's own APIs are what its words ask for (usage vectors left out: they pull
             // in the APIs of whole chains, which would let one call cover several subtasks).
             let usage = if i > 0 && !self.settings.retrieve_subtasks { 0.0 } else { self.retriever.usage_weight() };
-            let mut hits = self.retriever.search_with_usage(text, v, pool, &Filter::default(), Method::Hybrid, None, usage).await?;
+            let mut hits = self
+                .retriever
+                .search_with_usage(text, v, pool, &Filter::default(), Method::Hybrid, None, usage)
+                .await?;
             // A subtask that names its category prefers that category's APIs.
             if let Some(cat) = (i > 0).then(|| subtasks[i - 1].category.as_deref()).flatten().map(str::to_lowercase) {
                 let mut boosted = false;
@@ -66,11 +69,22 @@ impl Engine {
             let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             if i > 0 {
                 // What serves this subtask, for the judge's coverage check.
-                let ids: Vec<String> = hits.iter().filter(|h| self.apis.contains_key(&h.id)).take(SUBTASK_APIS).map(|h| h.id.clone()).collect();
+                let ids: Vec<String> = hits
+                    .iter()
+                    .filter(|h| self.apis.contains_key(&h.id))
+                    .take(SUBTASK_APIS)
+                    .map(|h| h.id.clone())
+                    .collect();
                 st.ctx.subtask_apis.push((text.clone(), ids));
                 if per_subtask {
-                    let sims: HashMap<String, f64> = hits.iter().map(|h| (h.id.clone(), h.score as f64 / top)).collect();
-                    let seeds: Vec<(String, f64)> = hits.iter().filter(|h| self.apis.contains_key(&h.id)).take(self.settings.seeds).map(|h| (h.id.clone(), h.score as f64 / top)).collect();
+                    let sims: HashMap<String, f64> =
+                        hits.iter().map(|h| (h.id.clone(), h.score as f64 / top)).collect();
+                    let seeds: Vec<(String, f64)> = hits
+                        .iter()
+                        .filter(|h| self.apis.contains_key(&h.id))
+                        .take(self.settings.seeds)
+                        .map(|h| (h.id.clone(), h.score as f64 / top))
+                        .collect();
                     st.subtask_seeds.push(seeds.iter().map(|(id, _)| id.clone()).collect());
                     st.subtask_sims.push(sims);
                     st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;

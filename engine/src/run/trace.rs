@@ -18,15 +18,34 @@ pub struct Offered {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TraceEvent {
     /// Seed tools retrieved for a (sub)task.
-    Retrieve { subtask: String, seeds: Vec<(String, f64)> },
+    Retrieve {
+        subtask: String,
+        seeds: Vec<(String, f64)>,
+    },
     /// The search of one subtask begins (per-subtask search).
-    Subtask { index: usize, name: String, request: String, category: Option<String> },
+    Subtask {
+        index: usize,
+        name: String,
+        request: String,
+        category: Option<String>,
+    },
     /// Plan mode: the whole plan (API ids in order) and the solution it follows.
-    Plan { source: String, solution: Vec<String>, steps: Vec<String> },
+    Plan {
+        source: String,
+        solution: Vec<String>,
+        steps: Vec<String>,
+    },
     /// A plan step whose `if` did not hold.
-    PlanSkipped { step: usize, api: String, reason: String },
+    PlanSkipped {
+        step: usize,
+        api: String,
+        reason: String,
+    },
     /// The plan stopped at `step` (1-based; 0: no plan): the graph search goes on from there.
-    PlanFailed { step: usize, reason: String },
+    PlanFailed {
+        step: usize,
+        reason: String,
+    },
     /// A long-term memory recalled for the request: its cosine `score`, and how alike the two
     /// requests are told (`structure`, their words with places, dates and numbers masked).
     Recall {
@@ -38,9 +57,15 @@ pub enum TraceEvent {
         replayed: bool,
     },
     /// A replayed memory failed; the search takes over.
-    RecallFailed { reason: String },
+    RecallFailed {
+        reason: String,
+    },
     /// The planner's decision at a node.
-    Choose { depth: usize, offered: Vec<Offered>, decision: Decision },
+    Choose {
+        depth: usize,
+        offered: Vec<Offered>,
+        decision: Decision,
+    },
     /// A call about to be sent (references still in `arguments`), and where each argument came
     /// from (request, an earlier output, a default, the user).
     Call {
@@ -51,9 +76,15 @@ pub enum TraceEvent {
         sources: std::collections::BTreeMap<String, crate::plan::ArgSource>,
     },
     /// The run waits for a person to approve this call (APIs that require approval).
-    AwaitingApproval { label: String, call: super::PendingCall },
+    AwaitingApproval {
+        label: String,
+        call: super::PendingCall,
+    },
     /// The decision on it (a rejection fails the branch; the search goes on).
-    Approval { api: String, decision: super::ApprovalDecision },
+    Approval {
+        api: String,
+        decision: super::ApprovalDecision,
+    },
     /// Its response: `observation` is what the planner sees; `response` is the full body;
     /// `sent` the arguments as they went out (references resolved, types coerced to the API's
     /// schema), where the engine sent them (absent in a dry run and for a model's own calls).
@@ -78,15 +109,37 @@ pub enum TraceEvent {
         sent: Option<Map<String, Value>>,
     },
     /// Reverse-Chain completion: `provider` is called first to supply `argument` of `api`.
-    Insert { api: String, argument: String, provider: String },
+    Insert {
+        api: String,
+        argument: String,
+        provider: String,
+    },
     /// Going back one step.
-    Backtrack { api: String, reason: String },
+    Backtrack {
+        api: String,
+        reason: String,
+    },
     /// A reflection round: resume from a step, or restart without some tools.
-    Reflect { round: usize, mode: String, reason: String, resume_at: Option<usize>, excluded_tools: Vec<String> },
+    Reflect {
+        round: usize,
+        mode: String,
+        reason: String,
+        resume_at: Option<usize>,
+        excluded_tools: Vec<String>,
+    },
     /// The planner's verdict on the path.
-    Judge { judgement: Judgement },
+    Judge {
+        judgement: Judgement,
+    },
     /// The run needs a value only the user can give.
-    NeedsInput { api: String, missing: Vec<String> },
-    Finish { answer: String },
-    GiveUp { reason: String },
+    NeedsInput {
+        api: String,
+        missing: Vec<String>,
+    },
+    Finish {
+        answer: String,
+    },
+    GiveUp {
+        reason: String,
+    },
 }

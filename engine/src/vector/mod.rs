@@ -64,7 +64,11 @@ pub struct CollectionSpec {
 
 impl CollectionSpec {
     pub fn new(name: &str, dim: usize, keyword_fields: &[&str]) -> Self {
-        CollectionSpec { name: name.into(), dim, keyword_fields: keyword_fields.iter().map(|s| s.to_string()).collect() }
+        CollectionSpec {
+            name: name.into(),
+            dim,
+            keyword_fields: keyword_fields.iter().map(|s| s.to_string()).collect(),
+        }
     }
 }
 
@@ -83,9 +87,21 @@ pub trait VectorStore: Send + Sync {
     /// Set payload keys of one point; false when the point does not exist.
     async fn set_payload(&self, collection: &str, id: &str, payload: Map<String, Value>) -> Result<bool>;
     /// The `k` nearest points to `vector` that satisfy `conditions`, best first.
-    async fn search(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<VectorHit>>;
+    async fn search(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<VectorHit>>;
     /// Like [`Self::search`], ids and scores only (backends skip reading payloads).
-    async fn search_ids(&self, collection: &str, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<(String, f32)>> {
+    async fn search_ids(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<(String, f32)>> {
         Ok(self.search(collection, vector, k, conditions).await?.into_iter().map(|h| (h.id, h.score)).collect())
     }
     /// Every point's id and the payload `fields` asked for (for incremental re-indexing).

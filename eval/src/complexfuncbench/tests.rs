@@ -4,7 +4,10 @@ use crate::chains::GoldCall;
 use serde_json::json;
 
 fn spec(name: &str, params: Value) -> Spec {
-    serde_json::from_value(json!({"name": name, "host": "h.example", "endpoint": format!("/{name}"), "query_parameters": params})).unwrap()
+    serde_json::from_value(
+        json!({"name": name, "host": "h.example", "endpoint": format!("/{name}"), "query_parameters": params}),
+    )
+    .unwrap()
 }
 
 fn specs() -> Vec<Spec> {
@@ -15,7 +18,10 @@ fn specs() -> Vec<Spec> {
             "Search_Car_Rentals",
             json!({"pick_up_latitude": s("number", true), "pick_up_longitude": s("number", true), "drop_off_latitude": s("number", true), "drop_off_longitude": s("number", true), "pick_up_date": s("string", true), "pick_up_time": s("string", true), "drop_off_date": s("string", true), "drop_off_time": s("string", true), "driver_age": s("number", false), "currency_code": s("string", false)}),
         ),
-        spec("Search_Hotels", json!({"dest_id": s("string", true), "search_type": s("string", true), "arrival_date": s("string", true), "departure_date": s("string", true), "sort_by": s("string", false), "categories_filter": s("string", false)})),
+        spec(
+            "Search_Hotels",
+            json!({"dest_id": s("string", true), "search_type": s("string", true), "arrival_date": s("string", true), "departure_date": s("string", true), "sort_by": s("string", false), "categories_filter": s("string", false)}),
+        ),
     ]
 }
 
@@ -25,7 +31,13 @@ fn gold(calls: Value) -> Gold {
         .unwrap()
         .iter()
         .enumerate()
-        .map(|(i, c)| GoldCall { name: c["name"].as_str().unwrap().into(), label: Some(format!("var{}", i + 1)), arguments: c["args"].as_object().unwrap().clone(), resolved: c["args"].as_object().unwrap().clone(), response: c.get("response").cloned() })
+        .map(|(i, c)| GoldCall {
+            name: c["name"].as_str().unwrap().into(),
+            label: Some(format!("var{}", i + 1)),
+            arguments: c["args"].as_object().unwrap().clone(),
+            resolved: c["args"].as_object().unwrap().clone(),
+            response: c.get("response").cloned(),
+        })
         .collect();
     Gold { request: "r".into(), calls }
 }
@@ -36,7 +48,13 @@ fn rec(g: &GoldCall) -> Recording {
 
 fn recording(name: &str, args: &Map<String, Value>, response: Value) -> Recording {
     let spec = specs().into_iter().find(|s| s.name == name).unwrap();
-    Recording { api: name.into(), route: format!("{}{}", spec.host, spec.endpoint), required: spec.query_parameters.iter().filter(|(_, p)| p.required).map(|(n, _)| n.clone()).collect(), arguments: args.clone(), response }
+    Recording {
+        api: name.into(),
+        route: format!("{}{}", spec.host, spec.endpoint),
+        required: spec.query_parameters.iter().filter(|(_, p)| p.required).map(|(n, _)| n.clone()).collect(),
+        arguments: args.clone(),
+        response,
+    }
 }
 
 /// The protocol over the golden recordings (and `more`), as the evaluation's sandbox serves.
@@ -52,7 +70,10 @@ fn sent(api: &str, args: Value) -> SentCall {
 
 /// The golden calls as a model would send them (literal values).
 fn as_sent(g: &Gold) -> Vec<SentCall> {
-    g.calls.iter().map(|c| SentCall { api: api_key(&c.name), arguments: c.resolved.clone(), response: c.response.clone() }).collect()
+    g.calls
+        .iter()
+        .map(|c| SentCall { api: api_key(&c.name), arguments: c.resolved.clone(), response: c.response.clone() })
+        .collect()
 }
 
 fn rentals() -> Value {
@@ -83,7 +104,10 @@ fn with(v: Value, key: &str, x: Value) -> Value {
 fn the_protocol_file_is_the_published_lists() {
     let f: ProtocolFile = serde_json::from_str(PROTOCOL_FILE).unwrap();
     assert_eq!(f.exact_match_values.len(), 46);
-    assert_eq!(f.exact_match_values["Search_Flights"], vec!["currency_code", "toId", "fromId", "returnDate", "departDate", "sort"]);
+    assert_eq!(
+        f.exact_match_values["Search_Flights"],
+        vec!["currency_code", "toId", "fromId", "returnDate", "departDate", "sort"]
+    );
     assert_eq!(f.exact_match_values["Get_Availability"], vec!["currency_code", "languagecode", "slug", "date"]);
     assert_eq!(f.free_functions.len(), 6);
     assert!(!f.dropped_at_end.contains(&"Location_to_Lat_Long".to_string()));
@@ -138,7 +162,14 @@ fn a_value_of_the_exact_list_that_differs_fails_even_with_the_same_response() {
     let g2 = car_gold();
     let mut calls = as_sent(&g2);
     calls[1].arguments.insert("drop_off_time".into(), json!("17:00"));
-    let s = score(&protocol(&g2, vec![recording("Search_Car_Rentals", &calls[1].arguments, g2.calls[1].response.clone().unwrap())]), &g2, &calls);
+    let s = score(
+        &protocol(
+            &g2,
+            vec![recording("Search_Car_Rentals", &calls[1].arguments, g2.calls[1].response.clone().unwrap())],
+        ),
+        &g2,
+        &calls,
+    );
     assert!(s.first_error.as_deref().unwrap().contains("value_error: drop_off_time"), "{s:?}");
 }
 
@@ -148,7 +179,11 @@ fn a_location_search_left_out_does_not_fail_the_sample() {
     let s = score(&protocol(&g, vec![]), &g, &as_sent(&g)[1..]);
     assert_eq!(s, SampleScore { golden: 2, correct: 1, success: true, first_error: None });
     // A location search made with other words than the golden one is a wrong call.
-    let s = score(&protocol(&g, vec![]), &g, &[sent("Search_Car_Location", json!({"query": "Marriott La Jolla"})), as_sent(&g)[1].clone()]);
+    let s = score(
+        &protocol(&g, vec![]),
+        &g,
+        &[sent("Search_Car_Location", json!({"query": "Marriott La Jolla"})), as_sent(&g)[1].clone()],
+    );
     assert!(!s.success && s.correct == 0, "{s:?}");
 }
 
@@ -156,9 +191,17 @@ fn a_location_search_left_out_does_not_fail_the_sample() {
 fn a_categories_filter_in_another_order_passes() {
     let args = json!({"dest_id": "-2092174", "search_type": "city", "arrival_date": "2024-11-20", "departure_date": "2024-11-22", "categories_filter": "class::2,free_cancellation::1"});
     let g = gold(json!([{"name": "Search_Hotels", "args": args, "response": {"hotels": [1]}}]));
-    let s = score(&protocol(&g, vec![]), &g, &[sent("Search_Hotels", with(args.clone(), "categories_filter", json!("free_cancellation::1, class::2")))]);
+    let s = score(
+        &protocol(&g, vec![]),
+        &g,
+        &[sent("Search_Hotels", with(args.clone(), "categories_filter", json!("free_cancellation::1, class::2")))],
+    );
     assert!(s.success, "{s:?}");
-    let s = score(&protocol(&g, vec![]), &g, &[sent("Search_Hotels", with(args, "categories_filter", json!("free_cancellation::1")))]);
+    let s = score(
+        &protocol(&g, vec![]),
+        &g,
+        &[sent("Search_Hotels", with(args, "categories_filter", json!("free_cancellation::1")))],
+    );
     assert!(!s.success, "{s:?}");
 }
 
@@ -166,7 +209,15 @@ fn a_categories_filter_in_another_order_passes() {
 fn the_first_wrong_call_ends_the_sample_and_a_call_after_the_last_is_wrong() {
     let g = car_gold();
     let calls = as_sent(&g);
-    let s = score(&protocol(&g, vec![]), &g, &[calls[0].clone(), sent("Search_Car_Rentals", with(rentals(), "pick_up_date", json!("2024-10-15"))), calls[1].clone()]);
+    let s = score(
+        &protocol(&g, vec![]),
+        &g,
+        &[
+            calls[0].clone(),
+            sent("Search_Car_Rentals", with(rentals(), "pick_up_date", json!("2024-10-15"))),
+            calls[1].clone(),
+        ],
+    );
     assert_eq!((s.correct, s.success), (1, false), "{s:?}");
     let s = score(&protocol(&g, vec![]), &g, &[calls[0].clone(), calls[1].clone(), calls[1].clone()]);
     assert_eq!((s.correct, s.success), (2, false), "{s:?}");
@@ -196,18 +247,22 @@ fn turns_follow_the_data_flow_and_parallel_calls_score_together() {
         {"name": "Search_Car_Rentals", "args": with(rentals(), "pick_up_date", json!("2024-10-15")), "response": {"day": 2}},
     ]));
     let p = protocol(&g, vec![]);
-    let (_, turns) = golden_turns(&p, &gold(json!([
-        {"name": "Search_Car_Location", "args": {"query": "LAX"}},
-        {"name": "Search_Car_Rentals", "args": {"pick_up_latitude": "$var1.coordinates.latitude$"}},
-        {"name": "Search_Car_Rentals", "args": {"pick_up_latitude": "$var1.coordinates.latitude$"}},
-        {"name": "Search_Car_Location", "args": {"query": "SAN"}},
-    ])));
+    let (_, turns) = golden_turns(
+        &p,
+        &gold(json!([
+            {"name": "Search_Car_Location", "args": {"query": "LAX"}},
+            {"name": "Search_Car_Rentals", "args": {"pick_up_latitude": "$var1.coordinates.latitude$"}},
+            {"name": "Search_Car_Rentals", "args": {"pick_up_latitude": "$var1.coordinates.latitude$"}},
+            {"name": "Search_Car_Location", "args": {"query": "SAN"}},
+        ])),
+    );
     assert_eq!(turns, vec![vec![0], vec![1, 2, 3]]);
     // A turn of the model with one right and one wrong call goes on; the wrong one fails
     // the sample only if that turn is the last.
     let calls = as_sent(&g);
     let wrong = sent("Search_Car_Rentals", with(rentals(), "pick_up_date", json!("2024-10-16")));
-    let s = score_turns(&p, &g, &[vec![calls[0].clone()], vec![calls[1].clone(), wrong.clone()], vec![calls[2].clone()]]);
+    let s =
+        score_turns(&p, &g, &[vec![calls[0].clone()], vec![calls[1].clone(), wrong.clone()], vec![calls[2].clone()]]);
     assert_eq!((s.correct, s.success), (3, true), "{s:?}");
     let s = score_turns(&p, &g, &[vec![calls[0].clone()], vec![calls[1].clone(), wrong]]);
     assert_eq!((s.correct, s.success), (2, false), "{s:?}");

@@ -74,14 +74,8 @@ pub trait CypherRunner: Send + Sync {
 
 // ---- statements ---------------------------------------------------------------------------------
 
-const LABEL_KEYS: &[(&str, &str)] = &[
-    ("Step", "id"),
-    ("Api", "id"),
-    ("Tool", "id"),
-    ("Category", "id"),
-    ("IngestedRun", "key"),
-    ("Meta", "id"),
-];
+const LABEL_KEYS: &[(&str, &str)] =
+    &[("Step", "id"), ("Api", "id"), ("Tool", "id"), ("Category", "id"), ("IngestedRun", "key"), ("Meta", "id")];
 
 /// Schema statements for a dialect.
 pub fn setup_statements(dialect: Dialect) -> Vec<String> {
@@ -198,8 +192,23 @@ RETURN a.id AS id, a.name AS name, a.tool AS tool, a.category AS category, a.des
        a.output_fields AS output_fields, a.status AS status, a.calls AS calls, a.successes AS successes,
        a.score AS score, a.status_reason AS status_reason, a.status_since AS status_since, a.probe AS probe";
 const API_COLUMNS: &[&str] = &[
-    "id", "name", "tool", "category", "description", "method", "url", "parameters", "required",
-    "output_fields", "status", "calls", "successes", "score", "status_reason", "status_since", "probe",
+    "id",
+    "name",
+    "tool",
+    "category",
+    "description",
+    "method",
+    "url",
+    "parameters",
+    "required",
+    "output_fields",
+    "status",
+    "calls",
+    "successes",
+    "score",
+    "status_reason",
+    "status_since",
+    "probe",
 ];
 
 pub const ALL_TOOLS: &str =
@@ -270,13 +279,9 @@ pub mod build {
     }
 
     pub fn apply(batch: &ContributionBatch) -> Stmt {
-        let apis: Vec<Value> = batch
-            .api_counts
-            .iter()
-            .map(|c| json!({"id": c.id, "calls": c.calls, "successes": c.successes}))
-            .collect();
-        let edges: Vec<Value> =
-            batch.edges.iter().map(|e| json!({"from": e.from, "to": e.to, "n": e.n})).collect();
+        let apis: Vec<Value> =
+            batch.api_counts.iter().map(|c| json!({"id": c.id, "calls": c.calls, "successes": c.successes})).collect();
+        let edges: Vec<Value> = batch.edges.iter().map(|e| json!({"from": e.from, "to": e.to, "n": e.n})).collect();
         Stmt::new(APPLY_CONTRIBUTIONS, &[])
             .param("apis", Value::Array(apis))
             .param("edges", Value::Array(edges))
@@ -308,7 +313,12 @@ pub mod build {
     }
 
     pub fn set_status(c: &StatusChange) -> Stmt {
-        Stmt::new(SET_STATUS, &["id"]).param("id", json!(c.id)).param("status", json!(c.status)).param("reason", json!(c.reason)).param("since", json!(c.since)).param("probe", json!(c.probe))
+        Stmt::new(SET_STATUS, &["id"])
+            .param("id", json!(c.id))
+            .param("status", json!(c.status))
+            .param("reason", json!(c.reason))
+            .param("since", json!(c.since))
+            .param("probe", json!(c.probe))
     }
 
     pub fn successors(id: &str, k: usize) -> Stmt {
@@ -686,9 +696,19 @@ mod tests {
     #[test]
     fn tools_are_upserted_once_each_in_the_order_of_their_last_api() {
         let api = |id: &str, tool: &str, desc: &str| ApiUpsert {
-            id: id.into(), name: id.into(), tool: tool.into(), tool_id: format!("c/{tool}"), tool_description: desc.into(),
-            category: "C".into(), category_id: "c".into(), description: String::new(), method: "GET".into(), url: String::new(),
-            parameters: "[]".into(), required: vec![], output_fields: vec![],
+            id: id.into(),
+            name: id.into(),
+            tool: tool.into(),
+            tool_id: format!("c/{tool}"),
+            tool_description: desc.into(),
+            category: "C".into(),
+            category_id: "c".into(),
+            description: String::new(),
+            method: "GET".into(),
+            url: String::new(),
+            parameters: "[]".into(),
+            required: vec![],
+            output_fields: vec![],
         };
         let rows = [api("c/x/1", "x", "old"), api("c/y/1", "y", "y"), api("c/x/2", "x", "new")];
         let s = build::upsert_tools(&rows);

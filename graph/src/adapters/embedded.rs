@@ -10,8 +10,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toolgraph_schema::{
-    sort_successors, ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats,
-    NextEdge, StatusChange, Successor, ToolNode, WeightRow, END_ID, START_ID, STATUS_ACTIVE, STATUS_INVALID,
+    sort_successors, ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, NextEdge, StatusChange,
+    Successor, ToolNode, WeightRow, END_ID, START_ID, STATUS_ACTIVE, STATUS_INVALID,
 };
 
 const BACKEND: &str = "embedded";
@@ -97,96 +97,87 @@ impl EmbeddedStore {
         F: FnOnce(&Database) -> Result<T> + Send + 'static,
     {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || f(&db))
-            .await
-            .map_err(|e| err(format!("worker failed: {e}")))?
+        tokio::task::spawn_blocking(move || f(&db)).await.map_err(|e| err(format!("worker failed: {e}")))?
     }
 }
 
 /// Read the graph in one read transaction; edges only when `edges`.
 fn read_snapshot(db: &Database, edges: bool) -> Result<GraphSnapshot> {
-            let tx = db.begin_read().map_err(err)?;
-            let mut snap = GraphSnapshot::default();
-            let t_apis = tx.open_table(APIS).map_err(err)?;
-            let t_stats = tx.open_table(API_STATS).map_err(err)?;
-            let t_status = tx.open_table(API_STATUS).map_err(err)?;
-            // Absent in stores written before status reasons existed.
-            let t_info = match tx.open_table(API_STATUS_INFO) {
-                Ok(t) => Some(t),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(err(e)),
-            };
-            for item in t_apis.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let id = k.value();
-                let a: ApiUpsert = serde_json::from_slice(v.value()).map_err(err)?;
-                let (calls, successes, score) =
-                    t_stats.get(id).map_err(err)?.map(|g| g.value()).unwrap_or((0, 0, 0.0));
-                let status = t_status
-                    .get(id)
-                    .map_err(err)?
-                    .map(|g| g.value().to_string())
-                    .unwrap_or_else(|| STATUS_ACTIVE.to_string());
-                let (status_reason, status_since, probe) = match &t_info {
-                    Some(t) => t.get(id).map_err(err)?.map(|g| {
-                        let (r, s, p) = g.value();
-                        (r.to_string(), s.to_string(), p.to_string())
-                    }),
-                    None => None,
-                }
-                .unwrap_or_default();
-                snap.apis.insert(
-                    id.to_string(),
-                    ApiNode {
-                        id: a.id,
-                        name: a.name,
-                        tool: a.tool_id,
-                        category: a.category_id,
-                        description: a.description,
-                        method: a.method,
-                        url: a.url,
-                        parameters: a.parameters,
-                        required: a.required,
-                        output_fields: a.output_fields,
-                        status,
-                        calls,
-                        successes,
-                        score,
-                        status_reason,
-                        status_since,
-                        probe,
-                    },
-                );
-            }
-            for item in tx.open_table(TOOLS).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let t: ToolNode = serde_json::from_slice(v.value()).map_err(err)?;
-                snap.tools.insert(k.value().to_string(), t);
-            }
-            for item in tx.open_table(CATEGORIES).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let id = k.value().to_string();
-                snap.categories.insert(id.clone(), CategoryNode { id, name: v.value().to_string() });
-            }
-            if !edges {
-                return Ok(snap);
-            }
-            for item in tx.open_table(NEXT).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let (from, to) = k.value();
-                let (count, static_weight, dynamic_weight) = v.value();
-                snap.next.insert(
-                    (from.to_string(), to.to_string()),
-                    NextEdge { count, static_weight, dynamic_weight },
-                );
-            }
-            for item in tx.open_table(FEEDS).map_err(err)?.iter().map_err(err)? {
-                let (k, v) = item.map_err(err)?;
-                let (from, to) = k.value();
-                let fields: Vec<String> = serde_json::from_slice(v.value()).map_err(err)?;
-                snap.feeds.insert((from.to_string(), to.to_string()), fields);
-            }
-            Ok(snap)
+    let tx = db.begin_read().map_err(err)?;
+    let mut snap = GraphSnapshot::default();
+    let t_apis = tx.open_table(APIS).map_err(err)?;
+    let t_stats = tx.open_table(API_STATS).map_err(err)?;
+    let t_status = tx.open_table(API_STATUS).map_err(err)?;
+    // Absent in stores written before status reasons existed.
+    let t_info = match tx.open_table(API_STATUS_INFO) {
+        Ok(t) => Some(t),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(err(e)),
+    };
+    for item in t_apis.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let id = k.value();
+        let a: ApiUpsert = serde_json::from_slice(v.value()).map_err(err)?;
+        let (calls, successes, score) = t_stats.get(id).map_err(err)?.map(|g| g.value()).unwrap_or((0, 0, 0.0));
+        let status =
+            t_status.get(id).map_err(err)?.map(|g| g.value().to_string()).unwrap_or_else(|| STATUS_ACTIVE.to_string());
+        let (status_reason, status_since, probe) = match &t_info {
+            Some(t) => t.get(id).map_err(err)?.map(|g| {
+                let (r, s, p) = g.value();
+                (r.to_string(), s.to_string(), p.to_string())
+            }),
+            None => None,
+        }
+        .unwrap_or_default();
+        snap.apis.insert(
+            id.to_string(),
+            ApiNode {
+                id: a.id,
+                name: a.name,
+                tool: a.tool_id,
+                category: a.category_id,
+                description: a.description,
+                method: a.method,
+                url: a.url,
+                parameters: a.parameters,
+                required: a.required,
+                output_fields: a.output_fields,
+                status,
+                calls,
+                successes,
+                score,
+                status_reason,
+                status_since,
+                probe,
+            },
+        );
+    }
+    for item in tx.open_table(TOOLS).map_err(err)?.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let t: ToolNode = serde_json::from_slice(v.value()).map_err(err)?;
+        snap.tools.insert(k.value().to_string(), t);
+    }
+    for item in tx.open_table(CATEGORIES).map_err(err)?.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let id = k.value().to_string();
+        snap.categories.insert(id.clone(), CategoryNode { id, name: v.value().to_string() });
+    }
+    if !edges {
+        return Ok(snap);
+    }
+    for item in tx.open_table(NEXT).map_err(err)?.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let (from, to) = k.value();
+        let (count, static_weight, dynamic_weight) = v.value();
+        snap.next.insert((from.to_string(), to.to_string()), NextEdge { count, static_weight, dynamic_weight });
+    }
+    for item in tx.open_table(FEEDS).map_err(err)?.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let (from, to) = k.value();
+        let fields: Vec<String> = serde_json::from_slice(v.value()).map_err(err)?;
+        snap.feeds.insert((from.to_string(), to.to_string()), fields);
+    }
+    Ok(snap)
 }
 
 fn is_terminal(id: &str) -> bool {
@@ -265,18 +256,15 @@ impl GraphStore for EmbeddedStore {
                     let cur = t_stats.get(d.id.as_str()).map_err(err)?.map(|g| g.value());
                     // Like the Cypher stores' MATCH: counts of an API never upserted are dropped.
                     if let Some((calls, ok, score)) = cur {
-                        t_stats
-                            .insert(d.id.as_str(), (calls + d.calls, ok + d.successes, score))
-                            .map_err(err)?;
+                        t_stats.insert(d.id.as_str(), (calls + d.calls, ok + d.successes, score)).map_err(err)?;
                     }
                 }
                 let t_apis = tx.open_table(APIS).map_err(err)?;
                 let mut t_next = tx.open_table(NEXT).map_err(err)?;
                 let mut t_rev = tx.open_table(NEXT_REV).map_err(err)?;
                 for e in &batch.edges {
-                    let known = |id: &str| -> Result<bool> {
-                        Ok(is_terminal(id) || t_apis.get(id).map_err(err)?.is_some())
-                    };
+                    let known =
+                        |id: &str| -> Result<bool> { Ok(is_terminal(id) || t_apis.get(id).map_err(err)?.is_some()) };
                     if !known(&e.from)? || !known(&e.to)? {
                         continue;
                     }
@@ -433,7 +421,8 @@ impl GraphStore for EmbeddedStore {
                 if exists {
                     t.insert(c.id.as_str(), c.status.as_str()).map_err(err)?;
                     let mut info = tx.open_table(API_STATUS_INFO).map_err(err)?;
-                    let old_probe = info.get(c.id.as_str()).map_err(err)?.map(|g| g.value().2.to_string()).unwrap_or_default();
+                    let old_probe =
+                        info.get(c.id.as_str()).map_err(err)?.map(|g| g.value().2.to_string()).unwrap_or_default();
                     let probe = c.probe.clone().unwrap_or(old_probe);
                     info.insert(c.id.as_str(), (c.reason.as_str(), c.since.as_str(), probe.as_str())).map_err(err)?;
                 }
@@ -543,7 +532,10 @@ impl GraphStore for EmbeddedStore {
             let mut out = Vec::new();
             for row in t.range(from.as_str()..).map_err(err)? {
                 let (k, v) = row.map_err(err)?;
-                let Some(key) = k.value().strip_prefix(MODEL_PREFIX).filter(|_| k.value().starts_with(from.as_str())) else { break };
+                let Some(key) = k.value().strip_prefix(MODEL_PREFIX).filter(|_| k.value().starts_with(from.as_str()))
+                else {
+                    break;
+                };
                 out.push((key.to_string(), v.value().to_string()));
             }
             Ok(out)

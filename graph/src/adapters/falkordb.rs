@@ -22,17 +22,13 @@ pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<
         .as_str()
         .try_into()
         .map_err(|e: FalkorDBError| EngineError::Config(format!("bad FalkorDB address {host_port}: {e}")))?;
-    let client = FalkorClientBuilder::new_async()
-        .with_connection_info(info)
-        .build()
-        .await
-        .map_err(|e| {
-            EngineError::store(
-                BACKEND,
-                ErrorClass::Transient,
-                format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
-            )
-        })?;
+    let client = FalkorClientBuilder::new_async().with_connection_info(info).build().await.map_err(|e| {
+        EngineError::store(
+            BACKEND,
+            ErrorClass::Transient,
+            format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
+        )
+    })?;
     let graph = client.select_graph(graph);
     Ok(CypherStore::new(FalkorRunner { graph, write_timeout_ms: 300_000 }, batch_rows))
 }
@@ -177,8 +173,13 @@ impl CypherRunner for FalkorRunner {
         let res = match tokio::time::timeout(grace, q.execute()).await {
             Err(_) => return Err(EngineError::bad_input(format!("query ran past its {} ms limit", limits.timeout_ms))),
             Ok(r) => r.map_err(|e| match e {
-                FalkorDBError::RedisError(m) if m.contains("timed out") => EngineError::bad_input(format!("query ran past its {} ms limit (stopped by FalkorDB)", limits.timeout_ms)),
-                FalkorDBError::RedisError(m) if m.contains("mem consumption") => EngineError::bad_input(format!("FalkorDB stopped the query: it needed more memory than one query may use ({m})")),
+                FalkorDBError::RedisError(m) if m.contains("timed out") => EngineError::bad_input(format!(
+                    "query ran past its {} ms limit (stopped by FalkorDB)",
+                    limits.timeout_ms
+                )),
+                FalkorDBError::RedisError(m) if m.contains("mem consumption") => EngineError::bad_input(format!(
+                    "FalkorDB stopped the query: it needed more memory than one query may use ({m})"
+                )),
                 FalkorDBError::RedisError(m) => EngineError::bad_input(format!("FalkorDB refused the query: {m}")),
                 other => store_err(other),
             })?,

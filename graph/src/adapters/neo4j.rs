@@ -45,7 +45,11 @@ pub async fn connect(
     let runner = Neo4jRunner { graph, timeout: Duration::from_secs(300) };
     // Fail now, with a clear message, when the server cannot be reached or refuses the password.
     runner.ping(Duration::from_secs(10)).await.map_err(|e| {
-        EngineError::store(BACKEND, e.class(), format!("cannot reach Neo4j at {uri}: {e} (for development: scripts/neo4j.sh start)"))
+        EngineError::store(
+            BACKEND,
+            e.class(),
+            format!("cannot reach Neo4j at {uri}: {e} (for development: scripts/neo4j.sh start)"),
+        )
     })?;
     Ok(CypherStore::new(runner, batch_rows))
 }
@@ -61,9 +65,11 @@ fn redact(msg: &str) -> String {
 fn classify(e: &neo4rs::Error) -> ErrorClass {
     use neo4rs::Error as E;
     match e {
-        E::IOError { .. } | E::ConnectionError | E::ConnectionTimedOut | E::IncompleteBoltExchange | E::RequestIgnoredError => {
-            ErrorClass::Transient
-        }
+        E::IOError { .. }
+        | E::ConnectionError
+        | E::ConnectionTimedOut
+        | E::IncompleteBoltExchange
+        | E::RequestIgnoredError => ErrorClass::Transient,
         E::Neo4j(inner) if inner.code().starts_with("Neo.TransientError") => ErrorClass::Transient,
         E::Neo4j(inner) if inner.code().starts_with("Neo.ClientError.Statement") => ErrorClass::BadInput,
         // The pool could not open a connection (server down, restarting): worth a retry later.
@@ -113,12 +119,16 @@ fn refusal(e: neo4rs::Error, timeout_ms: u64) -> EngineError {
         if code.contains("MemoryPoolOutOfMemoryError") {
             // db.memory.transaction.max: the query, not the server, is the problem.
             let msg = inner.message().lines().next().unwrap_or_default();
-            return EngineError::bad_input(format!("Neo4j stopped the query: it needed more memory than one query may use ({msg})"));
+            return EngineError::bad_input(format!(
+                "Neo4j stopped the query: it needed more memory than one query may use ({msg})"
+            ));
         }
         if code.starts_with("Neo.ClientError") {
             let msg = inner.message().lines().next().unwrap_or_default();
             if code.contains("AccessMode") || code.contains("Forbidden") || msg.contains("read access mode") {
-                return EngineError::bad_input(format!("graph cypher is read-only: Neo4j refused the query ({code}: {msg})"));
+                return EngineError::bad_input(format!(
+                    "graph cypher is read-only: Neo4j refused the query ({code}: {msg})"
+                ));
             }
             return EngineError::bad_input(format!("Neo4j refused the query ({code}): {msg}"));
         }
@@ -268,9 +278,19 @@ mod tests {
         use crate::ApiUpsert;
         use toolgraph_schema::{FeedsRow, WeightRow};
         let api = ApiUpsert {
-            id: "a/b/c".into(), name: "c".into(), tool: "B".into(), tool_id: "a/b".into(), tool_description: String::new(),
-            category: "A".into(), category_id: "a".into(), description: "d".into(), method: "GET".into(), url: String::new(),
-            parameters: "[]".into(), required: vec![], output_fields: vec!["x.y".into()],
+            id: "a/b/c".into(),
+            name: "c".into(),
+            tool: "B".into(),
+            tool_id: "a/b".into(),
+            tool_description: String::new(),
+            category: "A".into(),
+            category_id: "a".into(),
+            description: "d".into(),
+            method: "GET".into(),
+            url: String::new(),
+            parameters: "[]".into(),
+            required: vec![],
+            output_fields: vec!["x.y".into()],
         };
         let ids = vec!["a/b/c".to_string()];
         let stmts = vec![
@@ -280,10 +300,21 @@ mod tests {
             build::edge_counts(Some(&ids)),
             build::edge_counts(None),
             build::predecessors(&ids),
-            build::set_weights(&[WeightRow { from: "START".into(), to: "a/b/c".into(), static_weight: 1.0, dynamic_weight: 1.0 }]),
+            build::set_weights(&[WeightRow {
+                from: "START".into(),
+                to: "a/b/c".into(),
+                static_weight: 1.0,
+                dynamic_weight: 1.0,
+            }]),
             build::add_scores(&[("a/b/c".into(), -1.5)]),
             build::upsert_feeds(&[FeedsRow { from: "a/b/c".into(), to: "a/b/d".into(), fields: vec!["y".into()] }]),
-            build::set_status(&toolgraph_schema::StatusChange { id: "a/b/c".into(), status: "invalid".into(), reason: "r".into(), since: "2026-01-01T00:00:00Z".into(), probe: None }),
+            build::set_status(&toolgraph_schema::StatusChange {
+                id: "a/b/c".into(),
+                status: "invalid".into(),
+                reason: "r".into(),
+                since: "2026-01-01T00:00:00Z".into(),
+                probe: None,
+            }),
             build::successors("a/b/c", 5),
             build::terminals(),
             build::set_meta("weights_dirty", "1"),
@@ -301,8 +332,11 @@ mod tests {
         use neo4rs::{BoltList, BoltNull};
         // A row as Neo4j sends the snapshot's API columns: strings, integers, floats, lists, null.
         let fields = BoltList::from(vec![
-            BoltType::from("id"), BoltType::from("calls"), BoltType::from("score"),
-            BoltType::from("required"), BoltType::from("url"),
+            BoltType::from("id"),
+            BoltType::from("calls"),
+            BoltType::from("score"),
+            BoltType::from("required"),
+            BoltType::from("url"),
         ]);
         let data = BoltList::from(vec![
             BoltType::from("a/b/c"),
@@ -313,16 +347,26 @@ mod tests {
         ]);
         let row = neo4rs::Row::new(fields, data);
         let v = row_values(&row, &["id", "calls", "score", "required", "url", "absent"]);
-        assert_eq!(v, vec![
-            serde_json::json!("a/b/c"), serde_json::json!(42), serde_json::json!(0.25),
-            serde_json::json!(["q", "lang"]), Value::Null, Value::Null,
-        ]);
+        assert_eq!(
+            v,
+            vec![
+                serde_json::json!("a/b/c"),
+                serde_json::json!(42),
+                serde_json::json!(0.25),
+                serde_json::json!(["q", "lang"]),
+                Value::Null,
+                Value::Null,
+            ]
+        );
     }
 
     #[test]
     fn columns_follow_the_return_clause() {
         let cols = |q: &str, c: &[&str]| column_order(q, c.iter().map(|s| s.to_string()).collect());
-        assert_eq!(cols("UNWIND range(1, 5) AS x RETURN x AS value, x * 2 AS double", &["double", "value"]), ["value", "double"]);
+        assert_eq!(
+            cols("UNWIND range(1, 5) AS x RETURN x AS value, x * 2 AS double", &["double", "value"]),
+            ["value", "double"]
+        );
         assert_eq!(cols("MATCH (b)-->(a) RETURN b.id, a.id", &["a.id", "b.id"]), ["b.id", "a.id"]);
         assert_eq!(cols("MATCH (n) WITH n AS z RETURN count(z) AS n, 1 AS a", &["a", "n"]), ["n", "a"]);
         assert_eq!(cols("RETURN 1", &["y", "x"]), ["x", "y"]);

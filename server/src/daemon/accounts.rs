@@ -17,7 +17,10 @@ use toolgraph_engine::exec::credentials::{check_scope, valid_host, Placement};
 ///
 /// A console login also gets its CSRF token back (a reloaded page needs it again).
 #[utoipa::path(get, path = "/v1/me", tag = "accounts", responses((status = 200, description = "the caller", body = super::console::Me)))]
-pub(super) async fn me(Extension(caller): Extension<Caller>, login: Option<Extension<super::console::ConsoleLogin>>) -> Json<super::console::Me> {
+pub(super) async fn me(
+    Extension(caller): Extension<Caller>,
+    login: Option<Extension<super::console::ConsoleLogin>>,
+) -> Json<super::console::Me> {
     let mut v = super::console::me_of(&caller);
     v.csrf_token = login.and_then(|l| l.0.csrf);
     Json(v)
@@ -30,7 +33,10 @@ pub(super) struct Users {
 
 /// Users (administrators).
 #[utoipa::path(get, path = "/v1/users", tag = "accounts", responses((status = 200, description = "every user", body = Users)))]
-pub(super) async fn list_users(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Users>, ApiError> {
+pub(super) async fn list_users(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Users>, ApiError> {
     require_admin(&caller, "managing users")?;
     Ok(Json(Users { users: d.state.users().await? }))
 }
@@ -83,16 +89,26 @@ pub(super) struct CreatedUser {
 /// Add a user (administrators), optionally with a password and a first key.
 #[utoipa::path(post, path = "/v1/users", tag = "accounts", request_body = NewUser,
     responses((status = 201, description = "added", body = CreatedUser), (status = 409, description = "the name is taken (`user_exists`)", body = super::error::ErrorBody)))]
-pub(super) async fn add_user(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewUser>) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
+pub(super) async fn add_user(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(b): ApiJson<NewUser>,
+) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
     require_admin(&caller, "managing users")?;
-    let role = Role::parse(&b.role).ok_or_else(|| ApiError::invalid(format!("role: `{}` is not admin or user", b.role.chars().take(20).collect::<String>())))?;
+    let role = Role::parse(&b.role).ok_or_else(|| {
+        ApiError::invalid(format!("role: `{}` is not admin or user", b.role.chars().take(20).collect::<String>()))
+    })?;
     let hash = match &b.password {
         Some(p) if p.chars().count() > 200 => return Err(ApiError::invalid("password: at most 200 characters")),
         Some(p) => Some(crate::state::secrets::hash_password(p).map_err(ApiError::invalid)?),
         None => None,
     };
     if let Some(existing) = d.state.name_taken(&b.name).await? {
-        return Err(ApiError::new(StatusCode::CONFLICT, "user_exists", format!("user `{existing}` exists already (names are compared without case)")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "user_exists",
+            format!("user `{existing}` exists already (names are compared without case)"),
+        ));
     }
     let has_password = hash.is_some();
     let u = d.state.add_user(&b.name, role, hash).await.map_err(|e| ApiError::invalid(e.0))?;
@@ -117,7 +133,11 @@ pub(super) struct Keys {
 /// A user's keys (never the keys themselves): their own, or anyone's for administrators.
 #[utoipa::path(get, path = "/v1/users/{id}/keys", tag = "accounts", params(("id" = String, Path, description = "the user's id")),
     responses((status = 200, description = "the keys", body = Keys)))]
-pub(super) async fn list_keys(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<Keys>, ApiError> {
+pub(super) async fn list_keys(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Keys>, ApiError> {
     if id != caller.user_id {
         require_admin(&caller, "other users' keys")?;
     }
@@ -138,7 +158,12 @@ pub(super) struct NewKey {
 /// A new key, shown once. Users may add keys for themselves.
 #[utoipa::path(post, path = "/v1/users/{id}/keys", tag = "accounts", params(("id" = String, Path, description = "the user's id")), request_body = Option<NewKey>,
     responses((status = 201, description = "the key, shown once", body = ShownKey)))]
-pub(super) async fn add_key(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<NewKey>>) -> Result<(StatusCode, Json<ShownKey>), ApiError> {
+pub(super) async fn add_key(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Option<ApiJson<NewKey>>,
+) -> Result<(StatusCode, Json<ShownKey>), ApiError> {
     if id != caller.user_id {
         require_admin(&caller, "other users' keys")?;
     }
@@ -153,13 +178,26 @@ pub(super) async fn add_key(State(d): State<Arc<Daemon>>, Extension(caller): Ext
     let (info, key) = d.state.add_key(&id, &b.label, expires).await?;
     d.auth_required.store(true, Ordering::SeqCst);
     d.audit(&caller, "key.add", &info.id, json!({"user_id": id, "label": info.label})).await;
-    Ok((StatusCode::CREATED, Json(ShownKey { id: info.id, key, prefix: Some(info.prefix), expires_ms: info.expires_ms, note: "shown once: store it now" })))
+    Ok((
+        StatusCode::CREATED,
+        Json(ShownKey {
+            id: info.id,
+            key,
+            prefix: Some(info.prefix),
+            expires_ms: info.expires_ms,
+            note: "shown once: store it now",
+        }),
+    ))
 }
 
 /// Revoke a key (administrators, or the key's owner); console logins made with it end too.
 #[utoipa::path(delete, path = "/v1/keys/{id}", tag = "accounts", params(("id" = String, Path, description = "the key's id")),
     responses((status = 204, description = "revoked"), (status = 409, description = "revoked already (`already_revoked`)", body = super::error::ErrorBody)))]
-pub(super) async fn revoke_key(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub(super) async fn revoke_key(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     let owner = d.state.keys(None).await?.into_iter().find(|k| k.id == id).map(|k| k.user_id);
     match owner {
         Some(o) if o == caller.user_id || caller.is_admin() => {}
@@ -198,14 +236,29 @@ pub(super) struct Credentials {
 
 /// Tool credentials: scope, host, placement, name, how stored — never values (administrators).
 #[utoipa::path(get, path = "/v1/credentials", tag = "accounts", responses((status = 200, description = "the credentials, without values", body = Credentials)))]
-pub(super) async fn list_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<Credentials>, ApiError> {
+pub(super) async fn list_credentials(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Credentials>, ApiError> {
     require_admin(&caller, "tool credentials")?;
     let rows = d.state.credentials().await?;
     let list = rows
         .iter()
         .map(|r| {
-            let stored = if r.sealed.is_some() { "sealed".to_string() } else { r.reference.as_deref().and_then(|x| x.split(':').next()).unwrap_or("none").to_string() };
-            CredentialView { scope: r.scope.clone(), host: r.host.clone(), placement: r.placement.clone(), name: r.name.clone(), stored, updated_by: r.updated_by.clone(), updated_ms: r.updated_ms }
+            let stored = if r.sealed.is_some() {
+                "sealed".to_string()
+            } else {
+                r.reference.as_deref().and_then(|x| x.split(':').next()).unwrap_or("none").to_string()
+            };
+            CredentialView {
+                scope: r.scope.clone(),
+                host: r.host.clone(),
+                placement: r.placement.clone(),
+                name: r.name.clone(),
+                stored,
+                updated_by: r.updated_by.clone(),
+                updated_ms: r.updated_ms,
+            }
         })
         .collect();
     Ok(Json(Credentials { credentials: list, in_use: d.stack.executor.credentials().len() }))
@@ -280,7 +333,10 @@ fn tool_host(d: &Daemon, scope: &str) -> Result<String, ApiError> {
     match hosts.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err(ApiError::invalid(format!("no API of {tool} has a URL with a host: give `host`"))),
-        many => Err(ApiError::invalid(format!("the APIs of {tool} are on several hosts ({}): give `host`", many.join(", ")))),
+        many => Err(ApiError::invalid(format!(
+            "the APIs of {tool} are on several hosts ({}): give `host`",
+            many.join(", ")
+        ))),
     }
 }
 
@@ -291,14 +347,21 @@ fn tool_host(d: &Daemon, scope: &str) -> Result<String, ApiError> {
 /// bound to one host. The answer never holds a value.
 #[utoipa::path(put, path = "/v1/credentials/{scope}", tag = "accounts", params(("scope" = String, Path, description = "`tool:CATEGORY/TOOL` or `host:HOST`")), request_body = CredentialBody,
     responses((status = 200, description = "stored (without values)", body = StoredCredentials)))]
-pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(scope): Path<String>, ApiJson(b): ApiJson<CredentialBody>) -> Result<Json<StoredCredentials>, ApiError> {
+pub(super) async fn put_credentials(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(scope): Path<String>,
+    ApiJson(b): ApiJson<CredentialBody>,
+) -> Result<Json<StoredCredentials>, ApiError> {
     require_admin(&caller, "tool credentials")?;
     check_scope(&scope).map_err(ApiError::invalid)?;
     if b.entries.is_empty() || b.entries.len() > MAX_ENTRIES {
         return Err(ApiError::invalid(format!("entries: 1 to {MAX_ENTRIES}")));
     }
     let host = match (&b.host, scope.strip_prefix("host:")) {
-        (Some(h), Some(s)) if !h.eq_ignore_ascii_case(s) => return Err(ApiError::invalid("host: a host scope's credentials go to that host only")),
+        (Some(h), Some(s)) if !h.eq_ignore_ascii_case(s) => {
+            return Err(ApiError::invalid("host: a host scope's credentials go to that host only"))
+        }
         (_, Some(s)) => s.to_ascii_lowercase(),
         (Some(h), None) => h.to_ascii_lowercase(),
         (None, None) => tool_host(&d, &scope)?,
@@ -309,25 +372,51 @@ pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(call
     let mut rows = Vec::new();
     let mut shown = Vec::new();
     for (i, e) in b.entries.iter().enumerate() {
-        let placement = Placement::parse(&e.placement).ok_or_else(|| ApiError::invalid(format!("entries[{i}].placement: header, query or bearer")))?;
+        let placement = Placement::parse(&e.placement)
+            .ok_or_else(|| ApiError::invalid(format!("entries[{i}].placement: header, query or bearer")))?;
         let name = if placement == Placement::Bearer { "Authorization".to_string() } else { e.name.trim().to_string() };
-        let token_ok = !name.is_empty() && name.len() <= 100 && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
+        let token_ok = !name.is_empty()
+            && name.len() <= 100
+            && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c));
         if !token_ok {
             return Err(ApiError::invalid(format!("entries[{i}].name: 1 to 100 letters, digits, `-`, `_` or `.`")));
         }
         let (sealed, reference, stored) = match (&e.value, &e.from_env, &e.from_file) {
             (Some(v), None, None) => {
                 if v.is_empty() || v.chars().count() > MAX_VALUE_CHARS || v.chars().any(char::is_control) {
-                    return Err(ApiError::invalid(format!("entries[{i}].value: 1 to {MAX_VALUE_CHARS} characters, no control characters")));
+                    return Err(ApiError::invalid(format!(
+                        "entries[{i}].value: 1 to {MAX_VALUE_CHARS} characters, no control characters"
+                    )));
                 }
                 let key = d.sealing.as_ref().ok_or_else(|| ApiError::invalid("values are sealed with TOOLGRAPH_SECRET_KEY(_FILE), which this daemon lacks: set it, or give `from_env` / `from_file`"))?;
                 (Some(key.seal(&scope, &name, v).map_err(ApiError::internal)?), None, "sealed")
             }
-            (None, Some(env), None) if !env.is_empty() && env.len() <= 100 && env.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') => (None, Some(format!("env:{env}")), "env"),
-            (None, None, Some(f)) if !f.is_empty() && f.len() <= 500 && std::path::Path::new(f).is_absolute() => (None, Some(format!("file:{f}")), "file"),
-            _ => return Err(ApiError::invalid(format!("entries[{i}]: exactly one of `value`, `from_env` (a variable name) or `from_file` (an absolute path)"))),
+            (None, Some(env), None)
+                if !env.is_empty()
+                    && env.len() <= 100
+                    && env.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') =>
+            {
+                (None, Some(format!("env:{env}")), "env")
+            }
+            (None, None, Some(f)) if !f.is_empty() && f.len() <= 500 && std::path::Path::new(f).is_absolute() => {
+                (None, Some(format!("file:{f}")), "file")
+            }
+            _ => {
+                return Err(ApiError::invalid(format!(
+                "entries[{i}]: exactly one of `value`, `from_env` (a variable name) or `from_file` (an absolute path)"
+            )))
+            }
         };
-        rows.push(CredentialRow { scope: scope.clone(), name: name.clone(), placement: placement.as_str().into(), host: host.clone(), sealed, reference, updated_by: caller.name.clone(), updated_ms: now_ms() });
+        rows.push(CredentialRow {
+            scope: scope.clone(),
+            name: name.clone(),
+            placement: placement.as_str().into(),
+            host: host.clone(),
+            sealed,
+            reference,
+            updated_by: caller.name.clone(),
+            updated_ms: now_ms(),
+        });
         shown.push(StoredEntry { placement: placement.as_str().into(), name, stored });
     }
     // A reference that cannot be read now is refused (it would fail every call later).
@@ -344,7 +433,11 @@ pub(super) async fn put_credentials(State(d): State<Arc<Daemon>>, Extension(call
 /// Delete a scope's credentials (administrators).
 #[utoipa::path(delete, path = "/v1/credentials/{scope}", tag = "accounts", params(("scope" = String, Path, description = "`tool:CATEGORY/TOOL` or `host:HOST`")),
     responses((status = 204, description = "deleted")))]
-pub(super) async fn delete_credentials(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(scope): Path<String>) -> Result<StatusCode, ApiError> {
+pub(super) async fn delete_credentials(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(scope): Path<String>,
+) -> Result<StatusCode, ApiError> {
     require_admin(&caller, "tool credentials")?;
     if !d.state.delete_credentials(&scope).await? {
         return Err(ApiError::not_found(format!("no credentials for {scope}")));
@@ -370,7 +463,11 @@ pub(super) struct AuditLog {
 
 /// The audit log, newest first (administrators).
 #[utoipa::path(get, path = "/v1/audit", tag = "accounts", params(AuditQuery), responses((status = 200, description = "the entries", body = AuditLog)))]
-pub(super) async fn audit_log(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<AuditQuery>, QueryRejection>) -> Result<Json<AuditLog>, ApiError> {
+pub(super) async fn audit_log(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<AuditLog>, ApiError> {
     require_admin(&caller, "the audit log")?;
     let q = q?.0;
     let limit = q.limit.unwrap_or(100);

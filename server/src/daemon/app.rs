@@ -69,13 +69,23 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let s = d.settings().server.clone();
     let v1 = api_routes().route_layer(middleware::from_fn_with_state(d.clone(), authorize));
     #[cfg(feature = "mcp")]
-    let v1 = v1.merge(Router::new().route_service("/mcp", super::mcp_serve::http_service(d.clone())).route_layer(middleware::from_fn_with_state(d.clone(), authorize)));
+    let v1 = v1.merge(
+        Router::new()
+            .route_service("/mcp", super::mcp_serve::http_service(d.clone()))
+            .route_layer(middleware::from_fn_with_state(d.clone(), authorize)),
+    );
     let (public, _) = documented_public().split_for_parts();
     public
         .route("/assets/{*path}", get(console::asset))
         .merge(v1)
         .fallback(|| async { ApiError::not_found("no such endpoint (see GET /openapi.json)") })
-        .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method (see GET /openapi.json)") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method (see GET /openapi.json)",
+            )
+        })
         .layer(middleware::from_fn_with_state(d.clone(), observe))
         .layer(middleware::map_response(json_errors))
         .layer(DefaultBodyLimit::max(s.max_body_bytes))
@@ -84,7 +94,11 @@ pub fn router(d: Arc<Daemon>) -> Router {
 
 /// Serve until `shutdown` resolves, then drain: in-flight requests (and streamed runs) finish
 /// within `server.shutdown_grace_s`.
-pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    d: Arc<Daemon>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let grace = Duration::from_secs(d.settings().server.shutdown_grace_s);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let dd = d.clone();
@@ -123,12 +137,18 @@ pub async fn serve(listener: tokio::net::TcpListener, d: Arc<Daemon>, shutdown: 
 
 /// Time limit and metrics for every request.
 pub(super) async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let route =
+        req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
     let limit = Duration::from_millis(d.settings().server.request_timeout_ms.max(1));
     let r = match tokio::time::timeout(limit, next.run(req)).await {
         Ok(r) => r,
-        Err(_) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", format!("the request took longer than {} ms", limit.as_millis())).into_response(),
+        Err(_) => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout",
+            format!("the request took longer than {} ms", limit.as_millis()),
+        )
+        .into_response(),
     };
     d.metrics.request(&method, &route, r.status().as_u16());
     r
@@ -139,12 +159,19 @@ pub(super) async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Ne
 /// as JSON with its status, its headers (`Allow`, `Retry-After`) and its text as the message.
 pub(super) async fn json_errors(resp: Response) -> Response {
     let status = resp.status();
-    let json = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/json"));
+    let json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"));
     if !(status.is_client_error() || status.is_server_error()) || json {
         return resp;
     }
     let (parts, body) = resp.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).trim().chars().take(300).collect::<String>()).unwrap_or_default();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().chars().take(300).collect::<String>())
+        .unwrap_or_default();
     let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
     let code = match status.as_u16() {
         400 | 422 => "invalid_request",

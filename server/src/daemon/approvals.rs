@@ -10,7 +10,10 @@
 //! call goes through (or is refused) without asking again. Calls before it are sent again (they
 //! are the reads that led to it; the call that needed approval is sent at most once per decision).
 
-use super::{error::{ApiError, ApiJson}, start_run, visible_run, Daemon, Job};
+use super::{
+    error::{ApiError, ApiJson},
+    start_run, visible_run, Daemon, Job,
+};
 use crate::state::{Caller, StateStore};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -116,7 +119,10 @@ impl Approver for RunApprover {
             // Without the state store nobody can approve: refusing is the safe answer.
             Err(e) => {
                 tracing::error!(error = %e, "approval state unavailable; the call is refused");
-                ApprovalDecision::Rejected { by: "toolgraph".into(), reason: "the approval could not be recorded".into() }
+                ApprovalDecision::Rejected {
+                    by: "toolgraph".into(),
+                    reason: "the approval could not be recorded".into(),
+                }
             }
         }
     }
@@ -141,11 +147,23 @@ pub(super) struct Decision {
     call: Value,
 }
 
-async fn decide(d: Arc<Daemon>, caller: Caller, id: String, body: Option<ApiJson<DecisionBody>>, approved: bool) -> Result<Json<Decision>, ApiError> {
+async fn decide(
+    d: Arc<Daemon>,
+    caller: Caller,
+    id: String,
+    body: Option<ApiJson<DecisionBody>>,
+    approved: bool,
+) -> Result<Json<Decision>, ApiError> {
     let run = visible_run(&d, &caller, &id).await?;
     let pending = match (&run.pending, run.status.as_str()) {
         (Some(p), "awaiting_approval") => p.clone(),
-        _ => return Err(ApiError::new(StatusCode::CONFLICT, "not_awaiting_approval", format!("run {id} is {} and waits for no approval", run.status))),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_awaiting_approval",
+                format!("run {id} is {} and waits for no approval", run.status),
+            ))
+        }
     };
     let key = pending.get("call_key").and_then(Value::as_str).unwrap_or_default().to_string();
     let reason = body.and_then(|b| b.0.reason).unwrap_or_default();
@@ -154,23 +172,43 @@ async fn decide(d: Arc<Daemon>, caller: Caller, id: String, body: Option<ApiJson
     }
     let reason = if reason.trim().is_empty() && !approved { "rejected".to_string() } else { reason };
     if !d.state.decide(&id, &key, approved, &caller.name, &reason).await? {
-        return Err(ApiError::new(StatusCode::CONFLICT, "already_decided", format!("the call of run {id} was decided already")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "already_decided",
+            format!("the call of run {id} was decided already"),
+        ));
     }
-    d.audit(&caller, if approved { "run.approve" } else { "run.reject" }, &id, json!({"api": pending.get("api"), "reason": reason})).await;
+    d.audit(
+        &caller,
+        if approved { "run.approve" } else { "run.reject" },
+        &id,
+        json!({"api": pending.get("api"), "reason": reason}),
+    )
+    .await;
     Ok(Json(Decision { run_id: id, decision: if approved { "approved" } else { "rejected" }, call: pending }))
 }
 
 /// Approve the call a paused run waits on (the owner or an administrator; the first decision wins).
 #[utoipa::path(post, path = "/v1/runs/{id}/approve", tag = "runs", params(("id" = String, Path, description = "the run's id")), request_body = Option<DecisionBody>,
     responses((status = 200, description = "decided", body = Decision), (status = 409, description = "not awaiting approval, or decided already", body = super::error::ErrorBody)))]
-pub(super) async fn approve(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<DecisionBody>>) -> Result<Json<Decision>, ApiError> {
+pub(super) async fn approve(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Option<ApiJson<DecisionBody>>,
+) -> Result<Json<Decision>, ApiError> {
     decide(d, caller, id, body, true).await
 }
 
 /// Reject the call a paused run waits on: that branch fails, the search goes on.
 #[utoipa::path(post, path = "/v1/runs/{id}/reject", tag = "runs", params(("id" = String, Path, description = "the run's id")), request_body = Option<DecisionBody>,
     responses((status = 200, description = "decided", body = Decision), (status = 409, description = "not awaiting approval, or decided already", body = super::error::ErrorBody)))]
-pub(super) async fn reject(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, body: Option<ApiJson<DecisionBody>>) -> Result<Json<Decision>, ApiError> {
+pub(super) async fn reject(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Option<ApiJson<DecisionBody>>,
+) -> Result<Json<Decision>, ApiError> {
     decide(d, caller, id, body, false).await
 }
 
@@ -186,13 +224,30 @@ pub(super) async fn resume_orphans(d: &Arc<Daemon>) -> Result<usize, ApiError> {
         if !d.state.claim_run(&r.id, lease).await? {
             continue;
         }
-        let Some(user) = d.state.user(&r.user_id).await?.map(|u| Caller { user_id: u.id, name: u.name, role: u.role }).or_else(|| {
-            (r.user_id == "bootstrap" || r.user_id == "local").then(|| Caller { user_id: r.user_id.clone(), name: r.user_id.clone(), role: crate::state::Role::Admin })
-        }) else {
+        let Some(user) =
+            d.state.user(&r.user_id).await?.map(|u| Caller { user_id: u.id, name: u.name, role: u.role }).or_else(
+                || {
+                    (r.user_id == "bootstrap" || r.user_id == "local").then(|| Caller {
+                        user_id: r.user_id.clone(),
+                        name: r.user_id.clone(),
+                        role: crate::state::Role::Admin,
+                    })
+                },
+            )
+        else {
             continue;
         };
         let work = super::history::work_of(d, &r.options, &r.session_id).await?;
-        let job = Job { run_id: r.id.clone(), session_id: r.session_id.clone(), caller: user, request: r.request.clone(), options: r.options.clone(), session: None, work, resumed: true };
+        let job = Job {
+            run_id: r.id.clone(),
+            session_id: r.session_id.clone(),
+            caller: user,
+            request: r.request.clone(),
+            options: r.options.clone(),
+            session: None,
+            work,
+            resumed: true,
+        };
         tracing::info!(run_id = %r.id, "resuming a paused run whose daemon went away");
         let dd = d.clone();
         // Started like any run; its answer goes to the state store (the original caller polls it).

@@ -9,40 +9,76 @@ pub(super) const KEY_CACHE_MAX: usize = 10_000;
 /// Who calls `/v1/*` (a [`Caller`] in the request's extensions) and their rate limit. Keys are
 /// required once bootstrap keys are configured or any user has a key; before that (a fresh local
 /// daemon on loopback) the caller is the local administrator.
-pub(super) async fn authorize(State(d): State<Arc<Daemon>>, mut req: Request, next: Next) -> Result<Response, ApiError> {
+pub(super) async fn authorize(
+    State(d): State<Arc<Daemon>>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     let mut login = console::ConsoleLogin::default();
     let (caller, bucket) = if !d.auth_required.load(Ordering::Relaxed) {
-        let ip = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
+        let ip = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+            .unwrap_or_else(|| "anonymous".into());
         (Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin }, ip)
     } else if let (None, Some(token)) = (presented_key(req.headers()), console::session_cookie(req.headers())) {
         // A console login: its state-changing requests must echo the login's CSRF token.
-        let ended = || ApiError::new(StatusCode::UNAUTHORIZED, "login_expired", "the console login has ended or expired: log in again");
+        let ended = || {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "login_expired",
+                "the console login has ended or expired: log in again",
+            )
+        };
         let l = d.state.login(token).await?.ok_or_else(ended)?;
         // Made with a bootstrap key: it ends when that key is no longer configured.
         if l.bootstrap_key.as_deref().is_some_and(|k| !d.keys.has_digest(k)) {
             return Err(ended());
         }
         let (c, csrf) = (l.caller, l.csrf);
-        let safe = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
+        let safe =
+            matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS);
         let echoed = req.headers().get(console::CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if !safe && !console::same_token(echoed, &csrf) {
-            return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", "this request needs the login's CSRF token in `X-CSRF-Token`"));
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "csrf_failed",
+                "this request needs the login's CSRF token in `X-CSRF-Token`",
+            ));
         }
         login.csrf = Some(csrf);
         let bucket = c.user_id.clone();
         (c, bucket)
     } else {
-        let presented = presented_key(req.headers()).ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing_api_key", "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY` (or log in to the console)"))?;
+        let presented = presented_key(req.headers()).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing_api_key",
+                "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY` (or log in to the console)",
+            )
+        })?;
         if presented.is_empty() || presented.len() > 200 {
             return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid"));
         }
-        let c = d.caller_of(presented).await?.ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid (unknown, revoked or expired)"))?;
+        let c = d.caller_of(presented).await?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_api_key",
+                "the API key is not valid (unknown, revoked or expired)",
+            )
+        })?;
         let bucket = c.user_id.clone();
         (c, bucket)
     };
     if let Err(wait) = d.limiter.take(&bucket) {
         d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests for this key; retry later").with_retry_after(wait));
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many requests for this key; retry later",
+        )
+        .with_retry_after(wait));
     }
     req.extensions_mut().insert(caller);
     req.extensions_mut().insert(login);
@@ -69,7 +105,11 @@ impl Daemon {
     /// The caller a presented key belongs to (bootstrap keys are admins).
     pub(super) async fn caller_of(&self, presented: &str) -> Result<Option<Caller>, ApiError> {
         if let Some(id) = self.keys.check(presented) {
-            return Ok(Some(Caller { user_id: "bootstrap".into(), name: format!("bootstrap key {id}"), role: Role::Admin }));
+            return Ok(Some(Caller {
+                user_id: "bootstrap".into(),
+                name: format!("bootstrap key {id}"),
+                role: Role::Admin,
+            }));
         }
         let digest = crate::state::key_digest(presented);
         if let Some((c, at)) = self.key_cache.lock().unwrap_or_else(|p| p.into_inner()).get(&digest) {

@@ -41,7 +41,10 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsa
 
 fn page_headers(ty: &str, cache: &'static str) -> [(header::HeaderName, HeaderValue); 6] {
     [
-        (header::CONTENT_TYPE, HeaderValue::from_str(ty).unwrap_or(HeaderValue::from_static("application/octet-stream"))),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_str(ty).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        ),
         (header::CACHE_CONTROL, HeaderValue::from_static(cache)),
         (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
         (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
@@ -72,7 +75,8 @@ pub(super) async fn asset(Path(path): Path<String>) -> Response {
     let want = format!("assets/{path}");
     match CONSOLE_ASSETS.iter().find(|(p, _, _)| *p == want) {
         Some((_, ty, bytes)) => (page_headers(ty, "public, max-age=31536000, immutable"), *bytes).into_response(),
-        None => ApiError::not_found(format!("no console asset {}", path.chars().take(100).collect::<String>())).into_response(),
+        None => ApiError::not_found(format!("no console asset {}", path.chars().take(100).collect::<String>()))
+            .into_response(),
     }
 }
 
@@ -90,7 +94,10 @@ pub fn same_token(a: &str, b: &str) -> bool {
 }
 
 fn cookie(token: &str, max_age_s: u64, secure: bool) -> HeaderValue {
-    let v = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}", if secure { "; Secure" } else { "" });
+    let v = format!(
+        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{}",
+        if secure { "; Secure" } else { "" }
+    );
     HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("tg_session=; Max-Age=0"))
 }
 
@@ -139,10 +146,16 @@ fn decoy_hash() -> &'static str {
 /// that needs no keys (local, none configured) answers `login_required: false`.
 #[utoipa::path(post, path = "/v1/login", tag = "console", security(()), request_body = Login,
     responses((status = 200, description = "logged in (Set-Cookie), or no login needed", body = LoggedIn)))]
-pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer: Option<Extension<ConnectInfo<SocketAddr>>>, ApiJson(b): ApiJson<Login>) -> Result<Response, ApiError> {
+pub(super) async fn login(
+    State(d): State<Arc<Daemon>>,
+    headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    ApiJson(b): ApiJson<Login>,
+) -> Result<Response, ApiError> {
     if !d.auth_required.load(Ordering::Relaxed) {
         let local = Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin };
-        return Ok(Json(LoggedIn { login_required: false, user: me_of(&local), csrf_token: None, expires_ms: None }).into_response());
+        return Ok(Json(LoggedIn { login_required: false, user: me_of(&local), csrf_token: None, expires_ms: None })
+            .into_response());
     }
     let ip = peer.map(|c| c.0 .0.ip().to_string()).unwrap_or_else(|| "anonymous".into());
     // Password guessing: a slow bucket per address and per name (10 tries, then one every 6 s).
@@ -150,21 +163,30 @@ pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer
     for key in std::iter::once(format!("ip:{ip}")).chain(name_key) {
         if let Err(wait) = d.login_limiter.take(&key) {
             d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many login attempts; retry later").with_retry_after(wait));
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many login attempts; retry later",
+            )
+            .with_retry_after(wait));
         }
     }
     let too_long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.is_empty() || s.chars().count() > 200);
     if too_long(&b.name) || too_long(&b.password) || too_long(&b.api_key) {
         return Err(ApiError::invalid("name, password and api_key are 1 to 200 characters"));
     }
-    let denied = || ApiError::new(StatusCode::UNAUTHORIZED, "invalid_login", "the name and password (or the API key) are not valid");
+    let denied = || {
+        ApiError::new(StatusCode::UNAUTHORIZED, "invalid_login", "the name and password (or the API key) are not valid")
+    };
     let via_key = b.api_key.clone();
     let caller = match (&b.name, &b.password, &b.api_key) {
         (Some(name), Some(password), None) => {
             let found = d.state.password_hash(name).await?;
             let hash = found.as_ref().map(|(_, h)| h.clone()).unwrap_or_else(|| decoy_hash().to_string());
             let password = password.clone();
-            let ok = tokio::task::spawn_blocking(move || crate::state::secrets::verify_password(&password, &hash)).await.unwrap_or(false);
+            let ok = tokio::task::spawn_blocking(move || crate::state::secrets::verify_password(&password, &hash))
+                .await
+                .unwrap_or(false);
             match (found, ok) {
                 (Some((u, _)), true) => Caller { user_id: u.id, name: u.name, role: u.role },
                 _ => {
@@ -182,7 +204,13 @@ pub(super) async fn login(State(d): State<Arc<Daemon>>, headers: HeaderMap, peer
     let expires_ms = now_ms() + hours as i64 * 3_600_000;
     d.state.put_login(&token, &caller, &csrf, expires_ms, via_key.as_deref()).await?;
     d.audit(&caller, "console.login", &caller.user_id, json!({"ip": ip})).await;
-    let mut r = Json(LoggedIn { login_required: true, user: me_of(&caller), csrf_token: Some(csrf), expires_ms: Some(expires_ms) }).into_response();
+    let mut r = Json(LoggedIn {
+        login_required: true,
+        user: me_of(&caller),
+        csrf_token: Some(csrf),
+        expires_ms: Some(expires_ms),
+    })
+    .into_response();
     r.headers_mut().insert(header::SET_COOKIE, cookie(&token, hours * 3600, behind_https(&headers)));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(r)
@@ -197,7 +225,11 @@ pub(super) async fn logout(State(d): State<Arc<Daemon>>, headers: HeaderMap) -> 
         if let Some(login) = d.state.login(token).await? {
             let echoed = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
             if !same_token(echoed, &login.csrf) {
-                return Err(ApiError::new(StatusCode::FORBIDDEN, "csrf_failed", "logging out needs the login's CSRF token in `X-CSRF-Token`"));
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "csrf_failed",
+                    "logging out needs the login's CSRF token in `X-CSRF-Token`",
+                ));
             }
         }
         d.state.delete_login(token).await?;
@@ -316,7 +348,15 @@ pub(super) async fn categories(State(d): State<Arc<Daemon>>) -> Json<Categories>
         e.0.insert(a.tool.as_str());
         e.1 += 1;
     }
-    let list = by.into_iter().map(|(id, (tools, apis))| Category { id: id.to_string(), name: category_name(g, id).to_string(), tools: tools.len(), apis }).collect();
+    let list = by
+        .into_iter()
+        .map(|(id, (tools, apis))| Category {
+            id: id.to_string(),
+            name: category_name(g, id).to_string(),
+            tools: tools.len(),
+            apis,
+        })
+        .collect();
     Json(Categories { categories: list })
 }
 
@@ -344,7 +384,10 @@ pub(super) struct ApiPage {
 /// Ordered by category, tool, name. With `category` (and no `tool`) also that category's tools
 /// and their API counts.
 #[utoipa::path(get, path = "/v1/tools", tag = "tools", params(ListQuery), responses((status = 200, description = "a page of APIs", body = ApiPage)))]
-pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<ListQuery>, QueryRejection>) -> Result<Json<ApiPage>, ApiError> {
+pub(super) async fn list_apis(
+    State(d): State<Arc<Daemon>>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ApiPage>, ApiError> {
     let q = q?.0;
     let limit = q.limit.unwrap_or(50);
     if limit == 0 || limit > MAX_LIMIT {
@@ -363,7 +406,13 @@ pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<List
         .filter(|a| q.category.as_deref().is_none_or(|c| matches(&a.category, category_name(g, &a.category), c)))
         .filter(|a| q.tool.as_deref().is_none_or(|t| matches(&a.tool, tool_name(g, &a.tool), t)))
         .filter(|a| q.status.as_deref().is_none_or(|s| a.status == s))
-        .filter(|a| text.as_deref().is_none_or(|t| a.id.to_lowercase().contains(t) || a.name.to_lowercase().contains(t) || a.description.to_lowercase().contains(t)))
+        .filter(|a| {
+            text.as_deref().is_none_or(|t| {
+                a.id.to_lowercase().contains(t)
+                    || a.name.to_lowercase().contains(t)
+                    || a.description.to_lowercase().contains(t)
+            })
+        })
         .collect();
     apis.sort_by(|a, b| (&a.category, &a.tool, &a.name).cmp(&(&b.category, &b.tool, &b.name)));
     let total = apis.len();
@@ -375,7 +424,12 @@ pub(super) async fn list_apis(State(d): State<Arc<Daemon>>, q: Result<Query<List
         for a in &apis {
             *tools.entry(a.tool.as_str()).or_default() += 1;
         }
-        out.tools = Some(tools.into_iter().map(|(id, n)| ToolCount { id: id.to_string(), name: tool_name(g, id).to_string(), apis: n }).collect());
+        out.tools = Some(
+            tools
+                .into_iter()
+                .map(|(id, n)| ToolCount { id: id.to_string(), name: tool_name(g, id).to_string(), apis: n })
+                .collect(),
+        );
     }
     Ok(Json(out))
 }
@@ -451,7 +505,10 @@ pub(super) struct Neighbourhood {
 /// static and dynamic weight) and the FEEDS edges (shared fields) among them.
 #[utoipa::path(get, path = "/v1/graph/neighborhood", tag = "graph", params(NeighbourhoodQuery),
     responses((status = 200, description = "the neighbourhood", body = Neighbourhood), (status = 404, description = "no such API", body = super::error::ErrorBody)))]
-pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<NeighbourhoodQuery>, QueryRejection>) -> Result<Json<Neighbourhood>, ApiError> {
+pub(super) async fn neighbourhood(
+    State(d): State<Arc<Daemon>>,
+    q: Result<Query<NeighbourhoodQuery>, QueryRejection>,
+) -> Result<Json<Neighbourhood>, ApiError> {
     let q = q?.0;
     let id = q.id.unwrap_or_else(|| "START".into());
     let k = q.k.unwrap_or(8);
@@ -462,28 +519,56 @@ pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<
     let g = engine.graph();
     let special = |s: &str| s == "START" || s == "END";
     if !special(&id) && !g.apis.contains_key(&id) {
-        return Err(ApiError::not_found(format!("no API {} (ids look like category/tool/api, or START)", id.chars().take(200).collect::<String>())));
+        return Err(ApiError::not_found(format!(
+            "no API {} (ids look like category/tool/api, or START)",
+            id.chars().take(200).collect::<String>()
+        )));
     }
     let mut edges = Vec::new();
     let mut nodes: BTreeSet<String> = BTreeSet::from([id.clone()]);
     let out_total = g.next.range((id.clone(), String::new())..).take_while(|((f, _), _)| *f == id).count();
     for s in g.successors(&id, k) {
-        edges.push(Edge { kind: "NEXT", from: id.clone(), to: s.id.clone(), count: Some(s.count), static_weight: Some(s.static_weight), dynamic_weight: Some(s.dynamic_weight), fields: None });
+        edges.push(Edge {
+            kind: "NEXT",
+            from: id.clone(),
+            to: s.id.clone(),
+            count: Some(s.count),
+            static_weight: Some(s.static_weight),
+            dynamic_weight: Some(s.dynamic_weight),
+            fields: None,
+        });
         nodes.insert(s.id);
     }
-    let mut preds: Vec<(&String, &toolgraph_schema::NextEdge)> = g.next.iter().filter(|((_, t), _)| *t == id).map(|((f, _), e)| (f, e)).collect();
+    let mut preds: Vec<(&String, &toolgraph_schema::NextEdge)> =
+        g.next.iter().filter(|((_, t), _)| *t == id).map(|((f, _), e)| (f, e)).collect();
     let in_total = preds.len();
     preds.sort_by(|a, b| b.1.dynamic_weight.total_cmp(&a.1.dynamic_weight).then_with(|| a.0.cmp(b.0)));
     for (f, e) in preds.into_iter().take(k) {
         if f == &id {
             continue;
         }
-        edges.push(Edge { kind: "NEXT", from: f.clone(), to: id.clone(), count: Some(e.count), static_weight: Some(e.static_weight), dynamic_weight: Some(e.dynamic_weight), fields: None });
+        edges.push(Edge {
+            kind: "NEXT",
+            from: f.clone(),
+            to: id.clone(),
+            count: Some(e.count),
+            static_weight: Some(e.static_weight),
+            dynamic_weight: Some(e.dynamic_weight),
+            fields: None,
+        });
         nodes.insert(f.clone());
     }
     for ((f, t), fields) in &g.feeds {
         if nodes.contains(f) && nodes.contains(t) && (f == &id || t == &id) {
-            edges.push(Edge { kind: "FEEDS", from: f.clone(), to: t.clone(), count: None, static_weight: None, dynamic_weight: None, fields: Some(fields.clone()) });
+            edges.push(Edge {
+                kind: "FEEDS",
+                from: f.clone(),
+                to: t.clone(),
+                count: None,
+                static_weight: None,
+                dynamic_weight: None,
+                fields: Some(fields.clone()),
+            });
         }
     }
     let node_list = nodes
@@ -507,10 +592,30 @@ pub(super) async fn neighbourhood(State(d): State<Arc<Daemon>>, q: Result<Query<
                     description: Some(s.description),
                 }
             }
-            None => Node { kind: "terminal", id: n.clone(), name: n.clone(), tool: String::new(), category: String::new(), tool_name: None, category_name: None, method: None, status: None, availability: None, calls: None, successes: None, description: None },
+            None => Node {
+                kind: "terminal",
+                id: n.clone(),
+                name: n.clone(),
+                tool: String::new(),
+                category: String::new(),
+                tool_name: None,
+                category_name: None,
+                method: None,
+                status: None,
+                availability: None,
+                calls: None,
+                successes: None,
+                description: None,
+            },
         })
         .collect();
-    Ok(Json(Neighbourhood { center: id, nodes: node_list, edges, successors_total: out_total, predecessors_total: in_total }))
+    Ok(Json(Neighbourhood {
+        center: id,
+        nodes: node_list,
+        edges,
+        successors_total: out_total,
+        predecessors_total: in_total,
+    }))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -544,7 +649,11 @@ pub(super) struct MemoryPage {
 ///
 /// Filtered by words of the request or API ids (memories hold every user's requests).
 #[utoipa::path(get, path = "/v1/memory", tag = "graph", params(MemoryQuery), responses((status = 200, description = "the entries", body = MemoryPage)))]
-pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<MemoryQuery>, QueryRejection>) -> Result<Json<MemoryPage>, ApiError> {
+pub(super) async fn list_memory(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<MemoryQuery>, QueryRejection>,
+) -> Result<Json<MemoryPage>, ApiError> {
     require_admin(&caller, "the long-term memory")?;
     let q = q?.0;
     let limit = q.limit.unwrap_or(50);
@@ -553,16 +662,29 @@ pub(super) async fn list_memory(State(d): State<Arc<Daemon>>, Extension(caller):
     }
     let text = q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_lowercase);
     let mut all = d.stack.memory.list().await?;
-    all.retain(|(_, e)| text.as_deref().is_none_or(|t| e.request.to_lowercase().contains(t) || e.chain.iter().any(|s| s.api.to_lowercase().contains(t))));
+    all.retain(|(_, e)| {
+        text.as_deref().is_none_or(|t| {
+            e.request.to_lowercase().contains(t) || e.chain.iter().any(|s| s.api.to_lowercase().contains(t))
+        })
+    });
     all.sort_by(|a, b| a.1.request.cmp(&b.1.request));
     let total = all.len();
-    let entries = all.into_iter().skip(q.offset.unwrap_or(0)).take(limit).map(|(id, e)| MemoryEntry { id, request: e.request, chain: e.chain.iter().map(|s| json!(s)).collect() }).collect();
+    let entries = all
+        .into_iter()
+        .skip(q.offset.unwrap_or(0))
+        .take(limit)
+        .map(|(id, e)| MemoryEntry { id, request: e.request, chain: e.chain.iter().map(|s| json!(s)).collect() })
+        .collect();
     Ok(Json(MemoryPage { total, entries }))
 }
 
 /// Delete a stored plan (administrators).
 #[utoipa::path(delete, path = "/v1/memory/{id}", tag = "graph", params(("id" = String, Path, description = "the memory's id")), responses((status = 204, description = "deleted")))]
-pub(super) async fn delete_memory(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub(super) async fn delete_memory(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     require_admin(&caller, "the long-term memory")?;
     if id.len() > 200 || !d.stack.memory.delete(&id).await? {
         return Err(ApiError::not_found(format!("no memory {}", id.chars().take(100).collect::<String>())));
@@ -599,7 +721,10 @@ pub(super) struct SettingsView {
 
 /// Run defaults, backends, models and limits (administrators; no secrets).
 #[utoipa::path(get, path = "/v1/settings", tag = "console", responses((status = 200, description = "the settings", body = SettingsView)))]
-pub(super) async fn settings(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<SettingsView>, ApiError> {
+pub(super) async fn settings(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<SettingsView>, ApiError> {
     require_admin(&caller, "the daemon's settings")?;
     let s = d.settings();
     Ok(Json(SettingsView {
@@ -608,7 +733,12 @@ pub(super) async fn settings(State(d): State<Arc<Daemon>>, Extension(caller): Ex
         vectors: d.stack.vectors.backend().to_string(),
         state: d.state.backend().to_string(),
         models: SettingsModels { default: d.models.default_name().to_string(), list: d.models.list() },
-        limits: SettingsLimits { max_request_chars: s.server.max_request_chars, max_in_flight: s.server.max_in_flight, rate_per_s: s.server.rate_per_s, console_login_hours: s.server.console_login_hours },
+        limits: SettingsLimits {
+            max_request_chars: s.server.max_request_chars,
+            max_in_flight: s.server.max_in_flight,
+            rate_per_s: s.server.rate_per_s,
+            console_login_hours: s.server.console_login_hours,
+        },
     }))
 }
 
@@ -634,7 +764,10 @@ pub(super) struct CheckedChain {
 /// Validate a chain as `POST /v1/chains/execute` would (nothing runs).
 #[utoipa::path(post, path = "/v1/chains/check", tag = "chains", request_body = CheckChain,
     responses((status = 200, description = "valid; what each step offers later ones", body = CheckedChain), (status = 422, description = "the chain is invalid (`invalid_chain`), naming the step", body = super::error::ErrorBody)))]
-pub(super) async fn check_chain(State(d): State<Arc<Daemon>>, ApiJson(b): ApiJson<CheckChain>) -> Result<Json<CheckedChain>, ApiError> {
+pub(super) async fn check_chain(
+    State(d): State<Arc<Daemon>>,
+    ApiJson(b): ApiJson<CheckChain>,
+) -> Result<Json<CheckedChain>, ApiError> {
     let chain = super::history::check_steps(&b.steps)?;
     let request = b.request.unwrap_or_else(|| "chain".into());
     d.engine().check_chain(&request, &chain).map_err(|e| ApiError::unprocessable("invalid_chain", e))?;

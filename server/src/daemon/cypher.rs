@@ -20,7 +20,11 @@ pub(super) const MAX_QUERY_CHARS: usize = 10_000;
 #[utoipa::path(post, path = "/v1/graph/cypher", tag = "graph", request_body = CypherRequest,
     responses((status = 200, description = "columns and rows (`truncated` when a limit cut them)", body = toolgraph_graph::CypherRows),
         (status = 501, description = "the embedded store has no Cypher (`cypher_unsupported`)", body = super::error::ErrorBody)))]
-pub(super) async fn cypher(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<CypherRequest>) -> Result<Json<toolgraph_graph::CypherRows>, ApiError> {
+pub(super) async fn cypher(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<CypherRequest>,
+) -> Result<Json<toolgraph_graph::CypherRows>, ApiError> {
     require_admin(&caller, "Cypher")?;
     let store = &d.stack.store;
     if store.backend() == "embedded" {

@@ -64,7 +64,12 @@ impl ApiError {
 
     /// The contract's body (also what a stream's `error` event carries).
     pub fn body(&self) -> serde_json::Value {
-        serde_json::to_value(ErrorBody { message: self.message.clone(), code: self.code.into(), kind: self.kind().into() }).unwrap_or_default()
+        serde_json::to_value(ErrorBody {
+            message: self.message.clone(),
+            code: self.code.into(),
+            kind: self.kind().into(),
+        })
+        .unwrap_or_default()
     }
 
     /// The error class (`type`): who has to act.
@@ -93,7 +98,8 @@ impl std::fmt::Display for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        let mut r = (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+        let mut r =
+            (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
         if let Some(s) = self.retry_after_s {
             if let Ok(v) = HeaderValue::from_str(&s.max(1).to_string()) {
                 r.headers_mut().insert(header::RETRY_AFTER, v);
@@ -104,7 +110,11 @@ impl IntoResponse for ApiError {
 }
 
 fn too_large() -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "the request body is larger than server.max_body_bytes")
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        "the request body is larger than server.max_body_bytes",
+    )
 }
 
 impl From<BytesRejection> for ApiError {
@@ -120,7 +130,11 @@ impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         match r.status() {
             StatusCode::PAYLOAD_TOO_LARGE => too_large(),
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the body as JSON with Content-Type: application/json"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with Content-Type: application/json",
+            ),
             _ => ApiError::invalid(format!("invalid JSON body: {}", r.body_text())),
         }
     }
@@ -163,7 +177,11 @@ impl From<toolgraph_engine::EngineError> for ApiError {
                 let r = reference();
                 if class == ErrorClass::Transient {
                     tracing::warn!(reference = %r, error = %e, "a backend is unavailable");
-                    ApiError::unavailable("backend_unavailable", format!("{what} is unavailable; retry shortly (reference {r} in the daemon's log)"), 1)
+                    ApiError::unavailable(
+                        "backend_unavailable",
+                        format!("{what} is unavailable; retry shortly (reference {r} in the daemon's log)"),
+                        1,
+                    )
                 } else {
                     tracing::error!(reference = %r, error = %e, "a backend failed");
                     ApiError::internal(format!("{what} failed (reference {r} in the daemon's log)"))

@@ -43,7 +43,11 @@ pub(super) struct RunPage {
 
 /// The caller's runs, newest first (administrators: `user=ID` or `user=*`).
 #[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunsQuery), responses((status = 200, description = "a page of runs", body = RunPage)))]
-pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<RunsQuery>, QueryRejection>) -> Result<Json<RunPage>, ApiError> {
+pub(super) async fn list_runs(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<RunsQuery>, QueryRejection>,
+) -> Result<Json<RunPage>, ApiError> {
     let q = q?.0;
     for (f, v) in [("q", &q.q), ("tool", &q.tool)] {
         if v.as_ref().is_some_and(|v| v.chars().count() > 200) {
@@ -53,8 +57,12 @@ pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): E
     let before = match &q.before {
         None => None,
         Some(c) => {
-            let (ms, id) = c.split_once('_').ok_or_else(|| ApiError::invalid("before: a `next` cursor of an earlier page"))?;
-            Some((ms.parse::<i64>().map_err(|_| ApiError::invalid("before: a `next` cursor of an earlier page"))?, format!("run_{}", id.trim_start_matches("run_"))))
+            let (ms, id) =
+                c.split_once('_').ok_or_else(|| ApiError::invalid("before: a `next` cursor of an earlier page"))?;
+            Some((
+                ms.parse::<i64>().map_err(|_| ApiError::invalid("before: a `next` cursor of an earlier page"))?,
+                format!("run_{}", id.trim_start_matches("run_")),
+            ))
         }
     };
     let user_id = match q.user.as_deref() {
@@ -68,7 +76,8 @@ pub(super) async fn list_runs(State(d): State<Arc<Daemon>>, Extension(caller): E
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit: 1 to 200"));
     }
-    let f = RunFilter { user_id, status: q.status.map(|s| s.as_str().to_string()), text: q.q, tool: q.tool, before, limit };
+    let f =
+        RunFilter { user_id, status: q.status.map(|s| s.as_str().to_string()), text: q.q, tool: q.tool, before, limit };
     let (runs, next) = d.state.list_runs(&f).await?;
     Ok(Json(RunPage { runs, next }))
 }
@@ -111,7 +120,13 @@ pub(super) struct StreamQuery {
 #[utoipa::path(post, path = "/v1/runs/{id}/rerun", tag = "runs", params(("id" = String, Path, description = "the run's id"), StreamQuery),
     responses((status = 200, description = "the new run (JSON), or its stream (SSE)", content((super::RunResult = "application/json"), (super::StreamEvent = "text/event-stream"))),
         (status = 202, description = "paused for approval", body = super::RunResult)))]
-pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>) -> Result<Response, ApiError> {
+pub(super) async fn rerun(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<StreamQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let q = q?.0;
     // Only the owner re-runs a run (an administrator's re-run would act as someone else).
     let run = visible_run(&d, &caller, &id).await?;
@@ -125,7 +140,16 @@ pub(super) async fn rerun(State(d): State<Arc<Daemon>>, Extension(caller): Exten
     if let Value::Object(m) = &mut options {
         m.insert("rerun_of".into(), json!(id));
     }
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request: run.request.clone(), options, session: Some(json!(SessionState::default())), work, resumed: false };
+    let job = Job {
+        run_id: d.new_id("run"),
+        session_id,
+        caller,
+        request: run.request.clone(),
+        options,
+        session: Some(json!(SessionState::default())),
+        work,
+        resumed: false,
+    };
     start_run(d, job, wants_stream(false, q.stream, &headers)).await
 }
 
@@ -186,7 +210,13 @@ pub(super) struct ExecuteChain {
         (status = 202, description = "paused for approval", body = super::RunResult),
         (status = 404, description = "no saved chain `chain_id`", body = super::error::ErrorBody),
         (status = 422, description = "the chain is invalid (`invalid_chain`)", body = super::error::ErrorBody)))]
-pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, QueryRejection>, ApiJson(body): ApiJson<ExecuteChain>) -> Result<Response, ApiError> {
+pub(super) async fn execute_chain(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    q: Result<Query<StreamQuery>, QueryRejection>,
+    ApiJson(body): ApiJson<ExecuteChain>,
+) -> Result<Response, ApiError> {
     let q = q?.0;
     let (chain, name) = match (&body.steps, &body.chain_id) {
         (Some(s), None) => (check_steps(s)?, None),
@@ -196,9 +226,27 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
         }
         _ => return Err(ApiError::invalid("give either `steps` or `chain_id`")),
     };
-    super::validate_request(&OrchestrateRequest { request: "chain".into(), session_id: None, given: body.given.clone(), stream: false, planner: None, model: None, mode: None, backward: None, dry_run: false }, usize::MAX)?;
+    super::validate_request(
+        &OrchestrateRequest {
+            request: "chain".into(),
+            session_id: None,
+            given: body.given.clone(),
+            stream: false,
+            planner: None,
+            model: None,
+            mode: None,
+            backward: None,
+            dry_run: false,
+        },
+        usize::MAX,
+    )?;
     let request = body.request.clone().or(name).unwrap_or_else(|| {
-        let apis: Vec<&str> = chain["steps"].as_array().into_iter().flatten().filter_map(|s| s.get("api").and_then(Value::as_str)).collect();
+        let apis: Vec<&str> = chain["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("api").and_then(Value::as_str))
+            .collect();
         format!("chain: {}", apis.join(" → "))
     });
     if request.trim().is_empty() || request.chars().count() > d.settings().server.max_request_chars {
@@ -208,7 +256,16 @@ pub(super) async fn execute_chain(State(d): State<Arc<Daemon>>, Extension(caller
     d.graph_reachable().await?;
     let session_id = d.new_id("ses");
     let options = json!({"chain": chain, "given": body.given});
-    let job = Job { run_id: d.new_id("run"), session_id, caller, request, options, session: Some(json!(SessionState::default())), work: Work::Chain { chain, given: body.given, opts: Default::default() }, resumed: false };
+    let job = Job {
+        run_id: d.new_id("run"),
+        session_id,
+        caller,
+        request,
+        options,
+        session: Some(json!(SessionState::default())),
+        work: Work::Chain { chain, given: body.given, opts: Default::default() },
+        resumed: false,
+    };
     start_run(d, job, wants_stream(body.stream, q.stream, &headers)).await
 }
 
@@ -232,7 +289,11 @@ pub(super) struct SaveChain {
     responses((status = 201, description = "saved", body = SavedChain), (status = 200, description = "updated", body = SavedChain),
         (status = 404, description = "no saved chain `chain_id` of the caller's", body = super::error::ErrorBody),
         (status = 422, description = "the chain is invalid (`invalid_chain`)", body = super::error::ErrorBody)))]
-pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(body): ApiJson<SaveChain>) -> Result<(StatusCode, Json<SavedChain>), ApiError> {
+pub(super) async fn save_chain(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<SaveChain>,
+) -> Result<(StatusCode, Json<SavedChain>), ApiError> {
     if body.name.trim().is_empty() || body.name.chars().count() > 200 || body.description.chars().count() > 2000 {
         return Err(ApiError::invalid("name: 1 to 200 characters; description: at most 2000"));
     }
@@ -243,7 +304,15 @@ pub(super) async fn save_chain(State(d): State<Arc<Daemon>>, Extension(caller): 
         Some(id) => (id.clone(), own_chain(&d, &caller, id).await?.created_ms),
         None => (random_id("chn", 8), now),
     };
-    let c = SavedChain { chain_id: id, user_id: caller.user_id.clone(), name: body.name.trim().into(), description: body.description, steps: body.steps, created_ms: created, updated_ms: now };
+    let c = SavedChain {
+        chain_id: id,
+        user_id: caller.user_id.clone(),
+        name: body.name.trim().into(),
+        description: body.description,
+        steps: body.steps,
+        created_ms: created,
+        updated_ms: now,
+    };
     d.state.put_chain(&c).await?;
     Ok((if body.chain_id.is_some() { StatusCode::OK } else { StatusCode::CREATED }, Json(c)))
 }
@@ -274,7 +343,11 @@ pub(super) struct Chains {
 
 /// The caller's saved chains.
 #[utoipa::path(get, path = "/v1/chains", tag = "chains", params(ChainsQuery), responses((status = 200, description = "the saved chains", body = Chains)))]
-pub(super) async fn list_chains(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ChainsQuery>, QueryRejection>) -> Result<Json<Chains>, ApiError> {
+pub(super) async fn list_chains(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<ChainsQuery>, QueryRejection>,
+) -> Result<Json<Chains>, ApiError> {
     let q = q?.0;
     if q.q.as_ref().is_some_and(|s| s.chars().count() > 200) {
         return Err(ApiError::invalid("q: at most 200 characters"));
@@ -289,13 +362,21 @@ pub(super) async fn list_chains(State(d): State<Arc<Daemon>>, Extension(caller):
 
 /// A saved chain (the caller's own).
 #[utoipa::path(get, path = "/v1/chains/{id}", tag = "chains", params(("id" = String, Path, description = "the chain's id")), responses((status = 200, description = "the chain", body = SavedChain)))]
-pub(super) async fn get_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<SavedChain>, ApiError> {
+pub(super) async fn get_chain(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<SavedChain>, ApiError> {
     Ok(Json(own_chain(&d, &caller, &id).await?))
 }
 
 /// Delete a saved chain.
 #[utoipa::path(delete, path = "/v1/chains/{id}", tag = "chains", params(("id" = String, Path, description = "the chain's id")), responses((status = 204, description = "deleted")))]
-pub(super) async fn delete_chain(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub(super) async fn delete_chain(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     own_chain(&d, &caller, &id).await?;
     d.state.delete_chain(&id).await?;
     Ok(StatusCode::NO_CONTENT)

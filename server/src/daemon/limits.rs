@@ -27,7 +27,12 @@ fn digest(key: &str) -> [u8; 32] {
 
 impl ApiKeys {
     pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(keys: I) -> Self {
-        let digests = keys.into_iter().map(|k| k.as_ref().trim().to_string()).filter(|k| !k.is_empty() && !k.starts_with('#')).map(|k| digest(&k)).collect();
+        let digests = keys
+            .into_iter()
+            .map(|k| k.as_ref().trim().to_string())
+            .filter(|k| !k.is_empty() && !k.starts_with('#'))
+            .map(|k| digest(&k))
+            .collect();
         ApiKeys { digests }
     }
 

@@ -50,13 +50,20 @@ impl ConnLimits {
         if let Some(files) = open_file_limit() {
             let room = files.saturating_sub(64).max(16);
             if room < max_connections {
-                tracing::warn!(configured = max_connections, open_file_limit = files, serving = room, "server.max_connections lowered to fit the open-file limit");
+                tracing::warn!(
+                    configured = max_connections,
+                    open_file_limit = files,
+                    serving = room,
+                    "server.max_connections lowered to fit the open-file limit"
+                );
                 max_connections = room;
             }
         }
         ConnLimits {
             header_read: Duration::from_millis(s.header_read_timeout_ms.max(1)),
-            header_read_busy: Duration::from_millis(s.header_read_timeout_busy_ms.clamp(1, s.header_read_timeout_ms.max(1))),
+            header_read_busy: Duration::from_millis(
+                s.header_read_timeout_busy_ms.clamp(1, s.header_read_timeout_ms.max(1)),
+            ),
             body_read: Duration::from_millis(s.body_read_timeout_ms.max(1)),
             max_connections,
         }
@@ -100,7 +107,11 @@ pub async fn serve_connections(
             },
             _ = &mut shutdown => break,
         };
-        let head = if slots.available_permits() <= limits.max_connections / 4 { limits.header_read_busy } else { limits.header_read };
+        let head = if slots.available_permits() <= limits.max_connections / 4 {
+            limits.header_read_busy
+        } else {
+            limits.header_read
+        };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refused();
             tracing::debug!(%remote, limit = limits.max_connections, "connection refused: at the connection limit");
@@ -113,7 +124,13 @@ pub async fn serve_connections(
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(remote));
             // Only a request with a body gets a deadline (no timer for a GET).
-            let req = req.map(|body| if body.is_end_stream() { Body::new(body) } else { Body::new(BodyDeadline::new(body, body_read)) });
+            let req = req.map(|body| {
+                if body.is_end_stream() {
+                    Body::new(body)
+                } else {
+                    Body::new(BodyDeadline::new(body, body_read))
+                }
+            });
             app.clone().oneshot(req)
         });
         let conn = hyper::server::conn::http1::Builder::new()

@@ -18,8 +18,10 @@ use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult, InputRequests, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, InputRequests, InputRequiredResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -71,7 +73,10 @@ pub async fn serve_stdio(d: Arc<Daemon>) -> Result<(), String> {
     let local = Caller { user_id: "local".into(), name: "local".into(), role: Role::Admin };
     let upkeep = Upkeep::start(d.clone());
     let served = async {
-        let running = ToolgraphMcp::new(d.clone(), Some(local)).serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP over stdio: {e}"))?;
+        let running = ToolgraphMcp::new(d.clone(), Some(local))
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| format!("MCP over stdio: {e}"))?;
         running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"))?;
         Ok(())
     }
@@ -99,12 +104,20 @@ impl ToolgraphMcp {
             .ok_or_else(|| McpError::internal_error("the request reached MCP without an authenticated caller", None))
     }
 
-    async fn call(&self, caller: &Caller, method: Method, uri: &str, body: Option<Value>) -> Result<axum::response::Response, McpError> {
+    async fn call(
+        &self,
+        caller: &Caller,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> Result<axum::response::Response, McpError> {
         let mut b = Request::builder().method(method).uri(uri);
         if body.is_some() {
             b = b.header(header::CONTENT_TYPE, "application/json");
         }
-        let mut req = b.body(body.map(|v| Body::from(v.to_string())).unwrap_or_else(Body::empty)).map_err(|e| McpError::internal_error(format!("request: {e}"), None))?;
+        let mut req = b
+            .body(body.map(|v| Body::from(v.to_string())).unwrap_or_else(Body::empty))
+            .map_err(|e| McpError::internal_error(format!("request: {e}"), None))?;
         req.extensions_mut().insert(caller.clone());
         req.extensions_mut().insert(ConsoleLogin::default());
         match self.api.clone().oneshot(req).await {
@@ -113,22 +126,45 @@ impl ToolgraphMcp {
         }
     }
 
-    async fn json(&self, caller: &Caller, method: Method, uri: &str, body: Option<Value>) -> Result<ApiAnswer, McpError> {
+    async fn json(
+        &self,
+        caller: &Caller,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> Result<ApiAnswer, McpError> {
         let r = self.call(caller, method, uri, body).await?;
         let status = r.status();
-        let bytes = axum::body::to_bytes(r.into_body(), MAX_BODY_BYTES).await.map_err(|e| McpError::internal_error(format!("reading the answer: {e}"), None))?;
-        let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(&bytes).chars().take(500).collect::<String>()}));
+        let bytes = axum::body::to_bytes(r.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|e| McpError::internal_error(format!("reading the answer: {e}"), None))?;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(
+            |_| json!({"message": String::from_utf8_lossy(&bytes).chars().take(500).collect::<String>()}),
+        );
         Ok(if status.is_success() { Ok(v) } else { Err((status, v)) })
     }
 
     /// `orchestrate` and `execute_chain`: the run streamed (each step a progress notification),
     /// its result at the end.
-    async fn run_streamed(&self, caller: &Caller, uri: &str, body: Value, ctx: &RequestContext<RoleServer>, progress: &mut f64) -> Result<ApiAnswer, McpError> {
+    async fn run_streamed(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        body: Value,
+        ctx: &RequestContext<RoleServer>,
+        progress: &mut f64,
+    ) -> Result<ApiAnswer, McpError> {
         let r = self.call(caller, Method::POST, uri, Some(body)).await?;
         let status = r.status();
-        let is_sse = r.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"));
+        let is_sse = r
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
-            let bytes = axum::body::to_bytes(r.into_body(), MAX_BODY_BYTES).await.map_err(|e| McpError::internal_error(format!("reading the answer: {e}"), None))?;
+            let bytes = axum::body::to_bytes(r.into_body(), MAX_BODY_BYTES)
+                .await
+                .map_err(|e| McpError::internal_error(format!("reading the answer: {e}"), None))?;
             let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             return Ok(if status.is_success() { Ok(v) } else { Err((status, v)) });
         }
@@ -147,13 +183,19 @@ impl ToolgraphMcp {
                         if let Some(token) = &token {
                             *progress += 1.0;
                             let step: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                            let p = ProgressNotificationParam::new(token.clone(), *progress).with_message(step_line(&step));
+                            let p =
+                                ProgressNotificationParam::new(token.clone(), *progress).with_message(step_line(&step));
                             // A client that stopped listening does not stop the run.
                             let _ = ctx.peer.notify_progress(p).await;
                         }
                     }
                     "result" => last = Some(Ok(serde_json::from_str(&data).unwrap_or(Value::Null))),
-                    "error" => last = Some(Err((StatusCode::INTERNAL_SERVER_ERROR, serde_json::from_str(&data).unwrap_or(Value::Null)))),
+                    "error" => {
+                        last = Some(Err((
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            serde_json::from_str(&data).unwrap_or(Value::Null),
+                        )))
+                    }
                     _ => {}
                 }
             }
@@ -161,21 +203,34 @@ impl ToolgraphMcp {
         last.ok_or_else(|| McpError::internal_error("the run ended without a result", None))
     }
 
-    async fn orchestrate(&self, caller: &Caller, request: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+    async fn orchestrate(
+        &self,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.clone().unwrap_or_default();
-        let text = str_arg(&args, "request")?.ok_or_else(|| McpError::invalid_params("`request` (what to do, in words) is required", None))?;
+        let text = str_arg(&args, "request")?
+            .ok_or_else(|| McpError::invalid_params("`request` (what to do, in words) is required", None))?;
         let mut given = object_arg(&args, "given")?;
         let mut session_id = str_arg(&args, "session_id")?;
         // A retried call (2026-07-28): the answers to our elicitation, for the session in requestState.
         if let (Some(state), Some(responses)) = (&request.request_state, &request.input_responses) {
-            let answer: Option<ElicitResult> = responses.get(NEEDS_INPUT_KEY).and_then(|v| serde_json::from_value(v.clone()).ok());
+            let answer: Option<ElicitResult> =
+                responses.get(NEEDS_INPUT_KEY).and_then(|v| serde_json::from_value(v.clone()).ok());
             match answer {
-                Some(ElicitResult { action: ElicitationAction::Accept, content: Some(Value::Object(values)), .. }) => {
+                Some(ElicitResult {
+                    action: ElicitationAction::Accept, content: Some(Value::Object(values)), ..
+                }) => {
                     given.extend(values);
                     session_id = Some(state.clone());
                 }
                 // Declined or cancelled: the run as it stopped.
-                _ => return Ok(tool_result(Ok(json!({"status": "needs_input", "session_id": state, "declined": true}))).into()),
+                _ => {
+                    return Ok(
+                        tool_result(Ok(json!({"status": "needs_input", "session_id": state, "declined": true}))).into()
+                    )
+                }
             }
         }
         let mut progress = 0.0;
@@ -197,9 +252,12 @@ impl ToolgraphMcp {
             }
             let session = result["session_id"].as_str().unwrap_or_default().to_string();
             let (message, schema, kinds) = self.elicitation(caller, &result["needs_input"]).await?;
-            let params: ElicitRequestParams = serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema})).map_err(|e| McpError::internal_error(format!("elicitation: {e}"), None))?;
+            let params: ElicitRequestParams =
+                serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": schema}))
+                    .map_err(|e| McpError::internal_error(format!("elicitation: {e}"), None))?;
             if modern(ctx) {
-                let elicit = serde_json::from_value(json!({"method": "elicitation/create", "params": params})).map_err(|e| McpError::internal_error(format!("elicitation: {e}"), None))?;
+                let elicit = serde_json::from_value(json!({"method": "elicitation/create", "params": params}))
+                    .map_err(|e| McpError::internal_error(format!("elicitation: {e}"), None))?;
                 let mut requests = InputRequests::new();
                 requests.insert(NEEDS_INPUT_KEY.to_string(), InputRequest::Elicitation(elicit));
                 return Ok(InputRequiredResult::new(Some(requests), Some(session)).into());
@@ -230,13 +288,23 @@ impl ToolgraphMcp {
     }
 
     /// The form for a `needs_input`: one field per missing parameter, typed from the API's docs.
-    async fn elicitation(&self, caller: &Caller, needs: &Value) -> Result<(String, Value, Map<String, Value>), McpError> {
+    async fn elicitation(
+        &self,
+        caller: &Caller,
+        needs: &Value,
+    ) -> Result<(String, Value, Map<String, Value>), McpError> {
         let api = needs["api"].as_str().unwrap_or_default();
         let doc = self.json(caller, Method::GET, &format!("/v1/tools/{api}"), None).await?.unwrap_or(Value::Null);
         let mut properties = Map::new();
         let mut kinds = Map::new();
         for name in needs["missing"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-            let p = doc["parameters"].as_array().into_iter().flatten().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null);
+            let p = doc["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"] == name)
+                .cloned()
+                .unwrap_or(Value::Null);
             let kind = p["type"].as_str().unwrap_or("string").to_ascii_lowercase();
             let description: String = p["description"].as_str().unwrap_or_default().chars().take(300).collect();
             let (t, note) = match kind.as_str() {
@@ -246,21 +314,38 @@ impl ToolgraphMcp {
                 "array" | "object" | "list" | "dict" => ("string", " (JSON)"),
                 _ => ("string", ""),
             };
-            properties.insert(name.to_string(), json!({"type": t, "title": name, "description": format!("{description}{note}")}));
+            properties.insert(
+                name.to_string(),
+                json!({"type": t, "title": name, "description": format!("{description}{note}")}),
+            );
             kinds.insert(name.to_string(), json!(kind));
         }
         let required: Vec<&String> = properties.keys().collect();
         let schema = json!({"type": "object", "properties": properties, "required": required});
-        let message = needs["message"].as_str().filter(|m| !m.is_empty()).map(str::to_string).unwrap_or_else(|| format!("{api} needs more input"));
+        let message = needs["message"]
+            .as_str()
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{api} needs more input"));
         Ok((message, schema, kinds))
     }
 
-    async fn execute_chain(&self, caller: &Caller, args: &Map<String, Value>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+    async fn execute_chain(
+        &self,
+        caller: &Caller,
+        args: &Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let mut body = json!({"stream": true, "given": object_arg(args, "given")?});
         match (args.get("steps"), str_arg(args, "chain_id")?) {
             (Some(steps), _) => body["steps"] = steps.clone(),
             (None, Some(id)) => body["chain_id"] = json!(id),
-            (None, None) => return Err(McpError::invalid_params("`steps` (a list of {api, arguments}) or `chain_id` (a saved chain) is required", None)),
+            (None, None) => {
+                return Err(McpError::invalid_params(
+                    "`steps` (a list of {api, arguments}) or `chain_id` (a saved chain) is required",
+                    None,
+                ))
+            }
         }
         if let Some(r) = str_arg(args, "request")? {
             body["request"] = json!(r);
@@ -271,7 +356,11 @@ impl ToolgraphMcp {
 
     async fn search_tools(&self, caller: &Caller, args: &Map<String, Value>) -> Result<CallToolResult, McpError> {
         let q = str_arg(args, "query")?.ok_or_else(|| McpError::invalid_params("`query` is required", None))?;
-        let mut uri = format!("/v1/tools/search?q={}&k={}", enc(&q), args.get("k").and_then(Value::as_u64).unwrap_or(10).clamp(1, 50));
+        let mut uri = format!(
+            "/v1/tools/search?q={}&k={}",
+            enc(&q),
+            args.get("k").and_then(Value::as_u64).unwrap_or(10).clamp(1, 50)
+        );
         for k in ["category", "tool"] {
             if let Some(v) = str_arg(args, k)? {
                 uri.push_str(&format!("&{k}={}", enc(&v)));
@@ -282,18 +371,27 @@ impl ToolgraphMcp {
             // The categories of the hits, best first: where to look next.
             let mut cats: Vec<(String, usize)> = Vec::new();
             for h in v["results"].as_array().into_iter().flatten() {
-                let c = h["category"].as_str().or_else(|| h["id"].as_str().and_then(|id| id.split('/').next())).unwrap_or_default().to_string();
+                let c = h["category"]
+                    .as_str()
+                    .or_else(|| h["id"].as_str().and_then(|id| id.split('/').next()))
+                    .unwrap_or_default()
+                    .to_string();
                 match cats.iter_mut().find(|(n, _)| *n == c) {
                     Some((_, n)) => *n += 1,
                     None => cats.push((c, 1)),
                 }
             }
-            v["categories"] = json!(cats.into_iter().map(|(c, n)| json!({"category": c, "hits": n})).collect::<Vec<_>>());
+            v["categories"] =
+                json!(cats.into_iter().map(|(c, n)| json!({"category": c, "hits": n})).collect::<Vec<_>>());
         }
         Ok(tool_result(answer))
     }
 
-    async fn dispatch(&self, request: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+    async fn dispatch(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&ctx)?;
         let args = request.arguments.clone().unwrap_or_default();
         match request.name.as_ref() {
@@ -301,15 +399,24 @@ impl ToolgraphMcp {
             "orchestrate" => self.orchestrate(&caller, &request, &ctx).await,
             "execute_chain" => self.execute_chain(&caller, &args, &ctx).await,
             "get_run" => {
-                let id = str_arg(&args, "run_id")?.ok_or_else(|| McpError::invalid_params("`run_id` is required", None))?;
+                let id =
+                    str_arg(&args, "run_id")?.ok_or_else(|| McpError::invalid_params("`run_id` is required", None))?;
                 Ok(tool_result(self.json(&caller, Method::GET, &format!("/v1/runs/{}", enc(&id)), None).await?).into())
             }
             "graph_neighbors" => {
-                let id = str_arg(&args, "id")?.ok_or_else(|| McpError::invalid_params("`id` (an API id, or START) is required", None))?;
+                let id = str_arg(&args, "id")?
+                    .ok_or_else(|| McpError::invalid_params("`id` (an API id, or START) is required", None))?;
                 let k = args.get("k").and_then(Value::as_u64).unwrap_or(10).clamp(1, 50);
-                Ok(tool_result(self.json(&caller, Method::GET, &format!("/v1/graph/neighborhood?id={}&k={k}", enc(&id)), None).await?).into())
+                Ok(tool_result(
+                    self.json(&caller, Method::GET, &format!("/v1/graph/neighborhood?id={}&k={k}", enc(&id)), None)
+                        .await?,
+                )
+                .into())
             }
-            other => Err(McpError::invalid_params(format!("no tool `{}` (tools/list names them)", other.chars().take(64).collect::<String>()), None)),
+            other => Err(McpError::invalid_params(
+                format!("no tool `{}` (tools/list names them)", other.chars().take(64).collect::<String>()),
+                None,
+            )),
         }
     }
 }
@@ -322,7 +429,11 @@ impl ServerHandler for ToolgraphMcp {
             .with_instructions("toolgraph plans and executes chains of real API calls. Use search_tools to find APIs, orchestrate to have a request planned and executed (steps arrive as progress), execute_chain for a chain you write, get_run and graph_neighbors to inspect. Runs are resources (toolgraph://runs/{run_id}).")
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _ctx: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools().to_vec()))
     }
 
@@ -330,13 +441,24 @@ impl ServerHandler for ToolgraphMcp {
         tools().iter().find(|t| t.name == name).cloned()
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         self.dispatch(request, ctx).await
     }
 
-    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, ctx: RequestContext<RoleServer>) -> Result<ListResourcesResult, McpError> {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let runs = self.json(&caller, Method::GET, &format!("/v1/runs?limit={RESOURCE_RUNS}"), None).await?.map_err(|(s, v)| McpError::internal_error(format!("listing runs: {s} {v}"), None))?;
+        let runs = self
+            .json(&caller, Method::GET, &format!("/v1/runs?limit={RESOURCE_RUNS}"), None)
+            .await?
+            .map_err(|(s, v)| McpError::internal_error(format!("listing runs: {s} {v}"), None))?;
         let resources: Vec<Value> = runs["runs"]
             .as_array()
             .into_iter()
@@ -347,23 +469,43 @@ impl ServerHandler for ToolgraphMcp {
                 json!({"uri": format!("{RUN_SCHEME}{id}"), "name": id, "title": request, "description": format!("{} run: {request}", r["status"].as_str().unwrap_or("?")), "mimeType": "application/json"})
             })
             .collect();
-        serde_json::from_value(json!({"resultType": "complete", "resources": resources})).map_err(|e| McpError::internal_error(format!("resources: {e}"), None))
+        serde_json::from_value(json!({"resultType": "complete", "resources": resources}))
+            .map_err(|e| McpError::internal_error(format!("resources: {e}"), None))
     }
 
-    async fn list_resource_templates(&self, _request: Option<PaginatedRequestParams>, _ctx: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, McpError> {
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
         serde_json::from_value(json!({"resultType": "complete", "resourceTemplates": [{"uriTemplate": format!("{RUN_SCHEME}{{run_id}}"), "name": "run", "description": "A run: request, status, answer, chain and trace", "mimeType": "application/json"}]}))
             .map_err(|e| McpError::internal_error(format!("resource templates: {e}"), None))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, ctx: RequestContext<RoleServer>) -> Result<ReadResourceResponse, McpError> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
         let caller = self.caller(&ctx)?;
-        let id = request.uri.strip_prefix(RUN_SCHEME).filter(|id| !id.is_empty() && id.len() <= 100).ok_or_else(|| McpError::resource_not_found(format!("no resource {} (runs are {RUN_SCHEME}RUN_ID)", request.uri.chars().take(120).collect::<String>()), None))?;
+        let id =
+            request.uri.strip_prefix(RUN_SCHEME).filter(|id| !id.is_empty() && id.len() <= 100).ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!(
+                        "no resource {} (runs are {RUN_SCHEME}RUN_ID)",
+                        request.uri.chars().take(120).collect::<String>()
+                    ),
+                    None,
+                )
+            })?;
         match self.json(&caller, Method::GET, &format!("/v1/runs/{}", enc(id)), None).await? {
             Ok(run) => {
                 let r: ReadResourceResult = serde_json::from_value(json!({"resultType": "complete", "contents": [{"uri": request.uri, "mimeType": "application/json", "text": run.to_string()}]})).map_err(|e| McpError::internal_error(format!("resource: {e}"), None))?;
                 Ok(r.into())
             }
-            Err((_, v)) => Err(McpError::resource_not_found(v["message"].as_str().unwrap_or("no such run").to_string(), None)),
+            Err((_, v)) => {
+                Err(McpError::resource_not_found(v["message"].as_str().unwrap_or("no such run").to_string(), None))
+            }
         }
     }
 }
@@ -440,7 +582,10 @@ fn tool_result(answer: ApiAnswer) -> CallToolResult {
         Err((status, v)) => {
             let code = v["code"].as_str().unwrap_or("error");
             let message = v["message"].as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
-            let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{code} (HTTP {}): {message}", status.as_u16()))]);
+            let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
+                "{code} (HTTP {}): {message}",
+                status.as_u16()
+            ))]);
             r.structured_content = Some(v);
             r
         }
@@ -468,7 +613,8 @@ fn typed(values: Map<String, Value>, kinds: &Map<String, Value>) -> Map<String, 
     values
         .into_iter()
         .map(|(k, v)| {
-            let structured = matches!(kinds.get(&k).and_then(Value::as_str), Some("array" | "object" | "list" | "dict"));
+            let structured =
+                matches!(kinds.get(&k).and_then(Value::as_str), Some("array" | "object" | "list" | "dict"));
             let v = match (&v, structured) {
                 (Value::String(s), true) => serde_json::from_str(s).unwrap_or(v),
                 _ => v,
@@ -505,7 +651,11 @@ fn sse_event(event: &str) -> (String, String) {
 /// One line for a trace step (what a progress notification says).
 fn step_line(step: &Value) -> String {
     let kind = step["type"].as_str().unwrap_or("step");
-    let what = step["api"].as_str().or_else(|| step["subtask"].as_str()).or_else(|| step["reason"].as_str()).unwrap_or_default();
+    let what = step["api"]
+        .as_str()
+        .or_else(|| step["subtask"].as_str())
+        .or_else(|| step["reason"].as_str())
+        .unwrap_or_default();
     let status = match step["status"].as_u64() {
         Some(s) => format!(" HTTP {s}"),
         None => String::new(),

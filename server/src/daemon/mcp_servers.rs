@@ -26,7 +26,11 @@ pub(super) struct McpServers {
 #[utoipa::path(post, path = "/v1/mcp-servers", tag = "tools", request_body = NewMcpServer,
     responses((status = 201, description = "imported: the server, the admitted APIs and the plans invalidated", body = crate::mcp::Imported),
         (status = 422, description = "cannot connect or list its tools (`mcp_unreachable`)", body = super::error::ErrorBody)))]
-pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, ApiJson(b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<crate::mcp::Imported>), ApiError> {
+pub(super) async fn add_mcp_server(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(b): ApiJson<NewMcpServer>,
+) -> Result<(StatusCode, Json<crate::mcp::Imported>), ApiError> {
     require_admin(&caller, "adding MCP servers")?;
     let def = crate::mcp::McpServer { name: b.name, command: None, url: Some(b.url) };
     def.check().map_err(ApiError::invalid)?;
@@ -59,13 +63,19 @@ pub(super) async fn add_mcp_server(State(d): State<Arc<Daemon>>, Extension(calle
 /// Import a Streamable HTTP MCP server's tools as APIs: not in this build.
 #[utoipa::path(post, path = "/v1/mcp-servers", tag = "tools", request_body = NewMcpServer,
     responses((status = 501, description = "built without the `mcp` feature (`not_built`)", body = super::error::ErrorBody)))]
-pub(super) async fn add_mcp_server(Extension(_caller): Extension<Caller>, ApiJson(_b): ApiJson<NewMcpServer>) -> Result<(StatusCode, Json<Value>), ApiError> {
+pub(super) async fn add_mcp_server(
+    Extension(_caller): Extension<Caller>,
+    ApiJson(_b): ApiJson<NewMcpServer>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_built", "this toolgraph was built without the `mcp` feature"))
 }
 
 /// MCP servers whose tools are APIs: transport, connected, last error (administrators).
 #[utoipa::path(get, path = "/v1/mcp-servers", tag = "tools", responses((status = 200, description = "the servers", body = McpServers)))]
-pub(super) async fn mcp_servers(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<Json<McpServers>, ApiError> {
+pub(super) async fn mcp_servers(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<McpServers>, ApiError> {
     require_admin(&caller, "MCP servers")?;
     #[cfg(feature = "mcp")]
     let list = d.mcp.status();

@@ -58,9 +58,16 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(out, "# HELP toolgraph_http_requests_total HTTP requests by method, route and status.\n# TYPE toolgraph_http_requests_total counter");
         for ((m, r, s), n) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "toolgraph_http_requests_total{{method=\"{m}\",route=\"{}\",status=\"{s}\"}} {n}", r.replace('"', "'"));
+            let _ = writeln!(
+                out,
+                "toolgraph_http_requests_total{{method=\"{m}\",route=\"{}\",status=\"{s}\"}} {n}",
+                r.replace('"', "'")
+            );
         }
-        let _ = writeln!(out, "# HELP toolgraph_runs_total Orchestration runs by final status.\n# TYPE toolgraph_runs_total counter");
+        let _ = writeln!(
+            out,
+            "# HELP toolgraph_runs_total Orchestration runs by final status.\n# TYPE toolgraph_runs_total counter"
+        );
         for (s, n) in self.runs.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let _ = writeln!(out, "toolgraph_runs_total{{status=\"{s}\"}} {n}");
         }
@@ -76,7 +83,12 @@ impl Metrics {
         }
         let _ = writeln!(out, "# HELP toolgraph_llm_seconds_total Time runs waited for LLM completions, by configured model.\n# TYPE toolgraph_llm_seconds_total counter");
         for (m, u) in &llm {
-            let _ = writeln!(out, "toolgraph_llm_seconds_total{{model=\"{}\"}} {:.3}", m.replace('"', "'"), u.ms as f64 / 1000.0);
+            let _ = writeln!(
+                out,
+                "toolgraph_llm_seconds_total{{model=\"{}\"}} {:.3}",
+                m.replace('"', "'"),
+                u.ms as f64 / 1000.0
+            );
         }
         let h = *self.run_seconds.lock().unwrap_or_else(|p| p.into_inner());
         let _ = writeln!(out, "# HELP toolgraph_run_duration_seconds Wall time of orchestration runs.\n# TYPE toolgraph_run_duration_seconds histogram");
@@ -90,7 +102,12 @@ impl Metrics {
             ("toolgraph_tool_call_failures_total", "Tool API calls that failed.", "counter", &self.tool_call_failures),
             ("toolgraph_rate_limited_total", "Requests refused by a rate limit (429).", "counter", &self.rate_limited),
             ("toolgraph_busy_total", "Runs refused because the daemon was full (503).", "counter", &self.busy),
-            ("toolgraph_connections_refused_total", "Connections closed at once: the connection limit was reached.", "counter", &self.connections_refused),
+            (
+                "toolgraph_connections_refused_total",
+                "Connections closed at once: the connection limit was reached.",
+                "counter",
+                &self.connections_refused,
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", v.load(Ordering::Relaxed));
         }

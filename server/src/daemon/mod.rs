@@ -11,39 +11,40 @@
 //! never holds a key (keys are not part of runs at all).
 
 mod accounts;
+mod app;
 mod approvals;
+mod auth;
 pub mod console;
+mod cypher;
 pub mod error;
 mod history;
 pub mod limits;
+mod listen;
+#[cfg(feature = "mcp")]
+pub mod mcp_serve;
+mod mcp_servers;
 pub mod metrics;
 mod openapi;
 mod openapi_import;
-mod tools;
-mod app;
-#[cfg(feature = "mcp")]
-pub mod mcp_serve;
-mod auth;
-mod cypher;
-mod listen;
-mod mcp_servers;
 mod ops;
 mod runs;
 mod sessions;
+mod tools;
 mod upkeep;
 
-pub use app::{router, serve};
 pub(crate) use app::api_routes;
-pub use runs::OrchestrateRequest;
-pub use upkeep::Upkeep;
+pub use app::{router, serve};
 use auth::*;
 use cypher::*;
 use mcp_servers::*;
 use ops::*;
+pub use runs::OrchestrateRequest;
 use runs::*;
 use sessions::*;
+pub use upkeep::Upkeep;
 use upkeep::*;
 
+use crate::state::{Caller, Role, RunRecord, StateStore};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -72,7 +73,6 @@ use toolgraph_engine::run::health::Health;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_engine::run::{Engine, RunReport};
 use toolgraph_schema::Settings;
-use crate::state::{Caller, RunRecord, Role, StateStore};
 use tracing::Instrument;
 
 /// What the daemon runs on: the stores, the embedder, the executor and the planners.
@@ -132,8 +132,13 @@ const GRAPH_CHECK_EVERY: Duration = Duration::from_secs(1);
 const QUERY_CACHE: usize = 10_000;
 
 impl Daemon {
-    pub async fn new(stack: Stack, state: Option<Arc<StateStore>>, keys: ApiKeys) -> toolgraph_engine::Result<Arc<Self>> {
-        let queries: Arc<dyn Embedder> = Arc::new(toolgraph_engine::embed::Memoized::new(stack.embedder.clone(), QUERY_CACHE));
+    pub async fn new(
+        stack: Stack,
+        state: Option<Arc<StateStore>>,
+        keys: ApiKeys,
+    ) -> toolgraph_engine::Result<Arc<Self>> {
+        let queries: Arc<dyn Embedder> =
+            Arc::new(toolgraph_engine::embed::Memoized::new(stack.embedder.clone(), QUERY_CACHE));
         let health = Arc::new(Health::new(stack.settings.health.clone(), &stack.store.node_snapshot().await?));
         let engine = stack.engine_with(queries.clone(), stack.settings.run.clone(), Some(health.clone())).await?;
         let models = match &stack.models {
@@ -150,10 +155,13 @@ impl Daemon {
             None => Arc::new(StateStore::memory().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?),
         };
         let sealing = crate::state::secrets::SealingKey::from_env().map_err(toolgraph_engine::EngineError::Config)?;
-        let auth_required = !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
+        let auth_required =
+            !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
         #[cfg(feature = "mcp")]
         let mcp = {
-            let hub = crate::mcp::McpHub::from_state(&state, Some(stack.executor.clone())).await.map_err(toolgraph_engine::EngineError::Config)?;
+            let hub = crate::mcp::McpHub::from_state(&state, Some(stack.executor.clone()))
+                .await
+                .map_err(toolgraph_engine::EngineError::Config)?;
             stack.executor.set_remote(hub.clone());
             hub
         };
@@ -303,7 +311,8 @@ impl Daemon {
     /// At the end of shutdown: stop the runs still going (they are paused, or past the grace
     /// period) and release paused runs' leases so that another daemon resumes them at once.
     pub async fn abandon_runs(&self) {
-        let tasks: Vec<(String, tokio::task::AbortHandle)> = self.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+        let tasks: Vec<(String, tokio::task::AbortHandle)> =
+            self.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
         for (id, h) in &tasks {
             h.abort();
             if let Err(e) = self.state.release_lease(id).await {
@@ -328,4 +337,3 @@ impl Daemon {
         self.metrics.in_flight.load(Ordering::Relaxed)
     }
 }
-

@@ -17,7 +17,12 @@ use utoipa::{OpenApi, PartialSchema};
 /// The operations of the two wildcard routes (`/v1/tools/{*id}`, `/v1/credentials/{*scope}`):
 /// axum needs `{*id}` to take ids with `/` in them, OpenAPI writes the parameter `{id}`.
 #[derive(OpenApi)]
-#[openapi(paths(super::tools::get_tool, super::tools::patch_tool, super::accounts::put_credentials, super::accounts::delete_credentials))]
+#[openapi(paths(
+    super::tools::get_tool,
+    super::tools::patch_tool,
+    super::accounts::put_credentials,
+    super::accounts::delete_credentials
+))]
 struct WildcardRoutes;
 
 /// The document, built once.
@@ -74,14 +79,20 @@ fn error(description: &str, retry_after: bool) -> Value {
 /// The statuses the layers in front of a handler answer with, added where the handler's own
 /// annotation does not name them.
 fn add_layer_errors(path: &str, method: &str, op: &mut Map<String, Value>) {
-    let public = op.get("security").and_then(Value::as_array).is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(Map::is_empty)));
+    let public = op
+        .get("security")
+        .and_then(Value::as_array)
+        .is_some_and(|s| s.iter().all(|r| r.as_object().is_some_and(Map::is_empty)));
     let body = op.contains_key("requestBody");
     let params = op.get("parameters").and_then(Value::as_array).is_some_and(|p| !p.is_empty());
     let in_path = path.contains('{');
     let v1 = path.starts_with("/v1/");
     let mut add: Vec<(&str, Value)> = Vec::new();
     if body || params {
-        add.push(("400", error("invalid request: a parameter or the body is malformed or out of range (`invalid_request`)", false)));
+        add.push((
+            "400",
+            error("invalid request: a parameter or the body is malformed or out of range (`invalid_request`)", false),
+        ));
     }
     if !public || path == "/v1/login" {
         add.push(("401", error("missing or invalid API key, login or password (`authentication_error`)", false)));
@@ -94,7 +105,10 @@ fn add_layer_errors(path: &str, method: &str, op: &mut Map<String, Value>) {
     }
     if body {
         add.push(("413", error("the body is larger than server.max_body_bytes (`body_too_large`)", false)));
-        add.push(("415", error("the body is not of a content type the operation takes (`unsupported_media_type`)", false)));
+        add.push((
+            "415",
+            error("the body is not of a content type the operation takes (`unsupported_media_type`)", false),
+        ));
     }
     if !public || path == "/v1/login" {
         add.push(("429", error("rate limited (`rate_limited`); Retry-After", true)));
@@ -143,7 +157,10 @@ mod tests {
             for s in ok {
                 let r = &responses[s];
                 if s != "204" {
-                    assert!(r["content"].as_object().is_some_and(|c| c.values().all(|c| c.get("schema").is_some())), "{m} {path} {s}: a success without a schema: {r}");
+                    assert!(
+                        r["content"].as_object().is_some_and(|c| c.values().all(|c| c.get("schema").is_some())),
+                        "{m} {path} {s}: a success without a schema: {r}"
+                    );
                 }
             }
             if path.starts_with("/v1/") && path != "/v1/login" && path != "/v1/logout" {
@@ -153,7 +170,10 @@ mod tests {
             }
             for (s, r) in responses.iter().filter(|(s, _)| s.starts_with('4') || s.starts_with('5')) {
                 if path != "/" {
-                    assert_eq!(r["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error", "{m} {path} {s}");
+                    assert_eq!(
+                        r["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error",
+                        "{m} {path} {s}"
+                    );
                 }
             }
             assert!(op["summary"].as_str().is_some_and(|s| !s.is_empty()), "{m} {path}: no summary");
@@ -165,7 +185,15 @@ mod tests {
         let doc = spec();
         assert_eq!(doc["openapi"], "3.1.0");
         let paths = doc["paths"].as_object().unwrap();
-        for (p, m) in [("/v1/tools/{id}", "get"), ("/v1/tools/{id}", "patch"), ("/v1/credentials/{scope}", "put"), ("/v1/credentials/{scope}", "delete"), ("/v1/orchestrate", "post"), ("/healthz", "get"), ("/openapi.json", "get")] {
+        for (p, m) in [
+            ("/v1/tools/{id}", "get"),
+            ("/v1/tools/{id}", "patch"),
+            ("/v1/credentials/{scope}", "put"),
+            ("/v1/credentials/{scope}", "delete"),
+            ("/v1/orchestrate", "post"),
+            ("/healthz", "get"),
+            ("/openapi.json", "get"),
+        ] {
             assert!(paths.get(p).and_then(|i| i.get(m)).is_some(), "{m} {p} missing");
         }
         // Every schema a document refers to is in it.
@@ -182,7 +210,14 @@ mod tests {
     #[test]
     fn the_documented_names_of_modes_planners_and_statuses_are_the_ones_the_daemon_takes() {
         let doc = spec();
-        let names = |schema: &str| -> Vec<String> { doc["components"]["schemas"][schema]["enum"].as_array().unwrap_or_else(|| panic!("{schema}: {}", doc["components"]["schemas"][schema])).iter().map(|v| v.as_str().unwrap().to_string()).collect() };
+        let names = |schema: &str| -> Vec<String> {
+            doc["components"]["schemas"][schema]["enum"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{schema}: {}", doc["components"]["schemas"][schema]))
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
         assert_eq!(names("ModeName"), toolgraph_schema::Mode::names().map(str::to_string).to_vec());
         assert_eq!(names("PlannerName"), toolgraph_schema::PlannerKind::names().map(str::to_string).to_vec());
         assert_eq!(names("RunStatus"), super::super::RunStatus::ALL.map(|s| s.as_str().to_string()).to_vec());
@@ -191,10 +226,22 @@ mod tests {
     #[test]
     fn a_run_body_has_exactly_the_fields_its_contract_names() {
         let doc = spec();
-        let props: std::collections::BTreeSet<String> = doc["components"]["schemas"]["RunResult"]["properties"].as_object().unwrap().keys().cloned().collect();
+        let props: std::collections::BTreeSet<String> =
+            doc["components"]["schemas"]["RunResult"]["properties"].as_object().unwrap().keys().cloned().collect();
         use toolgraph_engine::run::{RunReport, RunStats, Status};
-        let report = RunReport { request: String::new(), status: Status::Answered, answer: String::new(), chain: Vec::new(), needs_input: None, judgement: None, trace: Vec::new(), stats: RunStats::default(), responses: Vec::new() };
-        let mut body: std::collections::BTreeSet<String> = super::super::result_body("run_1", "ses_1", &report).keys().cloned().collect();
+        let report = RunReport {
+            request: String::new(),
+            status: Status::Answered,
+            answer: String::new(),
+            chain: Vec::new(),
+            needs_input: None,
+            judgement: None,
+            trace: Vec::new(),
+            stats: RunStats::default(),
+            responses: Vec::new(),
+        };
+        let mut body: std::collections::BTreeSet<String> =
+            super::super::result_body("run_1", "ses_1", &report).keys().cloned().collect();
         // The stored run adds these (runs.rs: execute, run_view) and errors add `error`.
         body.extend(["request", "trace", "user_id", "created_ms", "pending", "error"].map(String::from));
         assert_eq!(props, body);

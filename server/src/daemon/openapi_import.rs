@@ -53,17 +53,31 @@ pub(super) struct ImportReport {
     request_body(description = "an OpenAPI 3 document", content((Object = "application/json"), (Object = "application/yaml"))),
     responses((status = 200, description = "admitted and skipped operations", body = ImportReport),
         (status = 422, description = "not an OpenAPI 3 document this can import (`invalid_openapi`)", body = super::error::ErrorBody)))]
-pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<ImportQuery>, QueryRejection>, headers: axum::http::HeaderMap, body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>) -> Result<Json<ImportReport>, ApiError> {
+pub(super) async fn import_openapi(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<ImportQuery>, QueryRejection>,
+    headers: axum::http::HeaderMap,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Json<ImportReport>, ApiError> {
     super::require_admin(&caller, "importing tools")?;
     let q = q?.0;
     let body = body?;
-    let ty = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_ascii_lowercase();
+    let ty = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let doc: Value = if ty.contains("yaml") {
         serde_norway::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid YAML body: {e}")))?
     } else if ty.contains("json") {
         serde_json::from_slice(&body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?
     } else {
-        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the OpenAPI document as application/json or application/yaml"));
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the OpenAPI document as application/json or application/yaml",
+        ));
     };
     let (registrations, mut skipped) = from_openapi(&doc, q.category.as_deref())?;
     if q.dry_run {
@@ -73,7 +87,8 @@ pub(super) async fn import_openapi(State(d): State<Arc<Daemon>>, Extension(calle
             .collect();
         return Ok(Json(ImportReport { dry_run: Some(true), operations: Some(ops), admitted: None, skipped }));
     }
-    let only: Option<HashSet<String>> = q.only.as_deref().map(|o| o.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+    let only: Option<HashSet<String>> =
+        q.only.as_deref().map(|o| o.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
     let _admin = d.admin.lock().await;
     let mut admitted = Vec::new();
     for (op, r) in registrations {
@@ -121,7 +136,6 @@ fn inline(doc: &Value, v: &Value, depth: usize) -> Value {
     }
 }
 
-
 /// Registrations by operation (`GET /pets`), and the operations skipped with why.
 pub type Imported = (Vec<(String, Registration)>, Vec<Value>);
 
@@ -132,13 +146,23 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
     if !version.starts_with('3') {
         return Err(ApiError::unprocessable("invalid_openapi", "not an OpenAPI 3 document (`openapi: 3.x` missing)"));
     }
-    let base = doc.pointer("/servers/0/url").and_then(Value::as_str).unwrap_or_default().trim_end_matches('/').to_string();
+    let base =
+        doc.pointer("/servers/0/url").and_then(Value::as_str).unwrap_or_default().trim_end_matches('/').to_string();
     if !(base.starts_with("http://") || base.starts_with("https://")) {
         return Err(ApiError::unprocessable("invalid_openapi", "servers[0].url must be an absolute http(s) URL"));
     }
     let title = doc.pointer("/info/title").and_then(Value::as_str).unwrap_or("Imported API").to_string();
-    let tool_description = doc.pointer("/info/description").and_then(Value::as_str).unwrap_or_default().chars().take(4000).collect::<String>();
-    let paths = doc.get("paths").and_then(Value::as_object).ok_or_else(|| ApiError::unprocessable("invalid_openapi", "the document has no `paths`"))?;
+    let tool_description = doc
+        .pointer("/info/description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .take(4000)
+        .collect::<String>();
+    let paths = doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ApiError::unprocessable("invalid_openapi", "the document has no `paths`"))?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
     for (path, item) in paths {
@@ -154,7 +178,11 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
             let mut params: Vec<ParamDoc> = Vec::new();
             let mut example = Map::new();
             let mut problem = None;
-            let listed: Vec<Value> = shared.iter().chain(op.get("parameters").and_then(Value::as_array).into_iter().flatten()).cloned().collect();
+            let listed: Vec<Value> = shared
+                .iter()
+                .chain(op.get("parameters").and_then(Value::as_array).into_iter().flatten())
+                .cloned()
+                .collect();
             for p in &listed {
                 let p = deref(doc, p);
                 let name = p.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -171,25 +199,61 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
                     example.insert(name.clone(), ex.clone());
                 }
                 params.retain(|q: &ParamDoc| q.name != name);
-                params.push(ParamDoc { name, ty: toolgraph_schema::schema_type(schema), description: p.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required, default: schema.get("default").cloned() });
+                params.push(ParamDoc {
+                    name,
+                    ty: toolgraph_schema::schema_type(schema),
+                    description: p.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    required,
+                    default: schema.get("default").cloned(),
+                });
             }
             if let Some(body) = op.pointer("/requestBody/content/application~1json/schema") {
                 let body = inline(doc, body, 0);
-                let required: HashSet<&str> = body.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+                let required: HashSet<&str> = body
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
                 for (name, s) in body.get("properties").and_then(Value::as_object).into_iter().flatten() {
                     if let Some(ex) = s.get("example").or_else(|| s.get("default")) {
                         example.insert(name.clone(), ex.clone());
                     }
-                    params.push(ParamDoc { name: name.clone(), ty: toolgraph_schema::schema_type(s), description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(), required: required.contains(name.as_str()), default: s.get("default").cloned() });
+                    params.push(ParamDoc {
+                        name: name.clone(),
+                        ty: toolgraph_schema::schema_type(s),
+                        description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+                        required: required.contains(name.as_str()),
+                        default: s.get("default").cloned(),
+                    });
                 }
             }
             if let Some(p) = problem {
                 skipped.push(json!({"operation": op_name, "code": "unsupported_parameter", "reason": p}));
                 continue;
             }
-            let output = ["200", "201", "default"].iter().find_map(|c| op.pointer(&format!("/responses/{c}"))).map(|r| deref(doc, r)).and_then(|r| r.pointer("/content/application~1json")).and_then(|c| c.get("schema").or_else(|| c.get("example"))).map(|s| inline(doc, s, 0));
-            let name = op.get("operationId").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("{method}_{}", path.trim_matches('/').replace(['/', '{', '}'], "_")));
-            let description = [op.get("summary"), op.get("description")].iter().flatten().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(". ").chars().take(4000).collect();
+            let output = ["200", "201", "default"]
+                .iter()
+                .find_map(|c| op.pointer(&format!("/responses/{c}")))
+                .map(|r| deref(doc, r))
+                .and_then(|r| r.pointer("/content/application~1json"))
+                .and_then(|c| c.get("schema").or_else(|| c.get("example")))
+                .map(|s| inline(doc, s, 0));
+            let name = op
+                .get("operationId")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{method}_{}", path.trim_matches('/').replace(['/', '{', '}'], "_")));
+            let description = [op.get("summary"), op.get("description")]
+                .iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(". ")
+                .chars()
+                .take(4000)
+                .collect();
             out.push((
                 op_name,
                 Registration {

@@ -52,7 +52,14 @@ pub(super) async fn readyz(State(d): State<Arc<Daemon>>) -> Result<Json<Ready>, 
     match (graph, vectors) {
         (Ok(Ok(g)), Ok(Ok(n))) => {
             #[allow(unused_mut)]
-            let mut body = Ready { status: "ready", graph: b.store.backend().to_string(), apis: g.apis, vectors: b.vectors.backend().to_string(), indexed: n as u64, mcp: None };
+            let mut body = Ready {
+                status: "ready",
+                graph: b.store.backend().to_string(),
+                apis: g.apis,
+                vectors: b.vectors.backend().to_string(),
+                indexed: n as u64,
+                mcp: None,
+            };
             // MCP servers do not make the daemon unready (their APIs fail like any API that is down).
             #[cfg(feature = "mcp")]
             if !d.mcp.is_empty() {
@@ -62,7 +69,13 @@ pub(super) async fn readyz(State(d): State<Arc<Daemon>>) -> Result<Json<Ready>, 
         }
         (g, v) => Err(ApiError::unavailable(
             "not_ready",
-            format!("graph store ({}): {}; vector store ({}): {}", b.store.backend(), problem(&g), b.vectors.backend(), problem(&v)),
+            format!(
+                "graph store ({}): {}; vector store ({}): {}",
+                b.store.backend(),
+                problem(&g),
+                b.vectors.backend(),
+                problem(&v)
+            ),
             d.settings().server.retry_after_s,
         )),
     }
@@ -87,5 +100,9 @@ pub(super) struct ModelList {
 /// The configured LLMs (name, model, endpoint, sampling; never keys) and the default.
 #[utoipa::path(get, path = "/v1/models", tag = "runs", responses((status = 200, description = "the models", body = ModelList)))]
 pub(super) async fn list_models(State(d): State<Arc<Daemon>>) -> Json<ModelList> {
-    Json(ModelList { default: d.models.default_name().to_string(), planners: toolgraph_schema::PlannerKind::names().iter().map(|s| s.to_string()).collect(), models: d.models.list() })
+    Json(ModelList {
+        default: d.models.default_name().to_string(),
+        planners: toolgraph_schema::PlannerKind::names().iter().map(|s| s.to_string()).collect(),
+        models: d.models.list(),
+    })
 }

@@ -74,7 +74,16 @@ pub enum RunStatus {
 
 impl RunStatus {
     #[cfg_attr(not(test), allow(dead_code))]
-    pub const ALL: [RunStatus; 8] = [RunStatus::Running, RunStatus::AwaitingApproval, RunStatus::Answered, RunStatus::Partial, RunStatus::GaveUp, RunStatus::NeedsInput, RunStatus::Interrupted, RunStatus::Error];
+    pub const ALL: [RunStatus; 8] = [
+        RunStatus::Running,
+        RunStatus::AwaitingApproval,
+        RunStatus::Answered,
+        RunStatus::Partial,
+        RunStatus::GaveUp,
+        RunStatus::NeedsInput,
+        RunStatus::Interrupted,
+        RunStatus::Error,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
@@ -151,7 +160,9 @@ pub(super) fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgrap
     };
     let planner = match (r.planner.as_deref(), r.model.as_deref()) {
         (None, None) => None,
-        (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>())))?),
+        (p, m) => Some(d.models.planner(p.unwrap_or("llm"), m).map_err(|e| {
+            ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>()))
+        })?),
     };
     Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: r.dry_run })
 }
@@ -180,7 +191,10 @@ pub(super) fn validate_request(r: &OrchestrateRequest, max_chars: usize) -> Resu
     }
     for (k, v) in &r.given {
         if k.is_empty() || k.len() > 200 || v.to_string().len() > MAX_GIVEN_VALUE_CHARS {
-            return Err(ApiError::invalid(format!("`given.{}`: names are 1..200 characters, values at most {MAX_GIVEN_VALUE_CHARS} characters of JSON", k.chars().take(40).collect::<String>())));
+            return Err(ApiError::invalid(format!(
+                "`given.{}`: names are 1..200 characters, values at most {MAX_GIVEN_VALUE_CHARS} characters of JSON",
+                k.chars().take(40).collect::<String>()
+            )));
         }
     }
     Ok(())
@@ -210,19 +224,33 @@ pub(super) fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> Map<
     responses((status = 200, description = "the run (JSON), or its stream (SSE)", content((RunResult = "application/json"), (StreamEvent = "text/event-stream"))),
         (status = 202, description = "paused for approval", body = RunResult),
         (status = 404, description = "no such session (`session_id`; it may have expired)", body = super::error::ErrorBody)))]
-pub(super) async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, headers: HeaderMap, q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>, ApiJson(body): ApiJson<OrchestrateRequest>) -> Result<Response, ApiError> {
+pub(super) async fn orchestrate(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    q: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
+    ApiJson(body): ApiJson<OrchestrateRequest>,
+) -> Result<Response, ApiError> {
     let q = q?.0;
     validate_request(&body, d.settings().server.max_request_chars)?;
     let opts = run_options(&d, &body)?;
     if d.draining.load(Ordering::SeqCst) {
-        return Err(ApiError::unavailable("draining", "the daemon is shutting down", d.settings().server.retry_after_s));
+        return Err(ApiError::unavailable(
+            "draining",
+            "the daemon is shutting down",
+            d.settings().server.retry_after_s,
+        ));
     }
     // A retried request (same Idempotency-Key) gets the run it already made: nothing runs, and
     // the graph does not learn from it twice (the run id, derived from the key, is the ledger key).
     let idempotent_id = match headers.get("idempotency-key") {
         None => None,
         Some(v) => {
-            let k = v.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic())).ok_or_else(|| ApiError::invalid("Idempotency-Key: 1 to 200 visible ASCII characters"))?;
+            let k = v
+                .to_str()
+                .ok()
+                .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
+                .ok_or_else(|| ApiError::invalid("Idempotency-Key: 1 to 200 visible ASCII characters"))?;
             Some(d.run_id_for_key(&caller.user_id, presented_key(&headers).unwrap_or_default(), k))
         }
     };
@@ -238,7 +266,12 @@ pub(super) async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller):
     // The session: earlier outputs and given values (this request's given values join them).
     let (session_id, mut session) = match &body.session_id {
         Some(id) => {
-            let (owner, st, _) = d.state.session(id).await?.filter(|(owner, _, _)| owner == &caller.user_id).ok_or_else(|| ApiError::not_found(format!("no session {id} (it may have expired; start a new one by leaving session_id out)")))?;
+            let (owner, st, _) =
+                d.state.session(id).await?.filter(|(owner, _, _)| owner == &caller.user_id).ok_or_else(|| {
+                    ApiError::not_found(format!(
+                        "no session {id} (it may have expired; start a new one by leaving session_id out)"
+                    ))
+                })?;
             debug_assert_eq!(owner, caller.user_id);
             (id.clone(), SessionState::of(st))
         }
@@ -246,17 +279,29 @@ pub(super) async fn orchestrate(State(d): State<Arc<Daemon>>, Extension(caller):
     };
     session.given.extend(body.given.clone());
     if session.given.len() > MAX_SESSION_GIVEN {
-        return Err(ApiError::invalid(format!("the session holds more than {MAX_SESSION_GIVEN} given values; start a new session")));
+        return Err(ApiError::invalid(format!(
+            "the session holds more than {MAX_SESSION_GIVEN} given values; start a new session"
+        )));
     }
     let run_id = idempotent_id.unwrap_or_else(|| d.new_id("run"));
     let options = json!({"planner": body.planner, "model": body.model, "mode": body.mode, "backward": body.backward, "given": body.given, "dry_run": body.dry_run});
     let work = Work::Ask { given: session.given.clone(), earlier: session.earlier(), opts };
-    let job = Job { run_id, session_id, caller, request: body.request.clone(), options, session: Some(json!(session)), work, resumed: false };
+    let job = Job {
+        run_id,
+        session_id,
+        caller,
+        request: body.request.clone(),
+        options,
+        session: Some(json!(session)),
+        work,
+        resumed: false,
+    };
     start_run(d, job, stream).await
 }
 
 pub(super) fn wants_stream(body: bool, query: Option<bool>, headers: &HeaderMap) -> bool {
-    body || query.unwrap_or(false) || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"))
+    body || query.unwrap_or(false)
+        || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"))
 }
 
 /// What a run does: a request the engine plans, or a chain a person wrote.
@@ -287,7 +332,11 @@ pub(crate) struct Job {
 pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
     let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
-        ApiError::unavailable("busy", format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight), d.settings().server.retry_after_s)
+        ApiError::unavailable(
+            "busy",
+            format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight),
+            d.settings().server.retry_after_s,
+        )
     })?;
     let now = crate::state::now_ms();
     let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
@@ -312,23 +361,26 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
     };
     if !job.resumed {
         d.state
-        .start_run(&RunRecord {
-            id: rid.clone(),
-            user_id: job.caller.user_id.clone(),
-            session_id: sid.clone(),
-            request: job.request.clone(),
-            options: job.options.clone(),
-            status: "running".into(),
-            tools: Vec::new(),
-            body: json!({"run_id": rid, "session_id": sid, "status": "running", "request": job.request}),
-            pending: None,
-            // Held by this daemon while it runs (upkeep renews it); lapsed: the run is interrupted.
-            lease_until_ms: Some(now + d.settings().server.approval_lease_ms.max(100) as i64),
-            created_ms: now,
-            finished_ms: None,
-            duration_ms: None,
-        }, job.session.as_ref())
-        .await?;
+            .start_run(
+                &RunRecord {
+                    id: rid.clone(),
+                    user_id: job.caller.user_id.clone(),
+                    session_id: sid.clone(),
+                    request: job.request.clone(),
+                    options: job.options.clone(),
+                    status: "running".into(),
+                    tools: Vec::new(),
+                    body: json!({"run_id": rid, "session_id": sid, "status": "running", "request": job.request}),
+                    pending: None,
+                    // Held by this daemon while it runs (upkeep renews it); lapsed: the run is interrupted.
+                    lease_until_ms: Some(now + d.settings().server.approval_lease_ms.max(100) as i64),
+                    created_ms: now,
+                    finished_ms: None,
+                    duration_ms: None,
+                },
+                job.session.as_ref(),
+            )
+            .await?;
     }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
     let approver = approvals::RunApprover::new(&d, &job, pause_tx, permit);
@@ -357,7 +409,9 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
     let dd = d.clone();
     let task_id = rid.clone();
     let task = tokio::spawn(async move {
-        let _ = tx.send(Ok(Event::default().event("run").data(json!({"run_id": rid, "session_id": sid}).to_string()))).await;
+        let _ = tx
+            .send(Ok(Event::default().event("run").data(json!({"run_id": rid, "session_id": sid}).to_string())))
+            .await;
         let (ttx, mut trx) = mpsc::channel::<TraceEvent>(256);
         let out = tx.clone();
         let forward = async move {
@@ -409,7 +463,12 @@ pub(super) fn run_view(r: &RunRecord) -> Value {
 /// Run one job; store the run, update the session, count it. Returns the result body without the
 /// trace (what the stream's `result` event carries) and the stored run (the result with the
 /// request and the trace: the plain answer and `GET /v1/runs/{id}`).
-pub(super) async fn execute(d: &Daemon, job: Job, sink: Option<mpsc::Sender<TraceEvent>>, approver: Arc<approvals::RunApprover>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+pub(super) async fn execute(
+    d: &Daemon,
+    job: Job,
+    sink: Option<mpsc::Sender<TraceEvent>>,
+    approver: Arc<approvals::RunApprover>,
+) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     let span = tracing::info_span!("run", run_id = %job.run_id, user = %job.caller.name);
     async move {
         d.active_runs.lock().unwrap_or_else(|p| p.into_inner()).insert(job.run_id.clone());
@@ -433,7 +492,12 @@ pub(super) async fn execute(d: &Daemon, job: Job, sink: Option<mpsc::Sender<Trac
     .await
 }
 
-pub(super) async fn execute_inner(d: &Daemon, job: &Job, sink: Option<mpsc::Sender<TraceEvent>>, approver: Arc<approvals::RunApprover>) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+pub(super) async fn execute_inner(
+    d: &Daemon,
+    job: &Job,
+    sink: Option<mpsc::Sender<TraceEvent>>,
+    approver: Arc<approvals::RunApprover>,
+) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     let engine = d.engine();
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
@@ -538,7 +602,11 @@ pub(crate) async fn visible_run(d: &Daemon, caller: &Caller, id: &str) -> Result
 
 /// A run with its trace (the caller's own; administrators: any); while paused, the pending call.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(("id" = String, Path, description = "the run's id")), responses((status = 200, description = "the run", body = RunResult)))]
-pub(super) async fn get_run(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub(super) async fn get_run(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let r = visible_run(&d, &caller, &id).await?;
     Ok(json_response(&run_view(&r)))
 }

@@ -42,7 +42,10 @@ pub(super) struct NewSession {
 
 /// Start a conversation.
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", responses((status = 201, description = "started", body = NewSession)))]
-pub(super) async fn create_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>) -> Result<(StatusCode, Json<NewSession>), ApiError> {
+pub(super) async fn create_session(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<(StatusCode, Json<NewSession>), ApiError> {
     let id = d.new_id("ses");
     d.state.put_session(&id, &caller.user_id, &json!(SessionState::default())).await?;
     Ok((StatusCode::CREATED, Json(NewSession { session_id: id })))
@@ -85,7 +88,11 @@ pub(super) struct Sessions {
 ///
 /// Each with its kept turns' count, first request and last status.
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(SessionsQuery), responses((status = 200, description = "the conversations", body = Sessions)))]
-pub(super) async fn list_sessions(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Sessions>, ApiError> {
+pub(super) async fn list_sessions(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<SessionsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Sessions>, ApiError> {
     let limit = q?.0.limit.unwrap_or(20);
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit: 1 to 200"));
@@ -119,7 +126,11 @@ pub(super) struct SessionView {
 
 /// A conversation's turns.
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "the session's id")), responses((status = 200, description = "the conversation", body = SessionView)))]
-pub(super) async fn get_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<Json<SessionView>, ApiError> {
+pub(super) async fn get_session(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
     let (st, at) = own_session(&d, &caller, &id).await?;
     let s = SessionState::of(st);
     let idle_s = (crate::state::now_ms() - at).max(0) / 1000;
@@ -128,7 +139,11 @@ pub(super) async fn get_session(State(d): State<Arc<Daemon>>, Extension(caller):
 
 /// End a conversation.
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "the session's id")), responses((status = 204, description = "deleted")))]
-pub(super) async fn delete_session(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub(super) async fn delete_session(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     own_session(&d, &caller, &id).await?;
     d.state.delete_session(&id).await?;
     Ok(StatusCode::NO_CONTENT)

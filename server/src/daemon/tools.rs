@@ -4,11 +4,11 @@
 
 use super::error::{ApiError, ApiJson};
 use super::Daemon;
+use crate::state::Caller;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use crate::state::Caller;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -17,8 +17,8 @@ use toolgraph_engine::exec::{kind, response_problem, CallSpec};
 use toolgraph_engine::graph::ApiUpsert;
 use toolgraph_engine::retrieval::hybrid::Method;
 use toolgraph_engine::retrieval::Filter;
-use toolgraph_schema::{api_id, output_fields, ApiDoc, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
 use toolgraph_engine::run::health::now_rfc3339;
+use toolgraph_schema::{api_id, output_fields, ApiDoc, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -45,9 +45,14 @@ const MAX_K: usize = 100;
 
 /// Search APIs (hybrid retrieval: BM25 and embeddings, fused).
 #[utoipa::path(get, path = "/v1/tools/search", tag = "tools", params(SearchQuery), responses((status = 200, description = "ranked APIs", body = SearchResults)))]
-pub(super) async fn search(State(d): State<Arc<Daemon>>, q: Result<Query<SearchQuery>, QueryRejection>) -> Result<Json<SearchResults>, ApiError> {
+pub(super) async fn search(
+    State(d): State<Arc<Daemon>>,
+    q: Result<Query<SearchQuery>, QueryRejection>,
+) -> Result<Json<SearchResults>, ApiError> {
     let q = q?.0;
-    let text = q.q.filter(|t| !t.trim().is_empty()).ok_or_else(|| ApiError::invalid("`q` (the text to search for) is required"))?;
+    let text =
+        q.q.filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| ApiError::invalid("`q` (the text to search for) is required"))?;
     if text.chars().count() > 1000 {
         return Err(ApiError::invalid("`q` is longer than 1000 characters"));
     }
@@ -97,7 +102,11 @@ pub(super) struct ApiView {
     responses((status = 200, description = "the API", body = ApiView)))]
 pub(super) async fn get_tool(State(d): State<Arc<Daemon>>, Path(id): Path<String>) -> Result<Json<ApiView>, ApiError> {
     let engine = d.engine();
-    let a = engine.graph().apis.get(&id).ok_or_else(|| ApiError::not_found(format!("no API {id} (ids look like category/tool/api)")))?;
+    let a = engine
+        .graph()
+        .apis
+        .get(&id)
+        .ok_or_else(|| ApiError::not_found(format!("no API {id} (ids look like category/tool/api)")))?;
     let requires_approval = d.state.requires_approval().await?.contains(&id);
     let params: Vec<ParamDoc> = serde_json::from_str(&a.parameters).unwrap_or_default();
     let learned_arguments = engine.arg_model().await?.map(|m| m.describe(&a.id)).unwrap_or(Value::Null);
@@ -159,7 +168,10 @@ fn get() -> String {
     "GET".into()
 }
 
-const TYPES: &[&str] = &["string", "str", "text", "enum", "number", "float", "double", "integer", "int", "boolean", "bool", "array", "list", "object", "dict", "date", "datetime"];
+const TYPES: &[&str] = &[
+    "string", "str", "text", "enum", "number", "float", "double", "integer", "int", "boolean", "bool", "array", "list",
+    "object", "dict", "date", "datetime",
+];
 const MAX_PARAMS: usize = 64;
 
 /// Check a registration; the problems, all of them, by field.
@@ -169,7 +181,13 @@ fn validate(r: &Registration) -> Result<(), ApiError> {
         problems.push("name: 1..200 characters".to_string());
     }
     // Names and descriptions people read hold no invisible or reordering characters.
-    for (f, v) in [("name", Some(&r.name)), ("tool", r.tool.as_ref()), ("category", r.category.as_ref()), ("description", Some(&r.description)), ("tool_description", Some(&r.tool_description))] {
+    for (f, v) in [
+        ("name", Some(&r.name)),
+        ("tool", r.tool.as_ref()),
+        ("category", r.category.as_ref()),
+        ("description", Some(&r.description)),
+        ("tool_description", Some(&r.tool_description)),
+    ] {
         if let Some(c) = v.and_then(|v| toolgraph_schema::hidden_char(v)) {
             problems.push(format!("{f}: holds an invisible or text-reordering character (U+{:04X})", c as u32));
         }
@@ -206,7 +224,10 @@ fn validate(r: &Registration) -> Result<(), ApiError> {
             problems.push(format!("parameters[{i}].name: 1..100 characters"));
         }
         if let Some(c) = toolgraph_schema::hidden_char(&p.name) {
-            problems.push(format!("parameters[{i}].name: holds an invisible or text-reordering character (U+{:04X})", c as u32));
+            problems.push(format!(
+                "parameters[{i}].name: holds an invisible or text-reordering character (U+{:04X})",
+                c as u32
+            ));
         }
         if !names.insert(p.name.as_str()) {
             problems.push(format!("parameters[{i}].name: `{}` is declared twice", p.name));
@@ -251,15 +272,26 @@ pub(super) struct Admitted {
 
 /// Validate, test-call and write one API to the graph (not yet re-indexed); with `dry_run`, stop
 /// after the test call (nothing is written).
-pub(super) async fn admit(d: &Daemon, r: Registration, default_category: &str, dry_run: bool) -> Result<Admitted, ApiError> {
+pub(super) async fn admit(
+    d: &Daemon,
+    r: Registration,
+    default_category: &str,
+    dry_run: bool,
+) -> Result<Admitted, ApiError> {
     validate(&r)?;
     let category = r.category.clone().unwrap_or_else(|| default_category.to_string());
     let tool = r.tool.clone().unwrap_or_else(|| r.name.clone());
     let id = api_id(&category, &tool, &r.name);
     reqwest::Url::parse(&r.url).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url: {e}")))?;
     // Checked where calls really go (after the deployment's rewrites, e.g. to a replay sandbox).
-    let url = reqwest::Url::parse(&d.stack.executor.rewritten(&r.url)).map_err(|e| ApiError::unprocessable("invalid_tool", format!("url (rewritten): {e}")))?;
-    d.stack.executor.guard().check_url(&url).await.map_err(|e| ApiError::unprocessable("url_refused", format!("url: {e}")))?;
+    let url = reqwest::Url::parse(&d.stack.executor.rewritten(&r.url))
+        .map_err(|e| ApiError::unprocessable("invalid_tool", format!("url (rewritten): {e}")))?;
+    d.stack
+        .executor
+        .guard()
+        .check_url(&url)
+        .await
+        .map_err(|e| ApiError::unprocessable("url_refused", format!("url: {e}")))?;
     // The test call: the example's arguments, else required parameters' defaults.
     let mut args = r.example.clone().unwrap_or_default();
     let mut missing = Vec::new();
@@ -275,26 +307,45 @@ pub(super) async fn admit(d: &Daemon, r: Registration, default_category: &str, d
         }
     }
     if !missing.is_empty() {
-        return Err(ApiError::unprocessable("example_required", format!("the test call needs values for {}: give them in `example`", missing.join(", "))));
+        return Err(ApiError::unprocessable(
+            "example_required",
+            format!("the test call needs values for {}: give them in `example`", missing.join(", ")),
+        ));
     }
-    let spec = CallSpec { api_id: id.clone(), method: r.method.to_uppercase(), url: r.url.clone(), params: r.parameters.clone() };
-    let outcome = d
-        .stack
-        .executor
-        .call(&spec, &args, &HashMap::<String, Value>::new())
-        .await
-        .map_err(|e| ApiError::unprocessable("test_call_failed", format!("the test call of {} failed: {e}", r.name)))?;
+    let spec = CallSpec {
+        api_id: id.clone(),
+        method: r.method.to_uppercase(),
+        url: r.url.clone(),
+        params: r.parameters.clone(),
+    };
+    let outcome =
+        d.stack.executor.call(&spec, &args, &HashMap::<String, Value>::new()).await.map_err(|e| {
+            ApiError::unprocessable("test_call_failed", format!("the test call of {} failed: {e}", r.name))
+        })?;
     if let Some(problem) = response_problem(&outcome.response) {
-        return Err(ApiError::unprocessable("test_call_failed", format!("the test call of {} answered with an error: {problem}", r.name)));
+        return Err(ApiError::unprocessable(
+            "test_call_failed",
+            format!("the test call of {} answered with an error: {problem}", r.name),
+        ));
     }
     let mut fields = r.output_schema.as_ref().map(output_fields).unwrap_or_default();
     if fields.is_empty() {
         fields = output_fields(&outcome.response);
     }
     if dry_run {
-        return Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) });
+        return Ok(Admitted {
+            id,
+            output_fields: fields,
+            status: outcome.status,
+            elapsed_ms: outcome.elapsed_ms,
+            response: preview(&outcome.response),
+        });
     }
-    let params: Vec<ParamDoc> = r.parameters.iter().map(|p| ParamDoc { ty: if p.ty.is_empty() { "string".into() } else { kind(&p.ty).to_string() }, ..p.clone() }).collect();
+    let params: Vec<ParamDoc> = r
+        .parameters
+        .iter()
+        .map(|p| ParamDoc { ty: if p.ty.is_empty() { "string".into() } else { kind(&p.ty).to_string() }, ..p.clone() })
+        .collect();
     let up = ApiUpsert::from_doc(&ApiDoc {
         category: category.clone(),
         tool: tool.clone(),
@@ -309,10 +360,22 @@ pub(super) async fn admit(d: &Daemon, r: Registration, default_category: &str, d
     debug_assert_eq!(up.id, id);
     d.stack.store.upsert_apis(&[up]).await?;
     // It passed its test call: a re-registered API that was invalidated is active again.
-    let change = StatusChange { id: id.clone(), status: STATUS_ACTIVE.into(), reason: format!("registered; its test call answered HTTP {}", outcome.status), since: now_rfc3339(), probe: Some(Value::Object(outcome.arguments.clone()).to_string()) };
+    let change = StatusChange {
+        id: id.clone(),
+        status: STATUS_ACTIVE.into(),
+        reason: format!("registered; its test call answered HTTP {}", outcome.status),
+        since: now_rfc3339(),
+        probe: Some(Value::Object(outcome.arguments.clone()).to_string()),
+    };
     d.stack.store.set_api_status(&change).await?;
     d.health.reset(&id);
-    Ok(Admitted { id, output_fields: fields, status: outcome.status, elapsed_ms: outcome.elapsed_ms, response: preview(&outcome.response) })
+    Ok(Admitted {
+        id,
+        output_fields: fields,
+        status: outcome.status,
+        elapsed_ms: outcome.elapsed_ms,
+        response: preview(&outcome.response),
+    })
 }
 
 /// A test call's response as the console shows it: at most 4,000 characters of JSON.
@@ -363,18 +426,35 @@ pub(super) struct Registered {
 #[utoipa::path(post, path = "/v1/tools", tag = "tools", params(DryRun), request_body = Registration,
     responses((status = 201, description = "admitted", body = Registered), (status = 200, description = "dry run: the test call", body = Registered),
         (status = 422, description = "invalid, refused URL or failed test call", body = super::error::ErrorBody)))]
-pub(super) async fn register(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, q: Result<Query<DryRun>, QueryRejection>, ApiJson(r): ApiJson<Registration>) -> Result<(StatusCode, Json<Registered>), ApiError> {
+pub(super) async fn register(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<DryRun>, QueryRejection>,
+    ApiJson(r): ApiJson<Registration>,
+) -> Result<(StatusCode, Json<Registered>), ApiError> {
     super::require_admin(&caller, "registering tools")?;
     let dry_run = q?.0.dry_run;
     let _admin = d.admin.lock().await;
     let a = admit(&d, r, "Registered", dry_run).await?;
     let test_call = TestCall { status: a.status, elapsed_ms: a.elapsed_ms, response: a.response };
     if dry_run {
-        return Ok((StatusCode::OK, Json(Registered { id: a.id, status: None, dry_run: Some(true), output_fields: a.output_fields, test_call })));
+        return Ok((
+            StatusCode::OK,
+            Json(Registered { id: a.id, status: None, dry_run: Some(true), output_fields: a.output_fields, test_call }),
+        ));
     }
     d.reload().await?;
     d.audit(&caller, "tool.register", &a.id, json!({})).await;
-    Ok((StatusCode::CREATED, Json(Registered { id: a.id, status: Some(STATUS_ACTIVE), dry_run: None, output_fields: a.output_fields, test_call })))
+    Ok((
+        StatusCode::CREATED,
+        Json(Registered {
+            id: a.id,
+            status: Some(STATUS_ACTIVE),
+            dry_run: None,
+            output_fields: a.output_fields,
+            test_call,
+        }),
+    ))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -408,7 +488,12 @@ pub(super) struct Patched {
 /// Set an API's status and/or whether its calls wait for approval (administrators).
 #[utoipa::path(patch, path = "/v1/tools/{id}", tag = "tools", params(("id" = String, Path, description = "`category/tool/api`")), request_body = Patch,
     responses((status = 200, description = "updated", body = Patched)))]
-pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): Extension<Caller>, Path(id): Path<String>, ApiJson(p): ApiJson<Patch>) -> Result<Json<Patched>, ApiError> {
+pub(super) async fn patch_tool(
+    State(d): State<Arc<Daemon>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(p): ApiJson<Patch>,
+) -> Result<Json<Patched>, ApiError> {
     super::require_admin(&caller, "changing tools")?;
     if p.status.is_none() && p.requires_approval.is_none() {
         return Err(ApiError::invalid("give `status` and/or `requires_approval`"));
@@ -434,7 +519,13 @@ pub(super) async fn patch_tool(State(d): State<Arc<Daemon>>, Extension(caller): 
         out.requires_approval = Some(on);
     }
     if let Some(status) = &p.status {
-        let change = StatusChange { id: id.clone(), status: status.clone(), reason: reason.to_string(), since: now_rfc3339(), probe: None };
+        let change = StatusChange {
+            id: id.clone(),
+            status: status.clone(),
+            reason: reason.to_string(),
+            since: now_rfc3339(),
+            probe: None,
+        };
         if !d.stack.store.set_api_status(&change).await? {
             return Err(ApiError::not_found(format!("no API {id}")));
         }
@@ -462,7 +553,13 @@ mod tests {
             category: None,
             method: "GET".into(),
             url: url.into(),
-            parameters: vec![ParamDoc { name: "city".into(), ty: "string".into(), description: String::new(), required: true, default: None }],
+            parameters: vec![ParamDoc {
+                name: "city".into(),
+                ty: "string".into(),
+                description: String::new(),
+                required: true,
+                default: None,
+            }],
             output_schema: None,
             example: None,
         }
@@ -473,7 +570,13 @@ mod tests {
         assert!(validate(&reg("https://api.example.com/weather/{city}")).is_ok());
         let mut r = reg("ftp://x/{day}");
         r.method = "TRACE".into();
-        r.parameters.push(ParamDoc { name: "city".into(), ty: "blob".into(), description: String::new(), required: false, default: None });
+        r.parameters.push(ParamDoc {
+            name: "city".into(),
+            ty: "blob".into(),
+            description: String::new(),
+            required: false,
+            default: None,
+        });
         r.example = Some(Map::from_iter([("town".to_string(), json!("x"))]));
         let e = validate(&r).unwrap_err();
         assert_eq!(e.code, "invalid_tool");

@@ -93,7 +93,9 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
             tracing::warn!(error = %e, "renewing the leases of running runs failed");
         }
         match d.state.interrupt_abandoned_runs().await {
-            Ok(ids) if !ids.is_empty() => tracing::warn!(runs = ids.len(), first = %ids[0], "runs whose daemon stopped mid-way marked interrupted"),
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(runs = ids.len(), first = %ids[0], "runs whose daemon stopped mid-way marked interrupted")
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "marking abandoned runs interrupted failed"),
         }
@@ -101,7 +103,9 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
             last_retention = Some(Instant::now());
             let st = &d.settings().state;
             match d.state.enforce_retention(st.retention_days, st.retention_runs, st.audit_days).await {
-                Ok(p) if p.runs + p.sessions + p.audit > 0 => tracing::info!(runs = p.runs, sessions = p.sessions, audit = p.audit, "retention removed old state"),
+                Ok(p) if p.runs + p.sessions + p.audit > 0 => {
+                    tracing::info!(runs = p.runs, sessions = p.sessions, audit = p.audit, "retention removed old state")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "retention failed"),
             }
@@ -113,7 +117,9 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
         match d.refresh_graph().await {
             Ok(true) => tracing::debug!("reloaded the graph: the runs taught it"),
             Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has"),
+            Err(e) => {
+                tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has")
+            }
         }
         if d.settings().health.enabled && last_probe.elapsed() >= probe_every {
             last_probe = Instant::now();
@@ -153,7 +159,8 @@ impl Daemon {
                 _ => Map::new(),
             };
             let spec = toolgraph_engine::exec::CallSpec::from_node(node);
-            let outcome = self.stack.executor.call(&spec, &args, &std::collections::HashMap::<String, Value>::new()).await;
+            let outcome =
+                self.stack.executor.call(&spec, &args, &std::collections::HashMap::<String, Value>::new()).await;
             let verdict = match outcome {
                 Ok(o) => match toolgraph_engine::exec::response_problem(&o.response) {
                     None => Ok(format!("HTTP {} in {:.0} ms", o.status, o.elapsed_ms)),

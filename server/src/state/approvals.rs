@@ -4,7 +4,10 @@ use super::*;
 
 impl StateStore {
     pub async fn requires_approval(&self) -> Result<Vec<String>> {
-        let rows = sqlx::query("SELECT api_id FROM approval_apis ORDER BY api_id").fetch_all(&self.pool).await.map_err(err("reading approvals"))?;
+        let rows = sqlx::query("SELECT api_id FROM approval_apis ORDER BY api_id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("reading approvals"))?;
         rows.iter().map(|r| r.try_get::<String, _>("api_id").map_err(err("reading approvals"))).collect()
     }
 
@@ -35,10 +38,19 @@ impl StateStore {
 
     /// The decision on a run's call: (approved, by, reason).
     pub async fn decision(&self, run_id: &str, call_key: &str) -> Result<Option<(bool, String, String)>> {
-        let row = sqlx::query("SELECT decision, decided_by, reason FROM approvals WHERE run_id = $1 AND call_key = $2").bind(run_id).bind(call_key).fetch_optional(&self.pool).await.map_err(err("reading a decision"))?;
+        let row = sqlx::query("SELECT decision, decided_by, reason FROM approvals WHERE run_id = $1 AND call_key = $2")
+            .bind(run_id)
+            .bind(call_key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a decision"))?;
         row.map(|r| {
             let d: String = r.try_get("decision").map_err(err("reading a decision"))?;
-            Ok((d == "approved", r.try_get("decided_by").map_err(err("reading a decision"))?, r.try_get("reason").map_err(err("reading a decision"))?))
+            Ok((
+                d == "approved",
+                r.try_get("decided_by").map_err(err("reading a decision"))?,
+                r.try_get("reason").map_err(err("reading a decision"))?,
+            ))
         })
         .transpose()
     }

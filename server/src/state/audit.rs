@@ -40,7 +40,13 @@ impl StateStore {
     }
 
     pub async fn audit_log(&self, limit: usize) -> Result<Vec<AuditEntry>> {
-        let rows = sqlx::query(&format!("SELECT at_ms, actor, action, target, detail FROM audit ORDER BY at_ms DESC, id DESC LIMIT {}", limit.clamp(1, 1000))).fetch_all(&self.pool).await.map_err(err("reading the audit log"))?;
+        let rows = sqlx::query(&format!(
+            "SELECT at_ms, actor, action, target, detail FROM audit ORDER BY at_ms DESC, id DESC LIMIT {}",
+            limit.clamp(1, 1000)
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err("reading the audit log"))?;
         rows.iter()
             .map(|r| {
                 let e = || err("reading the audit log");
@@ -63,19 +69,53 @@ impl StateStore {
         let day_ms = 86_400_000i64;
         if days > 0 {
             let cutoff = now_ms() - days as i64 * day_ms;
-            p.runs += sqlx::query("DELETE FROM runs WHERE created_ms < $1 AND status <> 'awaiting_approval' AND status <> 'running'").bind(cutoff).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
-            p.sessions += sqlx::query("DELETE FROM sessions WHERE updated_ms < $1").bind(cutoff).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
+            p.runs += sqlx::query(
+                "DELETE FROM runs WHERE created_ms < $1 AND status <> 'awaiting_approval' AND status <> 'running'",
+            )
+            .bind(cutoff)
+            .execute(&self.pool)
+            .await
+            .map_err(err("retention"))?
+            .rows_affected();
+            p.sessions += sqlx::query("DELETE FROM sessions WHERE updated_ms < $1")
+                .bind(cutoff)
+                .execute(&self.pool)
+                .await
+                .map_err(err("retention"))?
+                .rows_affected();
         }
         if keep > 0 {
-            let row = sqlx::query(&format!("SELECT created_ms FROM runs ORDER BY created_ms DESC LIMIT 1 OFFSET {}", keep - 1)).fetch_optional(&self.pool).await.map_err(err("retention"))?;
+            let row = sqlx::query(&format!(
+                "SELECT created_ms FROM runs ORDER BY created_ms DESC LIMIT 1 OFFSET {}",
+                keep - 1
+            ))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("retention"))?;
             if let Some(r) = row {
                 let oldest_kept: i64 = r.try_get("created_ms").map_err(err("retention"))?;
-                p.runs += sqlx::query("DELETE FROM runs WHERE created_ms < $1 AND status <> 'awaiting_approval' AND status <> 'running'").bind(oldest_kept).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
+                p.runs += sqlx::query(
+                    "DELETE FROM runs WHERE created_ms < $1 AND status <> 'awaiting_approval' AND status <> 'running'",
+                )
+                .bind(oldest_kept)
+                .execute(&self.pool)
+                .await
+                .map_err(err("retention"))?
+                .rows_affected();
             }
         }
-        sqlx::query("DELETE FROM console_logins WHERE expires_ms <= $1").bind(now_ms()).execute(&self.pool).await.map_err(err("retention"))?;
+        sqlx::query("DELETE FROM console_logins WHERE expires_ms <= $1")
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(err("retention"))?;
         if audit_days > 0 {
-            p.audit += sqlx::query("DELETE FROM audit WHERE at_ms < $1").bind(now_ms() - audit_days as i64 * day_ms).execute(&self.pool).await.map_err(err("retention"))?.rows_affected();
+            p.audit += sqlx::query("DELETE FROM audit WHERE at_ms < $1")
+                .bind(now_ms() - audit_days as i64 * day_ms)
+                .execute(&self.pool)
+                .await
+                .map_err(err("retention"))?
+                .rows_affected();
         }
         Ok(p)
     }
@@ -84,7 +124,12 @@ impl StateStore {
     pub async fn counts(&self) -> Result<Map<String, Value>> {
         let mut m = Map::new();
         for t in ["users", "api_keys", "sessions", "runs", "chains", "credentials", "approvals", "audit"] {
-            let n: i64 = sqlx::query(&format!("SELECT COUNT(*) AS n FROM {t}")).fetch_one(&self.pool).await.map_err(err("counting"))?.try_get("n").map_err(err("counting"))?;
+            let n: i64 = sqlx::query(&format!("SELECT COUNT(*) AS n FROM {t}"))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(err("counting"))?
+                .try_get("n")
+                .map_err(err("counting"))?;
             m.insert(t.into(), json!(n));
         }
         Ok(m)

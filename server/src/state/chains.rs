@@ -44,7 +44,13 @@ impl StateStore {
     }
 
     pub async fn chain(&self, id: &str) -> Result<Option<SavedChain>> {
-        let row = sqlx::query("SELECT id, user_id, name, description, steps, created_ms, updated_ms FROM chains WHERE id = $1").bind(id).fetch_optional(&self.pool).await.map_err(err("reading a chain"))?;
+        let row = sqlx::query(
+            "SELECT id, user_id, name, description, steps, created_ms, updated_ms FROM chains WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(err("reading a chain"))?;
         row.as_ref().map(Self::chain_of).transpose()
     }
 
@@ -64,7 +70,11 @@ impl StateStore {
     }
 
     pub async fn delete_chain(&self, id: &str) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM chains WHERE id = $1").bind(id).execute(&self.pool).await.map_err(err("deleting a chain"))?;
+        let r = sqlx::query("DELETE FROM chains WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(err("deleting a chain"))?;
         Ok(r.rows_affected() > 0)
     }
 }

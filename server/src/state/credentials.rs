@@ -19,7 +19,11 @@ impl StateStore {
     /// Replace every entry of a scope.
     pub async fn put_credentials(&self, scope: &str, rows: &[CredentialRow]) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(err("writing credentials"))?;
-        sqlx::query("DELETE FROM credentials WHERE scope = $1").bind(scope).execute(&mut *tx).await.map_err(err("writing credentials"))?;
+        sqlx::query("DELETE FROM credentials WHERE scope = $1")
+            .bind(scope)
+            .execute(&mut *tx)
+            .await
+            .map_err(err("writing credentials"))?;
         for c in rows {
             sqlx::query("INSERT INTO credentials (scope, name, placement, host, sealed, reference, updated_by, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
                 .bind(&c.scope)
@@ -59,12 +63,22 @@ impl StateStore {
 
     /// The newest change to credentials (ms; 0: none): replicas reload when it moves.
     pub async fn credentials_version(&self) -> Result<(i64, i64)> {
-        let r = sqlx::query("SELECT COUNT(*) AS n, MAX(updated_ms) AS m FROM credentials").fetch_one(&self.pool).await.map_err(err("reading credentials"))?;
-        Ok((r.try_get("n").map_err(err("reading credentials"))?, r.try_get::<Option<i64>, _>("m").map_err(err("reading credentials"))?.unwrap_or(0)))
+        let r = sqlx::query("SELECT COUNT(*) AS n, MAX(updated_ms) AS m FROM credentials")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(err("reading credentials"))?;
+        Ok((
+            r.try_get("n").map_err(err("reading credentials"))?,
+            r.try_get::<Option<i64>, _>("m").map_err(err("reading credentials"))?.unwrap_or(0),
+        ))
     }
 
     pub async fn delete_credentials(&self, scope: &str) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM credentials WHERE scope = $1").bind(scope).execute(&self.pool).await.map_err(err("deleting credentials"))?;
+        let r = sqlx::query("DELETE FROM credentials WHERE scope = $1")
+            .bind(scope)
+            .execute(&self.pool)
+            .await
+            .map_err(err("deleting credentials"))?;
         Ok(r.rows_affected() > 0)
     }
 }

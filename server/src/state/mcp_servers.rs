@@ -18,7 +18,10 @@ pub struct McpServer {
 impl McpServer {
     /// Whether the definition is usable: a valid name and either a command or an http(s) URL.
     pub fn check(&self) -> std::result::Result<(), String> {
-        if self.name.is_empty() || self.name.len() > 64 || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if self.name.is_empty()
+            || self.name.len() > 64
+            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             return Err("name: 1 to 64 letters, digits, `-` or `_`".into());
         }
         match (&self.command, &self.url) {
@@ -48,7 +51,11 @@ impl StateStore {
     /// Add or replace an MCP server (its tools are imported by the caller).
     #[cfg(feature = "mcp")]
     pub async fn put_mcp_server(&self, s: &McpServer, by: &str) -> Result<()> {
-        sqlx::query("DELETE FROM mcp_servers WHERE name = $1").bind(&s.name).execute(&self.pool).await.map_err(err("adding an MCP server"))?;
+        sqlx::query("DELETE FROM mcp_servers WHERE name = $1")
+            .bind(&s.name)
+            .execute(&self.pool)
+            .await
+            .map_err(err("adding an MCP server"))?;
         sqlx::query("INSERT INTO mcp_servers (name, command, url, added_by, added_ms) VALUES ($1, $2, $3, $4, $5)")
             .bind(&s.name)
             .bind(&s.command)
@@ -64,7 +71,10 @@ impl StateStore {
     /// Every MCP server, by name.
     #[cfg(feature = "mcp")]
     pub async fn mcp_servers(&self) -> Result<Vec<McpServer>> {
-        let rows = sqlx::query("SELECT name, command, url FROM mcp_servers ORDER BY name").fetch_all(&self.pool).await.map_err(err("reading MCP servers"))?;
+        let rows = sqlx::query("SELECT name, command, url FROM mcp_servers ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("reading MCP servers"))?;
         rows.iter()
             .map(|r| {
                 Ok(McpServer {

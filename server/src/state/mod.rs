@@ -9,13 +9,13 @@
 //! so replicas starting together migrate once. One file per group of tables. Every statement uses `$N` parameters (both drivers take
 //! them); times are milliseconds since the epoch, JSON documents are text.
 
-pub mod secrets;
 mod approvals;
 mod audit;
 mod chains;
 mod credentials;
 mod mcp_servers;
 mod runs;
+pub mod secrets;
 mod sessions;
 mod users;
 
@@ -24,15 +24,15 @@ pub use chains::SavedChain;
 pub use credentials::CredentialRow;
 pub use mcp_servers::McpServer;
 pub use runs::{RunFilter, RunRecord, RunSummary};
-pub use users::{Caller, KeyInfo, Login, Role, User};
 use sessions::put_session_on;
+pub use users::{Caller, KeyInfo, Login, Role, User};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::AnyPool;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::AnyPool;
 use sqlx::Row;
 use std::borrow::Cow;
 use std::time::Duration;
@@ -87,9 +87,27 @@ pub fn key_digest(key: &str) -> String {
 fn migrator() -> Migrator {
     Migrator {
         migrations: Cow::Owned(vec![
-            Migration::new(1, Cow::Borrowed("state"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0001_state.sql")), false),
-            Migration::new(2, Cow::Borrowed("console"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0002_console.sql")), false),
-            Migration::new(3, Cow::Borrowed("mcp"), MigrationType::Simple, Cow::Borrowed(include_str!("../../migrations/0003_mcp.sql")), false),
+            Migration::new(
+                1,
+                Cow::Borrowed("state"),
+                MigrationType::Simple,
+                Cow::Borrowed(include_str!("../../migrations/0001_state.sql")),
+                false,
+            ),
+            Migration::new(
+                2,
+                Cow::Borrowed("console"),
+                MigrationType::Simple,
+                Cow::Borrowed(include_str!("../../migrations/0002_console.sql")),
+                false,
+            ),
+            Migration::new(
+                3,
+                Cow::Borrowed("mcp"),
+                MigrationType::Simple,
+                Cow::Borrowed(include_str!("../../migrations/0003_mcp.sql")),
+                false,
+            ),
         ]),
         ..Migrator::DEFAULT
     }
@@ -131,13 +149,15 @@ impl StateStore {
     pub async fn open(url: &str, max_connections: u32) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let (backend, connect_url) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let mut u = reqwest::Url::parse(url).map_err(|e| StateError(format!("state.url is not a PostgreSQL URL: {e}")))?;
+            let mut u =
+                reqwest::Url::parse(url).map_err(|e| StateError(format!("state.url is not a PostgreSQL URL: {e}")))?;
             if u.password().is_some() {
                 return Err(StateError("state.url holds a password: put it in TOOLGRAPH_STATE_PASSWORD or TOOLGRAPH_STATE_PASSWORD_FILE instead".into()));
             }
             if let Some(p) = secrets::env_secret("TOOLGRAPH_STATE_PASSWORD").map_err(StateError)? {
                 use secrecy::ExposeSecret;
-                u.set_password(Some(p.expose_secret())).map_err(|_| StateError("state.url cannot take a password".into()))?;
+                u.set_password(Some(p.expose_secret()))
+                    .map_err(|_| StateError("state.url cannot take a password".into()))?;
             }
             ("postgres", u.to_string())
         } else if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
@@ -146,12 +166,16 @@ impl StateStore {
             } else {
                 let file = path.split('?').next().unwrap_or_default();
                 if let Some(dir) = std::path::Path::new(file).parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| StateError(format!("state store: cannot create {}: {e}", dir.display())))?;
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| StateError(format!("state store: cannot create {}: {e}", dir.display())))?;
                 }
                 ("sqlite", format!("sqlite://{file}?mode=rwc"))
             }
         } else {
-            return Err(StateError(format!("state.url `{}` is neither sqlite:PATH nor postgres://…", without_secrets(url).chars().take(80).collect::<String>())));
+            return Err(StateError(format!(
+                "state.url `{}` is neither sqlite:PATH nor postgres://…",
+                without_secrets(url).chars().take(80).collect::<String>()
+            )));
         };
         let memory = connect_url == "sqlite::memory:";
         // SQLite takes one writer at a time: one connection queues statements in the pool instead
@@ -178,7 +202,10 @@ impl StateStore {
         if backend == "sqlite" && !memory {
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await.map_err(err("WAL"))?;
         }
-        migrator().run(&pool).await.map_err(|e| StateError(format!("state store: migrating: {}", without_secrets(&e.to_string()))))?;
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| StateError(format!("state store: migrating: {}", without_secrets(&e.to_string()))))?;
         Ok(StateStore { pool, backend, synchronous_runs: false })
     }
 
@@ -203,7 +230,6 @@ impl StateStore {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(err("ping"))?;
         Ok(())
     }
-
 }
 
 #[cfg(test)]
@@ -212,7 +238,10 @@ mod tests {
 
     #[test]
     fn errors_hide_url_passwords_and_like_patterns_are_literal() {
-        assert_eq!(without_secrets("error connecting to postgres://tg:hunter2@db:5432/tg"), "error connecting to postgres://…@db:5432/tg");
+        assert_eq!(
+            without_secrets("error connecting to postgres://tg:hunter2@db:5432/tg"),
+            "error connecting to postgres://…@db:5432/tg"
+        );
         assert_eq!(like_literal("50%_off\\"), "50\\%\\_off\\\\");
         assert_eq!(tools_text(&["A/b/C".into(), "x/y/z".into()]), " a/b/c x/y/z ");
     }
@@ -238,7 +267,21 @@ mod tests {
         let s = StateStore::memory().await.unwrap();
         for i in 0..6i64 {
             let status = if i == 0 { "awaiting_approval" } else { "answered" };
-            let r = RunRecord { id: format!("run_{i}"), user_id: "u".into(), session_id: "s".into(), request: format!("request {i}"), options: json!({}), status: status.into(), tools: vec!["a/b/c".into()], body: json!({"answer": "x"}), pending: None, lease_until_ms: None, created_ms: 1000 + i, finished_ms: None, duration_ms: None };
+            let r = RunRecord {
+                id: format!("run_{i}"),
+                user_id: "u".into(),
+                session_id: "s".into(),
+                request: format!("request {i}"),
+                options: json!({}),
+                status: status.into(),
+                tools: vec!["a/b/c".into()],
+                body: json!({"answer": "x"}),
+                pending: None,
+                lease_until_ms: None,
+                created_ms: 1000 + i,
+                finished_ms: None,
+                duration_ms: None,
+            };
             s.put_run(&r).await.unwrap();
         }
         let p = s.enforce_retention(0, 3, 0).await.unwrap();

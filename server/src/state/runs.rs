@@ -92,7 +92,10 @@ impl StateStore {
     pub(super) async fn run_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         let mut tx = self.pool.begin().await.map_err(err("beginning a transaction"))?;
         if self.backend == "postgres" && !self.synchronous_runs {
-            sqlx::query("SET LOCAL synchronous_commit TO OFF").execute(&mut *tx).await.map_err(err("relaxed commit"))?;
+            sqlx::query("SET LOCAL synchronous_commit TO OFF")
+                .execute(&mut *tx)
+                .await
+                .map_err(err("relaxed commit"))?;
         }
         Ok(tx)
     }
@@ -116,7 +119,11 @@ impl StateStore {
         // Locked until commit, so that two turns of one session ending together both land (SQLite:
         // the run's write above already holds the database's write lock).
         let lock = if self.backend == "postgres" { " FOR UPDATE" } else { "" };
-        let row = sqlx::query(&format!("SELECT user_id, state FROM sessions WHERE id = $1{lock}")).bind(&r.session_id).fetch_optional(&mut *tx).await.map_err(err("reading a session"))?;
+        let row = sqlx::query(&format!("SELECT user_id, state FROM sessions WHERE id = $1{lock}"))
+            .bind(&r.session_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(err("reading a session"))?;
         if let Some(row) = row {
             let owner: String = row.try_get("user_id").map_err(err("reading a session"))?;
             let state: String = row.try_get("state").map_err(err("reading a session"))?;
@@ -149,7 +156,11 @@ impl StateStore {
     }
 
     pub async fn run(&self, id: &str) -> Result<Option<RunRecord>> {
-        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1")).bind(id).fetch_optional(&self.pool).await.map_err(err("reading a run"))?;
+        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a run"))?;
         row.as_ref().map(Self::run_of).transpose()
     }
 
@@ -230,8 +241,23 @@ impl StateStore {
     /// `running`); either way held by this daemon until `lease_until_ms`.
     pub async fn set_run_paused(&self, id: &str, pending: Option<&Value>, lease_until_ms: i64) -> Result<()> {
         match pending {
-            Some(p) => sqlx::query("UPDATE runs SET status = 'awaiting_approval', pending = $1, lease_until_ms = $2 WHERE id = $3").bind(p.to_string()).bind(lease_until_ms).bind(id).execute(&self.pool).await,
-            None => sqlx::query("UPDATE runs SET status = 'running', pending = NULL, lease_until_ms = $1 WHERE id = $2").bind(lease_until_ms).bind(id).execute(&self.pool).await,
+            Some(p) => {
+                sqlx::query(
+                    "UPDATE runs SET status = 'awaiting_approval', pending = $1, lease_until_ms = $2 WHERE id = $3",
+                )
+                .bind(p.to_string())
+                .bind(lease_until_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+            }
+            None => {
+                sqlx::query("UPDATE runs SET status = 'running', pending = NULL, lease_until_ms = $1 WHERE id = $2")
+                    .bind(lease_until_ms)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await
+            }
         }
         .map_err(err("pausing a run"))?;
         Ok(())
@@ -239,13 +265,22 @@ impl StateStore {
 
     /// Extend the lease of a paused run this daemon is holding.
     pub async fn renew_lease(&self, id: &str, lease_ms: i64) -> Result<()> {
-        sqlx::query("UPDATE runs SET lease_until_ms = $1 WHERE id = $2").bind(now_ms() + lease_ms).bind(id).execute(&self.pool).await.map_err(err("renewing a lease"))?;
+        sqlx::query("UPDATE runs SET lease_until_ms = $1 WHERE id = $2")
+            .bind(now_ms() + lease_ms)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(err("renewing a lease"))?;
         Ok(())
     }
 
     /// Let go of a paused run (this daemon stops): another daemon resumes it at once.
     pub async fn release_lease(&self, id: &str) -> Result<()> {
-        sqlx::query("UPDATE runs SET lease_until_ms = 0 WHERE id = $1 AND status = 'awaiting_approval'").bind(id).execute(&self.pool).await.map_err(err("releasing a lease"))?;
+        sqlx::query("UPDATE runs SET lease_until_ms = 0 WHERE id = $1 AND status = 'awaiting_approval'")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(err("releasing a lease"))?;
         Ok(())
     }
 
@@ -254,7 +289,12 @@ impl StateStore {
     pub async fn renew_running(&self, ids: &[String], lease_ms: i64) -> Result<()> {
         let until = now_ms() + lease_ms;
         for id in ids {
-            sqlx::query("UPDATE runs SET lease_until_ms = $1 WHERE id = $2 AND status = 'running'").bind(until).bind(id).execute(&self.pool).await.map_err(err("renewing a running run's lease"))?;
+            sqlx::query("UPDATE runs SET lease_until_ms = $1 WHERE id = $2 AND status = 'running'")
+                .bind(until)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(err("renewing a running run's lease"))?;
         }
         Ok(())
     }
@@ -273,7 +313,10 @@ impl StateStore {
             let r = r?;
             let mut body = r.body.as_object().cloned().unwrap_or_default();
             body.insert("status".into(), json!("interrupted"));
-            body.insert("answer".into(), json!("The run was interrupted: the daemon executing it stopped before it finished."));
+            body.insert(
+                "answer".into(),
+                json!("The run was interrupted: the daemon executing it stopped before it finished."),
+            );
             let done = sqlx::query("UPDATE runs SET status = 'interrupted', body = $1, lease_until_ms = NULL, finished_ms = $2, duration_ms = $3 WHERE id = $4 AND status = 'running' AND (lease_until_ms IS NULL OR lease_until_ms < $5)")
                 .bind(Value::Object(body).to_string())
                 .bind(now)

@@ -46,7 +46,9 @@ impl SealingKey {
         let mut nonce = [0u8; 12];
         getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
         let aad = Self::aad(scope, name);
-        let ct = ChaCha20Poly1305::new(&self.0).encrypt(Nonce::from_slice(&nonce), Payload { msg: value.as_bytes(), aad: &aad }).map_err(|_| "sealing failed".to_string())?;
+        let ct = ChaCha20Poly1305::new(&self.0)
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: value.as_bytes(), aad: &aad })
+            .map_err(|_| "sealing failed".to_string())?;
         Ok(format!("v1:{}:{}", super::hex(&nonce), super::hex(&ct)))
     }
 
@@ -62,7 +64,9 @@ impl SealingKey {
         let aad = Self::aad(scope, name);
         let pt = ChaCha20Poly1305::new(&self.0)
             .decrypt(Nonce::from_slice(&nonce), Payload { msg: &ct, aad: &aad })
-            .map_err(|_| "cannot open it with this TOOLGRAPH_SECRET_KEY (another key sealed it, or it was altered)".to_string())?;
+            .map_err(|_| {
+                "cannot open it with this TOOLGRAPH_SECRET_KEY (another key sealed it, or it was altered)".to_string()
+            })?;
         String::from_utf8(pt).map(SecretString::from).map_err(|_| "not text".into())
     }
 }
@@ -77,10 +81,14 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
 /// A reference's value: `env:NAME` or `file:PATH`.
 pub fn resolve_reference(r: &str) -> Result<SecretString, String> {
     if let Some(name) = r.strip_prefix("env:") {
-        return std::env::var(name).map(|v| SecretString::from(v.trim().to_string())).map_err(|_| format!("environment variable {name} is not set"));
+        return std::env::var(name)
+            .map(|v| SecretString::from(v.trim().to_string()))
+            .map_err(|_| format!("environment variable {name} is not set"));
     }
     if let Some(path) = r.strip_prefix("file:") {
-        return std::fs::read_to_string(path).map(|v| SecretString::from(v.trim().to_string())).map_err(|e| format!("cannot read {path}: {e}"));
+        return std::fs::read_to_string(path)
+            .map(|v| SecretString::from(v.trim().to_string()))
+            .map_err(|e| format!("cannot read {path}: {e}"));
     }
     Err("a reference is env:NAME or file:PATH".into())
 }
@@ -99,7 +107,13 @@ pub fn credential_set(rows: &[CredentialRow], key: Option<&SealingKey>) -> (Cred
         };
         let placement = Placement::parse(&r.placement);
         match (value, placement) {
-            (Ok(value), Some(placement)) => out.push(Credential { scope: r.scope.clone(), host: r.host.clone(), placement, name: r.name.clone(), value }),
+            (Ok(value), Some(placement)) => out.push(Credential {
+                scope: r.scope.clone(),
+                host: r.host.clone(),
+                placement,
+                name: r.name.clone(),
+                value,
+            }),
             (Err(e), _) => problems.push(format!("{} {}: {e}", r.scope, r.name)),
             (_, None) => problems.push(format!("{} {}: unknown placement {}", r.scope, r.name, r.placement)),
         }
@@ -116,7 +130,10 @@ pub fn hash_password(password: &str) -> Result<String, String> {
     let mut salt = [0u8; 16];
     getrandom::fill(&mut salt).map_err(|e| format!("no randomness: {e}"))?;
     let salt = SaltString::encode_b64(&salt).map_err(|e| e.to_string())?;
-    argon2::Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(|e| e.to_string())
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| e.to_string())
 }
 
 pub fn verify_password(password: &str, phc: &str) -> bool {

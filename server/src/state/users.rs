@@ -78,13 +78,22 @@ impl StateStore {
     /// Add a user (`name`: 1..64 visible characters, unique).
     pub async fn add_user(&self, name: &str, role: Role, password_hash: Option<String>) -> Result<User> {
         // ASCII only: a name people read must not pass for another (`admіn` with a Cyrillic і).
-        if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b)) {
+        if name.is_empty()
+            || name.len() > 64
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+        {
             return Err(StateError("a user name is 1 to 64 ASCII letters, digits, `.`, `_`, `@` or `-`".into()));
         }
         if let Some(existing) = self.name_taken(name).await? {
             return Err(StateError(format!("user `{existing}` exists already (names are compared without case)")));
         }
-        let u = User { id: random_id("usr", 8), name: name.into(), role, has_password: password_hash.is_some(), created_ms: now_ms() };
+        let u = User {
+            id: random_id("usr", 8),
+            name: name.into(),
+            role,
+            has_password: password_hash.is_some(),
+            created_ms: now_ms(),
+        };
         sqlx::query("INSERT INTO users (id, name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4, $5)")
             .bind(&u.id)
             .bind(&u.name)
@@ -99,7 +108,11 @@ impl StateStore {
 
     /// The existing user name equal to `name` without regard to case (`ROOT` takes `root`), if any.
     pub async fn name_taken(&self, name: &str) -> Result<Option<String>> {
-        let row = sqlx::query("SELECT name FROM users WHERE LOWER(name) = $1").bind(name.to_ascii_lowercase()).fetch_optional(&self.pool).await.map_err(err("reading users"))?;
+        let row = sqlx::query("SELECT name FROM users WHERE LOWER(name) = $1")
+            .bind(name.to_ascii_lowercase())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading users"))?;
         row.map(|r| r.try_get::<String, _>("name").map_err(err("reading users"))).transpose()
     }
 
@@ -115,23 +128,38 @@ impl StateStore {
     }
 
     pub async fn users(&self) -> Result<Vec<User>> {
-        let rows = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users ORDER BY created_ms, id").fetch_all(&self.pool).await.map_err(err("listing users"))?;
+        let rows = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users ORDER BY created_ms, id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err("listing users"))?;
         rows.iter().map(Self::user_of).collect()
     }
 
     pub async fn user_by_name(&self, name: &str) -> Result<Option<User>> {
-        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE name = $1").bind(name).fetch_optional(&self.pool).await.map_err(err("reading a user"))?;
+        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a user"))?;
         row.as_ref().map(Self::user_of).transpose()
     }
 
     pub async fn user(&self, id: &str) -> Result<Option<User>> {
-        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE id = $1").bind(id).fetch_optional(&self.pool).await.map_err(err("reading a user"))?;
+        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a user"))?;
         row.as_ref().map(Self::user_of).transpose()
     }
 
     /// The user's password hash (argon2id PHC string), if they have one.
     pub async fn password_hash(&self, name: &str) -> Result<Option<(User, String)>> {
-        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE name = $1").bind(name).fetch_optional(&self.pool).await.map_err(err("reading a user"))?;
+        let row = sqlx::query("SELECT id, name, role, password_hash, created_ms FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err("reading a user"))?;
         let Some(r) = row else { return Ok(None) };
         let hash: Option<String> = r.try_get("password_hash").map_err(err("reading a user"))?;
         match hash {
@@ -152,11 +180,17 @@ impl StateStore {
         Ok(n > 0)
     }
 
-
     /// Record a console login: `token` (the cookie's value, stored as a digest) for `caller`,
     /// with the CSRF token its state-changing requests echo, valid until `expires_ms`.
     /// `key`: the API key it was made with (none: a password), so that revoking the key ends it.
-    pub async fn put_login(&self, token: &str, caller: &Caller, csrf: &str, expires_ms: i64, key: Option<&str>) -> Result<()> {
+    pub async fn put_login(
+        &self,
+        token: &str,
+        caller: &Caller,
+        csrf: &str,
+        expires_ms: i64,
+        key: Option<&str>,
+    ) -> Result<()> {
         sqlx::query("INSERT INTO console_logins (digest, user_id, name, role, csrf, created_ms, expires_ms, key_digest) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(key_digest(token))
             .bind(&caller.user_id)
@@ -185,8 +219,10 @@ impl StateStore {
             .await
             .map_err(err("reading a login"))?;
         let Some(r) = row else { return Ok(None) };
-        let get = |c: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(c).map_err(err("reading a login")) };
-        let get_ms = |c: &str| -> Result<Option<i64>> { r.try_get::<Option<i64>, _>(c).map_err(err("reading a login")) };
+        let get =
+            |c: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(c).map_err(err("reading a login")) };
+        let get_ms =
+            |c: &str| -> Result<Option<i64>> { r.try_get::<Option<i64>, _>(c).map_err(err("reading a login")) };
         let made_with = get("key_digest")?;
         let bootstrap_key = match (&made_with, get("key_id")?) {
             (None, _) => None,
@@ -204,19 +240,35 @@ impl StateStore {
             _ if user_id == "bootstrap" => (get("name")?.unwrap_or_default(), get("role")?.unwrap_or_default()),
             _ => return Ok(None),
         };
-        let role = Role::parse(&role).ok_or_else(|| StateError(format!("login of {user_id}: unknown role `{role}`")))?;
-        Ok(Some(Login { caller: Caller { user_id, name, role }, csrf: get("csrf")?.unwrap_or_default(), bootstrap_key }))
+        let role =
+            Role::parse(&role).ok_or_else(|| StateError(format!("login of {user_id}: unknown role `{role}`")))?;
+        Ok(Some(Login {
+            caller: Caller { user_id, name, role },
+            csrf: get("csrf")?.unwrap_or_default(),
+            bootstrap_key,
+        }))
     }
 
     /// End the console logins made with a key (it was revoked); how many.
     pub async fn delete_logins_of_key(&self, key_id: &str) -> Result<u64> {
-        let n = sqlx::query("DELETE FROM console_logins WHERE key_digest IN (SELECT digest FROM api_keys WHERE id = $1)").bind(key_id).execute(&self.pool).await.map_err(err("ending logins"))?.rows_affected();
+        let n =
+            sqlx::query("DELETE FROM console_logins WHERE key_digest IN (SELECT digest FROM api_keys WHERE id = $1)")
+                .bind(key_id)
+                .execute(&self.pool)
+                .await
+                .map_err(err("ending logins"))?
+                .rows_affected();
         Ok(n)
     }
 
     /// End a console login (logout).
     pub async fn delete_login(&self, token: &str) -> Result<bool> {
-        let n = sqlx::query("DELETE FROM console_logins WHERE digest = $1").bind(key_digest(token)).execute(&self.pool).await.map_err(err("ending a login"))?.rows_affected();
+        let n = sqlx::query("DELETE FROM console_logins WHERE digest = $1")
+            .bind(key_digest(token))
+            .execute(&self.pool)
+            .await
+            .map_err(err("ending a login"))?
+            .rows_affected();
         Ok(n > 0)
     }
 
@@ -226,7 +278,15 @@ impl StateStore {
             return Err(StateError(format!("no user {user_id}")));
         }
         let key = random_id("tgk", 24);
-        let info = KeyInfo { id: random_id("key", 8), user_id: user_id.into(), prefix: key[..10].to_string(), label: label.chars().take(100).collect(), created_ms: now_ms(), expires_ms, revoked_ms: None };
+        let info = KeyInfo {
+            id: random_id("key", 8),
+            user_id: user_id.into(),
+            prefix: key[..10].to_string(),
+            label: label.chars().take(100).collect(),
+            created_ms: now_ms(),
+            expires_ms,
+            revoked_ms: None,
+        };
         sqlx::query("INSERT INTO api_keys (id, user_id, digest, prefix, label, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)")
             .bind(&info.id)
             .bind(user_id)
@@ -244,7 +304,12 @@ impl StateStore {
     pub async fn keys(&self, user_id: Option<&str>) -> Result<Vec<KeyInfo>> {
         let sql = "SELECT id, user_id, prefix, label, created_ms, expires_ms, revoked_ms FROM api_keys";
         let rows = match user_id {
-            Some(u) => sqlx::query(&format!("{sql} WHERE user_id = $1 ORDER BY created_ms, id")).bind(u).fetch_all(&self.pool).await,
+            Some(u) => {
+                sqlx::query(&format!("{sql} WHERE user_id = $1 ORDER BY created_ms, id"))
+                    .bind(u)
+                    .fetch_all(&self.pool)
+                    .await
+            }
             None => sqlx::query(&format!("{sql} ORDER BY created_ms, id")).fetch_all(&self.pool).await,
         }
         .map_err(err("listing keys"))?;
@@ -265,7 +330,12 @@ impl StateStore {
 
     /// Revoke a key by id; `false` when there is no such live key.
     pub async fn revoke_key(&self, key_id: &str) -> Result<bool> {
-        let r = sqlx::query("UPDATE api_keys SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL").bind(now_ms()).bind(key_id).execute(&self.pool).await.map_err(err("revoking a key"))?;
+        let r = sqlx::query("UPDATE api_keys SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL")
+            .bind(now_ms())
+            .bind(key_id)
+            .execute(&self.pool)
+            .await
+            .map_err(err("revoking a key"))?;
         Ok(r.rows_affected() > 0)
     }
 
@@ -282,6 +352,10 @@ impl StateStore {
             return Ok(None);
         }
         let role: String = r.try_get("role").map_err(err("checking a key"))?;
-        Ok(Some(Caller { user_id: r.try_get("id").map_err(err("checking a key"))?, name: r.try_get("name").map_err(err("checking a key"))?, role: Role::parse(&role).unwrap_or(Role::User) }))
+        Ok(Some(Caller {
+            user_id: r.try_get("id").map_err(err("checking a key"))?,
+            name: r.try_get("name").map_err(err("checking a key"))?,
+            role: Role::parse(&role).unwrap_or(Role::User),
+        }))
     }
 }
