@@ -304,8 +304,8 @@ pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<Stri
     (out, errors)
 }
 
-/// Labels an argument value references.
-fn labels_in(v: &Value) -> Vec<String> {
+/// Labels an argument value references (`$var1.x$` → `var1`).
+pub(crate) fn labels_in(v: &Value) -> Vec<String> {
     match v {
         Value::String(s) => {
             refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()

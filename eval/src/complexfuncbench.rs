@@ -51,7 +51,7 @@
 //! The parameter lists and function lists are facts of the benchmark, kept with their source in
 //! `eval/data/complexfuncbench-protocol.json`.
 
-use crate::chains::Gold;
+use crate::chains::{labels_in, Gold};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -382,18 +382,6 @@ fn golden_turns(protocol: &Protocol, gold: &Gold) -> (Vec<Call>, Vec<Vec<usize>>
         turns.push(current);
     }
     (calls, turns)
-}
-
-/// Labels an argument value references (`$var1.x$` → `var1`).
-fn labels_in(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => {
-            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
-        }
-        Value::Array(a) => a.iter().flat_map(labels_in).collect(),
-        Value::Object(m) => m.values().flat_map(labels_in).collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// Every call the run sent, in order, with its arguments as they went out: those the engine
