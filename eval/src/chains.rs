@@ -162,7 +162,11 @@ pub struct MethodScores {
     /// Seed retrieval, part of engine time.
     pub retrieve_ms_p50: f64,
     pub sandbox_ms_p50: f64,
+    /// API calls sent per request (every attempt the API saw, wrong ones and retries included).
     pub http_calls_mean: f64,
+    /// Calls of the gold chains per request: what the calls sent are measured against.
+    #[serde(default)]
+    pub gold_calls_mean: f64,
 }
 
 /// One planned chain next to its gold chain.
@@ -531,6 +535,7 @@ impl Tally {
             retrieve_ms_p50: quantile(&self.retrieve_ms, 0.5),
             sandbox_ms_p50: quantile(&self.sandbox_ms, 0.5),
             http_calls_mean: mean(&self.http_calls),
+            gold_calls_mean: div(self.gold_calls, self.chains),
         }
     }
 }
@@ -969,13 +974,13 @@ pub fn reworded_name(method: &str) -> String {
 /// The report as a markdown table.
 pub fn markdown(r: &ChainReport) -> String {
     let mut s = format!(
-        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 | API calls sent | gold calls |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.train_chains, r.test_chains, r.folds
     );
     for m in &r.methods {
         s.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.1} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |\n",
-            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.llm_calls_mean, m.plans_completed, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.1} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.llm_calls_mean, m.plans_completed, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50, m.http_calls_mean, m.gold_calls_mean
         ));
     }
     s.push_str(&crate::complexfuncbench::table(r));
