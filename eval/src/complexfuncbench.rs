@@ -391,14 +391,21 @@ pub fn sent_calls(trace: &[TraceEvent]) -> Vec<SentCall> {
     let mut outputs: HashMap<String, Value> = HashMap::new();
     let mut out: Vec<SentCall> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
+    // The call whose outcome comes next: a failure reads as this call's only right after it.
+    let mut pending: Option<usize> = None;
     for t in trace {
         match t {
             TraceEvent::Call { label, api, arguments, .. } => {
                 let arguments = refs::resolve(arguments, &outputs).unwrap_or_else(|_| arguments.clone());
                 open.insert(label.clone(), out.len());
+                pending = Some(out.len());
                 out.push(SentCall { api: api_key(api), arguments, response: None });
             }
-            TraceEvent::Response { label, status, response, sent, .. } if (200..300).contains(status) => {
+            TraceEvent::Response { label, status, response, sent, .. } => {
+                pending = None;
+                if !(200..300).contains(status) {
+                    continue;
+                }
                 if let Some(&i) = open.get(label) {
                     out[i].response = Some(response.as_ref().clone());
                     if let Some(sent) = sent {
@@ -408,8 +415,7 @@ pub fn sent_calls(trace: &[TraceEvent]) -> Vec<SentCall> {
                 outputs.insert(label.clone(), response.as_ref().clone());
             }
             TraceEvent::CallFailed { api, error, sent, .. } => {
-                let last =
-                    out.len().checked_sub(1).filter(|&i| out[i].api == api_key(api) && out[i].response.is_none());
+                let last = pending.take().filter(|&i| out[i].api == api_key(api));
                 match (last, error) {
                     // Refused by the executor before anything was sent (arguments that do not fit
                     // the schema, a reference to nothing, a URL it cannot call): no call the API

@@ -277,3 +277,59 @@ fn values_through_references_are_typed_by_the_spec() {
     let (calls, _) = golden_turns(&p, &g);
     assert_eq!(calls[0].arguments["dest_id"], json!("-2092174"));
 }
+
+#[test]
+fn sent_calls_are_what_went_out_and_calls_refused_before_sending_are_none() {
+    use std::sync::Arc;
+    use toolgraph_engine::exec::{ArgProblem, CallError};
+    use toolgraph_engine::run::trace::TraceEvent;
+    let args = |v: Value| v.as_object().unwrap().clone();
+    let call = |label: &str, api: &str, a: Value| TraceEvent::Call {
+        label: label.into(),
+        api: format!("travel/booking_com15/{api}"),
+        arguments: args(a),
+        sources: Default::default(),
+    };
+    let response = |label: &str, api: &str, status: u16, body: Value, sent: Option<Value>| TraceEvent::Response {
+        label: label.into(),
+        api: format!("travel/booking_com15/{api}"),
+        status,
+        attempts: 1,
+        elapsed_ms: 1.0,
+        observation: String::new(),
+        response: Arc::new(body),
+        sent: sent.map(args),
+    };
+    let trace = vec![
+        call("var1", "search_car_location", json!({"query": "X"})),
+        response("var1", "search_car_location", 200, json!([{"coordinates": {"latitude": 32.8}}]), None),
+        // Refused by the executor before sending: not a call the API saw.
+        call("var2", "search_car_rentals", json!({"pick_up_latitude": "north"})),
+        TraceEvent::CallFailed {
+            api: "travel/booking_com15/search_car_rentals".into(),
+            arguments: args(json!({"pick_up_latitude": "north"})),
+            error: CallError::InvalidArguments {
+                problems: vec![ArgProblem { argument: "pick_up_latitude".into(), problem: "expected number".into() }],
+            },
+            sent: None,
+        },
+        // Sent as the schema types it (the trace's `sent`), references resolved otherwise.
+        call("var2", "search_car_rentals", json!({"pick_up_latitude": "$var1.0.coordinates.latitude$", "days": "2"})),
+        response(
+            "var2",
+            "search_car_rentals",
+            200,
+            json!({"data": 1}),
+            Some(json!({"pick_up_latitude": 32.8, "days": 2})),
+        ),
+        call("var3", "search_car_rentals", json!({"pick_up_latitude": "$var1.0.coordinates.latitude$"})),
+        response("var3", "search_car_rentals", 404, json!({"error": "no recording"}), None),
+    ];
+    let s = sent_calls(&trace);
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert_eq!(s[0].api, "search_car_location");
+    assert_eq!(s[0].response, Some(json!([{"coordinates": {"latitude": 32.8}}])));
+    assert_eq!(s[1].arguments, args(json!({"pick_up_latitude": 32.8, "days": 2})));
+    assert_eq!(s[2].arguments["pick_up_latitude"], json!(32.8));
+    assert_eq!(s[2].response, None, "a failed call has no response");
+}
