@@ -60,7 +60,7 @@ use toolgraph_engine::exec::refs;
 use toolgraph_engine::exec::CallError;
 use toolgraph_engine::run::trace::TraceEvent;
 use toolgraph_ingest::complexfuncbench::Spec;
-use toolgraph_sandbox::{normalize, Library, Recording};
+use toolgraph_sandbox::{normalize, Library, Match, Recording};
 
 /// The benchmark's lists, as published (see the file's `source`).
 const PROTOCOL_FILE: &str = include_str!("../data/complexfuncbench-protocol.json");
@@ -127,6 +127,12 @@ impl Recorded {
     pub fn exact(&self, api: &str, args: &Map<String, Value>) -> Option<Arc<Value>> {
         self.routes.get(&api_key(api)).and_then(|route| self.library.exact(route, args))
     }
+
+    /// What the replay sandbox answers to this call, and how it found it (`None`: no recording
+    /// of the API answers these arguments, or the API has none).
+    pub fn answer(&self, api: &str, args: &Map<String, Value>) -> Option<(Arc<Value>, Match)> {
+        self.routes.get(&api_key(api)).and_then(|route| self.library.answer(route, args).ok())
+    }
 }
 
 /// The protocol's facts for one run of the scorer: the benchmark's lists, the APIs' specs (the
@@ -161,6 +167,11 @@ impl Protocol {
             formats,
             recorded: Recorded::new(recordings),
         }
+    }
+
+    /// What the replay sandbox answers to this call, and how it found it.
+    pub fn sandbox_answer(&self, api: &str, args: &Map<String, Value>) -> Option<(Arc<Value>, Match)> {
+        self.recorded.answer(api, args)
     }
 
     /// The response recorded for exactly this call, if any.

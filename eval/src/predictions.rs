@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;
 use toolgraph_ingest::complexfuncbench::{Chain, Spec};
-use toolgraph_sandbox::{Library, Match};
+use toolgraph_sandbox::Match;
 
 /// The longest line read from a predictions file (a request and its calls), bytes.
 pub const MAX_LINE: usize = 4 << 20;
@@ -81,8 +81,6 @@ fn key(request: &str) -> String {
 pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) -> std::io::Result<ScoreReport> {
     let (recs, errors) = recordings(chains, specs);
     let protocol = Protocol::new(specs, &recs);
-    let routes: HashMap<String, String> = recs.iter().map(|r| (api_key(&r.api), r.route.clone())).collect();
-    let library = Library::new(recs);
     let mut report =
         ScoreReport { skipped: errors.into_iter().map(|e| format!("data: {e}")).collect(), ..Default::default() };
     let by_request: HashMap<String, &Chain> = chains.iter().rev().map(|c| (key(&c.input), c)).collect();
@@ -144,7 +142,7 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
                 turn.into_iter()
                     .map(|c| {
                         let api = api_key(&c.name);
-                        let answer = routes.get(&api).and_then(|route| library.answer(route, &c.arguments).ok());
+                        let answer = protocol.sandbox_answer(&api, &c.arguments);
                         answers.push(
                             match &answer {
                                 Some((_, Match::Exact)) => "exact",
