@@ -40,14 +40,19 @@ pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Setting
         ));
     }
     let run = &s.run;
-    if run.top_k == 0 || run.max_depth == 0 || run.max_calls == 0 || run.max_planner_calls == 0 {
+    if run.top_k == 0
+        || run.max_depth == 0
+        || run.max_calls == 0
+        || run.max_planner_calls == 0
+        || run.max_failed_calls == 0
+    {
         return Err(EngineError::Config(
-            "run.top_k, run.max_depth, run.max_calls and run.max_planner_calls must be > 0".into(),
+            "run.top_k, run.max_depth, run.max_calls, run.max_failed_calls and run.max_planner_calls must be > 0"
+                .into(),
         ));
     }
     for (name, v) in [
         ("run.memory_threshold", run.memory_threshold as f64),
-        ("run.analogy_threshold", run.analogy_threshold as f64),
         ("run.hint_threshold", run.hint_threshold as f64),
         ("run.min_similarity", run.min_similarity),
     ] {

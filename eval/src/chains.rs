@@ -180,6 +180,9 @@ pub struct ChainDetail {
     pub failed_calls: u64,
     /// Score of the nearest memory, and whether it was replayed.
     pub recall: Option<(f32, bool)>,
+    /// The remembered request recalled (the one replayed, or the nearest).
+    #[serde(default)]
+    pub recalled: Option<String>,
     /// Why a replay or the first failed call failed.
     pub first_failure: Option<String>,
     /// The benchmark's success (final gold call with the gold arguments).
@@ -662,7 +665,10 @@ pub async fn learn_in(
     let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
     let requests: Vec<String> = train.iter().map(|c| c.input.trim().to_string()).collect();
     let vecs = embedder.embed(requests.clone()).await?;
-    for (c, (req, v)) in train.iter().zip(requests.iter().zip(vecs)) {
+    // The memory compares requests by meaning (mentions masked), as the engine does.
+    let meanings =
+        embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::analogy::meaning_text(r)).collect()).await?;
+    for ((c, (req, v)), meaning) in train.iter().zip(requests.iter().zip(vecs)).zip(meanings) {
         // Usage vectors: the request joins every API of its chain.
         let used: Vec<String> =
             c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
@@ -685,7 +691,7 @@ pub async fn learn_in(
             })
             .collect();
         let steps = recorded_steps(req, &calls);
-        memory.remember(req, v, steps).await?;
+        memory.remember(req, meaning, steps).await?;
     }
     Ok(Learned { store, vectors, retriever, memory, embedder })
 }
@@ -917,6 +923,10 @@ fn detail(protocol: &crate::complexfuncbench::Protocol, method: &str, gold: &Gol
         TraceEvent::Recall { score, replayed, .. } => Some((*score, *replayed)),
         _ => None,
     });
+    let recalled = r.trace.iter().find_map(|t| match t {
+        TraceEvent::Recall { request, .. } => Some(request.chars().take(300).collect()),
+        _ => None,
+    });
     let first_failure = r.trace.iter().find_map(|t| match t {
         TraceEvent::RecallFailed { reason } => Some(format!("replay: {reason}")),
         TraceEvent::CallFailed { api, error, .. } => Some(format!("{api}: {error}")),
@@ -936,6 +946,7 @@ fn detail(protocol: &crate::complexfuncbench::Protocol, method: &str, gold: &Gol
         status: r.status.as_str().to_string(),
         failed_calls: r.stats.failed_calls,
         recall,
+        recalled,
         first_failure,
         success: succeeded(gold, r),
         missing: r

@@ -483,6 +483,11 @@ pub struct RunSettings {
     pub max_depth: usize,
     /// Calls attempted (successful or not).
     pub max_calls: usize,
+    /// Calls that may fail (after the executor's retries) before the run stops searching and
+    /// answers with what it has: every failed guess costs the user a request, quota and time, and
+    /// an API that acts may act on a wrong guess.
+    #[serde(default = "default_max_failed_calls")]
+    pub max_failed_calls: usize,
     pub max_planner_calls: usize,
     /// The run's time for everything but the LLM: tool calls, retrieval, the engine itself.
     pub wall_ms: u64,
@@ -492,12 +497,9 @@ pub struct RunSettings {
     pub llm_wall_ms: u64,
     pub reflection_rounds: usize,
     pub use_memory: bool,
-    /// Cosine similarity at which a recalled memory is replayed.
+    /// Similarity of meaning (the cosine of the two requests' embeddings with every place, date,
+    /// time and number masked) from which a recalled memory is replayed by analogy (1: off).
     pub memory_threshold: f32,
-    /// A recalled memory whose request is told like this one — the same words around its places,
-    /// dates and numbers, compared with every mention masked — is replayed by analogy from this
-    /// structure similarity (0..1; 1 = off), whatever its cosine.
-    pub analogy_threshold: f32,
     /// Memories recalled as hints for the search (their chains' steps get a vote).
     pub memory_hints: usize,
     /// Cosine similarity from which a recalled memory votes.
@@ -535,13 +537,13 @@ impl Default for RunSettings {
             min_similarity: 0.5,
             max_depth: 10,
             max_calls: 30,
+            max_failed_calls: default_max_failed_calls(),
             max_planner_calls: 200,
             wall_ms: 120_000,
             llm_wall_ms: 600_000,
             reflection_rounds: 2,
             use_memory: true,
-            memory_threshold: 0.9,
-            analogy_threshold: 0.8,
+            memory_threshold: 0.6,
             memory_hints: 3,
             hint_threshold: 0.6,
             remember: true,
@@ -575,4 +577,8 @@ mod choice_tests {
         // The config spells them as the API does.
         assert_eq!(serde_json::to_value(Mode::DfsNoGraph).unwrap(), serde_json::json!("dfs-no-graph"));
     }
+}
+
+fn default_max_failed_calls() -> usize {
+    3
 }

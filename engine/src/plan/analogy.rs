@@ -12,11 +12,14 @@
 //! - a value the old request never said is a constant of the call or came from an earlier
 //!   output: the engine decides with the shared filler.
 //!
-//! How alike two requests are told is [`structure_similarity`]: their words with every mention
-//! and number masked (`rent a car at <name> at <num> am on <month> <num>`), compared as word pairs.
+//! Which remembered request is analogous is read by meaning: [`meaning_text`] masks every mention
+//! and number (`rent a car at X at N am on M N`) and the memory compares embeddings of that.
+//! Mentions are aligned by role, not by where they stand: dates (and the times that go with them)
+//! by their order in time, the rest by the role the old mention played in the remembered chain
+//! (learned from recorded runs), then the words around them.
 
 use super::learned::{mentions, Kind, Mention};
-use super::values::RequestValues;
+use super::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -52,7 +55,10 @@ pub fn delexicalize(text: &str) -> Vec<String> {
             "<num>".to_string()
         } else if MONTHS.contains(&lower.as_str()) {
             "<month>".to_string()
-        } else if !sentence_start && w.chars().next().is_some_and(char::is_uppercase) && lower != "i" {
+        } else if !sentence_start
+            && w.chars().next().is_some_and(char::is_uppercase)
+            && !matches!(lower.as_str(), "i" | "am" | "pm")
+        {
             "<name>".to_string()
         } else {
             lower
@@ -65,22 +71,20 @@ pub fn delexicalize(text: &str) -> Vec<String> {
     out
 }
 
-/// A request's delexicalized word pairs: what [`structure_similarity`] compares.
-pub fn word_pairs(text: &str) -> HashSet<(String, String)> {
-    delexicalize(text).windows(2).map(|w| (w[0].clone(), w[1].clone())).collect()
-}
-
-/// The Dice overlap of two sets of [`word_pairs`] (0..1).
-pub fn pair_similarity(a: &HashSet<(String, String)>, b: &HashSet<(String, String)>) -> f64 {
-    if a.is_empty() || b.is_empty() {
-        return 0.0;
-    }
-    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
-}
-
-/// How alike two requests are told (0..1): the Dice overlap of their delexicalized word pairs.
-pub fn structure_similarity(a: &str, b: &str) -> f64 {
-    pair_similarity(&word_pairs(a), &word_pairs(b))
+/// The request's meaning as the long-term memory embeds it: its words with every place, name,
+/// number and month masked (`rent a car at X at N am on M N`), so that two requests asking the
+/// same thing of other places and days are near, however each is worded.
+pub fn meaning_text(text: &str) -> String {
+    delexicalize(text)
+        .into_iter()
+        .map(|t| match t.as_str() {
+            "<num>" => "N".to_string(),
+            "<month>" => "M".to_string(),
+            "<name>" => "X".to_string(),
+            _ => t,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// What a recorded literal becomes for the new request.
@@ -121,37 +125,137 @@ pub(crate) fn says(text: &str, value: &str) -> bool {
     !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
 }
 
-fn align(old: &[Mention], new: &[Mention]) -> Vec<Option<usize>> {
-    if old.len() == new.len() {
-        return (0..old.len()).map(Some).collect();
+/// How an old request's mention maps onto the new request's mentions of the same kind by the role
+/// it played in the remembered chain (learned from recorded runs: the words around the mentions a
+/// parameter took): for an old mention of `kind`, a score per new mention, `None` when nothing was
+/// learned for its role.
+pub type Roles<'a> = &'a dyn Fn(Kind, &Mention, &[Mention]) -> Option<Vec<f64>>;
+
+/// A word as role cues compare it: its first four letters ("leave", "leaving" → `leav`).
+fn stem(w: &str) -> String {
+    w.chars().take(4).collect()
+}
+
+/// The words around two mentions in common (Jaccard of their stems, 0..1).
+fn cue_overlap(a: &[String], b: &[String]) -> f64 {
+    let (a, b): (HashSet<String>, HashSet<String>) =
+        (a.iter().map(|w| stem(w)).collect(), b.iter().map(|w| stem(w)).collect());
+    let u = a.union(&b).count();
+    if u == 0 {
+        0.0
+    } else {
+        a.intersection(&b).count() as f64 / u as f64
     }
-    // Otherwise the pairs whose surrounding words agree most, each mention used once.
-    let jaccard = |a: &[String], b: &[String]| {
-        let (a, b): (HashSet<&String>, HashSet<&String>) = (a.iter().collect(), b.iter().collect());
-        let u = a.union(&b).count();
-        if u == 0 {
-            0.0
-        } else {
-            a.intersection(&b).count() as f64 / u as f64
-        }
-    };
+}
+
+/// Pairs by descending score, each mention used once; `complete`: every pair may be taken (the
+/// two requests have as many mentions of the kind), else only pairs with some evidence.
+fn assign(scores: &[Vec<f64>], new_len: usize, complete: bool) -> Vec<Option<usize>> {
     let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
-    for (i, o) in old.iter().enumerate() {
-        for (j, n) in new.iter().enumerate() {
-            let order = if i == j { 0.25 } else { 0.0 };
-            pairs.push((jaccard(&o.cues, &n.cues) + order, i, j));
+    for (i, row) in scores.iter().enumerate() {
+        for (j, s) in row.iter().enumerate() {
+            pairs.push((*s, i, j));
         }
     }
     pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    let mut map = vec![None; old.len()];
-    let mut taken = vec![false; new.len()];
+    let mut map = vec![None; scores.len()];
+    let mut taken = vec![false; new_len];
     for (s, i, j) in pairs {
-        if s > 0.0 && map[i].is_none() && !taken[j] {
+        if (complete || s > 0.0) && map[i].is_none() && !taken[j] {
             map[i] = Some(j);
             taken[j] = true;
         }
     }
     map
+}
+
+/// Ranks of `keys` (ties in order of appearance).
+fn ranks<K: Ord>(keys: &[K]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|a, b| keys[*a].cmp(&keys[*b]).then(a.cmp(b)));
+    let mut rank = vec![0; keys.len()];
+    for (r, i) in order.into_iter().enumerate() {
+        rank[i] = r;
+    }
+    rank
+}
+
+/// Align by the order of `keys` in time (the pick-up before the drop-off, the check-in before the
+/// check-out, whichever clause says it first): old mention of rank r ↔ new mention of rank r.
+fn by_time<K: Ord>(old: &[K], new: &[K]) -> Vec<Option<usize>> {
+    let (ro, rn) = (ranks(old), ranks(new));
+    ro.iter().map(|r| rn.iter().position(|x| x == r)).collect()
+}
+
+/// The date a time goes with: the date mention nearest to it in the same request (within 12 words).
+fn date_of(time: &Mention, dates: &[Mention]) -> Option<String> {
+    dates
+        .iter()
+        .filter(|d| d.at.abs_diff(time.at) <= 12)
+        .min_by_key(|d| d.at.abs_diff(time.at))
+        .map(|d| d.value.clone())
+}
+
+/// Old mentions of one kind ↔ new ones, by role: dates and dated times by their order in time;
+/// the rest by the role the old mention played (`roles`), the words around them and, last, their
+/// order in the text.
+fn align(
+    kind: Kind,
+    (old, new): (&[Mention], &[Mention]),
+    dates: (&[Mention], &[Mention]),
+    leads: (&[Vec<String>], &[Vec<String>]),
+    roles: Option<Roles<'_>>,
+) -> Vec<Option<usize>> {
+    let equal = old.len() == new.len();
+    if equal && old.len() == 1 {
+        return vec![Some(0)];
+    }
+    if equal && kind == Kind::Date {
+        return by_time(
+            &old.iter().map(|m| m.value.clone()).collect::<Vec<_>>(),
+            &new.iter().map(|m| m.value.clone()).collect::<Vec<_>>(),
+        );
+    }
+    if equal && kind == Kind::Time {
+        let dated = |ms: &[Mention], ds: &[Mention]| -> Option<Vec<(String, String)>> {
+            ms.iter().map(|m| date_of(m, ds).map(|d| (d, m.value.clone()))).collect()
+        };
+        if let (Some(o), Some(n)) = (dated(old, dates.0), dated(new, dates.1)) {
+            return by_time(&o, &n);
+        }
+    }
+    let scores: Vec<Vec<f64>> = old
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            // The learned role as a share of belief over the new mentions (0..1 each).
+            let role: Vec<f64> = roles
+                .and_then(|r| r(kind, o, new))
+                .filter(|s| s.len() == new.len() && s.iter().all(|x| x.is_finite()))
+                .map(|s| {
+                    let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
+                    let sum: f64 = e.iter().sum();
+                    e.into_iter().map(|x| x / sum).collect()
+                })
+                .unwrap_or_else(|| vec![0.0; new.len()]);
+            new.iter()
+                .enumerate()
+                .map(|(j, n)| {
+                    let order = if i == j { 0.1 } else { 0.0 };
+                    // Said with the same word right before it ("from", "to", "near", "drop-off:").
+                    let lead = match (leads.0.get(i), leads.1.get(j)) {
+                        (Some(a), Some(b)) => {
+                            0.4 * a.iter().filter(|w| b.iter().any(|x| stem(x) == stem(w))).count() as f64
+                        }
+                        _ => 0.0,
+                    };
+                    cue_overlap(&o.cues, &n.cues) + role[j] + lead + order
+                })
+                .collect()
+        })
+        .collect();
+    assign(&scores, new.len(), equal)
 }
 
 fn kind_index(kind: Kind) -> usize {
@@ -160,12 +264,33 @@ fn kind_index(kind: Kind) -> usize {
 
 impl Analogy {
     pub fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
+        Self::with_roles(old_request, new_request, new, today, None)
+    }
+
+    /// [`Analogy::new`], mentions aligned by the roles the old ones played where `roles` knows them.
+    pub fn with_roles(
+        old_request: &str,
+        new_request: &str,
+        new: &RequestValues,
+        today: NaiveDate,
+        roles: Option<Roles<'_>>,
+    ) -> Self {
         let old = RequestValues::extract(old_request, today);
+        let dates = (mentions(&old, Kind::Date), mentions(new, Kind::Date));
         let kinds = Kind::ALL
             .iter()
             .map(|k| {
                 let (o, n) = (mentions(&old, *k), mentions(new, *k));
-                let map = align(&o, &n);
+                let lead = |text: &str, ms: &[Mention]| -> Vec<Vec<String>> {
+                    let phrase = |m: &Mention| if *k == Kind::Name { m.value.clone() } else { String::new() };
+                    ms.iter().map(|m| words_before(text, &phrase(m), m.at)).collect()
+                };
+                let leads = if *k == Kind::Number {
+                    (Vec::new(), Vec::new())
+                } else {
+                    (lead(old_request, &o), lead(new_request, &n))
+                };
+                let map = align(*k, (&o, &n), (&dates.0, &dates.1), (&leads.0, &leads.1), roles);
                 (o, n, map)
             })
             .collect();
@@ -251,6 +376,17 @@ impl Analogy {
             m.value == want || m.value.parse::<f64>().ok().zip(want.parse::<f64>().ok()).is_some_and(|(a, b)| a == b)
         })?;
         Some(map.contains(&Some(j)))
+    }
+
+    /// This request's dates, times and names the remembered request had no counterpart for.
+    pub fn unserved(&self) -> usize {
+        [Kind::Date, Kind::Time, Kind::Name]
+            .iter()
+            .map(|k| {
+                let (_, new, map) = &self.kinds[kind_index(*k)];
+                (0..new.len()).filter(|j| !map.contains(&Some(*j))).count()
+            })
+            .sum()
     }
 
     /// [`Analogy::transfer`] through arrays and objects (the legs of a multi-stop search): each
@@ -372,9 +508,17 @@ impl Analogy {
         found.sort_unstable();
         let mut out = String::new();
         let mut at = 0;
-        for (start, end, i) in found {
+        // Around the names: what the remembered request said stays ("CN Tower, Toronto"); a head
+        // or tail it never said ("Orlando, US") was the remembered call's own addition, not this
+        // request's, and is left out.
+        let said = |part: &str| words(part).split(' ').filter(|x| !x.is_empty()).all(|x| says(&self.old_words, x));
+        let last = found.len() - 1;
+        for (n, (start, end, i)) in found.into_iter().enumerate() {
             let Some(new) = self.counterpart(Kind::Name, i) else { return Transfer::Unmatched(Kind::Name) };
-            out.push_str(&s[at..start]);
+            let gap = &s[at..start];
+            if n > 0 || said(gap) {
+                out.push_str(gap);
+            }
             // The new request's own spelling of its mention.
             let spelled = self
                 .new
@@ -385,8 +529,10 @@ impl Analogy {
                 .unwrap_or_else(|| new.value.clone());
             out.push_str(&spelled);
             at = end;
+            if n == last && said(&s[at..]) {
+                out.push_str(&s[at..]);
+            }
         }
-        out.push_str(&s[at..]);
         Transfer::Mapped(Value::String(out))
     }
 }
@@ -404,11 +550,9 @@ mod tests {
     const NEW: &str = "I'm planning to rent a car at Melbourne Airport at 10 AM on November 5, 2024, and return it at 4 PM on November 12 in Sydney City Centre. I need to rest for one night in a hotel near by after returning the car until November 13.";
 
     #[test]
-    fn requests_told_alike_are_alike_whatever_their_places_and_dates() {
-        let same = structure_similarity(OLD, NEW);
-        assert!(same > 0.9, "{same}");
-        let other = structure_similarity(OLD, "Find me the cheapest flight from Paris to Rome on the 3rd of May and a hotel near the Colosseum for two nights.");
-        assert!(other < 0.3, "{other}");
+    fn the_meaning_masks_every_place_date_and_number() {
+        assert_eq!(meaning_text(OLD), meaning_text(NEW));
+        assert_eq!(meaning_text("Rent a car at San Diego Marriott La Jolla at 8 AM."), "rent a car at X at N am");
         assert_eq!(
             delexicalize("Rent a car at San Diego Marriott La Jolla at 8 AM.")[..5],
             ["rent", "a", "car", "at", "<name>"]
@@ -451,6 +595,32 @@ mod tests {
         );
         // Known not to take dates: left alone.
         assert_eq!(a.transfer(&json!("2024-11-30"), Some(&[Kind::Name])), Transfer::Unsaid);
+    }
+
+    #[test]
+    fn places_dates_and_times_said_in_the_other_order_keep_their_roles() {
+        // The drop-off told first: each value still goes where its role says, not where it stands.
+        let text = "Return the car in Sydney City Centre at 4 PM on November 12, 2024, having picked it up at Melbourne Airport at 10 AM on November 5, 2024.";
+        let a = Analogy::new(OLD, text, &RequestValues::extract(text, day()), day());
+        assert_eq!(
+            a.transfer(&json!("Los Angeles International Airport"), Some(&[Kind::Name])),
+            Transfer::Mapped(json!("Melbourne Airport"))
+        );
+        assert_eq!(
+            a.transfer(&json!("Downtown Los Angeles"), Some(&[Kind::Name])),
+            Transfer::Mapped(json!("Sydney City Centre"))
+        );
+        assert_eq!(a.transfer(&json!("2024-11-30"), None), Transfer::Mapped(json!("2024-11-05")));
+        assert_eq!(a.transfer(&json!("2024-12-07"), None), Transfer::Mapped(json!("2024-11-12")));
+        // Each time goes with its date: the pick-up's 8 AM became 10 AM, the drop-off's 2 PM 4 PM.
+        assert_eq!(a.transfer(&json!("08:00"), None), Transfer::Mapped(json!("10:00")));
+        assert_eq!(a.transfer(&json!("14:00"), None), Transfer::Mapped(json!("16:00")));
+        assert_eq!(a.unserved(), 0);
+        // A part of a recorded value the remembered request never said is not carried over.
+        let old = "Find two accessible hotels in New York for November 2024.";
+        let text = "Two accessible hotels in Sydney, all of November 2024, please.";
+        let a = Analogy::new(old, text, &RequestValues::extract(text, day()), day());
+        assert_eq!(a.transfer(&json!("New York, US"), Some(&[Kind::Name])), Transfer::Mapped(json!("Sydney")));
     }
 
     #[test]

@@ -45,22 +45,30 @@ impl Kind {
 pub struct Mention {
     pub value: String,
     pub cues: Vec<String>,
+    /// Its first word's index among the request's words (0 where the reading kept none).
+    pub at: usize,
 }
 
 /// The mentions of each kind in a request, in order of appearance.
 pub fn mentions(v: &RequestValues, kind: Kind) -> Vec<Mention> {
-    let pair = |values: Vec<String>, cues: &Vec<Vec<String>>| {
+    let pair = |values: Vec<String>, cues: &Vec<Vec<String>>, at: &[usize]| {
         values
             .into_iter()
             .enumerate()
-            .map(|(i, value)| Mention { value, cues: cues.get(i).cloned().unwrap_or_default() })
+            .map(|(i, value)| Mention {
+                value,
+                cues: cues.get(i).cloned().unwrap_or_default(),
+                at: at.get(i).copied().unwrap_or(0),
+            })
             .collect()
     };
     match kind {
-        Kind::Date => pair(v.dates.iter().map(|d| d.format("%Y-%m-%d").to_string()).collect(), &v.date_cues),
-        Kind::Time => pair(v.times.clone(), &v.time_cues),
-        Kind::Number => pair(v.numbers.iter().map(|n| number_text(n.value)).collect(), &v.number_cues),
-        Kind::Name => pair(v.names.iter().map(|n| n.to_lowercase()).collect(), &v.name_cues),
+        Kind::Date => {
+            pair(v.dates.iter().map(|d| d.format("%Y-%m-%d").to_string()).collect(), &v.date_cues, &v.date_at)
+        }
+        Kind::Time => pair(v.times.clone(), &v.time_cues, &v.time_at),
+        Kind::Number => pair(v.numbers.iter().map(|n| number_text(n.value)).collect(), &v.number_cues, &[]),
+        Kind::Name => pair(v.names.iter().map(|n| n.to_lowercase()).collect(), &v.name_cues, &v.name_at),
     }
 }
 
@@ -74,7 +82,7 @@ fn number_text(n: f64) -> String {
 
 /// A recorded argument value as a mention of `kind` would read (dates `YYYY-MM-DD`, times
 /// `HH:MM`, numbers without a trailing `.0`, names in lower case).
-fn normalized(v: &Value, kind: Kind) -> Option<String> {
+pub(crate) fn normalized(v: &Value, kind: Kind) -> Option<String> {
     match (kind, v) {
         (Kind::Number, Value::Number(n)) => n.as_f64().map(number_text),
         (Kind::Number, Value::String(s)) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()).map(number_text),
@@ -661,7 +669,7 @@ mod tests {
             "backed off to the name"
         );
         assert_eq!(m.said_value("h/stock", "operation", "What is Apple worth?"), None);
-        let one = vec![Mention { value: "10:00".into(), cues: vec![] }];
+        let one = vec![Mention { value: "10:00".into(), cues: vec![], at: 0 }];
         assert_eq!(m.choose("h/search", "currency", Kind::Time, &one), None);
     }
 }

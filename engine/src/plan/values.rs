@@ -40,6 +40,11 @@ pub struct RequestValues {
     pub time_cues: Vec<Vec<String>>,
     pub number_cues: Vec<Vec<String>>,
     pub name_cues: Vec<Vec<String>>,
+    /// Where each date, time and name stands (its first word's index among the request's words,
+    /// parallel to their lists): which time goes with which date, whatever the clause order.
+    pub date_at: Vec<usize>,
+    pub time_at: Vec<usize>,
+    pub name_at: Vec<usize>,
 }
 
 /// Words before a mention (up to 6, within its sentence) and the 2 after it, in lower case: the
@@ -128,6 +133,43 @@ fn tokens(text: &str) -> Vec<Tok<'_>> {
         })
         .filter(|t| !t.text.is_empty())
         .collect()
+}
+
+/// The words right before each place the request says `phrase` (lower-case, as whole words), unless
+/// a sentence ends between: the roles a mention is said in ("from", "to", "near", "pick-up:").
+/// `at`: the mention's first word, for a phrase the words cannot find (a date written out).
+pub(crate) fn words_before(text: &str, phrase: &str, at: usize) -> Vec<String> {
+    let toks = tokens(text);
+    let lower: Vec<String> = toks.iter().map(|t| t.text.to_lowercase()).collect();
+    let want: Vec<String> = tokens(phrase).iter().map(|t| t.text.to_lowercase()).collect();
+    let mut starts: Vec<usize> = if want.is_empty() {
+        Vec::new()
+    } else {
+        // Whole mentions only: not "Miami" of "Miami International Airport".
+        let capital = |t: Option<&Tok<'_>>| t.is_some_and(|t| t.text.chars().next().is_some_and(char::is_uppercase));
+        (0..lower.len())
+            .filter(|i| lower[*i..].starts_with(&want))
+            .filter(|i| {
+                let end = i + want.len() - 1;
+                let joined_before = *i > 0 && toks[i - 1].punct.is_none() && capital(toks.get(i - 1));
+                let joined_after = toks[end].punct.is_none() && capital(toks.get(end + 1));
+                !joined_before && !joined_after
+            })
+            .collect()
+    };
+    if starts.is_empty() {
+        starts.push(at);
+    }
+    let mut out: Vec<String> = starts
+        .into_iter()
+        .filter_map(|i| {
+            let prev = toks.get(i.checked_sub(1)?)?;
+            (!prev.punct.is_some_and(|p| matches!(p, '.' | '?' | '!' | ';'))).then(|| prev.text.to_lowercase())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn day_number(w: &str) -> Option<u32> {
@@ -518,6 +560,7 @@ impl RequestValues {
         }
         dates.sort_by_key(|(p, _)| *p);
         v.date_cues = dates.iter().map(|(p, _)| cues_at(&toks, &lower, *p, *p)).collect();
+        v.date_at = dates.iter().map(|(p, _)| *p).collect();
         v.dates = dates.into_iter().map(|(_, d)| d).collect();
         // Times.
         for i in 0..toks.len() {
@@ -531,6 +574,7 @@ impl RequestValues {
             if let Some((t, last)) = t {
                 v.times.push(t);
                 v.time_cues.push(cues_at(&toks, &lower, i, last));
+                v.time_at.push(i);
             }
         }
         // Counted numbers: "2 adults", "two rooms"; not parts of dates or times.
@@ -665,7 +709,13 @@ impl RequestValues {
         let mut i = 0;
         while i < toks.len() {
             let starts_sentence = i == 0 || toks[i - 1].punct.is_some_and(|p| matches!(p, '.' | '?' | '!'));
-            if used[i] || !is_capitalised(toks[i].text) || is_stop_name(toks[i].text) {
+            // "The" written capitalised inside a sentence is part of the name ("at The Peninsula
+            // Paris"); a lower-case "the" is not ("the Sydney Opera House").
+            let titled = toks[i].text == "The"
+                && !starts_sentence
+                && toks[i].punct.is_none()
+                && toks.get(i + 1).is_some_and(|t| is_capitalised(t.text) && !is_stop_name(t.text));
+            if used[i] || !is_capitalised(toks[i].text) || is_stop_name(toks[i].text) && !titled {
                 i += 1;
                 continue;
             }
@@ -705,6 +755,7 @@ impl RequestValues {
             if !lone_sentence_start && !v.names.contains(&name) {
                 v.names.push(name);
                 v.name_cues.push(cues_at(&toks, &lower, i, j));
+                v.name_at.push(i);
             }
             i = j + 1;
         }

@@ -91,17 +91,17 @@ impl Engine {
         &self,
         st: RunState<'_>,
         ended: Ended,
-        vector: &[f32],
+        meaning: &[f32],
         recalled: bool,
     ) -> Result<RunReport> {
-        self.conclude_with(st, ended, vector, recalled, &self.settings).await
+        self.conclude_with(st, ended, meaning, recalled, &self.settings).await
     }
 
     pub(super) async fn conclude_with(
         &self,
         mut st: RunState<'_>,
         ended: Ended,
-        vector: &[f32],
+        meaning: &[f32],
         recalled: bool,
         settings: &RunSettings,
     ) -> Result<RunReport> {
@@ -192,7 +192,7 @@ impl Engine {
                         })
                         .collect();
                     self.learn_args(&st.ctx.request, &chain).await;
-                    mem.remember(&st.ctx.request, vector.to_vec(), chain).await?;
+                    mem.remember(&st.ctx.request, meaning.to_vec(), chain).await?;
                 }
             }
         }

@@ -384,11 +384,19 @@ impl Engine {
         }
         st.stats.dry_run = st.dry_run;
         let t = Instant::now();
-        let vector = self.retriever.embedder().embed(vec![request.to_string()]).await?.pop().unwrap_or_default();
+        // The request's words (what retrieval reads) and its meaning, mentions masked (what the
+        // long-term memory compares), embedded together.
+        let mut both = self
+            .retriever
+            .embedder()
+            .embed(vec![request.to_string(), crate::plan::analogy::meaning_text(request)])
+            .await?
+            .into_iter();
+        let (vector, meaning) = (both.next().unwrap_or_default(), both.next().unwrap_or_default());
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
         // Long-term memory: a close enough hit is replayed with zero planning calls.
-        if self.recall(&mut st, &vector).await? {
-            return self.conclude(st, Ended::Finished, &vector, true).await;
+        if self.recall(&mut st, &meaning).await? {
+            return self.conclude(st, Ended::Finished, &meaning, true).await;
         }
         // After a replay that went part of the way, one search goes on from its calls (the
         // subtasks' own searches would start over around them).
@@ -397,9 +405,9 @@ impl Engine {
         // of the way (the search goes on from its calls).
         if st.mode == Mode::Plan && st.ctx.path.is_empty() && self.run_plan(&mut st).await? {
             st.deterministic_judge = true;
-            return self.conclude(st, Ended::Finished, &vector, false).await;
+            return self.conclude(st, Ended::Finished, &meaning, false).await;
         }
         let ended = self.search_and_reflect(&mut st, per_subtask).await?;
-        self.conclude(st, ended, &vector, false).await
+        self.conclude(st, ended, &meaning, false).await
     }
 }

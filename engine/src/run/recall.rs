@@ -1,16 +1,18 @@
-//! Long-term memory at the start of a run: a recalled chain close enough to the request — by
-//! cosine, or told the same way (the structure of the two requests, their mentions masked) — is
-//! replayed by analogy with zero planning calls (references kept, every value the remembered
-//! request said replaced by this request's counterpart, the rest from the shared filler); the
-//! memories below the replay thresholds still vote for the steps their chains made.
+//! Long-term memory at the start of a run: a recalled chain close enough to the request by meaning
+//! — the two requests' embeddings with every place, date, time and number masked, so that the
+//! same request worded another way is near — and fitting it (every value the remembered chain
+//! took from its request has a counterpart here, aligned by the role it played, not by where it
+//! stood) is replayed by analogy with zero planning calls (references kept, every value the
+//! remembered request said replaced by this request's counterpart, the rest from the shared
+//! filler); the memories below the replay threshold still vote for the steps their chains made.
 
 use super::memory::{MemoryStep, Recalled};
 use super::trace::TraceEvent;
 use super::{Engine, RunState};
-use crate::plan::analogy::{pair_similarity, word_pairs, Analogy, Transfer};
+use crate::plan::analogy::{words, Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
-use crate::plan::learned::Kind;
+use crate::plan::learned::{normalized, Kind, Mention};
 use crate::plan::{ArgSource, Filled, Judgement};
 use crate::Result;
 use serde_json::Value;
@@ -69,20 +71,31 @@ fn take_filled(filled: &Filled, name: &str, f: &mut Filled) {
     }
 }
 
-/// Memories compared by structure: the nearest by cosine, of which the best told alike wins.
+/// Memories weighed for a replay: the nearest by meaning, of which the one that fits best wins.
 const ANALOGY_POOL: usize = 8;
 
+/// How well a remembered request fits this one: whether every value its chain took from the
+/// remembered request has a counterpart here, and how many of this request's dates, times and
+/// names the remembered one had no counterpart for (each a thing this request asks that the
+/// remembered chain may not serve).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+struct Fit {
+    transferable: bool,
+    unserved: usize,
+}
+
 impl Engine {
-    /// Recall memories for the request's `vector`: record their votes, and replay the best one
-    /// when it is close enough. `true`: a replay passed (the run is concluded as recalled); a
-    /// replay that failed leaves the calls that went through on the path for the search.
-    pub(super) async fn recall(&self, st: &mut RunState<'_>, vector: &[f32]) -> Result<bool> {
+    /// Recall memories for the request's `meaning` (its embedding with mentions masked): record
+    /// their votes, and replay the best fitting one when it is close enough. `true`: a replay
+    /// passed (the run is concluded as recalled); a replay that failed leaves the calls that went
+    /// through on the path for the search.
+    pub(super) async fn recall(&self, st: &mut RunState<'_>, meaning: &[f32]) -> Result<bool> {
         if !self.settings.use_memory {
             return Ok(false);
         }
         let Some(mem) = &self.memory else { return Ok(false) };
         let hints = self.settings.memory_hints.max(1);
-        let hits = mem.recall(vector, hints.max(ANALOGY_POOL)).await?;
+        let hits = mem.recall(meaning, hints.max(ANALOGY_POOL)).await?;
         // Memories below the replay threshold still vote for the steps their chains made.
         for h in hits.iter().take(hints).filter(|h| h.score >= self.settings.hint_threshold) {
             let mut prev = START_ID.to_string();
@@ -94,12 +107,12 @@ impl Engine {
             let e = st.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
             *e = e.max(h.score as f64);
         }
-        let Some((hit, structure)) = self.best_analogue(&st.ctx.request, hits) else { return Ok(false) };
-        let replay = hit.score >= self.settings.memory_threshold || structure >= self.settings.analogy_threshold as f64;
+        let Some((hit, fit)) = self.best_analogue(st, hits) else { return Ok(false) };
+        let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
         st.emit(TraceEvent::Recall {
             request: hit.entry.request.clone(),
             score: hit.score,
-            structure: structure as f32,
+            unserved: fit.unserved,
             chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(),
             replayed: replay,
         })
@@ -134,18 +147,73 @@ impl Engine {
         }
     }
 
-    /// Of the recalled memories, the one whose request is told most like this one (ties: the
-    /// nearer by cosine), with that structure similarity.
-    fn best_analogue(&self, request: &str, hits: Vec<Recalled>) -> Option<(Recalled, f64)> {
-        let this = word_pairs(request);
-        hits.into_iter()
+    /// Of the recalled memories close enough by meaning, the one that fits this request best: its
+    /// chain's values all transferable, then the fewest of this request's mentions left unserved,
+    /// then the nearer by meaning. With none close enough: the nearest, for the trace.
+    fn best_analogue(&self, st: &RunState<'_>, hits: Vec<Recalled>) -> Option<(Recalled, Fit)> {
+        let close = |h: &Recalled| h.score >= self.settings.memory_threshold;
+        let mut scored: Vec<(usize, Recalled, Fit)> = hits
+            .into_iter()
             .enumerate()
             .map(|(i, h)| {
-                let s = pair_similarity(&word_pairs(&h.entry.request), &this);
-                (i, h, s)
+                let fit = if close(&h) {
+                    let analogy = self.analogy(st, &h.entry.request, &h.entry.chain);
+                    self.fit(st, &analogy, &h.entry.chain)
+                } else {
+                    Fit { transferable: false, unserved: usize::MAX }
+                };
+                (i, h, fit)
             })
-            .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
-            .map(|(_, h, s)| (h, s))
+            .collect();
+        scored.sort_by(|a, b| {
+            b.2.transferable.cmp(&a.2.transferable).then(a.2.unserved.cmp(&b.2.unserved)).then(a.0.cmp(&b.0))
+        });
+        scored.into_iter().next().map(|(_, h, f)| (h, f))
+    }
+
+    /// The analogy between a remembered request and this one, mentions aligned by the roles they
+    /// played in the remembered chain (what the argument model learned of each parameter).
+    fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
+        let model = st.ctx.args.clone();
+        let roles = move |kind: Kind, old: &Mention, new: &[Mention]| -> Option<Vec<f64>> {
+            let model = model.as_ref()?;
+            for step in chain {
+                for (param, v) in &step.arguments {
+                    let took = match (kind, v) {
+                        (Kind::Name, Value::String(s)) => {
+                            old.value.len() >= 3 && crate::plan::analogy::says(&words(s), &old.value)
+                        }
+                        _ => normalized(v, kind).as_deref() == Some(old.value.as_str()),
+                    };
+                    if let Some((slot, _)) = took.then(|| model.slot(&step.api, param, kind)).flatten() {
+                        return Some(slot.scores(kind, new));
+                    }
+                }
+            }
+            None
+        };
+        Analogy::with_roles(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive(), Some(&roles))
+    }
+
+    /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
+    fn fit(&self, st: &RunState<'_>, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
+        let mut transferable = true;
+        for step in chain {
+            for (name, recorded) in &step.arguments {
+                let own = matches!(
+                    step.sources.get(name),
+                    Some(ArgSource::Output { .. } | ArgSource::Default | ArgSource::Given | ArgSource::Earlier { .. })
+                ) || ArgSource::of_reference(recorded).is_some();
+                if own {
+                    continue;
+                }
+                let kinds = self.mention_kinds(st, &step.api, name);
+                if analogy.transfer_deep(recorded, kinds.as_deref()).is_err() {
+                    transferable = false;
+                }
+            }
+        }
+        Fit { transferable, unserved: analogy.unserved() }
     }
 
     /// Replay a remembered chain by analogy: references kept; every value the remembered request
@@ -157,7 +225,7 @@ impl Engine {
         old_request: &str,
         chain: &[MemoryStep],
     ) -> std::result::Result<(), String> {
-        let analogy = Analogy::new(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive());
+        let analogy = self.analogy(st, old_request, chain);
         for step in chain {
             let api = self
                 .apis

@@ -32,6 +32,9 @@ impl Engine {
         if st.calls_made >= self.settings.max_calls {
             return Some(format!("call budget of {} spent", self.settings.max_calls));
         }
+        if st.stats.failed_calls as usize >= self.settings.max_failed_calls {
+            return Some(format!("{} calls failed (run.max_failed_calls): no more guesses", st.stats.failed_calls));
+        }
         if st.stats.planner_calls as usize >= self.settings.max_planner_calls {
             return Some(format!("planner budget of {} decisions spent", self.settings.max_planner_calls));
         }

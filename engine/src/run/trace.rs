@@ -46,13 +46,14 @@ pub enum TraceEvent {
         step: usize,
         reason: String,
     },
-    /// A long-term memory recalled for the request: its cosine `score`, and how alike the two
-    /// requests are told (`structure`, their words with places, dates and numbers masked).
+    /// A long-term memory recalled for the request: how near the two requests' meanings are
+    /// (`score`, the cosine of their embeddings with places, dates and numbers masked), and how
+    /// many of this request's dates, times and names the remembered one had no counterpart for.
     Recall {
         request: String,
         score: f32,
         #[serde(default)]
-        structure: f32,
+        unserved: usize,
         chain: Vec<String>,
         replayed: bool,
     },
