@@ -29,7 +29,8 @@ pub enum UsersCmd {
         name: String,
         #[arg(long, default_value = "")]
         label: String,
-        #[arg(long)]
+        /// Days until it expires, 1..=3650 (left out: never).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=toolgraph_server::daemon::MAX_KEY_DAYS as i64))]
         expires_in_days: Option<u32>,
     },
     /// Revoke a key by its id (`key_…`, see `users list`).

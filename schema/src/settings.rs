@@ -320,6 +320,10 @@ pub struct ServerSettings {
     pub header_read_timeout_busy_ms: u64,
     /// A request's body must arrive within this time of its head, milliseconds.
     pub body_read_timeout_ms: u64,
+    /// An answer the client does not read: a write that cannot go on for this long closes the
+    /// connection (a slow reader that keeps reading is never cut). Milliseconds.
+    #[serde(default = "default_write_timeout_ms")]
+    pub write_timeout_ms: u64,
     /// Connections served at once; one more is closed as soon as it is accepted. Lowered to the
     /// process's open-file limit less 64 when that is smaller.
     pub max_connections: usize,
@@ -359,6 +363,7 @@ impl Default for ServerSettings {
             header_read_timeout_ms: 10_000,
             header_read_timeout_busy_ms: 1_000,
             body_read_timeout_ms: 30_000,
+            write_timeout_ms: default_write_timeout_ms(),
             max_connections: 256,
             max_in_flight: 64,
             rate_per_s: 50.0,
@@ -581,4 +586,8 @@ mod choice_tests {
 
 fn default_max_failed_calls() -> usize {
     3
+}
+
+fn default_write_timeout_ms() -> u64 {
+    30_000
 }

@@ -924,10 +924,27 @@ async fn daemon_with_limits(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
+    daemon_with_write_limit(dir, (head_ms, busy_ms, body_ms), 30_000, max_connections).await
+}
+
+/// [`daemon_with_limits`] with a write limit too.
+async fn daemon_with_write_limit(
+    dir: &std::path::Path,
+    (head_ms, busy_ms, body_ms): (u64, u64, u64),
+    write_ms: u64,
+    max_connections: usize,
+) -> (
+    String,
+    String,
+    Arc<toolgraph_server::daemon::Daemon>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let backends = empty_stack(dir, embedder(), exec_to(None, true), |s| {
         s.server.header_read_timeout_ms = head_ms;
         s.server.header_read_timeout_busy_ms = busy_ms;
         s.server.body_read_timeout_ms = body_ms;
+        s.server.write_timeout_ms = write_ms;
         s.server.max_connections = max_connections;
     })
     .await;
@@ -965,6 +982,34 @@ async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration)
             Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
         }
     }
+}
+
+/// Clients that pipeline requests for a large document and never read the answers fill the
+/// socket buffers; each such connection is closed once its answer has made no progress for the
+/// write limit, so they cannot hold every slot and `/healthz` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_are_cut_off_and_health_keeps_answering() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, addr, d, stop, server) = daemon_with_write_limit(dir.path(), (8_000, 8_000, 8_000), 1_000, 16).await;
+    let doc = reqwest::get(format!("{url}/openapi.json")).await.unwrap().bytes().await.unwrap().len();
+    // Enough pipelined answers to overflow any socket buffer several times over (≥ 16 MB).
+    let requests = (16 << 20) / doc.max(1) + 1;
+    let pipelined = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(requests);
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        // Never read; the writes may block once the server stops reading too.
+        let _ = tokio::time::timeout(Duration::from_millis(300), c.write_all(&pipelined)).await;
+        held.push(c);
+    }
+    let waited = health_answers_within(&url, Duration::from_secs(15)).await;
+    assert!(
+        waited.is_some_and(|w| w < Duration::from_secs(10)),
+        "/healthz did not answer within 10 s while 16 non-reading clients held the slots: {waited:?}"
+    );
+    drop(held);
+    stop_daemon(d, stop, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

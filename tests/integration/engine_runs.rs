@@ -206,10 +206,11 @@ async fn requests_told_like_remembered_ones_are_replayed_by_analogy() {
     let _ = stop.send(());
 }
 
-/// The same held-out requests worded by hand another way (the committed reworded dev set: clauses
-/// reordered, other words, lists; values verbatim) are recalled by their meaning and their values
-/// put in by role: most are replayed with no planner decision, and a good share is right call for
-/// call under the paper's protocol.
+/// A request worded by hand another way (the committed reworded dev set: clauses reordered, other
+/// words, lists; values verbatim) is recalled by its meaning — its remembered original or a
+/// request of the same family, whatever the wording — and every value is put where its role
+/// says, not where it stands: with the originals remembered, most rewordings are replayed with
+/// no planner decision and most are right call for call under the paper's protocol.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reworded_requests_are_recalled_by_meaning_and_filled_by_role() {
     let w = world().await;
@@ -218,14 +219,20 @@ async fn reworded_requests_are_recalled_by_meaning_and_filled_by_role() {
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("eval/data/reworded/complexfuncbench-dev.jsonl");
     let (reworded, skipped) = toolgraph_eval::reworded::read(&file, &chains).unwrap();
     assert!(skipped.is_empty(), "{skipped:?}");
+    // The first 12 rewordings whose originals the world remembers (it holds out every 7th of the
+    // first 140 chains).
+    let mut picked: Vec<usize> = reworded.keys().copied().filter(|i| !(i % 7 == 3 && *i < 140)).collect();
+    picked.sort_unstable();
+    picked.truncate(12);
+    let picked_chains: Vec<Chain> = picked.iter().map(|i| chains[*i].clone()).collect();
+    let (recs, errors) = recordings(&picked_chains, &w.specs);
+    assert!(errors.is_empty(), "{errors:?}");
+    let protocol = toolgraph_eval::complexfuncbench::Protocol::new(&w.specs, &recs);
     let with_memory = RunSettings { learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, _) = engine(w, Faults::default(), quick_exec(), with_memory).await;
-    let protocol = toolgraph_eval::complexfuncbench::Protocol::new(&w.specs, &recordings(&w.test, &w.specs).0);
-    let (mut n, mut replayed, mut right) = (0, 0, 0);
-    for (i, chain) in chains.iter().enumerate() {
-        // The world's held-out chains (never in its memory) that have a rewording.
-        let (true, Some(text)) = (i % 7 == 3 && i < 140, reworded.get(&i)) else { continue };
-        n += 1;
+    let (e, stop, _) = engine_with(w, Faults::default(), quick_exec(), with_memory, recs.clone()).await;
+    let (mut replayed, mut right) = (0, 0);
+    for (i, chain) in picked.iter().zip(&picked_chains) {
+        let text = &reworded[i];
         let gold = gold_of(chain).unwrap();
         assert_ne!(text.trim(), gold.request.trim());
         let r = e.run(text, Map::new(), None).await.unwrap();
@@ -233,16 +240,12 @@ async fn reworded_requests_are_recalled_by_meaning_and_filled_by_role() {
             replayed += 1;
             assert_eq!(r.stats.planner_calls, 0, "a replay decides nothing");
         }
-        let paper = toolgraph_eval::complexfuncbench::score(
-            &protocol,
-            &gold,
-            &toolgraph_eval::complexfuncbench::sent_calls(&r.trace),
-        );
-        right += usize::from(paper.success);
+        let sent = toolgraph_eval::complexfuncbench::sent_calls(&r.trace);
+        right += usize::from(toolgraph_eval::complexfuncbench::score(&protocol, &gold, &sent).success);
     }
-    assert_eq!(n, 5, "held-out chains with a rewording");
-    assert!(replayed >= 3, "{replayed} of {n} reworded requests replayed");
-    assert!(right >= 2, "{right} of {n} reworded requests right under the paper's protocol");
+    eprintln!("reworded: {replayed} of 12 replayed, {right} right under the paper's protocol");
+    assert!(replayed >= 9, "{replayed} of 12 reworded requests replayed");
+    assert!(right >= 7, "{right} of 12 reworded requests right under the paper's protocol");
     let _ = stop.send(());
 }
 
@@ -386,10 +389,20 @@ async fn an_empty_step_is_judged_bad_and_reflection_resumes_before_it() {
 async fn a_run_that_stops_after_a_correct_prefix_is_partial_not_answered() {
     let w = world().await;
     let gold = gold_of(&w.test[0]).unwrap();
+    // With the default budget of failed calls the run stops guessing after 3 and keeps what it had.
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
-    let (e, stop, sb) = engine(w, Faults::default(), quick_exec(), run).await;
+    let (e, stop, sb) = engine(w, Faults::default(), quick_exec(), run.clone()).await;
     // The rental search is down: the location lookup works, the rest of the request cannot be done.
     let rentals = w.graph.apis.values().find(|a| a.name == "Search_Car_Rentals").unwrap();
+    sb.set_outage(&format!("/{}", rentals.url.trim_start_matches("https://")), true);
+    let r = e.run(&gold.request, Map::new(), None).await.unwrap();
+    assert_eq!(r.status, Status::Partial, "{:#?}", r.trace);
+    assert_eq!(r.chain.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["Search_Car_Location"]);
+    assert_eq!(r.stats.failed_calls as usize, run.max_failed_calls, "{:#?}", r.trace);
+    let _ = stop.send(());
+    // With room for more failures, the judge reflects, and by extending the path.
+    let run = RunSettings { max_failed_calls: 30, ..run };
+    let (e, stop, sb) = engine(w, Faults::default(), quick_exec(), run).await;
     sb.set_outage(&format!("/{}", rentals.url.trim_start_matches("https://")), true);
     let r = e.run(&gold.request, Map::new(), None).await.unwrap();
     assert_eq!(r.status, Status::Partial, "{:#?}", r.trace);

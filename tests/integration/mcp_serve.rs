@@ -199,6 +199,8 @@ fn the_daemons_mcp_endpoint_needs_a_key_and_speaks_both_protocol_generations() {
     let out = common::run_ok(w.bin().args(["users", "add", "ada", "--role", "user"]));
     let key = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim().to_string();
     assert!(key.len() > 20, "a key was printed");
+    let out = common::run_ok(w.bin().args(["users", "add", "ben", "--role", "user"]));
+    let ben = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim().to_string();
     let mut serve = w.bin();
     serve.args(["serve", "--port", "0", "--rewrite", &w.rewrite()]);
     let (_daemon, port) = common::spawn_listening(serve, "toolgraph daemon on", Some(&w.dir.path().join("daemon.log")));
@@ -214,6 +216,21 @@ fn the_daemons_mcp_endpoint_needs_a_key_and_speaks_both_protocol_generations() {
         assert_eq!(r.status(), 401);
         let r = http.post(&url).bearer_auth(&key).header("host", "attacker.example").header("accept", "application/json, text/event-stream").json(&init).send().await.unwrap();
         assert_eq!(r.status(), 403, "{}", r.text().await.unwrap_or_default());
+
+        // A session belongs to the user whose key opened it: another user's key naming it gets
+        // 404, as for a session that does not exist, and cannot end it.
+        let r = http.post(&url).bearer_auth(&key).header("accept", "application/json, text/event-stream").json(&init).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{}", log_tail());
+        let sid = r.headers().get("mcp-session-id").expect("a session id").to_str().unwrap().to_string();
+        drop(r);
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+        let r = http.post(&url).bearer_auth(&ben).header("mcp-session-id", &sid).header("accept", "application/json, text/event-stream").json(&ping).send().await.unwrap();
+        assert_eq!(r.status(), 404, "another user's key used the session");
+        let r = http.delete(&url).bearer_auth(&ben).header("mcp-session-id", &sid).send().await.unwrap();
+        assert_eq!(r.status(), 404, "another user's key ended the session");
+        // Its opener still has it, and ends it.
+        let r = http.delete(&url).bearer_auth(&key).header("mcp-session-id", &sid).send().await.unwrap();
+        assert!(r.status().is_success(), "the opener could not end its session: {}", r.status());
     });
 
     // The 2025-11-25 handshake: elicitation/create is a request to the client.

@@ -95,6 +95,12 @@ fn v4_kind(ip: Ipv4Addr) -> Option<&'static str> {
         Some("broadcast/multicast/reserved")
     } else if o[0] == 100 && (64..128).contains(&o[1]) {
         Some("shared (CGNAT)")
+    } else if matches!(o[..3], [192, 0, 2] | [198, 51, 100] | [203, 0, 113]) {
+        // TEST-NET-1..3 (RFC 5737): for examples in documents, never a real host.
+        Some("documentation")
+    } else if o[0] == 198 && (o[1] == 18 || o[1] == 19) {
+        // RFC 2544: benchmarking networks between devices, not the Internet.
+        Some("benchmarking")
     } else {
         None
     }
@@ -256,6 +262,15 @@ mod tests {
         assert!(g.check_ip("127.0.0.2".parse().unwrap()).is_err());
         assert!(g.check_ip("10.200.0.9".parse().unwrap()).is_ok());
         assert!(g.check_ip("169.254.169.254".parse().unwrap()).unwrap_err().contains("link-local"));
+        // The documentation ranges (RFC 5737) and benchmarking networks are never real hosts; their
+        // neighbours are public.
+        for ip in ["192.0.2.10", "198.51.100.7", "203.0.113.200", "198.18.0.1", "198.19.255.254"] {
+            let e = g.check_ip(ip.parse().unwrap()).unwrap_err();
+            assert!(e.contains("documentation") || e.contains("benchmarking"), "{ip}: {e}");
+        }
+        for ip in ["192.0.3.1", "198.51.101.1", "203.0.114.1", "198.20.0.1"] {
+            assert!(g.check_ip(ip.parse().unwrap()).is_ok(), "{ip} is public");
+        }
         assert!(Guard::new(&["10.0.0.0/33".into()]).is_err());
         assert!(Guard::new(&["localhost".into()]).is_err());
     }

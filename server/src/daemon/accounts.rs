@@ -150,9 +150,23 @@ pub(super) struct NewKey {
     #[serde(default)]
     #[schema(max_length = 100)]
     label: String,
-    /// Days until it expires (none: never).
+    /// Days until it expires (none: never; at most [`MAX_KEY_DAYS`]).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 3650)]
     expires_in_days: Option<u32>,
+}
+
+/// The longest a key may be given to live: ten years (a key meant never to expire says so by
+/// leaving the field out, not by a number that overflows into "never").
+pub const MAX_KEY_DAYS: u32 = 3650;
+
+/// When a key given `days` to live expires (ms since the epoch); `Err` outside 1..=[`MAX_KEY_DAYS`].
+pub fn key_expiry(days: Option<u32>, now_ms: i64) -> Result<Option<i64>, String> {
+    match days {
+        None => Ok(None),
+        Some(n) if (1..=MAX_KEY_DAYS).contains(&n) => Ok(Some(now_ms + i64::from(n) * 86_400_000)),
+        Some(n) => Err(format!("expires_in_days: {n} is not between 1 and {MAX_KEY_DAYS}")),
+    }
 }
 
 /// A new key, shown once. Users may add keys for themselves.
@@ -174,7 +188,7 @@ pub(super) async fn add_key(
     if d.state.user(&id).await?.is_none() {
         return Err(ApiError::not_found(format!("no user {id}")));
     }
-    let expires = b.expires_in_days.map(|n| now_ms() + n as i64 * 86_400_000);
+    let expires = key_expiry(b.expires_in_days, now_ms()).map_err(ApiError::invalid)?;
     let (info, key) = d.state.add_key(&id, &b.label, expires).await?;
     d.auth_required.store(true, Ordering::SeqCst);
     d.audit(&caller, "key.add", &info.id, json!({"user_id": id, "label": info.label})).await;
@@ -475,4 +489,20 @@ pub(super) async fn audit_log(
         return Err(ApiError::invalid(format!("limit: {limit} is not within 1..=1000")));
     }
     Ok(Json(AuditLog { entries: d.state.audit_log(limit).await? }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_lives_a_bounded_number_of_days_or_forever_by_saying_nothing() {
+        assert_eq!(key_expiry(None, 0), Ok(None));
+        assert_eq!(key_expiry(Some(1), 5), Ok(Some(5 + 86_400_000)));
+        assert_eq!(key_expiry(Some(MAX_KEY_DAYS), 0), Ok(Some(i64::from(MAX_KEY_DAYS) * 86_400_000)));
+        for bad in [0, MAX_KEY_DAYS + 1, 2_147_483_648, u32::MAX] {
+            let e = key_expiry(Some(bad), 0).unwrap_err();
+            assert!(e.contains("expires_in_days") && e.contains(&bad.to_string()), "{e}");
+        }
+    }
 }

@@ -72,6 +72,11 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let v1 = v1.merge(
         Router::new()
             .route_service("/mcp", super::mcp_serve::http_service(d.clone()))
+            // Inside `authorize`: the caller is known when the session is checked.
+            .route_layer(middleware::from_fn_with_state(
+                super::mcp_sessions::SessionOwners::default(),
+                super::mcp_sessions::bind_session,
+            ))
             .route_layer(middleware::from_fn_with_state(d.clone(), authorize)),
     );
     let (public, _) = documented_public().split_for_parts();

@@ -9,6 +9,9 @@
 //!   and an idle keep-alive connection are both closed by that time.
 //! - **Body**: the request's body must arrive within `server.body_read_timeout_ms` of its head;
 //!   a slower body ends in an error answer and the connection is closed.
+//! - **Answers**: a write that makes no progress for `server.write_timeout_ms` (the client
+//!   stopped reading and the socket's buffers are full) closes the connection, so clients that
+//!   pipeline requests and never read cannot hold every slot.
 //! - **Connections**: at most `server.max_connections` at once; one more is closed as soon as it
 //!   is accepted (counted in `toolgraph_connections_refused_total`), so a flood of idle sockets
 //!   never holds the accept queue and the open idle ones go away by the head limit. Under
@@ -39,6 +42,8 @@ pub struct ConnLimits {
     /// The head limit of a connection accepted while a quarter of the slots or less are free.
     pub header_read_busy: Duration,
     pub body_read: Duration,
+    /// How long a write of an answer may make no progress (the client does not read).
+    pub write: Duration,
     pub max_connections: usize,
 }
 
@@ -65,6 +70,7 @@ impl ConnLimits {
                 s.header_read_timeout_busy_ms.clamp(1, s.header_read_timeout_ms.max(1)),
             ),
             body_read: Duration::from_millis(s.body_read_timeout_ms.max(1)),
+            write: Duration::from_millis(s.write_timeout_ms.max(1)),
             max_connections,
         }
     }
@@ -136,7 +142,7 @@ pub async fn serve_connections(
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(head)
-            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            .serve_connection(hyper_util::rt::TokioIo::new(WriteDeadline::new(stream, limits.write)), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -148,6 +154,88 @@ pub async fn serve_connections(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// A connection whose writes must make progress: a write (or flush) that stays pending for
+/// `limit` — the client stopped reading and the socket's buffers are full — fails with
+/// `TimedOut`, which closes the connection and frees its slot. Any progress starts the clock
+/// again, so a slow reader that keeps reading is served to the end.
+struct WriteDeadline<S> {
+    inner: S,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        WriteDeadline { inner, limit, stalled: None }
+    }
+
+    /// After a pending write: `Err` once the stall has lasted `limit` (the timer wakes the task).
+    fn check_stall(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        let limit = self.limit;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client read nothing of the answer for {} ms", limit.as_millis()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_write<T>(&mut self, cx: &mut Context<'_>, polled: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        match polled {
+            Poll::Pending => match self.check_stall(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.on_write(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.on_write(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.on_write(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.on_write(cx, polled)
+    }
 }
 
 /// A request body that must be received within a time limit of the request's head.

@@ -11,6 +11,7 @@
 //! never holds a key (keys are not part of runs at all).
 
 mod accounts;
+pub use accounts::MAX_KEY_DAYS;
 mod app;
 mod approvals;
 mod auth;
@@ -23,6 +24,8 @@ mod listen;
 #[cfg(feature = "mcp")]
 pub mod mcp_serve;
 mod mcp_servers;
+#[cfg(feature = "mcp")]
+mod mcp_sessions;
 pub mod metrics;
 mod openapi;
 mod openapi_import;
