@@ -11,6 +11,9 @@
 //! - every **count** of people or rooms ("2 adults", "three rooms") is sent;
 //! - "compare", "both", "each", "respectively", "difference", "versus" need **a call per option**:
 //!   the final API called at least twice with different arguments;
+//! - "for each of them", "every result", "all of the options" need **a call per item**: the last
+//!   API once for each item of the list it reads from (up to the 5 items a plan loops over), so a
+//!   run that looked at the first result only is `partial`, naming what is missing;
 //! - the asked-for **quantity** (price, duration, rating, distance, availability) appears as a field
 //!   of some response;
 //! - the path **ends where chains end**: the graph has seen chains stop after the last API (its
@@ -182,6 +185,39 @@ pub fn compares(request: &str) -> bool {
     words(request).iter().any(|w| COMPARE.contains(&w.as_str()))
 }
 
+/// Whether the request asks about every item of a list ("for each of them", "every result", "all
+/// of the options"): then the last API must be called once per item of the list it reads from.
+pub fn asks_for_every_item(request: &str) -> bool {
+    const ITEMS: [&str; 10] =
+        ["result", "results", "one", "ones", "them", "item", "items", "option", "options", "these"];
+    let w = words(request);
+    let at = |i: usize| w.get(i).map(String::as_str).unwrap_or_default();
+    (0..w.len()).any(|i| {
+        matches!(at(i), "each" | "every" | "all")
+            && (ITEMS.contains(&at(i + 1))
+                || at(i + 1) == "of"
+                    && (matches!(at(i + 2), "them" | "these" | "those")
+                        || at(i + 2) == "the" && ITEMS.contains(&at(i + 3))))
+    })
+}
+
+/// The list an argument of `step` reads one item of (`$var2.result.0.hotel_id$` → producer
+/// `var2`, list path `result`), and that item's index.
+fn item_reference(step: &super::Step) -> Option<(String, Vec<String>, usize)> {
+    step.arguments.values().filter_map(Value::as_str).flat_map(refs::references).find_map(|r| {
+        let mut parts = r.split('.');
+        let label = parts.next()?.to_string();
+        let mut path = Vec::new();
+        for p in parts {
+            if let Ok(i) = p.parse::<usize>() {
+                return Some((label, path, i));
+            }
+            path.push(p.to_string());
+        }
+        None
+    })
+}
+
 /// The arguments of each step as sent: references resolved against earlier responses (the
 /// planned value when a reference cannot be resolved).
 pub fn sent_arguments(ctx: &Context) -> Vec<Map<String, Value>> {
@@ -307,6 +343,32 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     } else if compares(&ctx.request) {
         push(&mut out, Kind::Each, "a call per compared option".into(), None);
     }
+    // "For each of them": the last API once per item of the list it reads from (at most as many
+    // items as a plan may loop over).
+    if let (true, Some(last)) = (asks_for_every_item(&ctx.request), ctx.path.last()) {
+        if let Some((label, path, _)) = item_reference(last) {
+            let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+            let list = ctx.path.iter().find(|s| s.label == label).and_then(|s| refs::lookup(&s.response, &parts));
+            if let Some(Value::Array(items)) = list {
+                let want = items.len().min(super::program::MAX_ITEMS);
+                let read: std::collections::HashSet<usize> = ctx
+                    .path
+                    .iter()
+                    .filter(|s| s.api.id == last.api.id)
+                    .filter_map(item_reference)
+                    .filter(|(l, p, _)| *l == label && *p == path)
+                    .map(|(_, _, i)| i)
+                    .collect();
+                let by = (read.len() >= want).then(|| last.label.clone());
+                push(
+                    &mut out,
+                    Kind::Each,
+                    format!("a call of {} for each of the {want} items asked about", last.api.name),
+                    by,
+                );
+            }
+        }
+    }
     // A count of options the request names for an API recorded runs call once per option ("find
     // three hotels … the details of each"): that many calls of it.
     if let Some(model) = ctx.args.as_deref() {
@@ -370,6 +432,37 @@ mod tests {
     }
 
     const RENT: &str = "Today is October 13th, 2024. I want to rent a car for a day at the San Diego Marriott La Jolla. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
+
+    #[test]
+    fn for_every_result_needs_a_call_per_result_else_the_run_is_partial() {
+        assert!(asks_for_every_item("Find hotels near the Louvre and show me the reviews for each of them."));
+        assert!(asks_for_every_item("Check availability for every result."));
+        assert!(!asks_for_every_item("Two accessible hotels for all of November 2024."));
+        assert!(!asks_for_every_item("Stay two days in each city."));
+        let text = "Find hotels near the Louvre and show me the reviews for each of them.";
+        let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+        let search = api("search", Some(0.0));
+        let reviews = api("reviews", Some(0.9));
+        step(
+            &mut c,
+            &search,
+            json!({"query": "Louvre"}),
+            json!({"result": [{"hotel_id": 1, "score": 8}, {"hotel_id": 2, "score": 9}, {"hotel_id": 3, "score": 7}]}),
+        );
+        step(&mut c, &reviews, json!({"hotel_id": "$var1.result.0.hotel_id$"}), json!({"reviews": [{"text": "fine"}]}));
+        let items = assess(&c);
+        assert!(!complete(&items));
+        assert!(missing_text(&items).contains("a call of reviews for each of the 3 items"), "{}", missing_text(&items));
+        // The same item twice is still one of three.
+        step(&mut c, &reviews, json!({"hotel_id": "$var1.result.0.hotel_id$"}), json!({"reviews": [{"text": "ok"}]}));
+        assert!(!assess(&c).iter().all(|r| r.kind != Kind::Each || r.covered()));
+        for i in [1, 2] {
+            let r = format!("$var1.result.{i}.hotel_id$");
+            step(&mut c, &reviews, json!({ "hotel_id": r }), json!({"reviews": [{"text": "good"}]}));
+        }
+        let items = assess(&c);
+        assert!(items.iter().filter(|r| r.kind == Kind::Each).all(|r| r.covered()), "{}", missing_text(&items));
+    }
 
     #[test]
     fn a_correct_prefix_is_not_complete_and_the_full_chain_is() {
