@@ -364,6 +364,55 @@ async fn history_sessions_and_roles_survive_a_restart() {
     let _ = sb_stop.send(());
 }
 
+/// One user cannot take every in-flight slot: beyond `server.max_in_flight_per_user` their next
+/// run gets 429 `too_many_runs` with Retry-After, while another user's run is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_cannot_take_every_run_slot_from_the_others() {
+    let slow = Sandbox::new(Library::new(weather_recordings()), Faults { latency_ms: 1500, ..Faults::default() });
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", slow).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = state_urls(tmp.path(), "share").await.remove(0);
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::new(["bootstrap-admin-key"]), |s| {
+        s.server.max_in_flight = 4;
+        s.server.max_in_flight_per_user = 2;
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let tool = weather_tool(&format!("http://{sb_addr}"));
+    assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, tool).await.status(), 201);
+    let ask = json!({"request": "What is the current weather in Paris?"});
+    // Ana's two runs take her share (each waits 1.5 s on the slow tool).
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let (h, b, key, body) = (http.clone(), base.clone(), k.ana.clone(), ask.clone());
+        running.push(tokio::spawn(async move { post(&h, &format!("{b}/v1/orchestrate"), &key, body).await.status() }));
+    }
+    for _ in 0..500 {
+        if d.runs_in_flight() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(d.runs_in_flight(), 2, "ana's two runs are executing");
+    // A third of hers is refused with a retry hint; the daemon still has slots for ben.
+    let r = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await;
+    assert!(r.headers().get("retry-after").is_some());
+    let e = error_of(r, 429, "too_many_runs").await;
+    assert!(e["message"].as_str().unwrap().contains("max_in_flight_per_user"), "{e}");
+    let r = post(&http, &format!("{base}/v1/orchestrate"), &k.ben, ask.clone()).await;
+    assert_eq!(r.status(), 200, "ben is served while ana holds her share");
+    for h in running {
+        assert_eq!(h.await.unwrap(), 200);
+    }
+    // Her share comes back when her runs end.
+    assert_eq!(post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask).await.status(), 200);
+    stop_daemon(d, stop, server).await;
+    let _ = sb_stop.send(());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_share_sessions_through_the_state_store() {
     let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());

@@ -329,6 +329,10 @@ pub struct ServerSettings {
     pub max_connections: usize,
     /// Runs executing at once; beyond that, 503 with Retry-After.
     pub max_in_flight: usize,
+    /// Runs one user (or the anonymous caller) may have executing at once, so one user cannot
+    /// take every slot of `max_in_flight`; beyond that, 429 `too_many_runs` with Retry-After.
+    #[serde(default = "default_max_in_flight_per_user")]
+    pub max_in_flight_per_user: usize,
     /// Per API key (or client address without keys): sustained requests per second and burst.
     pub rate_per_s: f64,
     pub rate_burst: f64,
@@ -366,6 +370,7 @@ impl Default for ServerSettings {
             write_timeout_ms: default_write_timeout_ms(),
             max_connections: 256,
             max_in_flight: 64,
+            max_in_flight_per_user: default_max_in_flight_per_user(),
             rate_per_s: 50.0,
             rate_burst: 100.0,
             approval_timeout_s: 86_400,
@@ -590,4 +595,8 @@ fn default_max_failed_calls() -> usize {
 
 fn default_write_timeout_ms() -> u64 {
     30_000
+}
+
+fn default_max_in_flight_per_user() -> usize {
+    16
 }

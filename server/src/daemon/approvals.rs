@@ -24,7 +24,7 @@ use sha2::Digest;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc;
 use toolgraph_engine::run::{ApprovalDecision, Approver, PendingCall};
 
 /// How often a paused run looks for its decision.
@@ -44,13 +44,13 @@ pub struct RunApprover {
     required: Arc<HashSet<String>>,
     paused: mpsc::Sender<Value>,
     /// The run's in-flight slot: given back while it waits for a person.
-    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    permit: Mutex<Option<super::runs::Slot>>,
     timeout: Duration,
     lease_ms: i64,
 }
 
 impl RunApprover {
-    pub fn new(d: &Daemon, job: &Job, paused: mpsc::Sender<Value>, permit: OwnedSemaphorePermit) -> Arc<Self> {
+    pub fn new(d: &Daemon, job: &Job, paused: mpsc::Sender<Value>, permit: super::runs::Slot) -> Arc<Self> {
         let s = &d.settings().server;
         Arc::new(RunApprover {
             state: d.state.clone(),

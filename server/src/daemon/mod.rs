@@ -110,6 +110,8 @@ pub struct Daemon {
     /// Console login attempts, per address and per name: 10 at once, then one every 6 s.
     login_limiter: RateLimiter,
     in_flight: Arc<Semaphore>,
+    /// Each user's share of the in-flight slots (`server.max_in_flight_per_user` each).
+    user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub metrics: Metrics,
     draining: AtomicBool,
     ids: AtomicU64,
@@ -185,6 +187,7 @@ impl Daemon {
             limiter: RateLimiter::new(s.rate_per_s, s.rate_burst),
             login_limiter: RateLimiter::new(1.0 / 6.0, 10.0),
             in_flight: Arc::new(Semaphore::new(s.max_in_flight.max(1))),
+            user_in_flight: Mutex::new(HashMap::new()),
             keys,
             metrics: Metrics::default(),
             draining: AtomicBool::new(false),
@@ -336,6 +339,18 @@ impl Daemon {
     }
 
     /// Runs executing now.
+    /// `user`'s share of the in-flight slots (created on first use; users with nothing in flight
+    /// are forgotten once there are many).
+    fn user_slots(&self, user: &str) -> Arc<Semaphore> {
+        let per_user =
+            self.settings().server.max_in_flight_per_user.clamp(1, self.settings().server.max_in_flight.max(1));
+        let mut m = self.user_in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() > 10_000 {
+            m.retain(|_, s| s.available_permits() < per_user);
+        }
+        m.entry(user.to_string()).or_insert_with(|| Arc::new(Semaphore::new(per_user))).clone()
+    }
+
     pub fn runs_in_flight(&self) -> u64 {
         self.metrics.in_flight.load(Ordering::Relaxed)
     }

@@ -310,6 +310,12 @@ pub(crate) enum Work {
     Chain { chain: Value, given: Map<String, Value>, opts: toolgraph_engine::run::RunOptions },
 }
 
+/// A run's place among those in flight: one of the daemon's slots and one of its user's.
+pub(crate) struct Slot {
+    pub _all: tokio::sync::OwnedSemaphorePermit,
+    pub _own: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// One run to execute, with whom and where it belongs.
 pub(crate) struct Job {
     pub run_id: String,
@@ -330,6 +336,19 @@ pub(crate) struct Job {
 /// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
 /// streamed as Server-Sent Events.
 pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
+    // The user's share first: one user's runs never take every slot from the others.
+    let own = d.user_slots(&job.caller.user_id).try_acquire_owned().map_err(|_| {
+        d.metrics.busy.fetch_add(1, Ordering::Relaxed);
+        ApiError::new(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "too_many_runs",
+            format!(
+                "you have {} runs in flight (server.max_in_flight_per_user); retry when one ends",
+                d.settings().server.max_in_flight_per_user
+            ),
+        )
+        .with_retry_after(d.settings().server.retry_after_s)
+    })?;
     let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::unavailable(
@@ -383,7 +402,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             .await?;
     }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
-    let approver = approvals::RunApprover::new(&d, &job, pause_tx, permit);
+    let approver = approvals::RunApprover::new(&d, &job, pause_tx, Slot { _all: permit, _own: own });
     if !stream {
         let dd = d.clone();
         let mut task = tokio::spawn(async move {
