@@ -336,7 +336,16 @@ pub(crate) struct Job {
 /// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
 /// streamed as Server-Sent Events.
 pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
-    // The user's share first: one user's runs never take every slot from the others.
+    let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
+        d.metrics.busy.fetch_add(1, Ordering::Relaxed);
+        ApiError::unavailable(
+            "busy",
+            format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight),
+            d.settings().server.retry_after_s,
+        )
+    })?;
+    // Then the user's share: one user's runs never take every slot from the others (a full
+    // daemon answers `busy` first, whoever asks).
     let own = d.user_slots(&job.caller.user_id).try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::new(
@@ -348,14 +357,6 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             ),
         )
         .with_retry_after(d.settings().server.retry_after_s)
-    })?;
-    let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
-        d.metrics.busy.fetch_add(1, Ordering::Relaxed);
-        ApiError::unavailable(
-            "busy",
-            format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight),
-            d.settings().server.retry_after_s,
-        )
     })?;
     let now = crate::state::now_ms();
     let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
