@@ -667,7 +667,7 @@ pub async fn learn_in(
     let vecs = embedder.embed(requests.clone()).await?;
     // The memory compares requests by meaning (mentions masked), as the engine does.
     let meanings =
-        embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::analogy::meaning_text(r)).collect()).await?;
+        embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::reading::meaning_text(r)).collect()).await?;
     for ((c, (req, v)), meaning) in train.iter().zip(requests.iter().zip(vecs)).zip(meanings) {
         // Usage vectors: the request joins every API of its chain.
         let used: Vec<String> =

@@ -12,80 +12,18 @@
 //! - a value the old request never said is a constant of the call or came from an earlier
 //!   output: the engine decides with the shared filler.
 //!
-//! Which remembered request is analogous is read by meaning: [`meaning_text`] masks every mention
+//! Which remembered request is analogous is read by meaning: [`super::reading::meaning_text`] masks every mention
 //! and number (`rent a car at X at N am on M N`) and the memory compares embeddings of that.
 //! Mentions are aligned by role, not by where they stand: dates (and the times that go with them)
 //! by their order in time, the rest by the role the old mention played in the remembered chain
 //! (learned from recorded runs), then the words around them.
 
 use super::learned::{mentions, Kind, Mention};
+use super::reading::{says, words};
 use super::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
 use std::collections::HashSet;
-
-/// The request as its structure reads: lower-case words, with numbers, capitalised words and
-/// month names masked and runs of one mask folded into one.
-pub fn delexicalize(text: &str) -> Vec<String> {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let mut out: Vec<String> = Vec::new();
-    let mut sentence_start = true;
-    for raw in text.split_whitespace() {
-        let w = raw.trim_matches(|c: char| !c.is_alphanumeric());
-        let ends = raw.ends_with(['.', '?', '!']);
-        if w.is_empty() {
-            sentence_start = ends || sentence_start;
-            continue;
-        }
-        let lower = w.to_lowercase();
-        let token = if w.chars().any(|c| c.is_ascii_digit()) {
-            "<num>".to_string()
-        } else if MONTHS.contains(&lower.as_str()) {
-            "<month>".to_string()
-        } else if !sentence_start
-            && w.chars().next().is_some_and(char::is_uppercase)
-            && !matches!(lower.as_str(), "i" | "am" | "pm")
-        {
-            "<name>".to_string()
-        } else {
-            lower
-        };
-        if !(token.starts_with('<') && out.last() == Some(&token)) {
-            out.push(token);
-        }
-        sentence_start = ends;
-    }
-    out
-}
-
-/// The request's meaning as the long-term memory embeds it: its words with every place, name,
-/// number and month masked (`rent a car at X at N am on M N`), so that two requests asking the
-/// same thing of other places and days are near, however each is worded.
-pub fn meaning_text(text: &str) -> String {
-    delexicalize(text)
-        .into_iter()
-        .map(|t| match t.as_str() {
-            "<num>" => "N".to_string(),
-            "<month>" => "M".to_string(),
-            "<name>" => "X".to_string(),
-            _ => t,
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// What a recorded literal becomes for the new request.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,21 +46,6 @@ pub struct Analogy {
     new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<(Vec<Mention>, Vec<Mention>, Vec<Option<usize>>)>,
-}
-
-/// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
-pub(crate) fn words(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Whether `text` (as [`words`] gives it) says `value` as whole words.
-pub(crate) fn says(text: &str, value: &str) -> bool {
-    let w = words(value);
-    !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
 }
 
 /// How an old request's mention maps onto the new request's mentions of the same kind by the role
@@ -480,6 +403,11 @@ impl Analogy {
 
     /// A name: the whole value, or names of the old request inside it, replaced by their
     /// counterparts (longest first, each place once).
+    /// The new request's own spelling of its name mention `m`.
+    fn spelled(&self, m: &Mention) -> String {
+        self.new.names.iter().find(|n| n.to_lowercase() == m.value).cloned().unwrap_or_else(|| m.value.clone())
+    }
+
     fn transfer_name(&self, s: &str) -> Transfer {
         let lower = s.to_lowercase();
         let olds = self.old_mentions(Kind::Name);
@@ -506,12 +434,25 @@ impl Analogy {
             return Transfer::Unsaid;
         }
         found.sort_unstable();
+        // One place the old request named in one phrase of several names joined by a word
+        // ("Four Seasons Resort Orlando at Walt Disney World Resort"): where the new request has
+        // no counterpart for a part of it, its counterpart is the head's alone.
+        if let [(first, _, head), .., (_, last_end, _)] = found.as_slice() {
+            let joined_by_word = found.windows(2).any(|w| s[w[0].1..w[1].0].chars().any(char::is_alphabetic));
+            if joined_by_word && says(&self.old_words, &s[*first..*last_end]) {
+                let unmatched = found.iter().any(|(_, _, i)| self.counterpart(Kind::Name, *i).is_none());
+                if let (true, Some(new_head)) = (unmatched, self.counterpart(Kind::Name, *head)) {
+                    return Transfer::Mapped(Value::String(self.spelled(new_head)));
+                }
+            }
+        }
         let mut out = String::new();
         let mut at = 0;
-        // Around the names: what the remembered request said stays ("CN Tower, Toronto"); a head
-        // or tail it never said ("Orlando, US") was the remembered call's own addition, not this
-        // request's, and is left out.
-        let said = |part: &str| words(part).split(' ').filter(|x| !x.is_empty()).all(|x| says(&self.old_words, x));
+        // Around the names: what the remembered request said, as one phrase, stays ("CN Tower,
+        // Toronto"); a head or tail it never said so ("Orlando, US", "by Hilton Hotel San Pedro"
+        // of "DoubleTree by Hilton San Pedro") was the remembered call's own, not this request's,
+        // and is left out.
+        let said = |part: &str| words(part).is_empty() || says(&self.old_words, part);
         let last = found.len() - 1;
         for (n, (start, end, i)) in found.into_iter().enumerate() {
             let Some(new) = self.counterpart(Kind::Name, i) else { return Transfer::Unmatched(Kind::Name) };
@@ -519,15 +460,7 @@ impl Analogy {
             if n > 0 || said(gap) {
                 out.push_str(gap);
             }
-            // The new request's own spelling of its mention.
-            let spelled = self
-                .new
-                .names
-                .iter()
-                .find(|n| n.to_lowercase() == new.value)
-                .cloned()
-                .unwrap_or_else(|| new.value.clone());
-            out.push_str(&spelled);
+            out.push_str(&self.spelled(new));
             at = end;
             if n == last && said(&s[at..]) {
                 out.push_str(&s[at..]);
@@ -540,6 +473,7 @@ impl Analogy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::reading::{delexicalize, meaning_text};
     use serde_json::json;
 
     fn day() -> NaiveDate {
@@ -648,5 +582,32 @@ mod tests {
         assert_eq!(a.transfer_word("FIRST", &vocabulary), None);
         let same = Analogy::new(old, old, &RequestValues::extract(old, day()), day());
         assert_eq!(same.transfer_word("BUSINESS", &vocabulary).as_deref(), Some("BUSINESS"));
+    }
+
+    /// A place the old request named in one phrase of two names ("… Orlando at Walt Disney World
+    /// Resort") maps to the new request's counterpart of the head alone where the new request
+    /// has no counterpart for the other part.
+    #[test]
+    fn a_place_named_in_one_phrase_of_several_names_takes_the_heads_counterpart() {
+        let old = "It's 9 o'clock in the morning on December 25, 2024. I just had breakfast at the Four Seasons Resort Orlando at Walt Disney World Resort. All local flights in Orlando have been canceled.";
+        let new = "Heavy rain has canceled all local flights in Dallas. It's 8 o'clock in the morning on December 15, 2024 and I've just finished breakfast at the Hyatt Regency Dallas. I need a taxi.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        let recorded = json!("Four Seasons Resort Orlando at Walt Disney World Resort");
+        assert_eq!(a.transfer(&recorded, None), Transfer::Mapped(json!("Hyatt Regency Dallas")));
+        let old =
+            "I'm planning to stay at the Days Inn by Wyndham Saint John from November 5, 2024 to November 10, 2024.";
+        let new = "Hotels near the Sydney Opera House, December 5, 2024, to December 15, 2024, please.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(
+            a.transfer(&json!("Days Inn by Wyndham Saint John"), None),
+            Transfer::Mapped(json!("Sydney Opera House"))
+        );
+        // Where every part has its counterpart, each takes its place in the phrase.
+        let same = "I'm planning to stay at the Hilton by Lake Garda from November 5, 2024 to November 10, 2024.";
+        let a = Analogy::new(old, same, &RequestValues::extract(same, day()), day());
+        assert_eq!(
+            a.transfer(&json!("Days Inn by Wyndham Saint John"), None),
+            Transfer::Mapped(json!("Hilton by Lake Garda"))
+        );
     }
 }

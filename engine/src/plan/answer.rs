@@ -8,6 +8,7 @@
 //! request asks for no quantity the response is summarised (the compressed observation).
 
 use super::coverage::{asked_quantities, sent_arguments};
+use super::reading::key as norm;
 use super::Context;
 use serde_json::{Map, Value};
 
@@ -17,10 +18,6 @@ struct Item {
     value: f64,
     currency: Option<String>,
     label: Option<String>,
-}
-
-fn norm(k: &str) -> String {
-    k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
 fn number(v: &Value) -> Option<f64> {

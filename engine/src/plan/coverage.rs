@@ -22,6 +22,7 @@
 //! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
 //! every requirement is covered; the deterministic planner does not finish while one is open.
 
+use super::reading::{key, word_list as words};
 use super::Context;
 use crate::exec::refs;
 use serde::{Deserialize, Serialize};
@@ -155,16 +156,12 @@ fn keys(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
         Value::Array(a) => a.iter().take(3).for_each(|x| keys(x, out, budget)),
         Value::Object(m) => {
             for (k, x) in m {
-                out.push(k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect());
+                out.push(key(k));
                 keys(x, out, budget);
             }
         }
         _ => {}
     }
-}
-
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 /// The quantities `request` asks for: (name, field keys).

@@ -6,15 +6,12 @@
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
 use super::learned::{mentions, ArgModel, Kind, Repeat};
+use super::reading::key as norm;
 use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use super::{ApiView, ArgSource, Context, Filled};
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-
-fn norm(s: &str) -> String {
-    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-}
 
 /// The scalar fields of a response in breadth-first order, normalized name → path; arrays are
 /// entered at their first element and the index left out of the path (references take the first
@@ -481,13 +478,21 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
                 continue;
             }
         }
-        if !p.required {
+        // A value recorded runs sent it with that the request says in words (an enumeration),
+        // else the one the words said with it in recorded runs choose (an ordering: "the
+        // cheapest", "top-rated"); for an optional parameter only the latter.
+        let model = ctx.args.as_deref();
+        let said = model.filter(|_| p.required).and_then(|m| m.said_value(&api.id, &p.name, &ctx.request));
+        let (said, kind) = match said {
+            Some(v) => (Some(v), "word"),
+            None => (model.and_then(|m| m.cued_value(&api.id, &p.name, &ctx.request)), "cue"),
+        };
+        if let Some(v) = said {
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Request { kind: kind.into() });
             continue;
         }
-        // A value recorded runs sent it with that the request says in words (an enumeration).
-        if let Some(v) = ctx.args.as_deref().and_then(|m| m.said_value(&api.id, &p.name, &ctx.request)) {
-            out.arguments.insert(p.name.clone(), v);
-            out.sources.insert(p.name.clone(), ArgSource::Request { kind: "word".into() });
+        if !p.required {
             continue;
         }
         // A value recorded runs always send it with.

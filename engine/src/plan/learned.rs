@@ -122,6 +122,12 @@ pub struct SlotStats {
     /// the id from that hotel's details call (`newest`).
     #[serde(default, skip_serializing_if = "is_unset")]
     pub on_repeat: [u32; 4],
+    /// The request's ordering words ([`super::reading::ordering_words`]) said with each word value it was sent with (value as
+    /// JSON text → word → calls; at most [`MAX_VALUE_WORDS`] words a value). Under the API's
+    /// [`REQUEST`] pseudo-parameter, key `""`: the words said with every call of the API since it
+    /// was first sent a word value, against which a word's pull toward one value is measured.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub words: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 fn is_unset(v: &[u32; 4]) -> bool {
@@ -169,8 +175,38 @@ impl Repeat {
 /// more than once): which counted number of the request said how many options there were.
 pub const CALLS: &str = "#calls";
 
+/// The pseudo-parameter under which an API's slot counts the request words said with all its
+/// calls (see [`SlotStats::words`]).
+pub const REQUEST: &str = "#request";
+
 const MAX_CONSTANTS: usize = 8;
 const MAX_CUE_WORDS: usize = 400;
+/// Words kept per value a parameter was sent with, and per API over all its calls.
+const MAX_VALUE_WORDS: usize = 200;
+const MAX_REQUEST_WORDS: usize = 1000;
+
+/// A literal that is a word value (`CHEAPEST`, `popularity`, `sort_recent_desc`), not a mention
+/// of the request, a reference or free text: what an ordering or enumeration parameter takes.
+fn word_value(v: &Value, request: &RequestValues) -> bool {
+    let Some(s) = v.as_str() else { return false };
+    let s = s.trim();
+    !s.is_empty()
+        && s.len() <= 40
+        && !s.contains('$')
+        && s.chars().any(char::is_alphabetic)
+        && super::reading::word_count(s) <= 3
+        && !Kind::ALL
+            .iter()
+            .any(|k| normalized(v, *k).is_some_and(|want| mentions(request, *k).iter().any(|m| m.value == want)))
+}
+
+fn count_words(map: &mut BTreeMap<String, u32>, words: &[String], cap: usize) {
+    for w in words {
+        if map.len() < cap || map.contains_key(w) {
+            *map.entry(w.clone()).or_default() += 1;
+        }
+    }
+}
 
 impl SlotStats {
     fn observe(&mut self, value: &Value, request: &RequestValues) {
@@ -257,10 +293,9 @@ fn dedup(words: &[String]) -> Vec<&str> {
     out
 }
 
-/// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`).
-pub fn norm(name: &str) -> String {
-    name.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-}
+/// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`):
+/// the one name normalizer.
+pub use super::reading::key as norm;
 
 /// Everything learned: per API and parameter, and per parameter name across APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -329,6 +364,7 @@ impl ArgModel {
         today: chrono::NaiveDate,
     ) -> Touched {
         let values = RequestValues::extract(request, today);
+        let said = super::reading::ordering_words(request);
         self.examples += 1;
         let mut touched = Touched::default();
         // The last reference each (API, parameter) took in this run, and the calls per API.
@@ -365,6 +401,7 @@ impl ArgModel {
                 touched.apis.insert(api.to_string());
                 touched.names.insert(norm(param));
             }
+            self.learn_words(api, args, &values, &said, &mut touched);
         }
         // How many times the run called an API it called more than once: a counted number of
         // the request ("three hotels", "the two cheapest") or not.
@@ -378,6 +415,78 @@ impl ArgModel {
             touched.apis.insert(api.to_string());
         }
         touched
+    }
+
+    /// Count the request's words with the word values `api` was sent (and with all its calls,
+    /// from its first word value on): what [`ArgModel::cued_value`] reads.
+    fn learn_words(
+        &mut self,
+        api: &str,
+        args: &Map<String, Value>,
+        values: &RequestValues,
+        said: &[String],
+        touched: &mut Touched,
+    ) {
+        let sent: Vec<(&String, String)> =
+            args.iter().filter(|(_, v)| word_value(v, values)).map(|(p, v)| (p, v.to_string())).collect();
+        let slots = self.slots.entry(api.to_string()).or_default();
+        if sent.is_empty() && !slots.contains_key(REQUEST) {
+            return;
+        }
+        let all = slots.entry(REQUEST.to_string()).or_default();
+        all.support += 1;
+        count_words(all.words.entry(String::new()).or_default(), said, MAX_REQUEST_WORDS);
+        for (param, value) in sent {
+            let slot = slots.entry(param.clone()).or_default();
+            // Only the values the slot keeps (at most MAX_CONSTANTS): the words stay bounded.
+            if slot.values.contains_key(&value) {
+                count_words(slot.words.entry(value).or_default(), said, MAX_VALUE_WORDS);
+            }
+        }
+        touched.apis.insert(api.to_string());
+    }
+
+    /// The word value `api`'s `param` takes for `request`, by the words recorded runs said with
+    /// it: each value scores the calls of the words this request says that went (four times in
+    /// five or more, and twice or more) with that value among all calls of the API — "cheapest"
+    /// with `CHEAPEST`, "top-rated" with `attr_book_score`, "nearest" with `distance`. `None`
+    /// when no word pulls toward one value, or two values tie.
+    pub fn cued_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
+        let said = super::reading::ordering_words(request);
+        let mut scored: Vec<(u32, String)> = self
+            .value_cues(api, param)
+            .into_iter()
+            .map(|(v, cues)| (cues.iter().filter(|(w, _)| said.contains(w)).map(|(_, n)| n).sum(), v))
+            .filter(|(score, _)| *score > 0)
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        match scored.as_slice() {
+            [] => None,
+            [(a, _), (b, _), ..] if a == b => None,
+            [(_, v), ..] => serde_json::from_str(v).ok(),
+        }
+    }
+
+    /// Per word value `api`'s `param` was sent twice or more (JSON text): the words that go with
+    /// it — said with it in two calls or more, and in four of five calls of the API that said them.
+    pub fn value_cues(&self, api: &str, param: &str) -> BTreeMap<String, Vec<(String, u32)>> {
+        let Some(slots) = self.slots.get(api) else { return BTreeMap::new() };
+        let (Some(all), Some(slot)) = (slots.get(REQUEST).and_then(|s| s.words.get("")), slots.get(param)) else {
+            return BTreeMap::new();
+        };
+        slot.words
+            .iter()
+            .filter(|(v, _)| slot.values.get(*v).is_some_and(|n| *n >= 2))
+            .map(|(v, with)| {
+                let cues = with
+                    .iter()
+                    .filter(|(w, n)| **n >= 2 && all.get(*w).is_some_and(|total| 5 * **n >= 4 * total))
+                    .map(|(w, n)| (w.clone(), *n))
+                    .collect::<Vec<_>>();
+                (v.clone(), cues)
+            })
+            .filter(|(_, cues)| !cues.is_empty())
+            .collect()
     }
 
     /// Where a repeated call of `api` takes `param` from, relative to the call before it: what
@@ -525,14 +634,14 @@ impl ArgModel {
     /// enumeration: `install`, `buy`, `business`): its own examples, else the parameter name's;
     /// the most frequent of those said, `None` when none is or two tie.
     pub fn said_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
-        let text = super::analogy::words(request);
+        let text = super::reading::words(request);
         let pick = |slot: &SlotStats| -> Option<String> {
             let mut said: Vec<(&String, u32)> = slot
                 .values
                 .iter()
                 .filter(|(v, _)| {
                     serde_json::from_str::<String>(v)
-                        .is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::analogy::says(&text, &s))
+                        .is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::reading::says(&text, &s))
                 })
                 .map(|(v, n)| (v, *n))
                 .collect();
@@ -557,7 +666,7 @@ impl ArgModel {
     pub fn describe(&self, api: &str) -> Value {
         let Some(slots) = self.slots.get(api) else { return Value::Null };
         let mut out = Map::new();
-        for (param, s) in slots {
+        for (param, s) in slots.iter().filter(|(p, _)| p.as_str() != REQUEST) {
             let mut kinds = Map::new();
             for (kind, n) in &s.kinds {
                 let mut k = serde_json::json!({"times": n});
@@ -584,6 +693,21 @@ impl ArgModel {
                 kinds.insert(kind.as_str().into(), k);
             }
             let mut shown = serde_json::json!({"support": s.support, "kinds": kinds, "constant": s.constant()});
+            let cues = self.value_cues(api, param);
+            if !cues.is_empty() {
+                shown["value_cues"] = serde_json::json!(cues
+                    .into_iter()
+                    .map(|(v, mut ws)| {
+                        ws.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                        ws.truncate(8);
+                        (
+                            serde_json::from_str::<Value>(&v)
+                                .map_or(v, |v| v.as_str().map_or(v.to_string(), str::to_string)),
+                            ws,
+                        )
+                    })
+                    .collect::<BTreeMap<_, _>>());
+            }
             if !is_unset(&s.on_repeat) {
                 let [same, next, newest, other] = s.on_repeat;
                 let usual = self.repeat_of(api, param).map(|r| format!("{r:?}").to_lowercase());
@@ -647,6 +771,38 @@ mod tests {
             .unwrap()
             .iter()
             .any(|c| c["word"] == "return"));
+    }
+
+    /// The words recorded requests said with each sort value choose it for a request that never
+    /// names the value; words said with every value, and a call that sent none, choose nothing.
+    #[test]
+    fn an_ordering_word_picks_the_sort_value_recorded_runs_used_with_it() {
+        let mut m = ArgModel::default();
+        let runs = [
+            ("Find the cheapest flight from Paris to Rome on May 3rd.", Some("CHEAPEST")),
+            ("I need the cheapest tickets from Oslo to Lima.", Some("CHEAPEST")),
+            ("Book the fastest flight from Berlin to Madrid.", Some("FASTEST")),
+            ("What is the fastest way to fly from Tokyo to Seoul on June 9th?", Some("FASTEST")),
+            ("Show me the best flight from Dublin to Vienna.", Some("BEST")),
+            ("Which flight from Cairo to Doha is best?", Some("BEST")),
+            ("Any flight from Quito to Bogota on June 2nd.", None),
+            ("A flight from Accra to Dakar, please.", None),
+        ];
+        for (req, sort) in runs {
+            let mut a = args(json!({"from": "$var1.id$"}));
+            if let Some(sort) = sort {
+                a.insert("sort".into(), json!(sort));
+            }
+            m.learn(req, [("f/search", &a)], day());
+        }
+        let cue = |req: &str| m.cued_value("f/search", "sort", req);
+        assert_eq!(cue("Get me the cheapest seats from Nice to Porto."), Some(json!("CHEAPEST")));
+        assert_eq!(cue("Which is the fastest connection from Lyon to Turin?"), Some(json!("FASTEST")));
+        assert_eq!(cue("A flight from Nice to Porto on May 1st."), None, "`flight` is said with every value");
+        assert_eq!(cue("The cheapest or the fastest, from Nice to Porto?"), None, "a tie chooses nothing");
+        let shown = m.describe("f/search");
+        assert!(shown["sort"]["value_cues"]["CHEAPEST"].as_array().unwrap().iter().any(|c| c[0] == "cheapest"));
+        assert!(shown.get(REQUEST).is_none(), "the pseudo-parameter is not shown as a parameter");
     }
 
     #[test]

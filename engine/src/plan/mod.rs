@@ -23,6 +23,7 @@ pub mod llm;
 pub mod models;
 pub mod program;
 pub mod prompt;
+pub mod reading;
 pub mod values;
 
 use crate::Result;

@@ -126,7 +126,7 @@ pub fn compact_api(a: &ApiView, description: usize) -> String {
         .map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty))
         .collect::<Vec<_>>()
         .join(", ");
-    let d = a.description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let d = super::reading::squash(&a.description);
     if d.is_empty() || description == 0 {
         format!("{}({params})", a.name)
     } else {
@@ -268,13 +268,13 @@ pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer], filled: &Map<
                 p.name,
                 if p.required { "*" } else { "" },
                 p.ty,
-                cut(&p.description.split_whitespace().collect::<Vec<_>>().join(" "), 90)
+                cut(&super::reading::squash(&p.description), 90)
             )
         })
         .collect();
     let already = or_none(filled.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
     let already = cut(&already, 300);
-    let description = cut(&api.description.split_whitespace().collect::<Vec<_>>().join(" "), 150);
+    let description = cut(&super::reading::squash(&api.description), 150);
     let request = cut(&ctx.request, 600);
     let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
     let mentions = cut(&mention_line(ctx), 300);

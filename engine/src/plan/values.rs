@@ -3,6 +3,7 @@
 //! count ("2 adults"), quoted strings, capitalised names ("San Diego Marriott La Jolla"), emails
 //! and URLs. The deterministic planner fills arguments from these, in the order they appear.
 
+use super::reading::{key, tokens, word_list, Token};
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
 /// A number and the word after it (`2 adults` → (2, "adults")).
@@ -49,7 +50,7 @@ pub struct RequestValues {
 
 /// Words before a mention (up to 6, within its sentence) and the 2 after it, in lower case: the
 /// context the learned filler reads ("return it at the same place at | 5 PM | seven days").
-fn cues_at(toks: &[Tok<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
+fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
     let ends_sentence = |k: usize| toks[k].punct.is_some_and(|p| matches!(p, '.' | '?' | '!' | ';'));
     let mut out = Vec::new();
     let mut k = first;
@@ -116,25 +117,6 @@ fn small_number(w: &str) -> Option<f64> {
     }
 }
 
-/// A word with trailing punctuation removed and its end position in the text.
-#[derive(Debug, Clone)]
-struct Tok<'a> {
-    text: &'a str,
-    /// Punctuation that followed it (',' '.' '?' '!' ';' ':').
-    punct: Option<char>,
-}
-
-fn tokens(text: &str) -> Vec<Tok<'_>> {
-    text.split_whitespace()
-        .map(|w| {
-            let trimmed = w.trim_end_matches([',', '.', '?', '!', ';', ':', ')', '"', '\'']);
-            let punct = w[trimmed.len()..].chars().find(|c| matches!(c, ',' | '.' | '?' | '!' | ';' | ':'));
-            Tok { text: trimmed.trim_start_matches(['(', '"', '\'']), punct }
-        })
-        .filter(|t| !t.text.is_empty())
-        .collect()
-}
-
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless
 /// a sentence ends between: the roles a mention is said in ("from", "to", "near", "pick-up:").
 /// `at`: the mention's first word, for a phrase the words cannot find (a date written out).
@@ -146,7 +128,7 @@ pub(crate) fn words_before(text: &str, phrase: &str, at: usize) -> Vec<String> {
         Vec::new()
     } else {
         // Whole mentions only: not "Miami" of "Miami International Airport".
-        let capital = |t: Option<&Tok<'_>>| t.is_some_and(|t| t.text.chars().next().is_some_and(char::is_uppercase));
+        let capital = |t: Option<&Token<'_>>| t.is_some_and(|t| t.text.chars().next().is_some_and(char::is_uppercase));
         (0..lower.len())
             .filter(|i| lower[*i..].starts_with(&want))
             .filter(|i| {
@@ -275,6 +257,10 @@ fn is_capitalised(w: &str) -> bool {
 }
 
 /// Words that start a sentence or name a date/time, never part of a place or product name.
+const PRONOUNS: [&str; 16] = [
+    "i", "you", "he", "she", "it", "we", "they", "that", "there", "here", "what", "who", "let", "its", "your", "their",
+];
+
 fn is_stop_name(w: &str) -> bool {
     const STOP: &[&str] = &[
         "i",
@@ -342,8 +328,11 @@ fn is_stop_name(w: &str) -> bool {
         "next",
         "last",
     ];
-    let l = w.to_ascii_lowercase();
+    let l = w.to_lowercase().replace('’', "'");
+    // A pronoun's contraction ("I've", "It's", "We're") is the pronoun.
+    let stem = ["'s", "'ve", "'re", "'ll", "'d", "'m"].iter().find_map(|c| l.strip_suffix(c)).unwrap_or(&l);
     STOP.contains(&l.as_str())
+        || (PRONOUNS.contains(&stem) || STOP.contains(&stem)) && stem != l
         || month_of(&l).is_some()
         || WEEKDAYS.iter().any(|(d, _)| *d == l)
         || l.chars().all(|c| c.is_ascii_digit())
@@ -623,18 +612,9 @@ impl RequestValues {
             if value.is_empty() || !value.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') {
                 continue;
             }
-            let one: String =
-                toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+            let one: String = key(toks[i - 1].text);
             let two = if i >= 2 && toks[i - 2].punct.is_none() {
-                format!(
-                    "{}{one}",
-                    toks[i - 2]
-                        .text
-                        .chars()
-                        .filter(|c| c.is_alphanumeric())
-                        .flat_map(char::to_lowercase)
-                        .collect::<String>()
-                )
+                format!("{}{one}", key(toks[i - 2].text))
             } else {
                 one.clone()
             };
@@ -648,7 +628,7 @@ impl RequestValues {
         for i in 0..toks.len() {
             let t = toks[i].text.trim_matches(|c: char| c == '(' || c == ')');
             if let Some((k, val)) = t.split_once('=') {
-                let key: String = k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+                let key: String = key(k);
                 if key.len() >= 2 && !val.is_empty() && !t.contains("://") {
                     v.labelled.push((key, val.to_string()));
                     used[i] = true;
@@ -661,11 +641,8 @@ impl RequestValues {
                 if val.chars().next().is_some_and(|c| c.is_ascii_digit())
                     && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
                 {
-                    let before: String = if i >= 1 && toks[i - 1].punct.is_none() {
-                        toks[i - 1].text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-                    } else {
-                        String::new()
-                    };
+                    let before: String =
+                        if i >= 1 && toks[i - 1].punct.is_none() { key(toks[i - 1].text) } else { String::new() };
                     let short = if label == "number" || label == "no" || label == "#" { "number" } else { "id" };
                     if !before.is_empty() {
                         v.labelled.push((format!("{before}{short}"), val.to_string()));
@@ -719,14 +696,38 @@ impl RequestValues {
                 i += 1;
                 continue;
             }
+            // A sentence's first word is not the start of the name after it where the request
+            // says it in lower case elsewhere ("Pick-up … pick it up"), it reads as an adverb
+            // ("Currently"), or the name after it stands alone elsewhere ("Leaving Toronto …
+            // back to Toronto").
+            let next_name = toks.get(i + 1).filter(|t| !t.opens && is_capitalised(t.text) && !is_stop_name(t.text));
+            let common = |t: &str, next: &str| {
+                let l = t.to_lowercase();
+                let said_lower =
+                    |o: &Token<'_>| o.text.chars().next().is_some_and(char::is_lowercase) && o.text.to_lowercase() == l;
+                let alone_elsewhere = (0..toks.len()).any(|k| {
+                    k != i + 1
+                        && toks[k].text == next
+                        && (k == 0 || !is_capitalised(toks[k - 1].text) || is_stop_name(toks[k - 1].text))
+                        && toks.get(k + 1).is_none_or(|t| !is_capitalised(t.text) || toks[k].punct.is_some())
+                });
+                l.len() > 4 && l.ends_with("ly") || toks.iter().any(said_lower) || alone_elsewhere
+            };
+            if starts_sentence && toks[i].punct.is_none() && next_name.is_some_and(|n| common(toks[i].text, n.text)) {
+                i += 1;
+                continue;
+            }
             let mut j = i;
             let mut words = vec![toks[i].text];
             // An initial ("John F. Kennedy") does not end a name.
-            let initial = |t: &Tok<'_>| {
+            let initial = |t: &Token<'_>| {
                 t.text.len() == 1 && t.text.chars().all(|c| c.is_ascii_uppercase()) && t.punct == Some('.')
             };
             while (toks[j].punct.is_none() || initial(&toks[j])) && j + 1 < toks.len() {
                 let n = toks[j + 1].text;
+                if toks[j + 1].opens {
+                    break;
+                }
                 if !used[j + 1] && is_capitalised(n) && !is_stop_name(n)
                     || (n.chars().all(|c| c.is_ascii_digit()) && n.len() <= 3 && !used[j + 1])
                 {
@@ -765,7 +766,7 @@ impl RequestValues {
     /// The number counted by `param` ("adults" ← "2 adults", "room_qty" ← "two rooms").
     pub fn count_for(&self, param: &str) -> Option<f64> {
         let p = param.to_ascii_lowercase();
-        let stems: Vec<&str> = p.split(|c: char| !c.is_alphanumeric()).filter(|s| s.len() >= 3).collect();
+        let stems: Vec<String> = word_list(&p).into_iter().filter(|s| s.len() >= 3).collect();
         self.numbers.iter().find_map(|c| {
             let w = c.word.trim_end_matches('s');
             (w.len() >= 3
@@ -915,5 +916,28 @@ mod tests {
         // A date or a price is no phone number.
         let v = RequestValues::extract("On 2024-10-05 it costs 1234.50 dollars.", d(2024, 1, 1));
         assert!(v.phones.is_empty(), "{:?}", v.phones);
+    }
+
+    /// A pronoun's contraction, a bracket that opens, and a sentence's first word that is a verb
+    /// or said in lower case elsewhere do not become (part of) a name.
+    #[test]
+    fn contractions_brackets_and_sentence_verbs_are_not_names() {
+        let d = NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        let v = RequestValues::extract("It's 8 o'clock and I've just had breakfast at the Hyatt Regency Dallas.", d);
+        assert_eq!(v.names, ["Hyatt Regency Dallas"]);
+        let v = RequestValues::extract(
+            "A rental from Adelaide Airport (11 AM, December 1st) to Canberra Airport (5 PM).",
+            d,
+        );
+        assert_eq!(v.names, ["Adelaide Airport", "Canberra Airport"]);
+        let v = RequestValues::extract("Leaving Toronto on December 2 for Vancouver, and flying back to Toronto.", d);
+        assert_eq!(v.names, ["Toronto", "Vancouver"]);
+        let v = RequestValues::extract(
+            "Get the summary. Pick-up Seattle Airport at 11 AM; I return the pick-up car in Tacoma.",
+            d,
+        );
+        assert_eq!(v.names, ["Seattle Airport", "Tacoma"]);
+        let v = RequestValues::extract("Beijing Capital Airport at 9 AM, then Beijing Railway Station.", d);
+        assert_eq!(v.names, ["Beijing Capital Airport", "Beijing Railway Station"]);
     }
 }

@@ -38,7 +38,7 @@ pub struct Memory {
 
 /// The point id of a request: the same request (case and spacing aside) is one entry.
 pub fn entry_id(request: &str) -> String {
-    let norm: String = request.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let norm: String = crate::plan::reading::squash(request).to_lowercase();
     format!("mem-{}", text_hash(&norm))
 }
 

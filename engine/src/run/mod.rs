@@ -389,7 +389,7 @@ impl Engine {
         let mut both = self
             .retriever
             .embedder()
-            .embed(vec![request.to_string(), crate::plan::analogy::meaning_text(request)])
+            .embed(vec![request.to_string(), crate::plan::reading::meaning_text(request)])
             .await?
             .into_iter();
         let (vector, meaning) = (both.next().unwrap_or_default(), both.next().unwrap_or_default());

@@ -9,10 +9,11 @@
 use super::memory::{MemoryStep, Recalled};
 use super::trace::TraceEvent;
 use super::{Engine, RunState};
-use crate::plan::analogy::{words, Analogy, Transfer};
+use crate::plan::analogy::{Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::learned::{normalized, Kind, Mention};
+use crate::plan::reading::words;
 use crate::plan::{ArgSource, Filled, Judgement};
 use crate::Result;
 use serde_json::Value;
@@ -36,11 +37,8 @@ fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
             Req::Count => Some(Kind::Number),
             _ => None,
         };
-        let value = if r.kind == Req::Count {
-            r.value.split_whitespace().next().unwrap_or_default().to_string()
-        } else {
-            r.value.clone()
-        };
+        let value =
+            if r.kind == Req::Count { crate::plan::reading::first_word(&r.value).to_string() } else { r.value.clone() };
         let had_it = kind.is_none_or(|k| analogy.has_counterpart(k, &value) != Some(false));
         if had_it {
             r.covered_by = Some("recalled".into());
@@ -181,7 +179,7 @@ impl Engine {
                 for (param, v) in &step.arguments {
                     let took = match (kind, v) {
                         (Kind::Name, Value::String(s)) => {
-                            old.value.len() >= 3 && crate::plan::analogy::says(&words(s), &old.value)
+                            old.value.len() >= 3 && crate::plan::reading::says(&words(s), &old.value)
                         }
                         _ => normalized(v, kind).as_deref() == Some(old.value.as_str()),
                     };
@@ -270,9 +268,19 @@ impl Engine {
                         return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))
                     }
                     Transfer::Unsaid => {
+                        // The known value this request says in words, else the one the words
+                        // it says went with in recorded runs ("the quickest" → FASTEST).
                         let word = recorded
                             .as_str()
-                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)));
+                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)))
+                            .or_else(|| {
+                                st.ctx
+                                    .args
+                                    .as_deref()
+                                    .and_then(|m| m.cued_value(&api.id, name, &st.ctx.request))
+                                    .filter(|v| recorded.is_string() && v != recorded)
+                                    .and_then(|v| v.as_str().map(str::to_string))
+                            });
                         // An earlier output of this run provides it, or a run's own memory says the
                         // value came from its request (a quoted string, an email…): the filler's.
                         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
@@ -290,6 +298,8 @@ impl Engine {
                 }
             }
             // What the remembered call did not send but this API requires: the shared filler's.
+            // (An optional one it did not send stays unsent: a chain that sorts its first search
+            // and not the second did so on purpose.)
             let lacking: Vec<String> = api
                 .params
                 .iter()

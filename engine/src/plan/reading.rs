@@ -1,0 +1,267 @@
+//! The request read once, by one tokenizer, for every part of the planner: the typed values
+//! ([`super::values::RequestValues`]: dates, times, counts, names, labelled values), the words
+//! the judge looks for ([`word_list`]), the meaning the long-term memory embeds
+//! ([`meaning_text`]), the words an enumeration value is said in ([`words`], [`says`]), the
+//! ordering a request asks for ([`ordering_words`]) and the one name normalizer ([`key`]) that
+//! parameter names, response fields and labels are compared by.
+//!
+//! Nothing else in the planner splits text; a test keeps it so.
+
+/// A word of the text as written, with the punctuation that followed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token<'a> {
+    /// The word without trailing punctuation or leading brackets and quotes.
+    pub text: &'a str,
+    /// Punctuation that followed it (',' '.' '?' '!' ';' ':').
+    pub punct: Option<char>,
+    /// Whether it opened a bracket or a quote (`(11 AM`): what came before does not run on.
+    pub opens: bool,
+}
+
+impl Token<'_> {
+    /// Whether a sentence ends after it.
+    pub fn ends_sentence(&self) -> bool {
+        matches!(self.punct, Some('.' | '?' | '!'))
+    }
+}
+
+/// The text's words as written, split at white space, trailing punctuation noted apart.
+pub fn tokens(text: &str) -> Vec<Token<'_>> {
+    text.split_whitespace()
+        .map(|w| {
+            let trimmed = w.trim_end_matches([',', '.', '?', '!', ';', ':', ')', '"', '\'']);
+            let punct = w[trimmed.len()..].chars().find(|c| matches!(c, ',' | '.' | '?' | '!' | ';' | ':'));
+            let text = trimmed.trim_start_matches(['(', '"', '\'']);
+            Token { text, punct, opens: text.len() < trimmed.len() }
+        })
+        .filter(|t| !t.text.is_empty())
+        .collect()
+}
+
+/// The parts of a word between signs, lower-case (`highest-rated` → `highest`, `rated`;
+/// `PREMIUM_ECONOMY` → `premium`, `economy`).
+fn parts(word: &str) -> impl Iterator<Item = String> + '_ {
+    word.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// The text's lower-case words, split at every sign.
+pub fn word_list(text: &str) -> Vec<String> {
+    tokens(text).iter().flat_map(|t| parts(t.text)).collect()
+}
+
+/// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
+pub fn words(text: &str) -> String {
+    word_list(text).join(" ")
+}
+
+/// Whether `text` (as [`words`] gives it) says `value` as whole words.
+pub fn says(text: &str, value: &str) -> bool {
+    let w = words(value);
+    !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
+}
+
+/// The one name normalizer: letters and digits, lower-case (`pick_up_time`, `pickUpTime`,
+/// `Pick-up time` → `pickuptime`). Parameter names, response fields and labels compare by it.
+pub fn key(name: &str) -> String {
+    name.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// White space folded to single spaces (a description shown in a prompt).
+pub fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The text's first word as written (`"Rome, Italy"` → `Rome,`), or `""`.
+pub fn first_word(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or_default()
+}
+
+/// How many words the text has.
+pub fn word_count(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The request as its structure reads: lower-case words, with numbers, capitalised words and
+/// month names masked (`<num>`, `<name>`, `<month>`) and runs of one mask folded into one.
+pub fn delexicalize(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut sentence_start = true;
+    for t in tokens(text) {
+        let w = t.text.trim_matches(|c: char| !c.is_alphanumeric());
+        if w.is_empty() {
+            sentence_start = t.ends_sentence() || sentence_start;
+            continue;
+        }
+        let lower = w.to_lowercase();
+        let token = if w.chars().any(|c| c.is_ascii_digit()) {
+            "<num>".to_string()
+        } else if MONTHS.contains(&lower.as_str()) {
+            "<month>".to_string()
+        } else if !sentence_start
+            && w.chars().next().is_some_and(char::is_uppercase)
+            && !matches!(lower.as_str(), "i" | "am" | "pm")
+        {
+            "<name>".to_string()
+        } else {
+            lower
+        };
+        if !(token.starts_with('<') && out.last() == Some(&token)) {
+            out.push(token);
+        }
+        sentence_start = t.ends_sentence();
+    }
+    out
+}
+
+/// The request's meaning as the long-term memory embeds it: its words with every place, name,
+/// number and month masked (`rent a car at X at N am on M N`), so that two requests asking the
+/// same thing of other places and days are near, however each is worded.
+pub fn meaning_text(text: &str) -> String {
+    delexicalize(text)
+        .into_iter()
+        .map(|t| match t.as_str() {
+            "<num>" => "N".to_string(),
+            "<month>" => "M".to_string(),
+            "<name>" => "X".to_string(),
+            _ => t,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Words that lead an ordering without being superlatives themselves ("most popular", "top
+/// rated", "highly reviewed", "least crowded").
+const ORDER_LEADS: [&str; 6] = ["best", "most", "least", "top", "highly", "worst"];
+/// Words that end like a superlative and are not one.
+const NOT_SUPERLATIVE: [&str; 18] = [
+    "interest",
+    "request",
+    "suggest",
+    "forest",
+    "guest",
+    "contest",
+    "honest",
+    "modest",
+    "protest",
+    "harvest",
+    "invest",
+    "digest",
+    "manifest",
+    "arrest",
+    "quest",
+    "chest",
+    "southwest",
+    "northwest",
+];
+
+fn superlative(w: &str) -> bool {
+    ORDER_LEADS.contains(&w)
+        || (w.len() >= 6 && w.ends_with("est") && w.chars().all(char::is_alphabetic) && !NOT_SUPERLATIVE.contains(&w))
+}
+
+/// The ordering words a request says, each once, lower-case: every superlative ("cheapest",
+/// "fastest", "nearest", "best") and the word it leads ("highest-rated" → `highest`, `rated`;
+/// "most popular" → `most`, `popular`). What an ordering parameter's value is learned from.
+pub fn ordering_words(text: &str) -> Vec<String> {
+    // (word, joined to the next one by a hyphen)
+    let mut ws: Vec<(String, bool)> = Vec::new();
+    for t in tokens(text) {
+        for chunk in t.text.split(|c: char| !c.is_alphanumeric() && c != '-').filter(|c| !c.is_empty()) {
+            let sub: Vec<String> = parts(chunk).collect();
+            let n = sub.len();
+            ws.extend(sub.into_iter().enumerate().map(|(i, w)| (w, i + 1 < n)));
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (w, hyphen)) in ws.iter().enumerate() {
+        if !superlative(w) {
+            continue;
+        }
+        out.push(w.clone());
+        let next = ws.get(i + 1).filter(|(n, _)| n.len() >= 3 && n.chars().all(char::is_alphabetic));
+        if let Some((n, _)) = next.filter(|_| *hyphen || ORDER_LEADS[1..].contains(&w.as_str())) {
+            out.push(n.clone());
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordering_words_are_superlatives_and_the_word_they_lead() {
+        assert_eq!(
+            ordering_words("Find the highest-rated tours and the cheapest hotel."),
+            ["cheapest", "highest", "rated"]
+        );
+        assert_eq!(
+            ordering_words("Show me the most popular spots, top rated first"),
+            ["most", "popular", "rated", "top"]
+        );
+        assert_eq!(ordering_words("Our best option: the fastest flight"), ["best", "fastest"]);
+        assert!(ordering_words("I suggest a forest walk; any request of interest?").is_empty());
+    }
+
+    #[test]
+    fn one_tokenizer_gives_every_reading_the_same_words() {
+        let text = "Pick up at São Paulo's GRU (terminal 2) at 8 AM; drop-off: Rio, May 3rd.";
+        assert_eq!(
+            word_list(text),
+            [
+                "pick", "up", "at", "são", "paulo", "s", "gru", "terminal", "2", "at", "8", "am", "drop", "off", "rio",
+                "may", "3rd"
+            ]
+        );
+        assert_eq!(meaning_text(text), "pick up at X terminal N at N am drop-off X M N");
+        assert!(says(&words(text), "drop off"));
+        assert_eq!(key("Pick-up_Time"), key("pickUpTime"));
+    }
+
+    /// Nothing else in the planner or the run splits a text into words: every reading goes
+    /// through this module, so two parts can no longer read one request two ways.
+    #[test]
+    fn the_typed_reading_is_the_only_tokenizer() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let splitters = [
+            "split_whitespace(",
+            "split(|c: char| !c.is_alphanumeric()",
+            "split(char::is_whitespace",
+            ".filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase)",
+        ];
+        let mut found = Vec::new();
+        for dir in ["plan", "run"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.file_name().is_some_and(|n| n == "reading.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    if splitters.iter().any(|s| line.contains(s)) {
+                        found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(found.is_empty(), "text split outside plan/reading.rs:\n{}", found.join("\n"));
+    }
+}
