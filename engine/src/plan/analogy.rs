@@ -48,6 +48,32 @@ pub struct Analogy {
     kinds: Vec<(Vec<Mention>, Vec<Mention>, Vec<Option<usize>>)>,
 }
 
+/// Whether `value` is `name` with one letter left out, added or changed (two for a name of a
+/// dozen letters or more): a typing slip, not another name. Both lower-case; names of five
+/// letters or more only.
+fn mistyped(value: &str, name: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (value.chars().collect(), name.chars().collect());
+    if b.len() < 5 || a == b {
+        return false;
+    }
+    let allowed = if b.len() >= 12 { 2 } else { 1 };
+    if a.len().abs_diff(b.len()) > allowed {
+        return false;
+    }
+    // Levenshtein distance, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()] <= allowed
+}
+
 /// How an old request's mention maps onto the new request's mentions of the same kind by the role
 /// it played in the remembered chain (learned from recorded runs: the words around the mentions a
 /// parameter took): for an old mention of `kind`, a score per new mention, `None` when nothing was
@@ -401,13 +427,14 @@ impl Analogy {
         }
     }
 
-    /// A name: the whole value, or names of the old request inside it, replaced by their
-    /// counterparts (longest first, each place once).
     /// The new request's own spelling of its name mention `m`.
     fn spelled(&self, m: &Mention) -> String {
         self.new.names.iter().find(|n| n.to_lowercase() == m.value).cloned().unwrap_or_else(|| m.value.clone())
     }
 
+    /// A name: the whole value, or names of the old request inside it, replaced by their
+    /// counterparts (longest first, each place once); a whole value that is one old mention
+    /// mistyped ("San Francisc", "Machester") is that mention.
     fn transfer_name(&self, s: &str) -> Transfer {
         let lower = s.to_lowercase();
         let olds = self.old_mentions(Kind::Name);
@@ -431,7 +458,13 @@ impl Analogy {
             }
         }
         if found.is_empty() {
-            return Transfer::Unsaid;
+            let typo: Vec<usize> = (0..olds.len()).filter(|i| mistyped(&lower, &olds[*i].value)).collect();
+            return match typo.as_slice() {
+                [i] => self
+                    .counterpart(Kind::Name, *i)
+                    .map_or(Transfer::Unmatched(Kind::Name), |m| Transfer::Mapped(Value::String(self.spelled(m)))),
+                _ => Transfer::Unsaid,
+            };
         }
         found.sort_unstable();
         // One place the old request named in one phrase of several names joined by a word
@@ -609,5 +642,21 @@ mod tests {
             a.transfer(&json!("Days Inn by Wyndham Saint John"), None),
             Transfer::Mapped(json!("Hilton by Lake Garda"))
         );
+    }
+
+    /// A recorded value that is an old mention with a typing slip maps like the mention.
+    #[test]
+    fn a_mistyped_recorded_name_maps_like_the_name_it_misspells() {
+        let old = "Fly from Manchester to Milan on November 20th, 2024.";
+        let new = "Fly from Edinburgh to Lisbon on November 20th, 2024.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer(&json!("Machester"), None), Transfer::Mapped(json!("Edinburgh")));
+        assert_eq!(a.transfer(&json!("Milano"), None), Transfer::Mapped(json!("Lisbon")));
+        assert_eq!(
+            a.transfer(&json!("Munich"), None),
+            Transfer::Unsaid,
+            "two letters off a short name is another name"
+        );
+        assert!(mistyped("san francisc", "san francisco") && !mistyped("san diego", "san francisco"));
     }
 }

@@ -251,6 +251,29 @@ fn date_like(w: &str) -> bool {
         && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// Whether a name ends like a street's ("Pine St", "Bay St.", "Fifth Avenue", "Abbey Road").
+fn is_street(w: &str) -> bool {
+    const STREETS: [&str; 16] = [
+        "st",
+        "street",
+        "ave",
+        "avenue",
+        "rd",
+        "road",
+        "blvd",
+        "boulevard",
+        "ln",
+        "lane",
+        "dr",
+        "drive",
+        "way",
+        "pl",
+        "place",
+        "w",
+    ];
+    STREETS.contains(&w.trim_end_matches('.').to_lowercase().as_str())
+}
+
 fn is_capitalised(w: &str) -> bool {
     let mut cs = w.chars();
     matches!(cs.next(), Some(c) if c.is_uppercase()) && w.chars().any(|c| c.is_alphabetic())
@@ -623,6 +646,15 @@ impl RequestValues {
                 v.labelled.push((one, value.to_string()));
             }
             used[i] = true;
+            // The label is not a name ("Hotel ID: 7181225").
+            used[i - 1] = true;
+            if i >= 2
+                && toks[i - 2].punct.is_none()
+                && is_capitalised(toks[i - 2].text)
+                && is_capitalised(toks[i - 1].text)
+            {
+                used[i - 2] = true;
+            }
         }
         // Labelled with "=" ("latitude=40.7128,") and identifiers after their label ("user ID 2").
         for i in 0..toks.len() {
@@ -711,7 +743,9 @@ impl RequestValues {
                         && (k == 0 || !is_capitalised(toks[k - 1].text) || is_stop_name(toks[k - 1].text))
                         && toks.get(k + 1).is_none_or(|t| !is_capitalised(t.text) || toks[k].punct.is_some())
                 });
-                l.len() > 4 && l.ends_with("ly") || toks.iter().any(said_lower) || alone_elsewhere
+                // A compound of a lower-case word ("Pick-up", "Drop-off", "Check-in").
+                let compound = t.split('-').skip(1).any(|p| p.chars().next().is_some_and(char::is_lowercase));
+                l.len() > 4 && l.ends_with("ly") || compound || toks.iter().any(said_lower) || alone_elsewhere
             };
             if starts_sentence && toks[i].punct.is_none() && next_name.is_some_and(|n| common(toks[i].text, n.text)) {
                 i += 1;
@@ -719,6 +753,13 @@ impl RequestValues {
             }
             let mut j = i;
             let mut words = vec![toks[i].text];
+            // A house number is part of the street it numbers ("2405 Pine St").
+            let numbered = i > 0
+                && !used[i - 1]
+                && toks[i - 1].punct.is_none()
+                && !toks[i].opens
+                && (1..=5).contains(&toks[i - 1].text.len())
+                && toks[i - 1].text.chars().all(|c| c.is_ascii_digit());
             // An initial ("John F. Kennedy") does not end a name.
             let initial = |t: &Token<'_>| {
                 t.text.len() == 1 && t.text.chars().all(|c| c.is_ascii_uppercase()) && t.punct == Some('.')
@@ -753,10 +794,16 @@ impl RequestValues {
                 .collect::<Vec<_>>()
                 .join(" ");
             let lone_sentence_start = starts_sentence && words.len() == 1;
+            let (name, first) = if numbered && words.len() >= 2 && is_street(words.last().copied().unwrap_or_default())
+            {
+                (format!("{} {name}", toks[i - 1].text), i - 1)
+            } else {
+                (name, i)
+            };
             if !lone_sentence_start && !v.names.contains(&name) {
                 v.names.push(name);
-                v.name_cues.push(cues_at(&toks, &lower, i, j));
-                v.name_at.push(i);
+                v.name_cues.push(cues_at(&toks, &lower, first, j));
+                v.name_at.push(first);
             }
             i = j + 1;
         }
@@ -932,12 +979,23 @@ mod tests {
         assert_eq!(v.names, ["Adelaide Airport", "Canberra Airport"]);
         let v = RequestValues::extract("Leaving Toronto on December 2 for Vancouver, and flying back to Toronto.", d);
         assert_eq!(v.names, ["Toronto", "Vancouver"]);
-        let v = RequestValues::extract(
-            "Get the summary. Pick-up Seattle Airport at 11 AM; I return the pick-up car in Tacoma.",
-            d,
-        );
+        let v =
+            RequestValues::extract("Get the summary. Pick-up Seattle Airport at 11 AM; I return the car in Tacoma.", d);
         assert_eq!(v.names, ["Seattle Airport", "Tacoma"]);
         let v = RequestValues::extract("Beijing Capital Airport at 9 AM, then Beijing Railway Station.", d);
         assert_eq!(v.names, ["Beijing Capital Airport", "Beijing Railway Station"]);
+    }
+
+    /// A label is not a name, and a house number belongs to its street.
+    #[test]
+    fn labels_are_not_names_and_house_numbers_belong_to_their_street() {
+        let d = NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        let v = RequestValues::extract("We stay at the Resivation Hotel in Dubai (Hotel ID: 7181225) for New Year.", d);
+        assert_eq!(v.names, ["Resivation Hotel", "Dubai", "New Year"]);
+        let v =
+            RequestValues::extract("A taxi from 2405 Pine St to the University of Utah, then back to 717 Bay St.", d);
+        assert_eq!(v.names, ["2405 Pine St", "University of Utah", "717 Bay St"]);
+        let v = RequestValues::extract("Book 2 Hilton rooms.", d);
+        assert_eq!(v.names, ["Hilton"]);
     }
 }
