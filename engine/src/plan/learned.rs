@@ -452,7 +452,14 @@ impl ArgModel {
     /// with `CHEAPEST`, "top-rated" with `attr_book_score`, "nearest" with `distance`. `None`
     /// when no word pulls toward one value, or two values tie.
     pub fn cued_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
+        // Most parameters were never sent a word value: nothing to read the request for.
+        if self.slots.get(api)?.get(param)?.words.is_empty() {
+            return None;
+        }
         let said = super::reading::ordering_words(request);
+        if said.is_empty() {
+            return None;
+        }
         let mut scored: Vec<(u32, String)> = self
             .value_cues(api, param)
             .into_iter()
