@@ -29,6 +29,10 @@ pub struct EdgeVectorStore {
     root: PathBuf,
     hnsw_ef: usize,
     shards: Mutex<HashMap<String, Arc<EdgeShard>>>,
+    /// Held by every write and flush: qdrant-edge's `flush` takes its WAL and segment locks with
+    /// `try_lock` and panics when another write holds them, so two runs remembering at once
+    /// (two users' runs ending together) must not write side by side.
+    writing: Arc<Mutex<()>>,
 }
 
 fn valid_name(name: &str) -> Result<()> {
@@ -94,7 +98,12 @@ impl EdgeVectorStore {
     /// `hnsw_ef`: beam width of HNSW search (recall against exact search rises with it).
     pub fn open(root: &Path, hnsw_ef: usize) -> Result<Self> {
         std::fs::create_dir_all(root).map_err(|e| err(format!("cannot create {}: {e}", root.display())))?;
-        Ok(EdgeVectorStore { root: root.to_path_buf(), hnsw_ef, shards: Mutex::new(HashMap::new()) })
+        Ok(EdgeVectorStore {
+            root: root.to_path_buf(),
+            hnsw_ef,
+            shards: Mutex::new(HashMap::new()),
+            writing: Arc::new(Mutex::new(())),
+        })
     }
 
     fn shard(&self, name: &str) -> Result<Arc<EdgeShard>> {
@@ -131,7 +140,9 @@ impl EdgeVectorStore {
         name: &str,
         f: impl FnOnce(&EdgeShard) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        let writing = self.writing.clone();
         self.blocking(name, move |shard| {
+            let _one_writer = writing.lock().map_err(|_| err("vector store write lock poisoned"))?;
             let r = f(shard)?;
             shard.flush();
             Ok(r)
@@ -366,6 +377,7 @@ impl VectorStore for EdgeVectorStore {
         // Close both shards (flushes them) before moving their folders.
         shards.remove(name);
         if let Some(s) = shards.remove(staging) {
+            let _one_writer = self.writing.lock().map_err(|_| err("vector store write lock poisoned"))?;
             s.flush();
         }
         let live = self.root.join(name);
@@ -381,11 +393,46 @@ impl VectorStore for EdgeVectorStore {
     }
 
     async fn optimize(&self, collection: &str) -> Result<()> {
-        self.blocking(collection, |shard| {
+        let writing = self.writing.clone();
+        self.blocking(collection, move |shard| {
+            let _one_writer = writing.lock().map_err(|_| err("vector store write lock poisoned"))?;
             shard.optimize().map_err(err)?;
             shard.flush();
             Ok(())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes from many tasks at once (two users' runs remembering together) all land: the
+    /// store lets one write and its flush run at a time, where qdrant-edge's flush would panic on
+    /// a lock another write holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_writes_all_land_and_none_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EdgeVectorStore::open(dir.path(), 64).unwrap());
+        store.ensure(&CollectionSpec::new("memory", 4, &["kind"])).await.unwrap();
+        let mut tasks = Vec::new();
+        for t in 0..8 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25 {
+                    let id = format!("p{t}-{i}");
+                    let mut payload = Map::new();
+                    payload.insert("kind".into(), Value::from("run"));
+                    let v = vec![1.0 + t as f32, i as f32, 1.0, 0.5];
+                    store.upsert("memory", vec![VectorPoint { id, vector: v, payload }]).await?;
+                }
+                Ok::<(), EngineError>(())
+            }));
+        }
+        for t in tasks {
+            t.await.expect("a write panicked").unwrap();
+        }
+        assert_eq!(store.count("memory").await.unwrap(), 200);
     }
 }
