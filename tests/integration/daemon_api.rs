@@ -910,6 +910,16 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let _ = sb_stop.send(());
 }
 
+/// A daemon started on a free port: its URL, its address, the daemon, the sender that stops it
+/// and the server's task.
+type LimitedDaemon = (
+    String,
+    String,
+    Arc<toolgraph_server::daemon::Daemon>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
 /// A daemon on an empty graph with the given connection limits: (url, host:port, daemon, stop, server).
 async fn daemon_with_limits(
     dir: &std::path::Path,
@@ -917,13 +927,7 @@ async fn daemon_with_limits(
     busy_ms: u64,
     body_ms: u64,
     max_connections: usize,
-) -> (
-    String,
-    String,
-    Arc<toolgraph_server::daemon::Daemon>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
+) -> LimitedDaemon {
     daemon_with_write_limit(dir, (head_ms, busy_ms, body_ms), 30_000, max_connections).await
 }
 
@@ -933,13 +937,7 @@ async fn daemon_with_write_limit(
     (head_ms, busy_ms, body_ms): (u64, u64, u64),
     write_ms: u64,
     max_connections: usize,
-) -> (
-    String,
-    String,
-    Arc<toolgraph_server::daemon::Daemon>,
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
+) -> LimitedDaemon {
     let backends = empty_stack(dir, embedder(), exec_to(None, true), |s| {
         s.server.header_read_timeout_ms = head_ms;
         s.server.header_read_timeout_busy_ms = busy_ms;

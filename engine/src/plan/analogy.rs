@@ -19,7 +19,7 @@
 //! (learned from recorded runs), then the words around them.
 
 use super::learned::{mentions, Kind, Mention};
-use super::reading::{says, words};
+use super::reading::{says, tokens, words, Token};
 use super::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
@@ -226,18 +226,25 @@ impl Analogy {
     ) -> Self {
         let old = RequestValues::extract(old_request, today);
         let dates = (mentions(&old, Kind::Date), mentions(new, Kind::Date));
+        // Each request tokenized once for the words before every mention.
+        let read = |text| {
+            let toks = tokens(text);
+            let lower: Vec<String> = toks.iter().map(|t| t.text.to_lowercase()).collect();
+            (toks, lower)
+        };
+        let (old_read, new_read) = (read(old_request), read(new_request));
         let kinds = Kind::ALL
             .iter()
             .map(|k| {
                 let (o, n) = (mentions(&old, *k), mentions(new, *k));
-                let lead = |text: &str, ms: &[Mention]| -> Vec<Vec<String>> {
+                let lead = |(toks, lower): &(Vec<Token<'_>>, Vec<String>), ms: &[Mention]| -> Vec<Vec<String>> {
                     let phrase = |m: &Mention| if *k == Kind::Name { m.value.clone() } else { String::new() };
-                    ms.iter().map(|m| words_before(text, &phrase(m), m.at)).collect()
+                    ms.iter().map(|m| words_before(toks, lower, &phrase(m), m.at)).collect()
                 };
                 let leads = if *k == Kind::Number {
                     (Vec::new(), Vec::new())
                 } else {
-                    (lead(old_request, &o), lead(new_request, &n))
+                    (lead(&old_read, &o), lead(&new_read, &n))
                 };
                 let map = align(*k, (&o, &n), (&dates.0, &dates.1), (&leads.0, &leads.1), roles);
                 (o, n, map)

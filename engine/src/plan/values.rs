@@ -120,9 +120,8 @@ fn small_number(w: &str) -> Option<f64> {
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless
 /// a sentence ends between: the roles a mention is said in ("from", "to", "near", "pick-up:").
 /// `at`: the mention's first word, for a phrase the words cannot find (a date written out).
-pub(crate) fn words_before(text: &str, phrase: &str, at: usize) -> Vec<String> {
-    let toks = tokens(text);
-    let lower: Vec<String> = toks.iter().map(|t| t.text.to_lowercase()).collect();
+/// `toks` and `lower`: the request's [`tokens`] and their lower-case texts, read once a request.
+pub(crate) fn words_before(toks: &[Token<'_>], lower: &[String], phrase: &str, at: usize) -> Vec<String> {
     let want: Vec<String> = tokens(phrase).iter().map(|t| t.text.to_lowercase()).collect();
     let mut starts: Vec<usize> = if want.is_empty() {
         Vec::new()
