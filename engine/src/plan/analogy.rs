@@ -36,6 +36,9 @@ pub enum Transfer {
     Unsaid,
 }
 
+/// One kind's mentions of the old request, of the new one, and old index → new index.
+type Aligned = (Vec<Mention>, Vec<Mention>, Vec<Option<usize>>);
+
 /// The two requests' mentions, aligned kind by kind.
 #[derive(Debug, Clone)]
 pub struct Analogy {
@@ -45,7 +48,7 @@ pub struct Analogy {
     old: RequestValues,
     new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
-    kinds: Vec<(Vec<Mention>, Vec<Mention>, Vec<Option<usize>>)>,
+    kinds: Vec<Aligned>,
 }
 
 /// Whether `value` is `name` with one letter left out, added or changed (two for a name of a

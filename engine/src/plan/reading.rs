@@ -81,7 +81,8 @@ pub fn word_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
-const MONTHS: [&str; 12] = [
+/// The month names, lower-case, in calendar order.
+pub(crate) const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

@@ -3,7 +3,7 @@
 //! count ("2 adults"), quoted strings, capitalised names ("San Diego Marriott La Jolla"), emails
 //! and URLs. The deterministic planner fills arguments from these, in the order they appear.
 
-use super::reading::{key, tokens, word_list, Token};
+use super::reading::{key, tokens, word_list, Token, MONTHS};
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
 /// A number and the word after it (`2 adults` → (2, "adults")).
@@ -67,20 +67,6 @@ fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: usize) -> V
     out
 }
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 const WEEKDAYS: [(&str, Weekday); 7] = [
     ("monday", Weekday::Mon),
     ("tuesday", Weekday::Tue),

@@ -14,7 +14,7 @@ use toolgraph_schema::{Mode, END_ID, START_ID};
 
 /// Target-first (Reverse Chain): of the candidates at the root, the API most likely to produce
 /// the answer — similar to the (sub)task and where observed chains end.
-fn target<'c>(offered: &'c [Candidate]) -> Option<(usize, &'c Candidate)> {
+fn target(offered: &[Candidate]) -> Option<(usize, &Candidate)> {
     offered
         .iter()
         .enumerate()
