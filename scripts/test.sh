@@ -14,6 +14,9 @@ cd "$(dirname "$0")/.."
 # Formatting is part of the test: the house style is rustfmt.toml (run `cargo fmt --all`).
 cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 cargo fmt --all -- --check
+# So are the lints: clippy on every crate and target, any warning an error.
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+cargo clippy --workspace --all-targets -- -D warnings
 bash scripts/setup.sh
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT

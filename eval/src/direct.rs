@@ -54,10 +54,7 @@ pub fn tool_entries(apis: &[&ApiNode], opts: &DirectOptions) -> Vec<Value> {
             let props: Map<String, Value> = params
                 .iter()
                 .map(|p| {
-                    let t = match kind(&p.ty) {
-                        "object" => "object",
-                        k => k,
-                    };
+                    let t = kind(&p.ty);
                     let mut schema = json!({"type": t});
                     let d: String = p.description.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(opts.param_chars).collect();
                     if !d.is_empty() {

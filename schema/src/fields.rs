@@ -30,23 +30,6 @@ pub fn hidden_char(s: &str) -> Option<char> {
     })
 }
 
-#[cfg(test)]
-mod hidden_tests {
-    use super::hidden_char;
-
-    #[test]
-    fn invisible_and_reordering_characters_are_found() {
-        for s in
-            ["adm\u{200B}in", "\u{202E}nimda", "tool\u{2066}x", "a\u{FEFF}", "x\u{00AD}y", "tab\tname", "zw\u{200D}j"]
-        {
-            assert!(hidden_char(s).is_some(), "{s:?}");
-        }
-        for s in ["current_weather", "Booking.com — hotels", "Café Ñandú", "東京 weather"] {
-            assert_eq!(hidden_char(s), None, "{s:?}");
-        }
-    }
-}
-
 /// Field names an example response or output schema shows, as dotted paths (`coordinates.latitude`).
 pub fn output_fields(v: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();
@@ -130,5 +113,22 @@ pub fn schema_type(s: &Value) -> String {
             ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("string").to_string()
         }
         _ => "string".into(),
+    }
+}
+
+#[cfg(test)]
+mod hidden_tests {
+    use super::hidden_char;
+
+    #[test]
+    fn invisible_and_reordering_characters_are_found() {
+        for s in
+            ["adm\u{200B}in", "\u{202E}nimda", "tool\u{2066}x", "a\u{FEFF}", "x\u{00AD}y", "tab\tname", "zw\u{200D}j"]
+        {
+            assert!(hidden_char(s).is_some(), "{s:?}");
+        }
+        for s in ["current_weather", "Booking.com — hotels", "Café Ñandú", "東京 weather"] {
+            assert_eq!(hidden_char(s), None, "{s:?}");
+        }
     }
 }

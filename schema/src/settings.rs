@@ -103,7 +103,9 @@ pub struct ModelSettings {
     /// What the model decides: `open` (default) — only what the graph, the learned filler and the
     /// rules leave open (a close choice among candidates, arguments no rule fills, plan mode's
     /// program), one short prompt each; `all` — every decision (decomposition, each choice and
-    /// fill, the judge, the answer), for models that plan well and are fast.
+    /// fill, the judge, the answer), for models that plan well and are fast; `unsure` — only
+    /// where the reading of the request is unsure (which of 2–3 remembered chains to replay,
+    /// which of 2–3 mentions plays which remembered role), one completion each at most.
     pub decides: String,
     /// Completions one run may ask of this model (re-asks included); past it the run's remaining
     /// decisions are the deterministic planner's. 0: no limit.
@@ -569,6 +571,18 @@ impl Default for RunSettings {
     }
 }
 
+fn default_max_failed_calls() -> usize {
+    3
+}
+
+fn default_write_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_max_in_flight_per_user() -> usize {
+    16
+}
+
 #[cfg(test)]
 mod choice_tests {
     use super::{Mode, PlannerKind};
@@ -587,16 +601,4 @@ mod choice_tests {
         // The config spells them as the API does.
         assert_eq!(serde_json::to_value(Mode::DfsNoGraph).unwrap(), serde_json::json!("dfs-no-graph"));
     }
-}
-
-fn default_max_failed_calls() -> usize {
-    3
-}
-
-fn default_write_timeout_ms() -> u64 {
-    30_000
-}
-
-fn default_max_in_flight_per_user() -> usize {
-    16
 }

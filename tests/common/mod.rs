@@ -458,7 +458,7 @@ pub fn spawn_listening(mut cmd: Command, marker: &str, log: Option<&Path>) -> (P
         }
     };
     let p = Proc(child);
-    wait_for(port, &marker);
+    wait_for(port, marker);
     (p, port)
 }
 

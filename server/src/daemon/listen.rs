@@ -296,8 +296,7 @@ mod tests {
 
     #[test]
     fn the_connection_cap_fits_the_open_file_limit() {
-        let mut s = toolgraph_schema::settings::ServerSettings::default();
-        s.max_connections = usize::MAX;
+        let mut s = toolgraph_schema::settings::ServerSettings { max_connections: usize::MAX, ..Default::default() };
         let limits = ConnLimits::from_settings(&s);
         if let Some(files) = open_file_limit() {
             assert_eq!(limits.max_connections, files.saturating_sub(64).max(16));
