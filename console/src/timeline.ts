@@ -69,6 +69,8 @@ function step(s: any, runId: (() => string | undefined) | undefined, calls: Map<
       return item('recall', `memory ${s.score.toFixed(3)}${s.replayed ? ' (replayed)' : ''}`, h('p', null, `“${s.request}”`), h('p', { class: 'muted' }, s.chain.map(short).join(' → ')));
     case 'recall_failed':
       return item('recall_failed', 'the replayed memory failed', h('p', { class: 'muted' }, s.reason));
+    case 'unsure':
+      return item('unsure', s.about === 'memory' ? 'which memory: the planner was asked' : 'which mention plays which role: the planner was asked', h('p', { class: 'muted' }, s.answer));
     case 'choose': {
       const d = s.decision ?? {};
       const picked = d.action === 'call' ? s.offered?.[d.index]?.id : null;

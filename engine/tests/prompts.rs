@@ -4,12 +4,12 @@
 use serde_json::{json, Map};
 use std::sync::Arc;
 use toolgraph_engine::plan::llm::{
-    approx_tokens, render, render_choose, render_fill, render_judge, render_plan, DECISION_TOKENS, DECOMPOSE,
-    PLAN_TOKENS, SYSTEM,
+    approx_tokens, render, render_align, render_choose, render_fill, render_judge, render_plan, render_recall,
+    DECISION_TOKENS, DECOMPOSE, PLAN_TOKENS, SYSTEM,
 };
 use toolgraph_engine::plan::program::SolutionView;
 use toolgraph_engine::plan::values::RequestValues;
-use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, Offer, Source, Step};
+use toolgraph_engine::plan::{ApiView, Candidate, Context, DeadEnd, MemoryView, Offer, Source, Step, UnsureMentions};
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {
@@ -97,6 +97,66 @@ fn open_fill_prompt() {
     // … one deciding what is open only the required parameters the rules left open.
     let filled = json!({"pick_up_date": "2024-10-14"}).as_object().unwrap().clone();
     insta::assert_snapshot!(render_fill(&context(), &rent, &offers, &filled));
+}
+
+fn memories() -> Vec<MemoryView> {
+    vec![
+        MemoryView {
+            request: "Today is November 15th, 2024. Rent a car at Los Angeles International Airport tomorrow at 8 AM."
+                .into(),
+            chain: vec!["Search_Car_Location".into(), "Search_Car_Rentals".into()],
+        },
+        MemoryView {
+            request: "Rent a car at the Bellagio tomorrow at 9 AM and tell me about its supplier.".into(),
+            chain: vec!["Search_Car_Location".into(), "Search_Car_Rentals".into(), "Vehicle_Supplier_Details".into()],
+        },
+    ]
+}
+
+fn unsure() -> UnsureMentions {
+    UnsureMentions {
+        kind: "name".into(),
+        old: vec!["Melbourne Airport".into(), "Brisbane Airport".into()],
+        new: vec!["Downtown San Francisco".into(), "San Francisco International Airport".into()],
+        guess: vec![0, 1],
+    }
+}
+
+#[test]
+fn recall_prompt() {
+    insta::assert_snapshot!(render_recall(&context(), &memories()));
+}
+
+#[test]
+fn align_prompt() {
+    let old = "I'll rent a car at Melbourne Airport at 9 AM and return it at Brisbane Airport at 4 PM.";
+    insta::assert_snapshot!(render_align(&context(), old, &unsure()));
+}
+
+/// The reading's questions stay within a decision's budget however long the requests are, each
+/// memory's chain and every mention kept.
+#[test]
+fn the_readings_questions_fit_a_decisions_budget() {
+    let mut ctx = context();
+    ctx.request = "A very long request. ".repeat(200);
+    let mut ms = memories();
+    ms.push(MemoryView {
+        request: "Another long remembered request. ".repeat(200),
+        chain: vec!["Search_Hotels".into(); 12],
+    });
+    for m in &mut ms {
+        m.request = m.request.repeat(20);
+    }
+    let old = "An old request. ".repeat(300);
+    for (name, text) in [("recall", render_recall(&ctx, &ms)), ("align", render_align(&ctx, &old, &unsure()))] {
+        let tokens = approx_tokens(SYSTEM) + approx_tokens(&text);
+        assert!(tokens <= DECISION_TOKENS, "{name}: ~{tokens} tokens > {DECISION_TOKENS}\n{text}");
+    }
+    let recall = render_recall(&ctx, &ms);
+    assert!(recall.contains("1. ") && recall.contains("2. ") && recall.contains("3. "), "{recall}");
+    assert!(recall.matches("chain: ").count() == 3, "{recall}");
+    let align = render_align(&ctx, &old, &unsure());
+    assert!(align.contains("\"San Francisco International Airport\"") && align.contains("\"Brisbane Airport\""));
 }
 
 /// Long paths, many candidates and solutions are cut to the budgets, the request kept.

@@ -69,6 +69,9 @@ pub struct ChainEvalOptions {
     /// is held out, scored against the original's gold, reported beside the same requests as
     /// written. Never learned from.
     pub reworded: Option<PathBuf>,
+    /// Only the requests that have a rewording (as written and reworded); `limit` then spreads
+    /// through those.
+    pub reworded_only: bool,
     /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
     pub category: String,
     pub harness: HarnessOptions,
@@ -543,6 +546,9 @@ impl Tally {
     }
 }
 
+/// One fold: the chains learned from, and the held-out chains with their index in their file.
+type Fold<'a> = (Vec<&'a Chain>, Vec<(usize, &'a Chain)>);
+
 /// At most `limit` of `items`, evenly spaced through them (all when `None` or not fewer): a fixed
 /// subset that samples the whole fold rather than its first, often alike, items.
 pub fn spread<T: Copy>(items: &[T], limit: Option<usize>) -> Vec<T> {
@@ -715,7 +721,7 @@ pub async fn run(
     // Folds: (train, test) index sets over the chains.
     // Folds: the training chains, and the test chains with their index in the file they come
     // from (what a reworded request names).
-    let folds: Vec<(Vec<&Chain>, Vec<(usize, &Chain)>)> = match &test_all {
+    let folds: Vec<Fold<'_>> = match &test_all {
         Some(test) => vec![(train_all.iter().collect(), test.iter().enumerate().collect())],
         None => {
             let k = opts.harness.folds.max(2);
@@ -745,8 +751,16 @@ pub async fn run(
     // The requests that have a rewording: as written, and reworded (same gold), per method.
     let mut as_written: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
     let mut rewordings: Vec<Tally> = opts.harness.methods.iter().map(|_| Tally::default()).collect();
-    let total: usize = folds.iter().map(|(_, t)| opts.harness.limit.map_or(t.len(), |l| l.min(t.len()))).sum::<usize>()
-        * opts.harness.methods.len();
+    let held_out = |t: &[(usize, &Chain)]| {
+        if opts.reworded_only {
+            t.iter().filter(|(i, _)| reworded.contains_key(i)).count()
+        } else {
+            t.len()
+        }
+    };
+    let total: usize =
+        folds.iter().map(|(_, t)| opts.harness.limit.map_or(held_out(t), |l| l.min(held_out(t)))).sum::<usize>()
+            * opts.harness.methods.len();
     let mut done = 0;
     // (label, usage weight, requests, recall sums @3/@5/@10)
     let mut seed_tallies: Vec<(String, f32, usize, [f64; 3])> = Vec::new();
@@ -759,6 +773,13 @@ pub async fn run(
             learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
         let retriever = learned.retriever.clone();
         let snapshot = Arc::new(learned.store.snapshot().await?);
+        let rewordable: Vec<(usize, &Chain)>;
+        let test: &[(usize, &Chain)] = if opts.reworded_only {
+            rewordable = test.iter().filter(|(i, _)| reworded.contains_key(i)).copied().collect();
+            &rewordable
+        } else {
+            test
+        };
         let indexed: Vec<(usize, &Chain)> = spread(test, opts.harness.limit);
         let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         // Seed recall, plain hybrid against hybrid with usage vectors.

@@ -28,6 +28,10 @@ pub(super) enum EvalCmd {
         /// the fold where its original is held out and reported beside it as written.
         #[arg(long, value_name = "FILE")]
         reworded: Option<PathBuf>,
+        /// Only the requests that have a rewording in `--reworded` (as written and reworded);
+        /// `--limit` then spreads through those.
+        #[arg(long, requires = "reworded")]
+        reworded_only: bool,
     },
     /// ComplexFuncBench with its own metrics (Overall Success Rate, Overall Call Acc.): k-fold
     /// over its 613 chains (the graph learned from the other folds), every method in one run,
@@ -44,6 +48,10 @@ pub(super) enum EvalCmd {
         /// run in the fold where its original is held out and reported beside it as written.
         #[arg(long, value_name = "FILE")]
         reworded: Option<PathBuf>,
+        /// Only the requests that have a rewording in `--reworded` (as written and reworded);
+        /// `--limit` then spreads through those.
+        #[arg(long, requires = "reworded")]
+        reworded_only: bool,
         #[command(flatten)]
         how: HowArgs,
     },
@@ -254,7 +262,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{md}");
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval, reworded } => {
+        EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval, reworded, reworded_only } => {
             let s = how.settings(load_settings(cli)?);
             let mut run = how.run_settings(&s);
             run.retrieve_subtasks |= *subtask_retrieval;
@@ -265,6 +273,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
                     test: test.clone(),
                     spec: spec.clone(),
                     reworded: reworded.clone(),
+                    reworded_only: *reworded_only,
                     report,
                     how,
                     run,
@@ -274,7 +283,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::Complexfuncbench { data, report, how, reworded } => {
+        EvalCmd::Complexfuncbench { data, report, how, reworded, reworded_only } => {
             let s = how.settings(load_settings(cli)?);
             if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -286,6 +295,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
                     test: None,
                     spec: data.join("spec.json.gz"),
                     reworded: reworded.clone(),
+                    reworded_only: *reworded_only,
                     report,
                     how,
                     run: how.run_settings(&s),
@@ -353,6 +363,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
                     test: None,
                     spec: cfb_dir.join("spec.json.gz"),
                     reworded: None,
+                    reworded_only: false,
                     report: &out.join("complexfuncbench.json"),
                     how,
                     run: how.run_settings(&s),
@@ -462,6 +473,7 @@ async fn apibank(
         test: None,
         spec: PathBuf::new(),
         reworded: None,
+        reworded_only: false,
         category: String::new(),
         harness: engine_only(harness(s, how)?, "apibank")?,
     };
@@ -554,6 +566,7 @@ struct ChainsJob<'a> {
     test: Option<PathBuf>,
     spec: PathBuf,
     reworded: Option<PathBuf>,
+    reworded_only: bool,
     report: &'a Path,
     how: &'a HowArgs,
     run: toolgraph_engine::run::RunSettings,
@@ -567,6 +580,7 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chai
         test: job.test,
         spec: job.spec,
         reworded: job.reworded,
+        reworded_only: job.reworded_only,
         category: toolgraph_eval::chains::CATEGORY.into(),
         harness,
     };

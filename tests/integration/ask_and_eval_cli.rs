@@ -160,6 +160,40 @@ fn eval_chains_reports_every_method_side_by_side() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("call F1"));
 }
 
+/// `--reworded-only`: only the requests that have a rewording are run (as written and reworded),
+/// `--limit` spreading through those.
+#[test]
+fn eval_complexfuncbench_can_run_only_the_reworded_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("eval/cfb.json");
+    let reworded = root().join("eval/data/reworded/complexfuncbench-dev.jsonl");
+    run_ok(
+        bin_in(dir.path())
+            .args(["eval", "complexfuncbench", "--data"])
+            .arg(data().join("complexfuncbench"))
+            .args(["--folds", "2", "--limit", "2", "--methods", "graph", "--reworded-only", "--reworded"])
+            .arg(&reworded)
+            .arg("--report")
+            .arg(&report),
+    );
+    let r = read_json(&report);
+    let chains: Vec<(&str, u64)> = r["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["method"].as_str().unwrap(), m["chains"].as_u64().unwrap()))
+        .collect();
+    // Every fourth chain has a rewording, so only the first of 2 folds holds any out: 2 of them
+    // there (`--limit 2`), none in the other.
+    assert_eq!(chains, [("graph", 2), ("graph · as written", 2), ("graph · reworded", 2)]);
+    let out = bin_in(dir.path())
+        .args(["eval", "complexfuncbench", "--reworded-only", "--report"])
+        .arg(dir.path().join("x.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--reworded"), "{out:?}");
+}
+
 #[test]
 fn eval_complexfuncbench_scores_the_papers_metrics() {
     let dir = tempfile::tempdir().unwrap();

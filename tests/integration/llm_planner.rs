@@ -8,7 +8,9 @@ use serde_json::json;
 use std::sync::Arc;
 use toolgraph_engine::plan::llm::{Decides, LlmPlanner, LlmSettings};
 use toolgraph_engine::plan::values::RequestValues;
-use toolgraph_engine::plan::{ApiView, Candidate, Context, Decision, Planner, Source};
+use toolgraph_engine::plan::{
+    ApiView, Candidate, Context, Decision, MemoryView, Planner, Recollection, Source, UnsureMentions,
+};
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str) -> Arc<ApiView> {
@@ -281,4 +283,96 @@ async fn an_open_fill_asks_only_the_open_parameters() {
     assert!(!user.contains("- query"), "a filled parameter is not asked: {user}");
     let schema = &s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["arguments"]["properties"];
     assert_eq!(schema.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["sort_by"]);
+}
+
+fn unsure_planner(url: &str) -> LlmPlanner {
+    LlmPlanner::new(
+        LlmSettings {
+            base_url: url.into(),
+            model: "mock".into(),
+            timeout_ms: 5_000,
+            retries: 0,
+            decides: Decides::Unsure,
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap()
+}
+
+/// Deciding only where the reading is unsure: choices, fills, plans, the judge and the answer
+/// are the rules' (no completion); which remembered chain and which mention are asked once each,
+/// in a short prompt, and an invalid answer is not asked again (the rules' order stands).
+#[tokio::test]
+async fn a_model_deciding_where_the_reading_is_unsure_is_asked_which_memory_and_which_mention() {
+    let (url, script) = mock_openai_server(vec![
+        (200, json!({"pick": 2})),
+        (200, json!({"pick": 9})),
+        (200, json!({"counterparts": ["Madrid", "Seville"]})),
+        (200, json!({"counterparts": ["Seville", "Seville"]})),
+    ])
+    .await;
+    let p = unsure_planner(&url);
+    let c = ctx();
+    let mut cands = candidates();
+    cands.push(Candidate {
+        id: "travel/booking/Search_Hotels".into(),
+        source: Source::Retriever,
+        weight: 0.0,
+        similarity: 0.95,
+        hint: 0.0,
+        api: Some(api("Search_Hotels")),
+    });
+    assert!(matches!(p.choose(&c, &cands).await.unwrap(), Decision::Call { .. }));
+    let hotels = api("Search_Hotel_Destination");
+    assert!(p.fill(&c, &hotels, &[]).await.unwrap().missing.is_empty());
+    assert!(!p.answer(&c).await.unwrap().is_empty());
+    assert!(!p.wants_offers());
+    assert_eq!(script.lock().unwrap().requests.len(), 0, "nothing but the reading is the model's");
+
+    let memories = vec![
+        MemoryView {
+            request: "Find hotels in Paris for 2 adults next week".into(),
+            chain: vec!["Search_Hotel_Destination".into()],
+        },
+        MemoryView {
+            request: "Find hotels in Paris for 2 adults next week and their reviews".into(),
+            chain: vec!["Search_Hotel_Destination".into(), "Search_Hotels".into(), "Get_Hotel_Reviews".into()],
+        },
+    ];
+    assert_eq!(p.choose_memory(&c, &memories).await.unwrap(), Some(Recollection::Replay(1)));
+    assert_eq!(p.choose_memory(&c, &memories).await.unwrap(), None, "pick 9 of 2: the rules' order");
+    let unsure = UnsureMentions {
+        kind: "name".into(),
+        old: vec!["Paris".into(), "Lyon".into()],
+        new: vec!["Seville".into(), "Madrid".into()],
+        guess: vec![0, 1],
+    };
+    let old = "Compare hotels in Paris and Lyon";
+    assert_eq!(p.align_mentions(&c, old, &unsure).await.unwrap(), Some(vec![1, 0]));
+    assert_eq!(p.align_mentions(&c, old, &unsure).await.unwrap(), None, "Seville twice: not one-to-one");
+    let s = script.lock().unwrap();
+    assert_eq!(s.requests.len(), 4, "one completion a question, never asked again");
+    let recall = s.requests[0].0["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        recall.contains("2. Find hotels in Paris for 2 adults next week and their reviews")
+            && recall.contains("chain: Search_Hotel_Destination → Search_Hotels → Get_Hotel_Reviews")
+            && recall.contains("New request: Find hotels in Rome"),
+        "{recall}"
+    );
+    assert_eq!(s.requests[0].0["response_format"]["json_schema"]["schema"]["properties"]["pick"]["maximum"], 2);
+    let align = s.requests[2].0["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        align.contains("Earlier names, in order: \"Paris\", \"Lyon\"")
+            && align.contains("New names: \"Seville\", \"Madrid\"")
+            && align.contains("\"Paris\" → \"Seville\", \"Lyon\" → \"Madrid\""),
+        "{align}"
+    );
+    let items = &s.requests[2].0["response_format"]["json_schema"]["schema"]["properties"]["counterparts"];
+    assert_eq!((items["minItems"].as_u64(), items["items"]["enum"].as_array().map(Vec::len)), (Some(2), Some(2)));
+    for (body, _) in &s.requests {
+        let prompt: String =
+            body["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap_or("")).collect();
+        assert!(toolgraph_engine::plan::llm::approx_tokens(&prompt) <= 800, "{prompt}");
+    }
 }

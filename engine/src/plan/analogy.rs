@@ -18,9 +18,12 @@
 //! by their order in time, the rest by the role the old mention played in the remembered chain
 //! (learned from recorded runs), then the words around them.
 
+use super::align::align;
+pub use super::align::Roles;
 use super::learned::{mentions, Kind, Mention};
 use super::reading::{says, tokens, words, Token};
-use super::values::{words_before, RequestValues};
+use super::values::{is_stop_name, words_before, RequestValues};
+use super::UnsureMentions;
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -49,6 +52,8 @@ pub struct Analogy {
     new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<Aligned>,
+    /// Per kind: the reading is unsure of its alignment (see [`Analogy::unsure`]).
+    unsure: Vec<bool>,
 }
 
 /// Whether `value` is `name` with one letter left out, added or changed (two for a name of a
@@ -77,139 +82,6 @@ fn mistyped(value: &str, name: &str) -> bool {
     row[b.len()] <= allowed
 }
 
-/// How an old request's mention maps onto the new request's mentions of the same kind by the role
-/// it played in the remembered chain (learned from recorded runs: the words around the mentions a
-/// parameter took): for an old mention of `kind`, a score per new mention, `None` when nothing was
-/// learned for its role.
-pub type Roles<'a> = &'a dyn Fn(Kind, &Mention, &[Mention]) -> Option<Vec<f64>>;
-
-/// A word as role cues compare it: its first four letters ("leave", "leaving" → `leav`).
-fn stem(w: &str) -> String {
-    w.chars().take(4).collect()
-}
-
-/// The words around two mentions in common (Jaccard of their stems, 0..1).
-fn cue_overlap(a: &[String], b: &[String]) -> f64 {
-    let (a, b): (HashSet<String>, HashSet<String>) =
-        (a.iter().map(|w| stem(w)).collect(), b.iter().map(|w| stem(w)).collect());
-    let u = a.union(&b).count();
-    if u == 0 {
-        0.0
-    } else {
-        a.intersection(&b).count() as f64 / u as f64
-    }
-}
-
-/// Pairs by descending score, each mention used once; `complete`: every pair may be taken (the
-/// two requests have as many mentions of the kind), else only pairs with some evidence.
-fn assign(scores: &[Vec<f64>], new_len: usize, complete: bool) -> Vec<Option<usize>> {
-    let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
-    for (i, row) in scores.iter().enumerate() {
-        for (j, s) in row.iter().enumerate() {
-            pairs.push((*s, i, j));
-        }
-    }
-    pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    let mut map = vec![None; scores.len()];
-    let mut taken = vec![false; new_len];
-    for (s, i, j) in pairs {
-        if (complete || s > 0.0) && map[i].is_none() && !taken[j] {
-            map[i] = Some(j);
-            taken[j] = true;
-        }
-    }
-    map
-}
-
-/// Ranks of `keys` (ties in order of appearance).
-fn ranks<K: Ord>(keys: &[K]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by(|a, b| keys[*a].cmp(&keys[*b]).then(a.cmp(b)));
-    let mut rank = vec![0; keys.len()];
-    for (r, i) in order.into_iter().enumerate() {
-        rank[i] = r;
-    }
-    rank
-}
-
-/// Align by the order of `keys` in time (the pick-up before the drop-off, the check-in before the
-/// check-out, whichever clause says it first): old mention of rank r ↔ new mention of rank r.
-fn by_time<K: Ord>(old: &[K], new: &[K]) -> Vec<Option<usize>> {
-    let (ro, rn) = (ranks(old), ranks(new));
-    ro.iter().map(|r| rn.iter().position(|x| x == r)).collect()
-}
-
-/// The date a time goes with: the date mention nearest to it in the same request (within 12 words).
-fn date_of(time: &Mention, dates: &[Mention]) -> Option<String> {
-    dates
-        .iter()
-        .filter(|d| d.at.abs_diff(time.at) <= 12)
-        .min_by_key(|d| d.at.abs_diff(time.at))
-        .map(|d| d.value.clone())
-}
-
-/// Old mentions of one kind ↔ new ones, by role: dates and dated times by their order in time;
-/// the rest by the role the old mention played (`roles`), the words around them and, last, their
-/// order in the text.
-fn align(
-    kind: Kind,
-    (old, new): (&[Mention], &[Mention]),
-    dates: (&[Mention], &[Mention]),
-    leads: (&[Vec<String>], &[Vec<String>]),
-    roles: Option<Roles<'_>>,
-) -> Vec<Option<usize>> {
-    let equal = old.len() == new.len();
-    if equal && old.len() == 1 {
-        return vec![Some(0)];
-    }
-    if equal && kind == Kind::Date {
-        return by_time(
-            &old.iter().map(|m| m.value.clone()).collect::<Vec<_>>(),
-            &new.iter().map(|m| m.value.clone()).collect::<Vec<_>>(),
-        );
-    }
-    if equal && kind == Kind::Time {
-        let dated = |ms: &[Mention], ds: &[Mention]| -> Option<Vec<(String, String)>> {
-            ms.iter().map(|m| date_of(m, ds).map(|d| (d, m.value.clone()))).collect()
-        };
-        if let (Some(o), Some(n)) = (dated(old, dates.0), dated(new, dates.1)) {
-            return by_time(&o, &n);
-        }
-    }
-    let scores: Vec<Vec<f64>> = old
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            // The learned role as a share of belief over the new mentions (0..1 each).
-            let role: Vec<f64> = roles
-                .and_then(|r| r(kind, o, new))
-                .filter(|s| s.len() == new.len() && s.iter().all(|x| x.is_finite()))
-                .map(|s| {
-                    let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
-                    let sum: f64 = e.iter().sum();
-                    e.into_iter().map(|x| x / sum).collect()
-                })
-                .unwrap_or_else(|| vec![0.0; new.len()]);
-            new.iter()
-                .enumerate()
-                .map(|(j, n)| {
-                    let order = if i == j { 0.1 } else { 0.0 };
-                    // Said with the same word right before it ("from", "to", "near", "drop-off:").
-                    let lead = match (leads.0.get(i), leads.1.get(j)) {
-                        (Some(a), Some(b)) => {
-                            0.4 * a.iter().filter(|w| b.iter().any(|x| stem(x) == stem(w))).count() as f64
-                        }
-                        _ => 0.0,
-                    };
-                    cue_overlap(&o.cues, &n.cues) + role[j] + lead + order
-                })
-                .collect()
-        })
-        .collect();
-    assign(&scores, new.len(), equal)
-}
-
 fn kind_index(kind: Kind) -> usize {
     Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
 }
@@ -236,6 +108,7 @@ impl Analogy {
             (toks, lower)
         };
         let (old_read, new_read) = (read(old_request), read(new_request));
+        let mut unsure = Vec::new();
         let kinds = Kind::ALL
             .iter()
             .map(|k| {
@@ -249,11 +122,52 @@ impl Analogy {
                 } else {
                     (lead(&old_read, &o), lead(&new_read, &n))
                 };
-                let map = align(*k, (&o, &n), (&dates.0, &dates.1), (&leads.0, &leads.1), roles);
+                let (map, doubt) = align(*k, (&o, &n), (&dates.0, &dates.1), (&leads.0, &leads.1), roles);
+                unsure.push(doubt);
                 (o, n, map)
             })
             .collect();
-        Analogy { old_words: words(old_request), new_words: words(new_request), old, new: new.clone(), kinds }
+        Analogy { old_words: words(old_request), new_words: words(new_request), old, new: new.clone(), kinds, unsure }
+    }
+
+    /// The first kind of mention whose alignment the reading is unsure of (2–3 mentions on each
+    /// side that nothing learned or said tells apart), as a planner is asked about it: each
+    /// mention as its request spells it. `None`: every alignment is sure.
+    pub fn unsure(&self) -> Option<(Kind, UnsureMentions)> {
+        let at = self.unsure.iter().position(|u| *u)?;
+        let kind = Kind::ALL[at];
+        let (old, new, map) = &self.kinds[at];
+        let guess: Option<Vec<usize>> = map.iter().copied().collect();
+        let shown = |v: &RequestValues, m: &Mention| match kind {
+            Kind::Name => {
+                v.names.iter().find(|n| n.to_lowercase() == m.value).cloned().unwrap_or_else(|| m.value.clone())
+            }
+            _ => m.value.clone(),
+        };
+        Some((
+            kind,
+            UnsureMentions {
+                kind: kind.as_str().to_string(),
+                old: old.iter().map(|m| shown(&self.old, m)).collect(),
+                new: new.iter().map(|m| shown(&self.new, m)).collect(),
+                guess: guess?,
+            },
+        ))
+    }
+
+    /// Align `kind`'s mentions as a planner answered where the reading was unsure: old mention i
+    /// ↔ new mention `map[i]`. `false` (nothing changed): not a one-to-one map of that kind's
+    /// mentions.
+    pub fn realign(&mut self, kind: Kind, map: &[usize]) -> bool {
+        let at = kind_index(kind);
+        let (old, new, current) = &mut self.kinds[at];
+        let mut seen = HashSet::new();
+        if map.len() != old.len() || map.iter().any(|j| *j >= new.len() || !seen.insert(*j)) {
+            return false;
+        }
+        *current = map.iter().map(|j| Some(*j)).collect();
+        self.unsure[at] = false;
+        true
     }
 
     /// An enumeration word: `value` is one of the values a parameter is known to take
@@ -437,6 +351,70 @@ impl Analogy {
         }
     }
 
+    /// The new request's word for `w`, a word the old request said and the new one does not: the
+    /// one word the new request says in the same frame — right before or after the same content
+    /// word ("beach activities" → "fishing activities") — and the old request says nowhere.
+    /// `None`: no such frame, or more than one such word.
+    fn counterpart_word(&self, w: &str) -> Option<String> {
+        let old: Vec<&str> = self.old_words.split(' ').collect();
+        let new: Vec<&str> = self.new_words.split(' ').collect();
+        let content = |x: &str| x.len() >= 3 && x.chars().all(char::is_alphabetic) && !is_stop_name(x);
+        let in_a_name = |x: &str| self.new.names.iter().any(|n| says(&words(n), x));
+        let mut found: Vec<&str> = Vec::new();
+        for p in (0..old.len()).filter(|p| old[*p] == w) {
+            for (q, cand) in new.iter().enumerate() {
+                let right = p + 1 < old.len() && q + 1 < new.len() && old[p + 1] == new[q + 1] && content(old[p + 1]);
+                let left = p > 0 && q > 0 && old[p - 1] == new[q - 1] && content(old[p - 1]);
+                if (right || left) && content(cand) && !old.contains(cand) && !in_a_name(cand) && !found.contains(cand)
+                {
+                    found.push(cand);
+                }
+            }
+        }
+        match found.as_slice() {
+            [one] => Some(one.to_string()),
+            _ => None,
+        }
+    }
+
+    /// A part of a recorded value that the old request said around a name ("Beach" of "Beach,
+    /// Barcelona"): each of its words the new request does not say takes the new request's word in
+    /// the same frame ([`Analogy::counterpart_word`]), spelled as the recorded word was (capital,
+    /// upper case); the rest stays.
+    fn reworded_part(&self, part: &str) -> String {
+        let mut out = String::new();
+        let mut word = String::new();
+        let flush = |word: &mut String, out: &mut String| {
+            if word.is_empty() {
+                return;
+            }
+            let l = word.to_lowercase();
+            let swap =
+                (says(&self.old_words, &l) && !says(&self.new_words, &l)).then(|| self.counterpart_word(&l)).flatten();
+            match swap {
+                Some(c) if word.chars().all(char::is_uppercase) => out.push_str(&c.to_uppercase()),
+                Some(c) if word.chars().next().is_some_and(char::is_uppercase) => {
+                    let mut cs = c.chars();
+                    out.extend(cs.next().map(|f| f.to_ascii_uppercase()));
+                    out.push_str(cs.as_str());
+                }
+                Some(c) => out.push_str(&c),
+                None => out.push_str(word),
+            }
+            word.clear();
+        };
+        for ch in part.chars() {
+            if ch.is_alphabetic() {
+                word.push(ch);
+            } else {
+                flush(&mut word, &mut out);
+                out.push(ch);
+            }
+        }
+        flush(&mut word, &mut out);
+        out
+    }
+
     /// The new request's own spelling of its name mention `m`.
     fn spelled(&self, m: &Mention) -> String {
         self.new.names.iter().find(|n| n.to_lowercase() == m.value).cloned().unwrap_or_else(|| m.value.clone())
@@ -501,12 +479,12 @@ impl Analogy {
             let Some(new) = self.counterpart(Kind::Name, i) else { return Transfer::Unmatched(Kind::Name) };
             let gap = &s[at..start];
             if n > 0 || said(gap) {
-                out.push_str(gap);
+                out.push_str(&self.reworded_part(gap));
             }
             out.push_str(&self.spelled(new));
             at = end;
             if n == last && said(&s[at..]) {
-                out.push_str(&s[at..]);
+                out.push_str(&self.reworded_part(&s[at..]));
             }
         }
         Transfer::Mapped(Value::String(out))
@@ -668,5 +646,55 @@ mod tests {
             "two letters off a short name is another name"
         );
         assert!(mistyped("san francisc", "san francisco") && !mistyped("san diego", "san francisco"));
+    }
+
+    #[test]
+    fn mentions_nothing_tells_apart_are_unsure_and_a_planners_answer_realigns_them() {
+        // Two places each, said with nothing that tells their parts apart: unsure.
+        let old = "Compare hotels in Paris and Lyon for two nights.";
+        let new_text = "Hotels: Madrid, Seville — compare them for two nights.";
+        let new = RequestValues::extract(new_text, day());
+        let mut a = Analogy::new(old, new_text, &new, day());
+        let (kind, unsure) = a.unsure().expect("two places, no cue: unsure");
+        assert_eq!(kind, Kind::Name);
+        assert_eq!(unsure.kind, "name");
+        assert_eq!(unsure.old, vec!["Paris".to_string(), "Lyon".to_string()]);
+        assert_eq!(unsure.new, vec!["Madrid".to_string(), "Seville".to_string()]);
+        assert_eq!(unsure.guess, vec![0, 1]);
+        // The rules align in order; an answer that is not one-to-one changes nothing.
+        assert_eq!(a.transfer(&json!("Paris"), None), Transfer::Mapped(json!("Madrid")));
+        assert!(!a.realign(Kind::Name, &[1, 1]));
+        assert!(!a.realign(Kind::Name, &[0]));
+        assert_eq!(a.transfer(&json!("Paris"), None), Transfer::Mapped(json!("Madrid")));
+        // A one-to-one answer realigns them, and the kind is settled.
+        assert!(a.realign(Kind::Name, &[1, 0]));
+        assert_eq!(a.transfer(&json!("Paris"), None), Transfer::Mapped(json!("Seville")));
+        assert_eq!(a.transfer(&json!("Lyon"), None), Transfer::Mapped(json!("Madrid")));
+        assert!(a.unsure().is_none());
+        // Said with the words that tell their parts apart, in the other order: sure, by role.
+        let old = "Find a flight from Paris to Lyon for two nights.";
+        let new_text = "A flight to Seville, leaving from Madrid, for two nights.";
+        let new = RequestValues::extract(new_text, day());
+        let a = Analogy::new(old, new_text, &new, day());
+        assert!(a.unsure().is_none(), "{:?}", a.unsure());
+        assert_eq!(a.transfer(&json!("Paris"), None), Transfer::Mapped(json!("Madrid")));
+        assert_eq!(a.transfer(&json!("Lyon"), None), Transfer::Mapped(json!("Seville")));
+    }
+
+    #[test]
+    fn a_word_said_around_a_name_takes_the_word_the_new_request_says_in_its_place() {
+        let old = "I am in Spain and interested in beach activities. Check for beach activities in Barcelona.";
+        let new_text = "Fishing fan here. Look for fishing activities in Hawaii.";
+        let new = RequestValues::extract(new_text, day());
+        let a = Analogy::new(old, new_text, &new, day());
+        assert_eq!(a.transfer(&json!("Beach, Barcelona"), None), Transfer::Mapped(json!("Fishing, Hawaii")));
+        // Said in the new request too: it stays.
+        let same = "Look for beach activities in Hawaii.";
+        let a = Analogy::new(old, same, &RequestValues::extract(same, day()), day());
+        assert_eq!(a.transfer(&json!("Beach, Barcelona"), None), Transfer::Mapped(json!("Beach, Hawaii")));
+        // Two words in the same frame: no single counterpart, it stays.
+        let two = "Look for fishing activities or surfing activities in Hawaii.";
+        let a = Analogy::new(old, two, &RequestValues::extract(two, day()), day());
+        assert_eq!(a.transfer(&json!("Beach, Barcelona"), None), Transfer::Mapped(json!("Beach, Hawaii")));
     }
 }

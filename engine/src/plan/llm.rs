@@ -11,20 +11,26 @@ use super::deterministic::DeterministicPlanner;
 use super::fill::fill_arguments;
 use super::judge::judge_path;
 use super::program::{parse_plan, Plan, SolutionView};
-use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, Planner, ProviderPick, Subtask, Usage};
+use super::{
+    ApiView, Candidate, Context, Decision, Filled, Judgement, MemoryView, Offer, Planner, Recollection, Subtask,
+    UnsureMentions, Usage,
+};
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use super::prompt::{
-    approx_tokens, candidate_lines, compact_api, path_lines, render, render_answer, render_choose, render_decompose,
-    render_fill, render_judge, render_plan, solution_lines, ANSWER, CHOOSE, DECISION_TOKENS, DECOMPOSE, FILL, JUDGE,
-    PLAN, PLAN_TOKENS, SYSTEM,
+    approx_tokens, candidate_lines, compact_api, path_lines, render, render_align, render_answer, render_choose,
+    render_decompose, render_fill, render_judge, render_plan, render_recall, solution_lines, ALIGN, ANSWER, CHOOSE,
+    DECISION_TOKENS, DECOMPOSE, FILL, JUDGE, PLAN, PLAN_TOKENS, RECALL, SYSTEM,
+};
+pub use super::replies::{
+    align_schema, arguments_schema, choose_schema, decompose_schema, fill_schema, judge_schema, parse_align,
+    parse_choice, parse_fill, parse_judgement, parse_recall, parse_subtasks, plan_schema, recall_schema,
 };
 
 /// Where and how to ask the model.
@@ -62,6 +68,10 @@ pub enum Decides {
     Open,
     /// Every decision.
     All,
+    /// Only where the reading of the request is unsure: which of 2–3 remembered chains to
+    /// replay, which of 2–3 mentions plays which remembered role (at most one call each a
+    /// request). Everything else is the deterministic planner's.
+    Unsure,
 }
 
 impl Decides {
@@ -69,7 +79,8 @@ impl Decides {
         match s {
             "open" | "" => Ok(Decides::Open),
             "all" => Ok(Decides::All),
-            other => Err(format!("`{other}` is not one of open, all")),
+            "unsure" => Ok(Decides::Unsure),
+            other => Err(format!("`{other}` is not one of open, all, unsure")),
         }
     }
 
@@ -77,6 +88,7 @@ impl Decides {
         match self {
             Decides::Open => "open",
             Decides::All => "all",
+            Decides::Unsure => "unsure",
         }
     }
 }
@@ -124,307 +136,6 @@ impl LlmSettings {
             &self.name
         }
     }
-}
-
-/// JSON schema of a plan.
-pub fn plan_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "solution": {"type": ["integer", "null"]},
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": super::program::MAX_STEPS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "api": {"type": "string"},
-                        "arguments": {"type": "object"},
-                        "for_each": {"type": ["string", "null"]},
-                        "if": {"type": ["object", "null"], "properties": {"ref": {"type": "string"}, "op": {"type": "string", "enum": ["exists", "nonempty", "eq", "ne", "gt", "lt"]}, "value": {}}, "required": ["ref", "op"]}
-                    },
-                    "required": ["api", "arguments"]
-                }
-            }
-        },
-        "required": ["steps"]
-    })
-}
-
-/// JSON schema of a decomposition.
-pub fn decompose_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "subtasks": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 5,
-                "items": {
-                    "type": "object",
-                    "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "category": {"type": ["string", "null"]}, "request": {"type": "string"}},
-                    "required": ["name", "description", "category", "request"]
-                }
-            }
-        },
-        "required": ["subtasks"]
-    })
-}
-
-/// Check a decomposition: 1 to 5 subtasks, each with a name and a non-empty rewritten request.
-pub fn parse_subtasks(v: &Value) -> std::result::Result<Vec<Subtask>, String> {
-    let items = v.get("subtasks").and_then(Value::as_array).ok_or("`subtasks` must be a list")?;
-    if items.is_empty() || items.len() > 5 {
-        return Err(format!("need 1 to 5 subtasks, got {}", items.len()));
-    }
-    let cut = |x: Option<&Value>, n: usize| {
-        x.and_then(Value::as_str).map(|s| s.trim().chars().take(n).collect::<String>()).unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    for (i, it) in items.iter().enumerate() {
-        // A bare string is a subtask too (older prompts, small models).
-        if let Some(text) = it.as_str() {
-            if text.trim().is_empty() {
-                return Err(format!("subtask {i} is empty"));
-            }
-            out.push(Subtask::of_text(i, text.trim()));
-            continue;
-        }
-        let request = cut(it.get("request"), 500);
-        if request.is_empty() {
-            return Err(format!("subtask {i} has no `request`"));
-        }
-        let name = cut(it.get("name"), 80);
-        out.push(Subtask {
-            name: if name.is_empty() { format!("subtask {}", i + 1) } else { name },
-            description: cut(it.get("description"), 300),
-            category: Some(cut(it.get("category"), 80)).filter(|c| !c.is_empty()),
-            request,
-        });
-    }
-    Ok(out)
-}
-
-/// JSON schema of a choice.
-pub fn choose_schema(n: usize) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "action": {"type": "string", "enum": ["call", "finish", "backtrack", "give_up"]},
-            "index": {"type": "integer", "minimum": 0, "maximum": n.saturating_sub(1)},
-            "reason": {"type": "string"}
-        },
-        "required": ["action", "index", "reason"],
-        "additionalProperties": false
-    })
-}
-
-/// JSON schema of an API's arguments: declared types, or a string (a `$label.path$` reference).
-pub fn arguments_schema(api: &ApiView) -> Value {
-    let props: Map<String, Value> = api
-        .params
-        .iter()
-        .map(|p| {
-            let t = match crate::exec::kind(&p.ty) {
-                "object" => "string",
-                k => k,
-            };
-            let schema = if t == "string" { json!({"type": "string"}) } else { json!({"type": [t, "string"]}) };
-            (p.name.clone(), schema)
-        })
-        .collect();
-    json!({"type": "object", "properties": props, "additionalProperties": false})
-}
-
-/// JSON schema of a fill: the arguments with values, the parameters that come from another API's
-/// output (Reverse Chain), and those only the user can give.
-pub fn fill_schema(api: &ApiView) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "arguments": arguments_schema(api),
-            "from_api": {"type": "array", "items": {"type": "object", "properties": {"param": {"type": "string"}, "api": {"type": "string"}, "field": {"type": "string"}}, "required": ["param", "api", "field"]}},
-            "ask_user": {"type": "array", "items": {"type": "string"}}
-        },
-        "required": ["arguments", "from_api", "ask_user"]
-    })
-}
-
-pub fn judge_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "pass": {"type": "boolean"},
-            "grade": {"type": "number", "minimum": 0, "maximum": 1},
-            "first_bad_step": {"type": ["integer", "null"]},
-            "irrelevant_tools": {"type": "array", "items": {"type": "string"}},
-            "missing": {"type": "array", "items": {"type": "string"}},
-            "scores": {"type": "array", "items": {"type": "object", "properties": {"api": {"type": "string"}, "delta": {"type": "number", "minimum": -3, "maximum": 3}}, "required": ["api", "delta"]}},
-            "reason": {"type": "string"}
-        },
-        "required": ["pass", "grade", "first_bad_step", "irrelevant_tools", "missing", "scores", "reason"]
-    })
-}
-
-/// Check a choice against the candidates offered.
-pub fn parse_choice(v: &Value, candidates: &[Candidate]) -> std::result::Result<Decision, String> {
-    let action = v.get("action").and_then(Value::as_str).ok_or("`action` is missing")?;
-    let reason = v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect::<String>();
-    match action {
-        "call" => {
-            let index =
-                v.get("index").and_then(Value::as_u64).ok_or("`index` must be a non-negative integer")? as usize;
-            if index >= candidates.len() {
-                return Err(format!("index {index} is not one of the {} candidates", candidates.len()));
-            }
-            Ok(Decision::Call { index, reason })
-        }
-        "finish" => Ok(Decision::Finish { reason }),
-        "backtrack" => Ok(Decision::Backtrack { reason }),
-        "give_up" => Ok(Decision::GiveUp { reason }),
-        other => Err(format!("unknown action `{other}`")),
-    }
-}
-
-/// Check a fill: only known parameters; every required one has a value, a provider among those
-/// offered for it, or is asked of the user; references name earlier steps; no identifier is
-/// invented (an id-like value must appear in the request, the user's values or an earlier output).
-pub fn parse_fill(v: &Value, api: &ApiView, ctx: &Context, offers: &[Offer]) -> std::result::Result<Filled, String> {
-    let m = v.get("arguments").and_then(Value::as_object).ok_or("`arguments` must be a JSON object")?;
-    let known: HashSet<&str> = api.params.iter().map(|p| p.name.as_str()).collect();
-    let mut problems = Vec::new();
-    for k in m.keys() {
-        if !known.contains(k.as_str()) {
-            problems.push(format!("`{k}` is not a parameter of {}", api.name));
-        }
-    }
-    let labels: HashSet<&str> = ctx.path.iter().map(|s| s.label.as_str()).collect();
-    let mut f = Filled::default();
-    for (k, val) in m.iter().filter(|(_, v)| !v.is_null()) {
-        if let Some(t) = val.as_str() {
-            for r in crate::exec::refs::references(t) {
-                let l = r.split('.').next().unwrap_or_default();
-                if !labels.contains(l) {
-                    problems.push(format!("`{k}` references `{l}`, which is no earlier output"));
-                }
-            }
-        }
-        if let Some(why) = super::program::invented_id(ctx, k, val) {
-            problems.push(why);
-        }
-        f.arguments.insert(k.clone(), val.clone());
-    }
-    for p in v.get("from_api").and_then(Value::as_array).into_iter().flatten() {
-        let param = p.get("param").and_then(Value::as_str).unwrap_or_default();
-        let name = p.get("api").and_then(Value::as_str).unwrap_or_default();
-        let field = p.get("field").and_then(Value::as_str).unwrap_or_default();
-        if f.arguments.contains_key(param) {
-            continue;
-        }
-        let offered = offers
-            .iter()
-            .find(|o| o.param == param)
-            .and_then(|o| o.providers.iter().find(|a| a.name == name || a.id == name));
-        match offered {
-            Some(a) => f.from_api.push(ProviderPick {
-                param: param.to_string(),
-                api: a.id.clone(),
-                field: field.chars().take(200).collect(),
-            }),
-            None => problems.push(format!("`{name}` is not an API offered for `{param}`")),
-        }
-    }
-    for p in v.get("ask_user").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-        if known.contains(p) && !f.arguments.contains_key(p) && !f.from_api.iter().any(|x| x.param == p) {
-            f.ask_user.push(p.to_string());
-        }
-    }
-    for p in api.params.iter().filter(|p| p.required) {
-        let answered = f.arguments.contains_key(&p.name)
-            || f.from_api.iter().any(|x| x.param == p.name)
-            || f.ask_user.contains(&p.name);
-        if !answered {
-            problems.push(format!("required `{}` has no value, no provider and is not asked of the user", p.name));
-        } else if !f.arguments.contains_key(&p.name) {
-            f.missing.push(p.name.clone());
-        }
-    }
-    if problems.is_empty() {
-        Ok(f)
-    } else {
-        Err(problems.join("; "))
-    }
-}
-
-/// Check a judgement against the path.
-pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgement, String> {
-    let pass = v.get("pass").and_then(Value::as_bool).ok_or("`pass` must be a boolean")?;
-    let grade = v.get("grade").and_then(Value::as_f64).ok_or("`grade` must be a number")?;
-    if !(0.0..=1.0).contains(&grade) {
-        return Err(format!("grade {grade} is outside [0, 1]"));
-    }
-    let first_bad_step = match v.get("first_bad_step") {
-        None | Some(Value::Null) => None,
-        Some(x) => {
-            let i = x.as_u64().ok_or("`first_bad_step` must be an integer or null")? as usize;
-            if i >= ctx.path.len() {
-                return Err(format!("first_bad_step {i} is past the {} steps", ctx.path.len()));
-            }
-            Some(i)
-        }
-    };
-    let tools: HashSet<&str> = ctx.path.iter().map(|s| s.api.tool.as_str()).collect();
-    let irrelevant: Vec<String> = v
-        .get("irrelevant_tools")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
-    if let Some(t) = irrelevant.iter().find(|t| !tools.contains(t.as_str())) {
-        return Err(format!("irrelevant tool `{t}` was not called"));
-    }
-    let mut deltas = Vec::new();
-    for s in v.get("scores").and_then(Value::as_array).into_iter().flatten() {
-        let name = s.get("api").and_then(Value::as_str).ok_or("each score needs `api`")?;
-        let delta = s.get("delta").and_then(Value::as_f64).ok_or("each score needs a numeric `delta`")?;
-        if !(-3.0..=3.0).contains(&delta) {
-            return Err(format!("delta {delta} for `{name}` is outside [-3, 3]"));
-        }
-        let step = ctx
-            .path
-            .iter()
-            .find(|st| st.api.name == name || st.api.id == name)
-            .ok_or_else(|| format!("scored API `{name}` was not called"))?;
-        deltas.push((step.api.id.clone(), delta));
-    }
-    // Parts of the request the model says no call served; the deterministic coverage checks join
-    // them, and the path passes only when both find nothing missing.
-    let mut coverage: Vec<super::coverage::Requirement> = v
-        .get("missing")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(|m| m.trim())
-        .filter(|m| !m.is_empty())
-        .take(10)
-        .map(|m| super::coverage::Requirement {
-            kind: super::coverage::Kind::Judged,
-            value: m.chars().take(200).collect(),
-            covered_by: None,
-        })
-        .collect();
-    coverage.extend(super::coverage::assess(ctx));
-    let pass = pass && super::coverage::complete(&coverage);
-    Ok(Judgement {
-        pass,
-        grade,
-        first_bad_step,
-        irrelevant_tools: irrelevant,
-        deltas,
-        reason: v.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect(),
-        coverage,
-    })
 }
 
 /// At most this many candidates are offered to a model deciding what is open.
@@ -615,6 +326,29 @@ impl LlmPlanner {
                 .unwrap_or(false)
     }
 
+    /// Ask once and validate, else `None` (the rules decide): the reading's questions, at most
+    /// one completion each, so a request never costs more than two.
+    async fn ask_once<T>(
+        &self,
+        name: &str,
+        prompt: &str,
+        schema: Value,
+        check: impl Fn(&Value) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
+        if self.run_limit_reached() {
+            return Ok(None);
+        }
+        let v = self.complete(name, prompt, schema).await?;
+        match check(&v) {
+            Ok(t) => Ok(Some(t)),
+            Err(problem) => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(target: "plan.llm", prompt = name, %problem, "rejected an invalid answer: the rules decide");
+                Ok(None)
+            }
+        }
+    }
+
     /// Ask, validate, ask once more with the problem, else `None` (the caller falls back).
     async fn ask_valid<T>(
         &self,
@@ -650,7 +384,7 @@ impl Planner for LlmPlanner {
     }
 
     async fn decompose(&self, ctx: &Context) -> Result<Vec<Subtask>> {
-        if self.settings.decides == Decides::Open {
+        if self.settings.decides != Decides::All {
             return Ok(subtasks_of(&ctx.request));
         }
         let prompt = render_decompose(ctx, &self.categories);
@@ -659,14 +393,14 @@ impl Planner for LlmPlanner {
     }
 
     async fn choose(&self, ctx: &Context, candidates: &[Candidate]) -> Result<Decision> {
-        if candidates.is_empty() {
+        if candidates.is_empty() || self.settings.decides == Decides::Unsure {
             return self.fallback.choose(ctx, candidates).await;
         }
         // Deciding what is open: the deterministic choice stands unless other API candidates
         // score close to it; the model then chooses among those few only.
         let (offered, index_of): (Vec<Candidate>, Vec<usize>) = match self.settings.decides {
             Decides::All => (candidates.to_vec(), (0..candidates.len()).collect()),
-            Decides::Open => {
+            Decides::Open | Decides::Unsure => {
                 let d = self.fallback.choose(ctx, candidates).await?;
                 let Decision::Call { index, .. } = &d else { return Ok(d) };
                 let close = close_candidates(&self.fallback, ctx, candidates, *index);
@@ -698,11 +432,14 @@ impl Planner for LlmPlanner {
 
     async fn fill(&self, ctx: &Context, api: &ApiView, offers: &[Offer]) -> Result<Filled> {
         let base = fill_arguments(ctx, api);
+        if self.settings.decides == Decides::Unsure {
+            return Ok(base);
+        }
         // Deciding what is open: only the parameters the shared filler left open are asked,
         // the rest stays as it filled them.
         let (view, filled) = match self.settings.decides {
             Decides::All => (api.clone(), Map::new()),
-            Decides::Open => {
+            Decides::Open | Decides::Unsure => {
                 if base.missing.is_empty() {
                     return Ok(base);
                 }
@@ -736,12 +473,15 @@ impl Planner for LlmPlanner {
     }
 
     fn wants_offers(&self) -> bool {
-        true
+        self.settings.decides != Decides::Unsure
     }
 
     async fn plan(&self, ctx: &Context, solutions: &[SolutionView]) -> Result<Option<Plan>> {
         if solutions.is_empty() {
             return Ok(None);
+        }
+        if self.settings.decides == Decides::Unsure {
+            return self.fallback.plan(ctx, solutions).await;
         }
         let mut offered: Vec<std::sync::Arc<ApiView>> = Vec::new();
         for a in solutions.iter().flat_map(|s| s.apis.iter()) {
@@ -762,8 +502,32 @@ impl Planner for LlmPlanner {
         })
     }
 
+    async fn choose_memory(&self, ctx: &Context, old: &[MemoryView]) -> Result<Option<Recollection>> {
+        if old.len() < 2 {
+            return Ok(None);
+        }
+        let old = &old[..old.len().min(3)];
+        let n = old.len();
+        self.ask_once("recall", &render_recall(ctx, old), recall_schema(n), |v| parse_recall(v, n)).await
+    }
+
+    async fn align_mentions(
+        &self,
+        ctx: &Context,
+        old_request: &str,
+        unsure: &UnsureMentions,
+    ) -> Result<Option<Vec<usize>>> {
+        if !(2..=3).contains(&unsure.old.len()) || unsure.new.len() < unsure.old.len() || unsure.new.len() > 3 {
+            return Ok(None);
+        }
+        self.ask_once("align", &render_align(ctx, old_request, unsure), align_schema(unsure), |v| {
+            parse_align(v, unsure)
+        })
+        .await
+    }
+
     async fn judge(&self, ctx: &Context) -> Result<Judgement> {
-        if ctx.path.is_empty() || self.settings.decides == Decides::Open {
+        if ctx.path.is_empty() || self.settings.decides != Decides::All {
             return Ok(judge_path(ctx));
         }
         Ok(self
@@ -773,7 +537,7 @@ impl Planner for LlmPlanner {
     }
 
     async fn answer(&self, ctx: &Context) -> Result<String> {
-        if self.settings.decides == Decides::Open {
+        if self.settings.decides != Decides::All {
             return Ok(plain_answer(ctx));
         }
         let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]});
@@ -791,7 +555,7 @@ impl Planner for LlmPlanner {
     }
 
     fn composes_answers(&self) -> bool {
-        self.settings.decides == Decides::Open
+        self.settings.decides != Decides::All
     }
 
     fn as_llm(&self) -> Option<&LlmPlanner> {

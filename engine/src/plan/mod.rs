@@ -11,6 +11,7 @@
 //! then earlier turns, then schema defaults), [`judge`] (usable responses and coverage),
 //! [`decompose`] (rule-based subtasks), [`answer`] (the answer composed from the results).
 
+pub mod align;
 pub mod analogy;
 pub mod answer;
 pub mod coverage;
@@ -24,6 +25,7 @@ pub mod models;
 pub mod program;
 pub mod prompt;
 pub mod reading;
+pub mod replies;
 pub mod values;
 
 use crate::Result;
@@ -364,6 +366,37 @@ tokio::task_local! {
     pub static RUN_USAGE: RunUsage;
 }
 
+/// A remembered (request → chain) pair offered to the planner where the reading is unsure which
+/// one serves the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryView {
+    pub request: String,
+    /// The APIs its chain called, in order (names).
+    pub chain: Vec<String>,
+}
+
+/// What the planner answers when offered remembered chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "pick", content = "index", rename_all = "snake_case")]
+pub enum Recollection {
+    /// Replay `memories[i]`.
+    Replay(usize),
+    /// None of them asks for what this request asks: search instead.
+    Neither,
+}
+
+/// Mentions of one kind the reading could not align for sure: what the remembered request said
+/// (`old`, each with the words before it) and this request's mentions it may correspond to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnsureMentions {
+    /// `name` (of a place, a hotel…), `number`, `date` or `time` (what the prompt calls them).
+    pub kind: String,
+    pub old: Vec<String>,
+    pub new: Vec<String>,
+    /// The rules' alignment: for each old mention, the index of its counterpart in `new`.
+    pub guess: Vec<usize>,
+}
+
 /// The decisions of a run.
 #[async_trait]
 pub trait Planner: Send + Sync {
@@ -383,6 +416,23 @@ pub trait Planner: Send + Sync {
     /// A whole plan in one decision (plan mode): a program over the closest solutions, or `None`
     /// when no solution fits the request.
     async fn plan(&self, ctx: &Context, solutions: &[program::SolutionView]) -> Result<Option<program::Plan>>;
+    /// Where the reading is unsure which of these remembered chains serves the request (two or
+    /// three close by meaning, each transferable, with different chains): which to replay.
+    /// `None`: the rules' order stands (the deterministic planner never overrides it).
+    async fn choose_memory(&self, _ctx: &Context, _old: &[MemoryView]) -> Result<Option<Recollection>> {
+        Ok(None)
+    }
+    /// Where the reading is unsure which of this request's mentions plays the role each of the
+    /// remembered request's mentions played (`old_request`): for each `unsure.old[i]` the index
+    /// of its counterpart in `unsure.new` (all distinct). `None`: the rules' alignment stands.
+    async fn align_mentions(
+        &self,
+        _ctx: &Context,
+        _old_request: &str,
+        _unsure: &UnsureMentions,
+    ) -> Result<Option<Vec<usize>>> {
+        Ok(None)
+    }
     /// Judge the finished path.
     async fn judge(&self, ctx: &Context) -> Result<Judgement>;
     /// The final answer from the path's observations.

@@ -25,7 +25,8 @@ pub struct ModelInfo {
     pub max_tokens: u32,
     pub timeout_ms: u64,
     pub retries: u32,
-    /// What it decides: `open` (what the graph and the rules leave open) or `all`.
+    /// What it decides: `open` (what the graph and the rules leave open), `all`, or `unsure`
+    /// (only where the reading of the request is unsure: which memory, which mention).
     pub decides: String,
     /// Completions one run may ask of it (0: no limit).
     pub max_calls_per_run: u32,
@@ -205,7 +206,7 @@ mod tests {
             .err()
             .unwrap()
             .to_string()
-            .contains("llm.models.big.decides: `most` is not one of open, all"));
+            .contains("llm.models.big.decides: `most` is not one of open, all, unsure"));
         cfg.models.get_mut("big").unwrap().decides = "all".into();
         assert!(serde_json::to_string(&Models::from_config(&cfg, &[]).unwrap().list())
             .unwrap()

@@ -7,7 +7,7 @@
 //! give English and JSON 3.5–4.5).
 
 use super::program::SolutionView;
-use super::{ApiView, Candidate, Context, Offer};
+use super::{ApiView, Candidate, Context, MemoryView, Offer, UnsureMentions};
 use serde_json::{Map, Value};
 
 pub const SYSTEM: &str = include_str!("../../prompts/system.prompt.md");
@@ -17,6 +17,8 @@ pub const FILL: &str = include_str!("../../prompts/fill.prompt.md");
 pub const JUDGE: &str = include_str!("../../prompts/judge.prompt.md");
 pub const ANSWER: &str = include_str!("../../prompts/answer.prompt.md");
 pub const PLAN: &str = include_str!("../../prompts/plan.prompt.md");
+pub const RECALL: &str = include_str!("../../prompts/recall.prompt.md");
+pub const ALIGN: &str = include_str!("../../prompts/align.prompt.md");
 
 /// The most a decision's prompt (system prompt included) may take: choose, fill, judge, answer.
 pub const DECISION_TOKENS: usize = 800;
@@ -354,6 +356,52 @@ pub fn render_plan(ctx: &Context, solutions: &[SolutionView]) -> String {
     let left = room(PLAN_TOKENS, PLAN, &[&today, &given, &request]);
     let sols = fit(solution_lines(solutions), left);
     render(PLAN, &[("request", &request), ("today", &today), ("solutions", &sols), ("given", &given)])
+}
+
+/// The prompt that asks which of 2–3 remembered requests (each with the APIs its chain called)
+/// asks for the same things as this one: within [`DECISION_TOKENS`], the request and each
+/// memory cut to share what is left.
+pub fn render_recall(ctx: &Context, memories: &[MemoryView]) -> String {
+    let request = cut(&ctx.request, 500);
+    let each = room(DECISION_TOKENS, RECALL, &[&request]) / memories.len().max(1);
+    let lines: Vec<String> = memories
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let chain = cut(&m.chain.join(" → "), each / 3);
+            let head = format!("{}. ", i + 1);
+            let text = cut(&m.request, each.saturating_sub(chain.chars().count() + head.len() + 12));
+            format!("{head}{text}\n   chain: {chain}")
+        })
+        .collect();
+    render(RECALL, &[("memories", &lines.join("\n")), ("request", &request)])
+}
+
+/// The prompt that asks which of this request's 2–3 mentions of a kind plays the part each of the
+/// remembered request's played: within [`DECISION_TOKENS`].
+pub fn render_align(ctx: &Context, old_request: &str, unsure: &UnsureMentions) -> String {
+    let list = |xs: &[String]| xs.iter().map(|x| format!("\"{}\"", cut(x, 80))).collect::<Vec<_>>().join(", ");
+    let (old, new) = (list(&unsure.old), list(&unsure.new));
+    let guess = unsure
+        .old
+        .iter()
+        .zip(&unsure.guess)
+        .filter_map(|(o, j)| unsure.new.get(*j).map(|n| format!("\"{}\" → \"{}\"", cut(o, 80), cut(n, 80))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let left =
+        room(DECISION_TOKENS, ALIGN, &[&old, &new, &guess, &unsure.kind, &unsure.kind, &unsure.kind, &unsure.kind]);
+    render(
+        ALIGN,
+        &[
+            ("kind", &unsure.kind),
+            ("old_request", &cut(old_request, left / 2)),
+            ("request", &cut(&ctx.request, left / 2)),
+            ("old", &old),
+            ("new", &new),
+            ("guess", &guess),
+        ],
+    )
 }
 
 /// The judge's prompt (asked only when a model decides everything).

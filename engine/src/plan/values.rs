@@ -269,7 +269,7 @@ const PRONOUNS: [&str; 16] = [
     "i", "you", "he", "she", "it", "we", "they", "that", "there", "here", "what", "who", "let", "its", "your", "their",
 ];
 
-fn is_stop_name(w: &str) -> bool {
+pub(crate) fn is_stop_name(w: &str) -> bool {
     const STOP: &[&str] = &[
         "i",
         "i'm",

@@ -14,7 +14,7 @@ use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::learned::{normalized, Kind, Mention};
 use crate::plan::reading::words;
-use crate::plan::{ArgSource, Filled, Judgement};
+use crate::plan::{ArgSource, Filled, Judgement, MemoryView, Recollection};
 use crate::Result;
 use serde_json::Value;
 use toolgraph_schema::{Mode, END_ID, START_ID};
@@ -71,6 +71,15 @@ fn take_filled(filled: &Filled, name: &str, f: &mut Filled) {
 
 /// Memories weighed for a replay: the nearest by meaning, of which the one that fits best wins.
 const ANALOGY_POOL: usize = 8;
+/// The most remembered chains a planner is offered where the reading is unsure which.
+const MEMORIES_OFFERED: usize = 3;
+
+/// A recalled memory weighed for a replay: how it fits, and its analogy (for a close one).
+struct Analogue {
+    hit: Recalled,
+    fit: Fit,
+    analogy: Option<Analogy>,
+}
 
 /// How well a remembered request fits this one: whether every value its chain took from the
 /// remembered request has a counterpart here, and how many of this request's dates, times and
@@ -105,7 +114,7 @@ impl Engine {
             let e = st.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
             *e = e.max(h.score as f64);
         }
-        let Some((hit, fit)) = self.best_analogue(st, hits) else { return Ok(false) };
+        let Some(Analogue { hit, fit, analogy }) = self.best_analogue(st, hits).await? else { return Ok(false) };
         let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
         st.emit(TraceEvent::Recall {
             request: hit.entry.request.clone(),
@@ -115,9 +124,7 @@ impl Engine {
             replayed: replay,
         })
         .await;
-        if !replay {
-            return Ok(false);
-        }
+        let Some(analogy) = analogy.filter(|_| replay) else { return Ok(false) };
         // Plan mode: the remembered chain, its values transferred, is the whole plan (a solution
         // of the library of I/O-coupled paths that recorded runs made), fixed before any call.
         let plan_mode = st.mode == Mode::Plan;
@@ -126,7 +133,7 @@ impl Engine {
             let steps: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
             st.emit(TraceEvent::Plan { source: "memory".into(), solution: steps.clone(), steps }).await;
         }
-        match self.replay(st, &hit.entry.request, &hit.entry.chain).await {
+        match self.replay(st, &hit.entry.request, analogy, &hit.entry.chain).await {
             Ok(()) => {
                 st.stats.recalled = true;
                 Ok(true)
@@ -147,26 +154,79 @@ impl Engine {
 
     /// Of the recalled memories close enough by meaning, the one that fits this request best: its
     /// chain's values all transferable, then the fewest of this request's mentions left unserved,
-    /// then the nearer by meaning. With none close enough: the nearest, for the trace.
-    fn best_analogue(&self, st: &RunState<'_>, hits: Vec<Recalled>) -> Option<(Recalled, Fit)> {
+    /// then the nearer by meaning. With none close enough: the nearest, for the trace. Where the
+    /// reading is unsure — two or three of the first three close, transferable and with different
+    /// chains — the planner is asked which (the deterministic planner leaves the order).
+    async fn best_analogue(&self, st: &mut RunState<'_>, hits: Vec<Recalled>) -> Result<Option<Analogue>> {
         let close = |h: &Recalled| h.score >= self.settings.memory_threshold;
-        let mut scored: Vec<(usize, Recalled, Fit)> = hits
+        let mut scored: Vec<(usize, Analogue)> = hits
             .into_iter()
             .enumerate()
-            .map(|(i, h)| {
-                let fit = if close(&h) {
-                    let analogy = self.analogy(st, &h.entry.request, &h.entry.chain);
-                    self.fit(st, &analogy, &h.entry.chain)
+            .map(|(i, hit)| {
+                if close(&hit) {
+                    let analogy = self.analogy(st, &hit.entry.request, &hit.entry.chain);
+                    let fit = self.fit(st, &analogy, &hit.entry.chain);
+                    (i, Analogue { hit, fit, analogy: Some(analogy) })
                 } else {
-                    Fit { transferable: false, unserved: usize::MAX }
-                };
-                (i, h, fit)
+                    (i, Analogue { hit, fit: Fit { transferable: false, unserved: usize::MAX }, analogy: None })
+                }
             })
             .collect();
-        scored.sort_by(|a, b| {
-            b.2.transferable.cmp(&a.2.transferable).then(a.2.unserved.cmp(&b.2.unserved)).then(a.0.cmp(&b.0))
+        scored.sort_by(|(i, a), (j, b)| {
+            b.fit.transferable.cmp(&a.fit.transferable).then(a.fit.unserved.cmp(&b.fit.unserved)).then(i.cmp(j))
         });
-        scored.into_iter().next().map(|(_, h, f)| (h, f))
+        let mut ranked: Vec<Analogue> = scored.into_iter().map(|(_, a)| a).collect();
+        let offered: Vec<usize> =
+            (0..ranked.len().min(MEMORIES_OFFERED)).filter(|i| ranked[*i].fit.transferable).collect();
+        let chains: std::collections::HashSet<Vec<&str>> =
+            offered.iter().map(|i| ranked[*i].hit.entry.chain.iter().map(|s| s.api.as_str()).collect()).collect();
+        if offered.len() >= 2 && chains.len() >= 2 {
+            let views: Vec<MemoryView> = offered
+                .iter()
+                .map(|i| MemoryView {
+                    request: ranked[*i].hit.entry.request.clone(),
+                    chain: ranked[*i]
+                        .hit
+                        .entry
+                        .chain
+                        .iter()
+                        .map(|s| self.apis.get(&s.api).map_or_else(|| s.api.clone(), |a| a.name.clone()))
+                        .collect(),
+                })
+                .collect();
+            let answer = st.planner.choose_memory(&st.ctx, &views).await?;
+            let said = match answer {
+                Some(Recollection::Replay(k)) if k < offered.len() => {
+                    let chosen = ranked.remove(offered[k]);
+                    ranked.insert(0, chosen);
+                    format!("replay memory {} of {}", k + 1, offered.len())
+                }
+                Some(Recollection::Neither) => {
+                    ranked.iter_mut().for_each(|a| a.fit.transferable = false);
+                    "none of them: search".to_string()
+                }
+                _ => "rules".to_string(),
+            };
+            if answer.is_some() {
+                st.emit(TraceEvent::Unsure { about: "memory".into(), answer: said }).await;
+            }
+        }
+        Ok(ranked.into_iter().next())
+    }
+
+    /// Where the reading is unsure which of this request's mentions plays which role of the
+    /// remembered request's (two or three of one kind that nothing learned or said tells apart),
+    /// the planner is asked once; its answer, checked one-to-one, realigns them.
+    async fn settle(&self, st: &mut RunState<'_>, old_request: &str, analogy: &mut Analogy) -> Result<()> {
+        let Some((kind, unsure)) = analogy.unsure() else { return Ok(()) };
+        let Some(map) = st.planner.align_mentions(&st.ctx, old_request, &unsure).await? else { return Ok(()) };
+        let answer = if analogy.realign(kind, &map) {
+            unsure.old.iter().zip(&map).map(|(o, j)| format!("{o} → {}", unsure.new[*j])).collect::<Vec<_>>().join("; ")
+        } else {
+            "rules (not a one-to-one answer)".to_string()
+        };
+        st.emit(TraceEvent::Unsure { about: "mentions".into(), answer }).await;
+        Ok(())
     }
 
     /// The analogy between a remembered request and this one, mentions aligned by the roles they
@@ -221,9 +281,13 @@ impl Engine {
         &self,
         st: &mut RunState<'_>,
         old_request: &str,
+        mut analogy: Analogy,
         chain: &[MemoryStep],
     ) -> std::result::Result<(), String> {
-        let analogy = self.analogy(st, old_request, chain);
+        if let Err(e) = self.settle(st, old_request, &mut analogy).await {
+            // The model could not be asked: the rules' alignment stands.
+            tracing::debug!(target: "run.recall", error = %e, "could not ask the planner about unsure mentions");
+        }
         for step in chain {
             let api = self
                 .apis

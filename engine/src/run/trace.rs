@@ -57,6 +57,13 @@ pub enum TraceEvent {
         chain: Vec<String>,
         replayed: bool,
     },
+    /// The reading was unsure (which remembered chain serves the request, or which of its
+    /// mentions plays which remembered role) and asked the planner: what it was asked
+    /// (`memory`, `mentions`) and what it answered (`rules` where it left the rules' choice).
+    Unsure {
+        about: String,
+        answer: String,
+    },
     /// A replayed memory failed; the search takes over.
     RecallFailed {
         reason: String,
