@@ -21,8 +21,9 @@
 use super::align::align;
 pub use super::align::Roles;
 use super::learned::{mentions, Kind, Mention};
+use super::names::is_stop_name;
 use super::reading::{says, tokens, words, Token};
-use super::values::{is_stop_name, words_before, RequestValues};
+use super::values::{words_before, RequestValues};
 use super::UnsureMentions;
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;

@@ -1,0 +1,385 @@
+//! Reading the dates and times a request says, on the one tokenizer: written dates ("October 13th,
+//! 2024", "13th October", "November 10-13, 2024", ISO), holidays, bare days that continue a month
+//! ("on the 7th", "from October 5th to 12th"), "Today is …", relative dates ("the day after
+//! tomorrow", "two days later", "next week", weekdays) and times ("8 AM", "14:30", "noon", "9
+//! o'clock in the morning").
+
+use super::reading::MONTHS;
+use super::values::{cues_at, small_number, RequestValues, Scan};
+use chrono::{Datelike, Duration, NaiveDate, Weekday};
+
+pub(super) const WEEKDAYS: [(&str, Weekday); 7] = [
+    ("monday", Weekday::Mon),
+    ("tuesday", Weekday::Tue),
+    ("wednesday", Weekday::Wed),
+    ("thursday", Weekday::Thu),
+    ("friday", Weekday::Fri),
+    ("saturday", Weekday::Sat),
+    ("sunday", Weekday::Sun),
+];
+
+pub(super) fn month_of(w: &str) -> Option<u32> {
+    let w = w.to_ascii_lowercase();
+    let w = w.trim_end_matches('.');
+    if w.len() < 3 {
+        return None;
+    }
+    MONTHS
+        .iter()
+        .position(|m| m.starts_with(w) && (w.len() == m.len() || w.len() == 3 || (w == "sept")))
+        .map(|i| i as u32 + 1)
+}
+
+pub(super) fn day_number(w: &str) -> Option<u32> {
+    let w = w.to_ascii_lowercase();
+    let digits = w.trim_end_matches("st").trim_end_matches("nd").trim_end_matches("rd").trim_end_matches("th");
+    let d: u32 = digits.parse().ok()?;
+    (1..=31).contains(&d).then_some(d)
+}
+
+pub(super) fn year_number(w: &str) -> Option<i32> {
+    let y: i32 = w.parse().ok()?;
+    (1900..=2200).contains(&y).then_some(y)
+}
+
+fn iso_date(w: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(w, "%Y-%m-%d").ok().or_else(|| NaiveDate::parse_from_str(w, "%Y/%m/%d").ok())
+}
+
+fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
+    let lw = w.to_ascii_lowercase();
+    let (body, suffix_in_word) = if let Some(b) = lw.strip_suffix("am").or_else(|| lw.strip_suffix("a.m")) {
+        (b.to_string(), Some(false))
+    } else if let Some(b) = lw.strip_suffix("pm").or_else(|| lw.strip_suffix("p.m")) {
+        (b.to_string(), Some(true))
+    } else {
+        (lw.clone(), None)
+    };
+    let next_suffix = next.map(|n| n.to_ascii_lowercase()).and_then(|n| match n.trim_end_matches('.') {
+        "am" | "a.m" => Some(false),
+        "pm" | "p.m" => Some(true),
+        _ => None,
+    });
+    let pm = suffix_in_word.or(next_suffix);
+    let (h, m) = match body.split_once(':') {
+        Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
+        None if pm.is_some() => (body.parse::<u32>().ok()?, 0),
+        None => return None,
+    };
+    if m > 59 {
+        return None;
+    }
+    let h = match pm {
+        Some(true) if (1..12).contains(&h) => h + 12,
+        Some(false) if h == 12 => 0,
+        Some(_) if !(1..=12).contains(&h) => return None,
+        _ if h > 23 => return None,
+        _ => h,
+    };
+    Some((format!("{h:02}:{m:02}"), suffix_in_word.is_none() && next_suffix.is_some()))
+}
+
+/// A time said in words at token `i`: "9 o'clock (in the morning)", "3 in the afternoon",
+/// "eight in the evening" → (`HH:MM`, the last token it used).
+pub(super) fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
+    let h = lower[i]
+        .parse::<u32>()
+        .ok()
+        .or_else(|| small_number(&lower[i]).map(|n| n as u32))
+        .filter(|h| (1..=12).contains(h))?;
+    let at = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
+    let oclock = matches!(at(i + 1), "o'clock" | "o’clock" | "oclock");
+    let from = if oclock { i + 2 } else { i + 1 };
+    let part = (at(from) == "in" && at(from + 1) == "the").then(|| at(from + 2));
+    let pm = match part {
+        Some("morning") => Some(false),
+        Some("afternoon" | "evening" | "night") => Some(true),
+        _ => match at(from).trim_end_matches('.') {
+            "am" | "a.m" if oclock => Some(false),
+            "pm" | "p.m" if oclock => Some(true),
+            _ => None,
+        },
+    };
+    if !oclock && pm.is_none() {
+        return None;
+    }
+    let last = if part.is_some() {
+        from + 2
+    } else if pm.is_some() {
+        from
+    } else {
+        i + 1
+    };
+    let h = match pm {
+        Some(true) if h < 12 => h + 12,
+        Some(false) if h == 12 => 0,
+        _ => h,
+    };
+    Some((format!("{h:02}:00"), last))
+}
+
+/// `2024-10-05`, `05.10.2024`, `10-05-24`: a date, not a phone number.
+pub(super) fn date_like(w: &str) -> bool {
+    let g: Vec<&str> = w.split(['-', '.', '/']).collect();
+    g.len() == 3
+        && g[1].len() <= 2
+        && (g[0].len() == 4 || g[2].len() == 4 || g[2].len() == 2)
+        && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
+    let mut d = from + Duration::days(1);
+    while d.weekday() != day {
+        d += Duration::days(1);
+    }
+    d
+}
+
+/// The dates a request writes out, by the token they start at and in order: written dates,
+/// holidays, bare days continuing a month. The tokens they use are marked in `scan.used`.
+pub(super) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> Vec<(usize, NaiveDate)> {
+    let mut absolute = Vec::new();
+    written_dates(scan, &mut absolute, fallback_today);
+    holidays(scan, &mut absolute, fallback_today);
+    bare_days(scan, &mut absolute);
+    absolute.sort_by_key(|(p, _)| *p);
+    absolute
+}
+
+/// "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" / "November
+/// 10-13, 2024" (a range: two dates) / ISO dates. The year, when not said, is the date
+/// before's, else `fallback_today`'s.
+fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fallback_today: NaiveDate) {
+    let Scan { toks, used, .. } = scan;
+    for i in 0..toks.len() {
+        if let Some(d) = iso_date(toks[i].text) {
+            absolute.push((i, d));
+            used[i] = true;
+            continue;
+        }
+        // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" /
+        // "November 10-13, 2024" (a range: two dates)
+        if let Some(m) = month_of(toks[i].text) {
+            if let Some((a, b)) = toks
+                .get(i + 1)
+                .and_then(|t| t.text.split_once('-'))
+                .and_then(|(a, b)| Some((day_number(a)?, day_number(b)?)))
+            {
+                let y = (i + 2..(i + 5).min(toks.len()))
+                    .find_map(|j| year_number(toks[j].text))
+                    .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                if let (Some(d1), Some(d2)) = (NaiveDate::from_ymd_opt(y, m, a), NaiveDate::from_ymd_opt(y, m, b)) {
+                    absolute.push((i, d1));
+                    absolute.push((i + 1, d2));
+                    used[i] = true;
+                    used[i + 1] = true;
+                    if toks.get(i + 2).is_some_and(|t| year_number(t.text).is_some()) {
+                        used[i + 2] = true;
+                    }
+                    continue;
+                }
+            }
+            let day_after = toks.get(i + 1).and_then(|t| day_number(t.text));
+            let day_before = i.checked_sub(1).and_then(|j| day_number(toks[j].text).filter(|_| !used[j]));
+            let (day, first, last) = match (day_after, day_before) {
+                (Some(d), _) => (d, i, i + 1),
+                (None, Some(d)) => (d, i - 1, i),
+                _ => continue,
+            };
+            let year = toks.get(last + 1).and_then(|t| year_number(t.text));
+            let last = if year.is_some() { last + 1 } else { last };
+            // "October 5th to 12th, 2024": the year may come a few words later.
+            let ahead = (last + 1..(last + 5).min(toks.len())).find_map(|j| year_number(toks[j].text));
+            let y = year
+                .or(ahead)
+                .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+            if let Some(d) = NaiveDate::from_ymd_opt(y, m, day) {
+                absolute.push((first, d));
+                for u in used.iter_mut().take(last + 1).skip(first) {
+                    *u = true;
+                }
+            }
+        }
+    }
+}
+
+/// Holidays: "Christmas (Eve)", "New Year's Eve", "New Year's Day", in the year said near them,
+/// else the year of the date before, else `fallback_today`'s.
+fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fallback_today: NaiveDate) {
+    let Scan { toks, lower, used } = scan;
+    for i in 0..toks.len() {
+        let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
+        let (month, day, span) = match lower[i].as_str() {
+            "christmas" if next == "eve" => (12, 24, 2),
+            "christmas" => (12, 25, if next == "day" { 2 } else { 1 }),
+            "new" if matches!(next, "year's" | "year’s" | "years") => match lower.get(i + 2).map(String::as_str) {
+                Some("eve") => (12, 31, 3),
+                Some("day") => (1, 1, 3),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if used[i] {
+            continue;
+        }
+        let said = (i + span..(i + span + 3).min(toks.len())).find_map(|j| year_number(toks[j].text));
+        let before = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
+        let year = said.unwrap_or_else(|| match before {
+            Some(b) if month == 1 && b.month() == 12 => b.year() + 1,
+            Some(b) => b.year(),
+            None => fallback_today.year(),
+        });
+        if let Some(d) = NaiveDate::from_ymd_opt(year, month, day) {
+            absolute.push((i, d));
+            for u in used.iter_mut().skip(i).take(span) {
+                *u = true;
+            }
+        }
+    }
+}
+
+/// Bare days that continue the month of a date before them: "on the 7th" (the next month when
+/// the day has passed), "from October 5th to 12th".
+fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
+    let Scan { toks, lower, used } = scan;
+    // "on the 7th": a bare ordinal day continues the month of the latest date before it (the
+    // next month when the day has passed).
+    for i in 1..toks.len() {
+        let ordinal = toks[i].text.chars().any(|c| c.is_ascii_alphabetic())
+            && toks[i].text.chars().next().is_some_and(|c| c.is_ascii_digit());
+        if used[i] || lower[i - 1] != "the" || !ordinal {
+            continue;
+        }
+        let Some(day) = day_number(toks[i].text) else { continue };
+        let Some((_, prev)) = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).copied() else {
+            continue;
+        };
+        let same = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| *d > prev);
+        let next = || {
+            let (y, m) = if prev.month() == 12 { (prev.year() + 1, 1) } else { (prev.year(), prev.month() + 1) };
+            NaiveDate::from_ymd_opt(y, m, day)
+        };
+        if let Some(d) = same.or_else(next) {
+            absolute.push((i, d));
+            used[i] = true;
+        }
+    }
+    // "from October 5th to 12th": a bare day after "to" continues the month of the date before.
+    for i in 1..toks.len() {
+        if used[i] || !matches!(lower[i - 1].as_str(), "to" | "until" | "through" | "till" | "and") {
+            continue;
+        }
+        let Some(day) = day_number(toks[i].text)
+            .filter(|_| toks[i].text.chars().any(|c| c.is_ascii_alphabetic()) || toks[i].punct.is_some())
+        else {
+            continue;
+        };
+        if let Some((_, prev)) = absolute.iter().rev().find(|(p, _)| *p < i && i - *p <= 4) {
+            if let Some(d) = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| d > prev) {
+                absolute.push((i, d));
+                used[i] = true;
+            }
+        }
+    }
+}
+
+/// Today (where the request says "Today is <date>", else `fallback_today`) and every date the
+/// request says — the written ones that are not today and the relative ones — into `v`, in order
+/// of appearance with the words around each.
+pub(super) fn dates(
+    scan: &mut Scan<'_>,
+    absolute: Vec<(usize, NaiveDate)>,
+    fallback_today: NaiveDate,
+    v: &mut RequestValues,
+) {
+    let Scan { toks, lower, used } = scan;
+    // "Today is <date>" sets today; it is not itself a date to use.
+    let mut today = fallback_today;
+    let mut dates: Vec<(usize, NaiveDate)> = Vec::new();
+    for (pos, d) in absolute {
+        // A weekday may stand between: "Today is Friday, March 1st".
+        let mut at = pos;
+        if at >= 1 && WEEKDAYS.iter().any(|(w, _)| *w == lower[at - 1]) {
+            at -= 1;
+            used[at] = true;
+        }
+        let said_today =
+            at >= 2 && lower[at - 1] == "is" && lower[at - 2] == "today" || at >= 1 && lower[at - 1] == "today";
+        if said_today {
+            today = d;
+            v.today = Some(d);
+        } else {
+            dates.push((pos, d));
+        }
+    }
+    // Relative dates.
+    let mut i = 0;
+    while i < toks.len() {
+        let w = lower[i].as_str();
+        let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
+        let rel = if w == "tomorrow" {
+            // "the day after tomorrow", "two days after tomorrow", "3 days after tomorrow"
+            if prev(1) == "after" && (prev(2) == "day" || prev(2) == "days") {
+                let n = if prev(2) == "day" {
+                    1
+                } else {
+                    small_number(prev(3)).or_else(|| prev(3).parse().ok()).unwrap_or(1.0) as i64
+                };
+                Some(1 + n)
+            } else {
+                Some(1)
+            }
+        } else if w == "today" && lower.get(i + 1).is_none_or(|n| n != "is") && !dates.iter().any(|(p, _)| *p == i + 1)
+        {
+            Some(0).filter(|_| v.today.is_none() || prev(1) == "for" || prev(1) == "from")
+        } else if (w == "days" || w == "day" || w == "weeks" || w == "week") && prev(2) == "in" {
+            let n = small_number(prev(1)).or_else(|| prev(1).parse().ok()).unwrap_or(1.0) as i64;
+            Some(if w.starts_with("week") { 7 * n } else { n })
+        } else if w == "week" && prev(1) == "next" {
+            Some(7)
+        } else if w == "later" && matches!(prev(1), "day" | "days" | "week" | "weeks") {
+            let n = small_number(prev(2)).or_else(|| prev(2).parse().ok()).unwrap_or(1.0) as i64;
+            let n = if prev(1).starts_with("week") { 7 * n } else { n };
+            // Relative to the latest date mentioned before it.
+            let before = dates.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
+            if let Some(b) = before {
+                dates.push((i, b + Duration::days(n)));
+            }
+            None
+        } else if let Some((_, day)) = WEEKDAYS.iter().find(|(d, _)| *d == w) {
+            (!used[i]).then(|| (next_weekday(today, *day) - today).num_days())
+        } else {
+            None
+        };
+        if let Some(days) = rel {
+            dates.push((i, today + Duration::days(days)));
+            if v.today.is_none() {
+                v.unanchored.push(today + Duration::days(days));
+            }
+        }
+        i += 1;
+    }
+    dates.sort_by_key(|(p, _)| *p);
+    v.date_cues = dates.iter().map(|(p, _)| cues_at(&toks, &lower, *p, *p)).collect();
+    v.date_at = dates.iter().map(|(p, _)| *p).collect();
+    v.dates = dates.into_iter().map(|(_, d)| d).collect();
+}
+
+/// The times a request says ("8 AM", "14:30", "noon", "9 o'clock in the morning"), into `v`.
+pub(super) fn times(scan: &Scan<'_>, v: &mut RequestValues) {
+    let Scan { toks, lower, used } = scan;
+    for i in 0..toks.len() {
+        let t = match parse_time(toks[i].text, toks.get(i + 1).map(|t| t.text)) {
+            Some((t, split)) => Some((t, if split { i + 1 } else { i })),
+            None if lower[i] == "noon" => Some(("12:00".into(), i)),
+            None if lower[i] == "midnight" => Some(("00:00".into(), i)),
+            None if !used[i] => spoken_time(&lower, i),
+            None => None,
+        };
+        if let Some((t, last)) = t {
+            v.times.push(t);
+            v.time_cues.push(cues_at(&toks, &lower, i, last));
+            v.time_at.push(i);
+        }
+    }
+}
