@@ -360,7 +360,7 @@ pub(super) fn dates(
         i += 1;
     }
     dates.sort_by_key(|(p, _)| *p);
-    v.date_cues = dates.iter().map(|(p, _)| cues_at(&toks, &lower, *p, *p)).collect();
+    v.date_cues = dates.iter().map(|(p, _)| cues_at(toks, lower, *p, *p)).collect();
     v.date_at = dates.iter().map(|(p, _)| *p).collect();
     v.dates = dates.into_iter().map(|(_, d)| d).collect();
 }
@@ -373,12 +373,12 @@ pub(super) fn times(scan: &Scan<'_>, v: &mut RequestValues) {
             Some((t, split)) => Some((t, if split { i + 1 } else { i })),
             None if lower[i] == "noon" => Some(("12:00".into(), i)),
             None if lower[i] == "midnight" => Some(("00:00".into(), i)),
-            None if !used[i] => spoken_time(&lower, i),
+            None if !used[i] => spoken_time(lower, i),
             None => None,
         };
         if let Some((t, last)) = t {
             v.times.push(t);
-            v.time_cues.push(cues_at(&toks, &lower, i, last));
+            v.time_cues.push(cues_at(toks, lower, i, last));
             v.time_at.push(i);
         }
     }

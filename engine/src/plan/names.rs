@@ -202,7 +202,7 @@ pub(super) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
         };
         if !lone_sentence_start && !v.names.contains(&name) {
             v.names.push(name);
-            v.name_cues.push(cues_at(&toks, &lower, first, j));
+            v.name_cues.push(cues_at(toks, lower, first, j));
             v.name_at.push(first);
         }
         i = j + 1;

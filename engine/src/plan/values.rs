@@ -180,13 +180,13 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
         if matches!(next, "am" | "pm" | "a.m." | "p.m.")
             || year_number(toks[i].text).is_some() && next.is_empty()
-            || spoken_time(&lower, i).is_some()
+            || spoken_time(lower, i).is_some()
         {
             continue;
         }
         let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
         v.numbers.push(Counted { value: n, word });
-        v.number_cues.push(cues_at(&toks, &lower, i, i));
+        v.number_cues.push(cues_at(toks, lower, i, i));
     }
 }
 
