@@ -488,7 +488,7 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
     const SECRET: &str = "rk-3f9c2a7d51e8b046-live";
     const WRONG: &str = "rk-wrong-0a1b2c3d4e5f";
     std::env::set_var("TOOLGRAPH_SECRET_KEY", "test-sealing-passphrase-0123456789abcdef");
-    std::env::set_var("TG_TEST_WRONG_KEY", WRONG);
+    std::env::set_var("TOOLGRAPH_TOOL_TEST_WRONG_KEY", WRONG);
     let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -536,9 +536,26 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
         let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
         assert_ne!(r["status"], "answered", "a credential bound to weather.example.com went to 127.0.0.1: {r}");
 
+        // A reference names a configured place, never the daemon's own secrets or files
+        // (second hardening, finding 1): the master key, the daemon's environment, a variable
+        // outside the prefix, a file with `from_file` off — each refused before it is stored.
+        for (entry, says) in [
+            (json!({"from_env": "TOOLGRAPH_SECRET_KEY"}), "TOOLGRAPH_TOOL_"),
+            (json!({"from_env": "HOME"}), "TOOLGRAPH_TOOL_"),
+            (json!({"from_file": "/proc/self/environ"}), "`from_file` is off"),
+            (json!({"from_file": "/dev/zero"}), "`from_file` is off"),
+        ] {
+            let mut e = json!({"placement": "header", "name": "X-RapidAPI-Key"});
+            e.as_object_mut().unwrap().extend(entry.as_object().unwrap().clone());
+            let r = put(json!({"entries": [e]})).await.unwrap();
+            let body = error_of(r, 400, "invalid_request").await;
+            assert!(body.to_string().contains(says), "{entry}: {body}");
+            assert!(!body.to_string().contains("test-sealing-passphrase"), "{body}");
+        }
+
         // A wrong key (from the environment): the tool's 401 echoes it; the echo is scrubbed.
         let r = put(
-            json!({"entries": [{"placement": "header", "name": "X-RapidAPI-Key", "from_env": "TG_TEST_WRONG_KEY"}]}),
+            json!({"entries": [{"placement": "header", "name": "X-RapidAPI-Key", "from_env": "TOOLGRAPH_TOOL_TEST_WRONG_KEY"}]}),
         )
         .await
         .unwrap();

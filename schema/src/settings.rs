@@ -355,6 +355,19 @@ pub struct ServerSettings {
     /// always; add the names clients use behind a proxy; `*` turns the check off.
     #[serde(default)]
     pub mcp_allowed_hosts: Vec<String>,
+    /// The environment variables a tool credential's `from_env` may name: those starting with
+    /// this prefix (never the daemon's own secrets; an empty prefix, or one of them, is refused
+    /// at start).
+    #[serde(default = "default_credential_env_prefix")]
+    pub credential_env_prefix: String,
+    /// The folder a tool credential's `from_file` may read from: regular files under it, at most
+    /// 64 KiB, links resolved first. Empty (the default): `from_file` is off.
+    #[serde(default)]
+    pub credential_files_dir: String,
+}
+
+fn default_credential_env_prefix() -> String {
+    "TOOLGRAPH_TOOL_".into()
 }
 
 impl Default for ServerSettings {
@@ -382,6 +395,8 @@ impl Default for ServerSettings {
             retry_after_s: 1,
             console_login_hours: 12,
             mcp_allowed_hosts: Vec::new(),
+            credential_env_prefix: default_credential_env_prefix(),
+            credential_files_dir: String::new(),
         }
     }
 }

@@ -410,9 +410,18 @@ pub(super) async fn put_credentials(
                     && env.len() <= 100
                     && env.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') =>
             {
+                if !d.references.env_allowed(env) {
+                    return Err(ApiError::invalid(format!(
+                        "entries[{i}].from_env: a variable starting with {} (server.credential_env_prefix), never one of the daemon's own secrets",
+                        d.references.env_prefix()
+                    )));
+                }
                 (None, Some(format!("env:{env}")), "env")
             }
             (None, None, Some(f)) if !f.is_empty() && f.len() <= 500 && std::path::Path::new(f).is_absolute() => {
+                if let Some(why) = d.references.file_refused(f) {
+                    return Err(ApiError::invalid(format!("entries[{i}].from_file: {why}")));
+                }
                 (None, Some(format!("file:{f}")), "file")
             }
             _ => {
@@ -434,7 +443,7 @@ pub(super) async fn put_credentials(
         shown.push(StoredEntry { placement: placement.as_str().into(), name, stored });
     }
     // A reference that cannot be read now is refused (it would fail every call later).
-    let (_, problems) = crate::state::secrets::credential_set(&rows, d.sealing.as_ref());
+    let (_, problems) = crate::state::secrets::credential_set(&rows, d.sealing.as_ref(), &d.references);
     if !problems.is_empty() {
         return Err(ApiError::invalid(format!("cannot use: {}", problems.join("; "))));
     }

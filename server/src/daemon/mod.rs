@@ -93,6 +93,8 @@ pub struct Daemon {
     /// Seals tool credentials at rest (`TOOLGRAPH_SECRET_KEY(_FILE)`); without it credentials can
     /// only be referenced (`env:` / `file:`).
     sealing: Option<crate::state::secrets::SealingKey>,
+    /// Where a credential's `from_env` / `from_file` may point.
+    references: crate::state::secrets::References,
     /// APIs whose calls wait for a person's approval.
     approval_apis: RwLock<Arc<HashSet<String>>>,
     /// Key digest → caller (or `None`: not a valid key), with when it was looked up.
@@ -160,6 +162,8 @@ impl Daemon {
             None => Arc::new(StateStore::memory().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?),
         };
         let sealing = crate::state::secrets::SealingKey::from_env().map_err(toolgraph_engine::EngineError::Config)?;
+        let references = crate::state::secrets::References::new(&s.credential_env_prefix, &s.credential_files_dir)
+            .map_err(toolgraph_engine::EngineError::Config)?;
         let auth_required =
             !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
         #[cfg(feature = "mcp")]
@@ -178,6 +182,7 @@ impl Daemon {
             admin: tokio::sync::Mutex::new(()),
             state,
             sealing,
+            references,
             approval_apis: RwLock::new(Arc::new(HashSet::new())),
             key_cache: Mutex::new(HashMap::new()),
             auth_required: AtomicBool::new(auth_required),
@@ -225,7 +230,7 @@ impl Daemon {
     /// scope and name (never a value) and left out.
     async fn reload_credentials(&self) -> Result<(), ApiError> {
         let rows = self.state.credentials().await?;
-        let (set, problems) = crate::state::secrets::credential_set(&rows, self.sealing.as_ref());
+        let (set, problems) = crate::state::secrets::credential_set(&rows, self.sealing.as_ref(), &self.references);
         for p in problems {
             tracing::error!(credential = %p, "a stored credential cannot be used");
         }

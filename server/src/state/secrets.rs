@@ -78,31 +78,138 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex".to_string())).collect()
 }
 
-/// A reference's value: `env:NAME` or `file:PATH`.
-pub fn resolve_reference(r: &str) -> Result<SecretString, String> {
-    if let Some(name) = r.strip_prefix("env:") {
-        return std::env::var(name)
-            .map(|v| SecretString::from(v.trim().to_string()))
-            .map_err(|_| format!("environment variable {name} is not set"));
+/// The variables the daemon reads its own secrets from: never a tool credential's.
+const OWN_SECRETS: [&str; 6] = [
+    "TOOLGRAPH_SECRET_KEY",
+    "TOOLGRAPH_API_KEYS",
+    "TOOLGRAPH_STATE_PASSWORD",
+    "TOOLGRAPH_NEO4J_PASSWORD",
+    "TOOLGRAPH_QDRANT_API_KEY",
+    "TOOLGRAPH_LLM_API_KEY",
+];
+
+/// The most a referenced file may hold, bytes.
+pub const MAX_REFERENCED_FILE: u64 = 64 * 1024;
+
+/// Where a tool credential's reference may point (`server.credential_env_prefix`,
+/// `server.credential_files_dir`): references name a configured place, they do not reach into
+/// the daemon's environment or file system.
+#[derive(Debug, Clone)]
+pub struct References {
+    env_prefix: String,
+    /// Canonical (links resolved); `None`: `from_file` is off.
+    files_dir: Option<std::path::PathBuf>,
+}
+
+impl References {
+    /// From the settings; a prefix that would reach the daemon's own secrets, or a folder that
+    /// is not one (or is a system one: /proc, /dev, /sys), is a configuration error.
+    pub fn new(env_prefix: &str, files_dir: &str) -> Result<Self, String> {
+        let prefix = env_prefix.trim();
+        if prefix.is_empty() || OWN_SECRETS.iter().any(|s| s.starts_with(prefix)) {
+            return Err(format!(
+                "server.credential_env_prefix `{prefix}` would let a tool credential read the daemon's own secrets: use a prefix of the tools' own (default TOOLGRAPH_TOOL_)"
+            ));
+        }
+        let files_dir = match files_dir.trim() {
+            "" => None,
+            dir => {
+                let canon = std::fs::canonicalize(dir)
+                    .ok()
+                    .filter(|d| d.is_dir())
+                    .ok_or_else(|| format!("server.credential_files_dir `{dir}` is not a folder"))?;
+                if ["/proc", "/dev", "/sys"].iter().any(|p| canon.starts_with(p)) || canon == std::path::Path::new("/")
+                {
+                    return Err(format!("server.credential_files_dir `{dir}` is a system folder"));
+                }
+                Some(canon)
+            }
+        };
+        Ok(References { env_prefix: prefix.to_string(), files_dir })
     }
-    if let Some(path) = r.strip_prefix("file:") {
-        return std::fs::read_to_string(path)
-            .map(|v| SecretString::from(v.trim().to_string()))
-            .map_err(|e| format!("cannot read {path}: {e}"));
+
+    /// The prefix `from_env` names must start with.
+    pub fn env_prefix(&self) -> &str {
+        &self.env_prefix
     }
-    Err("a reference is env:NAME or file:PATH".into())
+
+    /// Whether `from_env` may name `name` (by its name alone: nothing is read).
+    pub fn env_allowed(&self, name: &str) -> bool {
+        name.len() > self.env_prefix.len()
+            && name.starts_with(&self.env_prefix)
+            && !OWN_SECRETS.iter().any(|s| name.starts_with(s))
+    }
+
+    /// Why `from_file` may not name `path`, by its text alone (nothing is read): `None` when it
+    /// may.
+    pub fn file_refused(&self, path: &str) -> Option<String> {
+        match &self.files_dir {
+            None => Some(
+                "`from_file` is off: set server.credential_files_dir to the folder credential files live in".into(),
+            ),
+            Some(dir) if !std::path::Path::new(path).is_absolute() || !std::path::Path::new(path).starts_with(dir) => {
+                Some(format!("`from_file` must be an absolute path under {}", dir.display()))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// A reference's value: `env:NAME` (an allowed, set variable) or `file:PATH` (a regular file
+    /// under the folder, links resolved, at most [`MAX_REFERENCED_FILE`] bytes). The error is the
+    /// same whether the variable or file is missing or not allowed: it tells nothing of what exists.
+    pub fn resolve(&self, r: &str) -> Result<SecretString, String> {
+        if let Some(name) = r.strip_prefix("env:") {
+            let refused = || format!("env:{name} is not a set variable starting with {}", self.env_prefix);
+            if !self.env_allowed(name) {
+                return Err(refused());
+            }
+            return std::env::var(name).map(|v| SecretString::from(v.trim().to_string())).map_err(|_| refused());
+        }
+        if let Some(path) = r.strip_prefix("file:") {
+            return self.read_file(path).ok_or_else(|| {
+                format!(
+                    "file:{path} is not a readable regular file of at most {} KiB under server.credential_files_dir",
+                    MAX_REFERENCED_FILE / 1024
+                )
+            });
+        }
+        Err("a reference is env:NAME or file:PATH".into())
+    }
+
+    fn read_file(&self, path: &str) -> Option<SecretString> {
+        use std::io::Read;
+        let dir = self.files_dir.as_ref()?;
+        // Links resolved first: the file itself must be under the folder, not a link out of it.
+        let canon = std::fs::canonicalize(path).ok()?;
+        let name = canon.file_name()?.to_string_lossy().to_string();
+        if !canon.starts_with(dir) || name.starts_with("state.db") {
+            return None;
+        }
+        let file = std::fs::File::open(&canon).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > MAX_REFERENCED_FILE {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(MAX_REFERENCED_FILE + 1).read_to_string(&mut text).ok()?;
+        (text.len() as u64 <= MAX_REFERENCED_FILE).then(|| SecretString::from(text.trim().to_string()))
+    }
 }
 
 /// The credentials the executor injects, from the stored rows; rows that cannot be opened are
 /// skipped and named (scope, name and why) in the second list.
-pub fn credential_set(rows: &[CredentialRow], key: Option<&SealingKey>) -> (CredentialSet, Vec<String>) {
+pub fn credential_set(
+    rows: &[CredentialRow],
+    key: Option<&SealingKey>,
+    references: &References,
+) -> (CredentialSet, Vec<String>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for r in rows {
         let value = match (&r.sealed, &r.reference, key) {
             (Some(s), _, Some(k)) => k.open(&r.scope, &r.name, s),
             (Some(_), _, None) => Err("sealed, but TOOLGRAPH_SECRET_KEY is not set".into()),
-            (None, Some(reference), _) => resolve_reference(reference),
+            (None, Some(reference), _) => references.resolve(reference),
             (None, None, _) => Err("no value".into()),
         };
         let placement = Placement::parse(&r.placement);
@@ -165,5 +272,57 @@ mod tests {
         assert!(verify_password("correct horse", &h));
         assert!(!verify_password("wrong horse!", &h));
         assert!(hash_password("short").is_err());
+    }
+
+    /// Finding 1 of the second hardening: a credential's reference named the master key, the
+    /// daemon's environment (/proc/self/environ), an endless device or its own SQLite files, and
+    /// its error told which existed. References now name a configured place only.
+    #[test]
+    fn references_name_a_configured_place_and_never_the_daemons_own_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let refs = References::new("TOOLGRAPH_TOOL_", dir.path().to_str().unwrap()).unwrap();
+        // Variables: only under the prefix, never the daemon's own, and a missing one reads like a refused one.
+        std::env::set_var("TOOLGRAPH_TOOL_UNIT_KEY", "k-123");
+        assert_eq!(refs.resolve("env:TOOLGRAPH_TOOL_UNIT_KEY").unwrap().expose_secret(), "k-123");
+        for refused in
+            ["env:TOOLGRAPH_SECRET_KEY", "env:HOME", "env:TOOLGRAPH_STATE_PASSWORD_FILE", "env:TOOLGRAPH_TOOL_"]
+        {
+            assert!(refs.resolve(refused).is_err(), "{refused}");
+        }
+        let missing = refs.resolve("env:TOOLGRAPH_TOOL_NOT_SET_ANYWHERE").unwrap_err();
+        let forbidden = refs.resolve("env:PATH").unwrap_err();
+        assert_eq!(missing.replace("TOOLGRAPH_TOOL_NOT_SET_ANYWHERE", "X"), forbidden.replace("PATH", "X"));
+        // A prefix that reaches the daemon's secrets is a configuration error.
+        for bad in ["", "TOOLGRAPH_", "TOOLGRAPH_SECRET", "TOOLGRAPH_S"] {
+            assert!(References::new(bad, "").is_err(), "{bad}");
+        }
+        // Files: regular ones under the folder, bounded; links out of it, devices, /proc, the
+        // daemon's SQLite files and big files are refused, all with the same words.
+        let ok = dir.path().join("rapidapi.key");
+        std::fs::write(&ok, "file-secret\n").unwrap();
+        assert_eq!(refs.resolve(&format!("file:{}", ok.display())).unwrap().expose_secret(), "file-secret");
+        let big = dir.path().join("big.key");
+        std::fs::write(&big, vec![b'a'; (MAX_REFERENCED_FILE + 1) as usize]).unwrap();
+        let db = dir.path().join("state.db");
+        std::fs::write(&db, "not a secret").unwrap();
+        let link = dir.path().join("environ.key");
+        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        let zero = dir.path().join("zero.key");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let words = |p: &std::path::Path| {
+            refs.resolve(&format!("file:{}", p.display())).unwrap_err().replace(&p.display().to_string(), "P")
+        };
+        let missing = words(&dir.path().join("absent.key"));
+        for p in
+            [big.as_path(), db.as_path(), link.as_path(), zero.as_path(), std::path::Path::new("/proc/self/environ")]
+        {
+            assert_eq!(words(p), missing, "{}", p.display());
+        }
+        assert!(refs.file_refused("/etc/passwd").is_some());
+        assert!(refs.file_refused(ok.to_str().unwrap()).is_none());
+        let off = References::new("TOOLGRAPH_TOOL_", "").unwrap();
+        assert!(off.file_refused(ok.to_str().unwrap()).unwrap().contains("off"));
+        assert!(off.resolve(&format!("file:{}", ok.display())).is_err());
+        assert!(References::new("TOOLGRAPH_TOOL_", "/proc").is_err());
     }
 }
