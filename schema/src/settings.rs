@@ -364,6 +364,12 @@ pub struct ServerSettings {
     /// 64 KiB, links resolved first. Empty (the default): `from_file` is off.
     #[serde(default)]
     pub credential_files_dir: String,
+    /// Addresses of the reverse proxies in front of the daemon (exact IPs, e.g. `127.0.0.1`): a
+    /// connection from one of them is a client's at the rightmost address of `X-Forwarded-For`
+    /// that is not itself a listed proxy (what the login limiter and the audit log key on).
+    /// Empty (the default): `X-Forwarded-For` is ignored and the peer address is the client's.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 fn default_credential_env_prefix() -> String {
@@ -397,6 +403,7 @@ impl Default for ServerSettings {
             mcp_allowed_hosts: Vec::new(),
             credential_env_prefix: default_credential_env_prefix(),
             credential_files_dir: String::new(),
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -330,6 +330,52 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     .await;
 }
 
+/// Behind a reverse proxy (`server.trusted_proxies`), the login limiter keys on each client's
+/// address from `X-Forwarded-For`, not on the proxy's: ten bad guesses from one client lock that
+/// client and that name out, not everyone behind the proxy. Without the setting the header is
+/// ignored, so a guesser cannot dodge the limit by naming other addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
+    for trusted in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(StateStore::memory().await.unwrap());
+        for (name, pw) in [("ada", "ada's password"), ("mallory", "mallory's password")] {
+            let u = state
+                .add_user(name, Role::User, Some(toolgraph_server::state::secrets::hash_password(pw).unwrap()))
+                .await
+                .unwrap();
+            state.add_key(&u.id, "test", None).await.unwrap();
+        }
+        let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
+            if trusted {
+                s.server.trusted_proxies = vec!["127.0.0.1".into()];
+            }
+        })
+        .await;
+        let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
+        let http = reqwest::Client::new();
+        let login = |from: &'static str, name: &'static str, pw: String| {
+            http.post(format!("{url}/v1/login"))
+                .header("x-forwarded-for", from)
+                .json(&json!({"name": name, "password": pw}))
+                .send()
+        };
+        let mut statuses = Vec::new();
+        for i in 0..12 {
+            // The guesser writes other addresses in front of its own; the proxy appends the real one.
+            let from = if i % 2 == 0 { "198.51.100.1, 203.0.113.66" } else { "198.51.100.2, 203.0.113.66" };
+            statuses.push(login(from, "mallory", format!("guess {i}")).await.unwrap().status().as_u16());
+        }
+        assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 2, "ten tries, then 429: {statuses:?}");
+        let ada = login("203.0.113.7", "ada", "ada's password".into()).await.unwrap().status().as_u16();
+        if trusted {
+            assert_eq!(ada, 200, "another client behind the same proxy still logs in");
+        } else {
+            assert_eq!(ada, 429, "without trusted proxies every client shares the peer's address");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     let dir = tempfile::tempdir().unwrap();
