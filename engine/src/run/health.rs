@@ -17,10 +17,11 @@ pub fn now_rfc3339() -> String {
 #[derive(Debug, Default)]
 struct ApiHealth {
     consecutive: u32,
-    /// Who made the calls of the current run of failures.
+    /// Who made the calls of the current run of failures, and with which arguments.
     streak_callers: HashSet<String>,
-    /// The last calls: whether each worked, and who made it.
-    window: VecDeque<(bool, String)>,
+    streak_arguments: HashSet<String>,
+    /// The last calls: whether each worked, who made it, and (failed ones) with which arguments.
+    window: VecDeque<(bool, String, String)>,
     /// The arguments of the last successful call (what a probe replays).
     last_ok: Option<Map<String, Value>>,
     failed_probes: u32,
@@ -52,8 +53,10 @@ impl Health {
 
     /// Record the calls of one run made for `caller` (`None`: the local operator); returns the APIs
     /// that must now be marked `degraded`. Calls the tool refused for their arguments do not count
-    /// ([`SentCall::refused`]); and when several callers use an API, failures of one caller alone
-    /// never degrade it for the others.
+    /// ([`SentCall::refused`]); a fault counts against the API only where it also fails for other
+    /// arguments or other callers: failures with one set of arguments alone (a request the tool
+    /// cannot serve, sent again and again) never degrade it, and when several callers use an API,
+    /// failures of one caller alone never degrade it for the others.
     pub fn observe(&self, calls: &[SentCall], caller: Option<&str>) -> Vec<StatusChange> {
         let caller = caller.unwrap_or_default().to_string();
         if !self.settings.enabled {
@@ -64,14 +67,17 @@ impl Health {
         let mut degraded = self.degraded.write().unwrap_or_else(|p| p.into_inner());
         for c in calls.iter().filter(|c| !c.refused) {
             let h = apis.entry(c.api.clone()).or_default();
+            let args = c.failed_with.as_ref().map(|a| Value::Object(a.clone()).to_string()).unwrap_or_default();
             if c.ok {
                 h.consecutive = 0;
                 h.streak_callers.clear();
+                h.streak_arguments.clear();
             } else {
                 h.consecutive += 1;
                 h.streak_callers.insert(caller.clone());
+                h.streak_arguments.insert(args.clone());
             }
-            h.window.push_back((c.ok, caller.clone()));
+            h.window.push_back((c.ok, caller.clone(), args));
             while h.window.len() > self.settings.window.max(1) {
                 h.window.pop_front();
             }
@@ -90,7 +96,11 @@ impl Health {
             let callers: HashSet<&str> = h.window.iter().map(|x| x.1.as_str()).collect();
             let failing: HashSet<&str> = h.window.iter().filter(|x| !x.0).map(|x| x.1.as_str()).collect();
             let shared = callers.len() > 1;
-            let reason = if shared && (h.streak_callers.len() < 2 || failing.len() < 2) {
+            // Failing for more than one request: other arguments, or other callers.
+            let failing_args: HashSet<(&str, &str)> =
+                h.window.iter().filter(|x| !x.0).map(|x| (x.1.as_str(), x.2.as_str())).collect();
+            let one_request = h.streak_arguments.len() < 2 && h.streak_callers.len() < 2 || failing_args.len() < 2;
+            let reason = if shared && (h.streak_callers.len() < 2 || failing.len() < 2) || one_request {
                 None
             } else if self.settings.consecutive_failures > 0 && h.consecutive >= self.settings.consecutive_failures {
                 Some(format!("{} calls in a row failed", h.consecutive))
@@ -174,17 +184,46 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A call; a failed one with arguments of its own each time (an API failing for every request).
     fn call(api: &str, ok: bool) -> SentCall {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         SentCall {
             api: api.into(),
             ok,
             refused: false,
             arguments: ok.then(|| json!({"q": "x"}).as_object().unwrap().clone()),
+            failed_with: (!ok).then(|| json!({"q": format!("request {n}")}).as_object().unwrap().clone()),
         }
     }
 
     fn refused(api: &str) -> SentCall {
-        SentCall { api: api.into(), ok: false, refused: true, arguments: None }
+        SentCall { api: api.into(), ok: false, refused: true, arguments: None, failed_with: None }
+    }
+
+    /// Second hardening, finding 6: one user's arguments that make a tool answer 500, sent again
+    /// and again, degraded the API for everyone. A fault counts only where it also fails for
+    /// other arguments or other callers.
+    #[test]
+    fn one_requests_failures_alone_never_degrade_an_api() {
+        let h = Health::new(
+            HealthSettings { consecutive_failures: 3, window: 4, min_availability: 0.5, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
+        let same = |ok: bool| SentCall {
+            api: "a".into(),
+            ok,
+            refused: false,
+            arguments: None,
+            failed_with: (!ok).then(|| json!({"city": "Atlantis"}).as_object().unwrap().clone()),
+        };
+        for _ in 0..20 {
+            assert!(h.observe(&[same(false)], Some("eve")).is_empty());
+        }
+        assert!(!h.is_degraded("a"));
+        // Failing for other arguments too: the API is at fault.
+        assert!(h.observe(&[call("a", false)], Some("eve")).len() == 1);
+        assert!(h.is_degraded("a"));
     }
 
     #[test]

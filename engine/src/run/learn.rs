@@ -27,6 +27,9 @@ pub struct SentCall {
     /// The arguments as sent, for a successful call on the final chain (what a health probe can
     /// replay); `None` otherwise.
     pub arguments: Option<Map<String, Value>>,
+    /// For a failed call, the arguments it was made with (health tells one request's bad
+    /// arguments from an API that fails for every request); `None` otherwise.
+    pub failed_with: Option<Map<String, Value>>,
 }
 
 /// The calls `report`'s run sent, in order. Calls refused before sending (invalid arguments, an
@@ -38,13 +41,17 @@ pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
             TraceEvent::Response { api, label, .. } => {
                 let arguments =
                     report.chain.iter().find(|c| &c.label == label && &c.api == api).map(|c| c.sent.clone());
-                out.push(SentCall { api: api.clone(), ok: true, refused: false, arguments });
+                out.push(SentCall { api: api.clone(), ok: true, refused: false, arguments, failed_with: None });
             }
-            TraceEvent::CallFailed { api, error: CallError::Exhausted { .. }, .. } => {
-                out.push(SentCall { api: api.clone(), ok: false, refused: false, arguments: None })
-            }
+            TraceEvent::CallFailed { api, arguments, error: CallError::Exhausted { .. }, .. } => out.push(SentCall {
+                api: api.clone(),
+                ok: false,
+                refused: false,
+                arguments: None,
+                failed_with: Some(arguments.clone()),
+            }),
             TraceEvent::CallFailed { api, error: CallError::Rejected { .. }, .. } => {
-                out.push(SentCall { api: api.clone(), ok: false, refused: true, arguments: None })
+                out.push(SentCall { api: api.clone(), ok: false, refused: true, arguments: None, failed_with: None })
             }
             _ => {}
         }
