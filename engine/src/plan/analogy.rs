@@ -22,7 +22,7 @@ use super::align::align;
 pub use super::align::Roles;
 use super::learned::{mentions, Kind, Mention};
 use super::names::is_stop_name;
-use super::reading::{says, tokens, words, Token};
+use super::reading::{mistyped, says, tokens, words, Token};
 use super::values::{words_before, RequestValues};
 use super::UnsureMentions;
 use chrono::{Duration, NaiveDate};
@@ -55,32 +55,6 @@ pub struct Analogy {
     kinds: Vec<Aligned>,
     /// Per kind: the reading is unsure of its alignment (see [`Analogy::unsure`]).
     unsure: Vec<bool>,
-}
-
-/// Whether `value` is `name` with one letter left out, added or changed (two for a name of a
-/// dozen letters or more): a typing slip, not another name. Both lower-case; names of five
-/// letters or more only.
-fn mistyped(value: &str, name: &str) -> bool {
-    let (a, b): (Vec<char>, Vec<char>) = (value.chars().collect(), name.chars().collect());
-    if b.len() < 5 || a == b {
-        return false;
-    }
-    let allowed = if b.len() >= 12 { 2 } else { 1 };
-    if a.len().abs_diff(b.len()) > allowed {
-        return false;
-    }
-    // Levenshtein distance, one row at a time.
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()] <= allowed
 }
 
 fn kind_index(kind: Kind) -> usize {

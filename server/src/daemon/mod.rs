@@ -15,6 +15,7 @@ pub use accounts::MAX_KEY_DAYS;
 mod app;
 mod approvals;
 mod auth;
+mod client;
 pub mod console;
 mod cypher;
 pub mod error;
