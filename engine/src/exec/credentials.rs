@@ -7,7 +7,8 @@
 //! so an argument or a registered URL template can never carry it elsewhere. The SSRF guard still
 //! applies to every call. Values are [`SecretString`]s: never in `Debug`, traces, logs or errors;
 //! a response or error text that echoes a value — plainly or in any usual encoding: form- or
-//! percent-encoded, JSON- or HTML-escaped, base64 — has it replaced by `[redacted]`.
+//! percent-encoded, JSON- or HTML-escaped, hex, base64 at any alignment, two layers deep, any
+//! ASCII case — has it replaced by `[redacted]`.
 
 use secrecy::{ExposeSecret, SecretString};
 use std::collections::HashMap;
@@ -143,13 +144,9 @@ impl CredentialSet {
     }
 }
 
-/// Every form in which a server may echo `v`: plain; form-encoded (a query string, `+` for a
-/// space) and percent-encoded (`%20`), either hex case; JSON-escaped (also with `<>&'` as `\u003c`…);
-/// HTML-escaped; base64 (standard and URL-safe, with and without padding). Longest first; forms
-/// shorter than 4 characters are left out (too short to tell from other text).
-pub fn echo_forms(v: &str) -> Vec<String> {
-    use base64::Engine as _;
-    fn percent(v: &str, form: bool, lower: bool) -> String {
+/// One layer of encoding a server may put a value through.
+fn encodings(v: &str) -> Vec<String> {
+    fn percent(v: &str, form: bool) -> String {
         let mut out = String::new();
         for b in v.bytes() {
             match b {
@@ -157,7 +154,6 @@ pub fn echo_forms(v: &str) -> Vec<String> {
                 b'~' if !form => out.push('~'),
                 b'*' if form => out.push('*'),
                 b' ' if form => out.push('+'),
-                _ if lower => out.push_str(&format!("%{b:02x}")),
                 _ => out.push_str(&format!("%{b:02X}")),
             }
         }
@@ -169,28 +165,70 @@ pub fn echo_forms(v: &str) -> Vec<String> {
         json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026").replace('\'', "\\u0027");
     let html =
         v.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;");
-    let b = v.as_bytes();
-    let mut out = vec![
-        v.to_string(),
-        percent(v, true, false),
-        percent(v, true, true),
-        percent(v, false, false),
-        percent(v, false, true),
-        json,
-        json_html,
-        html,
-        base64::engine::general_purpose::STANDARD.encode(b),
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(b),
-        base64::engine::general_purpose::URL_SAFE.encode(b),
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b),
-    ];
-    out.retain(|f| f.chars().count() >= 4);
-    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
-    out.dedup();
+    let hex: String = v.bytes().map(|b| format!("{b:02x}")).collect();
+    vec![percent(v, true), percent(v, false), json, json_html, html, hex]
+}
+
+/// `v` in base64 (standard and URL-safe) wherever it stands in a longer encoded blob: for each of
+/// the three alignments, the characters that encode only `v`'s bytes (and the whole encoding,
+/// padded or not, of `v` alone).
+fn base64_cores(v: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::URL_SAFE] {
+        out.push(engine.encode(v.as_bytes()));
+        for k in 0..3usize {
+            let mut bytes = vec![0u8; k];
+            bytes.extend_from_slice(v.as_bytes());
+            let enc = engine.encode(&bytes);
+            let start = if k > 0 { 4 } else { 0 };
+            let end = 4 * (bytes.len() / 3);
+            if end >= start + 8 {
+                out.push(enc[start..end].to_string());
+            }
+        }
+    }
     out
 }
 
-/// Replace every form ([`echo_forms`]) of every secret value in `text` by `[redacted]`.
+/// Every form in which a server may echo `v`, to two layers deep: plain; form- and
+/// percent-encoded; JSON-escaped (also with `<>&'` as `\u003c`…); HTML-escaped; hex; base64
+/// (standard and URL-safe, at any alignment inside a longer blob) — and each of them through any
+/// one of these again (a URL inside a callback URL, JSON inside a JSON string, base64 of a
+/// percent-encoded query). Compared without regard to ASCII case ([`scrub`]); longest first; forms
+/// shorter than 4 characters are left out (too short to tell from other text).
+pub fn echo_forms(v: &str) -> Vec<String> {
+    let mut one: Vec<String> = vec![v.to_string()];
+    one.extend(encodings(v));
+    one.extend(base64_cores(v));
+    let mut out = one.clone();
+    for f in &one[1..] {
+        out.extend(encodings(f));
+        out.extend(base64_cores(f));
+    }
+    out.retain(|f| f.chars().count() >= 4);
+    out.sort_by_key(|f| f.to_ascii_lowercase());
+    out.dedup_by_key(|f| f.to_ascii_lowercase());
+    out.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    out
+}
+
+/// `text` with every occurrence of `pattern` in `lower` (`text` in ASCII lower case, so the byte
+/// offsets are the same) replaced by `with`.
+fn replace_at(text: &str, lower: &str, pattern: &str, with: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(i) = lower[at..].find(pattern).map(|i| i + at) {
+        out.push_str(&text[at..i]);
+        out.push_str(with);
+        at = i + pattern.len();
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Replace every form ([`echo_forms`]) of every secret value in `text`, in any ASCII case, by
+/// `[redacted]`. The text is lower-cased once a secret and again only after a replacement.
 pub fn scrub(text: &str, secrets: &[&Credential]) -> String {
     let mut s = text.to_string();
     for c in secrets {
@@ -198,9 +236,12 @@ pub fn scrub(text: &str, secrets: &[&Credential]) -> String {
         if v.len() < 4 {
             continue;
         }
+        let mut lower = s.to_ascii_lowercase();
         for f in echo_forms(v) {
-            if s.contains(&f) {
-                s = s.replace(&f, "[redacted]");
+            let pattern = f.to_ascii_lowercase();
+            if lower.contains(&pattern) {
+                s = replace_at(&s, &lower, &pattern, "[redacted]");
+                lower = s.to_ascii_lowercase();
             }
         }
     }
@@ -261,6 +302,28 @@ mod tests {
                 assert!(!out.contains(f.as_str()), "{echoed} → {out} still holds {f}");
             }
         }
+        // Second hardening, finding 5: compositions, hex, upper case, base64 inside a longer blob.
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let once = "SEKRIT%20qry%2F%2B%26%3DENC";
+        for (what, echoed) in [
+            ("double percent", "cb=https%3A%2F%2Fx%2F%3Fk%3DSEKRIT%2520qry%252F%252B%2526%253DENC".to_string()),
+            ("double JSON", serde_json::to_string(&json_of("H\"dr <x>&y")).unwrap()),
+            ("hex", hex("SEKRIT qry/+&=ENC")),
+            ("HEX", hex("SEKRIT qry/+&=ENC").to_uppercase()),
+            ("upper case", "SEKRIT QRY/+&=ENC".to_string()),
+            ("lower case percent", once.to_lowercase()),
+            ("base64 of a longer blob, offset 0", b64("SEKRIT qry/+&=ENC and more")),
+            ("base64 of a longer blob, offset 1", b64("xSEKRIT qry/+&=ENC and more")),
+            ("base64 of a longer blob, offset 2", b64("xySEKRIT qry/+&=ENC and more")),
+            ("base64 of a percent-encoded query", b64(&format!("apikey={once}&n=1"))),
+            ("hex of JSON", hex(&json_of("H\"dr <x>&y"))),
+            ("HTML of percent", format!("<a href=\"/?k={}\">", once.replace('%', "%25"))),
+        ] {
+            let out = scrub(&echoed, &secrets);
+            assert!(out.contains("[redacted]"), "{what}: {echoed} → {out}");
+        }
         let mut v = serde_json::json!({"query": "apikey=SEKRIT+qry%2F%2B%26%3DENC", "headers": {"x-token": "H\"dr <x>&y"}, "H\"dr <x>&y": 1, "n": 5});
         assert!(scrub_value(&mut v, &secrets));
         assert_eq!(
@@ -269,6 +332,11 @@ mod tests {
         );
         let mut clean = serde_json::json!({"city": "Paris"});
         assert!(!scrub_value(&mut clean, &secrets));
+    }
+
+    /// `{"h": v}` as JSON text.
+    fn json_of(v: &str) -> String {
+        serde_json::json!({"h": v}).to_string()
     }
 
     fn cred(scope: &str, host: &str, name: &str, v: &str) -> Credential {
