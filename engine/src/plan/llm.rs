@@ -335,18 +335,7 @@ impl LlmPlanner {
         schema: Value,
         check: impl Fn(&Value) -> std::result::Result<T, String>,
     ) -> Result<Option<T>> {
-        if self.run_limit_reached() {
-            return Ok(None);
-        }
-        let v = self.complete(name, prompt, schema).await?;
-        match check(&v) {
-            Ok(t) => Ok(Some(t)),
-            Err(problem) => {
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(target: "plan.llm", prompt = name, %problem, "rejected an invalid answer: the rules decide");
-                Ok(None)
-            }
-        }
+        self.ask_up_to(1, name, prompt, schema, check).await
     }
 
     /// Ask, validate, ask once more with the problem, else `None` (the caller falls back).
@@ -357,8 +346,21 @@ impl LlmPlanner {
         schema: Value,
         check: impl Fn(&Value) -> std::result::Result<T, String>,
     ) -> Result<Option<T>> {
+        self.ask_up_to(2, name, prompt, schema, check).await
+    }
+
+    /// Ask at most `attempts` times, each again with the previous answer's problem, until an
+    /// answer passes `check`; else `None`.
+    async fn ask_up_to<T>(
+        &self,
+        attempts: usize,
+        name: &str,
+        prompt: &str,
+        schema: Value,
+        check: impl Fn(&Value) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
         let mut prompt = prompt.to_string();
-        for _ in 0..2 {
+        for _ in 0..attempts {
             if self.run_limit_reached() {
                 tracing::debug!(target: "plan.llm", prompt = name, limit = self.settings.max_calls_per_run, "the run's completions are spent: the rules decide");
                 return Ok(None);
