@@ -37,6 +37,9 @@ pub enum EngineError {
     /// An outside service the engine calls (the LLM endpoint).
     #[error("{service}: {message}")]
     Service { service: &'static str, class: ErrorClass, message: String },
+    /// Asked while as many of its kind are running as may (a user's graph query): retry shortly.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl EngineError {
@@ -53,6 +56,7 @@ impl EngineError {
         match self {
             EngineError::Store { class, .. } | EngineError::Service { class, .. } => *class,
             EngineError::BadInput(_) => ErrorClass::BadInput,
+            EngineError::Busy(_) => ErrorClass::Transient,
             EngineError::Unsupported { .. } | EngineError::Config(_) | EngineError::NotFound(_) => {
                 ErrorClass::Permanent
             }

@@ -66,14 +66,17 @@ pub fn neo4j_password() -> Result<SecretString> {
 pub async fn open(settings: &StoreSettings) -> Result<Arc<dyn GraphStore>> {
     let store: Arc<dyn GraphStore> = match StoreUri::parse(&settings.uri)? {
         StoreUri::Embedded(path) => Arc::new(EmbeddedStore::open(&path)?),
-        StoreUri::FalkorDb(host_port) => {
-            Arc::new(falkordb::connect(&host_port, &settings.graph, settings.batch_rows).await?)
-        }
+        StoreUri::FalkorDb(host_port) => Arc::new(
+            falkordb::connect(&host_port, &settings.graph, settings.batch_rows)
+                .await?
+                .with_query_slots(settings.query_max_running),
+        ),
         StoreUri::Neo4j(uri) => {
             let password = neo4j_password()?;
             Arc::new(
                 neo4j::connect(&uri, &settings.neo4j_user, &password, &settings.neo4j_database, settings.batch_rows)
-                    .await?,
+                    .await?
+                    .with_query_slots(settings.query_max_running),
             )
         }
     };

@@ -234,6 +234,15 @@ pub struct StoreSettings {
     /// Byte limit of one read-only Cypher query's result (its rows as JSON).
     #[serde(default = "default_query_max_bytes")]
     pub query_max_bytes: usize,
+    /// Read-only Cypher queries of users that may run at once; one the server goes on computing
+    /// past its time limit keeps its place until the server stops it (FalkorDB notices its
+    /// timeout late), so users' queries never hold more than this many of the server's threads.
+    #[serde(default = "default_query_max_running")]
+    pub query_max_running: usize,
+}
+
+fn default_query_max_running() -> usize {
+    1
 }
 
 fn default_query_max_bytes() -> usize {

@@ -258,3 +258,97 @@ fn a_rewrite_to_the_sandbox_admits_the_sandbox_and_not_the_daemon_itself() {
         assert!(status >= 400 && body.contains("refused"), "MCP to the daemon itself: {status} {body}");
     });
 }
+
+/// Issue 36, finding 4: a user's Cypher that FalkorDB goes on computing past its limit (it looks
+/// at its timeout only between operations) held the run path's connection behind it — after two
+/// of them every query, run and `/readyz` answered 503 for minutes — and a 3-million-element
+/// result was parsed whole before the byte limit could cut it (+1 GB in the daemon). Now a user's
+/// query runs on a connection of its own, read row by row within the limits, and holds its slot
+/// (`store.query_max_running`, 1) until the server has stopped it: the next one is told to wait.
+#[test]
+fn a_runaway_cypher_query_on_falkordb_never_holds_the_run_path_or_the_daemons_memory() {
+    let falkor = Falkor::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = bin_in(dir.path());
+    cmd.env("TOOLGRAPH__STORE__QUERY_TIMEOUT_MS", "500").env("TOOLGRAPH__STORE__QUERY_MAX_BYTES", "65536").args([
+        "--store",
+        &falkor.uri(),
+        "serve",
+        "--port",
+        "0",
+    ]);
+    let (daemon, port) = spawn_listening(cmd, "toolgraph daemon on", None);
+    let pid = daemon.0.id();
+    let url = format!("http://127.0.0.1:{port}");
+    let peak_kb = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap().to_string();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
+    };
+    let rt = runtime();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let cypher = |query: &str| {
+        let (http, url, body) = (http.clone(), url.clone(), json!({ "query": query }));
+        async move {
+            let r = http.post(format!("{url}/v1/graph/cypher")).json(&body).send().await.unwrap();
+            let (status, retry) = (r.status().as_u16(), r.headers().contains_key("retry-after"));
+            (status, retry, r.json::<Value>().await.unwrap())
+        }
+    };
+    // As a client should: on 429, wait and ask again (a query's slot is freed when the server is
+    // done with it, the rest of a cut result read and dropped).
+    let when_free = |query: &'static str| async move {
+        for _ in 0..120 {
+            let r = cypher(query).await;
+            if r.0 != 429 {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!("the query slot was never given back")
+    };
+    rt.block_on(async {
+        let ready = http.get(format!("{url}/readyz")).send().await.unwrap();
+        assert_eq!(ready.status(), 200);
+
+        // Rows past the limits are never kept: many rows are cut at the row limit, one huge row is
+        // refused, and the daemon's peak memory stays where it was.
+        let before = peak_kb();
+        let (status, _, many) = cypher("UNWIND range(1, 300000) AS x RETURN x").await;
+        assert_eq!(status, 200, "{many}");
+        assert_eq!(many["rows"].as_array().unwrap().len(), 1000);
+        assert_eq!(many["truncated"], true);
+        let (status, _, huge) = when_free("RETURN range(1, 3000000) AS xs").await;
+        assert_eq!(status, 400, "{huge}");
+        assert!(huge["message"].as_str().unwrap().contains("larger than the 65536 byte limit"), "{huge}");
+        let grown_mb = peak_kb().saturating_sub(before) / 1024;
+        assert!(grown_mb < 100, "the daemon's peak memory grew by {grown_mb} MB reading a result it cut");
+
+        // A query the server computes for seconds past its 0.5 s limit: the caller has its answer
+        // at the limit, a second one is told to wait, and the run path never waits for either.
+        let runaway = "RETURN size(reduce(s = '', x IN range(1, 150000) | s + 'aaaaaaaaaa')) AS n";
+        let (status, _, _) = when_free("RETURN 1 AS one").await;
+        assert_eq!(status, 200);
+        let t = std::time::Instant::now();
+        let (status, _, first) = cypher(runaway).await;
+        assert_eq!(status, 400, "{first}");
+        assert!(first["message"].as_str().unwrap().contains("ran past its 500 ms limit"), "{first}");
+        assert!(t.elapsed() < Duration::from_secs(3), "answered after {:?}", t.elapsed());
+        let (status, retry, second) = cypher(runaway).await;
+        assert_eq!((status, retry), (429, true), "{second}");
+        assert_eq!(second["code"], "cypher_busy", "{second}");
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let r = http.get(format!("{url}/readyz")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+            let r = http.get(format!("{url}/v1/graph/neighborhood?id=START")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+            assert!(t.elapsed() < Duration::from_secs(1), "the run path waited {:?}", t.elapsed());
+        }
+        // Once the server has stopped it, queries are served again.
+        let (status, _, rows) = when_free("RETURN 1 AS one").await;
+        assert_eq!(status, 200, "{rows}");
+        assert_eq!(rows["rows"], json!([[1]]));
+    });
+    drop(daemon);
+}

@@ -21,6 +21,8 @@ use crate::{EngineError, Result};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use toolgraph_schema::{
     ApiNode, CategoryNode, EdgeCountRow, FeedsRow, GraphSnapshot, GraphStats, NextEdge, StatusChange, Successor,
     ToolNode, WeightRow, END_ID, START_ID,
@@ -68,8 +70,15 @@ pub trait CypherRunner: Send + Sync {
     async fn schema(&self, text: &str) -> Result<bool>;
     /// One cheap round trip.
     async fn ping(&self) -> Result<()>;
-    /// A user's query, guaranteed not to change the graph, within limits.
-    async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows>;
+    /// A user's query, guaranteed not to change the graph, within limits. `slot` is held until
+    /// the server has finished the query.
+    async fn read_only(
+        &self,
+        query: &str,
+        params: Map<String, Value>,
+        limits: CypherLimits,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<CypherRows>;
 }
 
 // ---- statements ---------------------------------------------------------------------------------
@@ -388,11 +397,19 @@ fn as_strings(v: &Value) -> Vec<String> {
 pub struct CypherStore<R> {
     runner: R,
     batch_rows: usize,
+    /// Users' read-only queries that may run at once (`store.query_max_running`); a runner holds
+    /// its slot until the server has finished the query, past the caller's time limit if need be.
+    queries: Arc<Semaphore>,
 }
 
 impl<R: CypherRunner> CypherStore<R> {
     pub fn new(runner: R, batch_rows: usize) -> Self {
-        CypherStore { runner, batch_rows: batch_rows.max(1) }
+        CypherStore { runner, batch_rows: batch_rows.max(1), queries: Arc::new(Semaphore::new(1)) }
+    }
+    /// At most `n` users' queries at once (at least one).
+    pub fn with_query_slots(mut self, n: usize) -> Self {
+        self.queries = Arc::new(Semaphore::new(n.max(1)));
+        self
     }
     pub fn runner(&self) -> &R {
         &self.runner
@@ -599,7 +616,13 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
 
     async fn cypher_read(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
         refuse_writes(query)?;
-        self.runner.read_only(query, params, limits).await
+        let slot = self.queries.clone().try_acquire_owned().map_err(|_| {
+            EngineError::Busy(
+                "another graph query is still running on the server (one that ran past its limit holds its slot until the server stops it); retry shortly"
+                    .into(),
+            )
+        })?;
+        self.runner.read_only(query, params, limits, slot).await
     }
 }
 

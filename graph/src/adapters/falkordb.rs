@@ -2,18 +2,23 @@
 //! crate's async client). A single GRAPH.QUERY is atomic, which is what a contribution batch needs.
 
 use super::cypher::{CypherRunner, CypherStore, Dialect, Stmt};
+use super::falkordb_query;
 use crate::{CypherLimits, CypherRows};
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use falkordb::{AsyncGraph, FalkorClientBuilder, FalkorDBError, FalkorValue};
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
+use tokio::sync::OwnedSemaphorePermit;
 
 const BACKEND: &str = "falkordb";
 
 pub struct FalkorRunner {
     graph: AsyncGraph,
     write_timeout_ms: u64,
+    /// `HOST:PORT`: users' queries open connections of their own ([`falkordb_query`]).
+    addr: String,
+    name: String,
 }
 
 /// Connect to `host:port` and select `graph`.
@@ -29,8 +34,13 @@ pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<
             format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
         )
     })?;
-    let graph = client.select_graph(graph);
-    Ok(CypherStore::new(FalkorRunner { graph, write_timeout_ms: 300_000 }, batch_rows))
+    let runner = FalkorRunner {
+        graph: client.select_graph(graph),
+        write_timeout_ms: 300_000,
+        addr: host_port.to_string(),
+        name: graph.to_string(),
+    };
+    Ok(CypherStore::new(runner, batch_rows))
 }
 
 fn classify(e: &FalkorDBError) -> ErrorClass {
@@ -160,37 +170,29 @@ impl CypherRunner for FalkorRunner {
         Ok(())
     }
 
-    async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
-        let mut g = self.graph();
-        let mut q = g.ro_query(query).with_timeout(limits.timeout_ms as i64);
-        for (k, v) in &params {
-            q = q.with_param(k.as_str(), to_falkor(v));
-        }
-        // FalkorDB checks its timeout only now and then (a 5 s limit fired after 8–12 s): the
-        // answer comes back on time regardless, and the server's late reply is dropped (the
-        // connection is multiplexed, so it stays usable).
-        let grace = std::time::Duration::from_millis(limits.timeout_ms.saturating_add(500));
-        let res = match tokio::time::timeout(grace, q.execute()).await {
-            Err(_) => return Err(EngineError::bad_input(format!("query ran past its {} ms limit", limits.timeout_ms))),
-            Ok(r) => r.map_err(|e| match e {
-                FalkorDBError::RedisError(m) if m.contains("timed out") => EngineError::bad_input(format!(
-                    "query ran past its {} ms limit (stopped by FalkorDB)",
-                    limits.timeout_ms
-                )),
-                FalkorDBError::RedisError(m) if m.contains("mem consumption") => EngineError::bad_input(format!(
-                    "FalkorDB stopped the query: it needed more memory than one query may use ({m})"
-                )),
-                FalkorDBError::RedisError(m) => EngineError::bad_input(format!("FalkorDB refused the query: {m}")),
-                other => store_err(other),
-            })?,
-        };
-        let mut out = CypherRows { columns: res.header.iter().cloned().collect(), ..CypherRows::default() };
-        let mut bytes = 0;
-        for row in res.data.into_values_lossy() {
-            if !out.push_within(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?, limits, &mut bytes)? {
-                break;
+    async fn read_only(
+        &self,
+        query: &str,
+        params: Map<String, Value>,
+        limits: CypherLimits,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<CypherRows> {
+        let mut text = String::new();
+        if !params.is_empty() {
+            text.push_str("CYPHER ");
+            for (k, v) in &params {
+                let mut chars = k.chars();
+                let identifier = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !identifier {
+                    return Err(EngineError::bad_input(format!("parameter `{k}` is not a Cypher identifier")));
+                }
+                let literal = falkordb::to_cypher_param(&to_falkor(v))
+                    .map_err(|e| EngineError::bad_input(format!("parameter `{k}`: {e}")))?;
+                text.push_str(&format!("{k}={literal} "));
             }
         }
-        Ok(out)
+        text.push_str(query);
+        falkordb_query::read_only(&self.addr, &self.name, text, limits, slot).await
     }
 }

@@ -3,4 +3,5 @@
 pub mod cypher;
 pub mod embedded;
 pub mod falkordb;
+mod falkordb_query;
 pub mod neo4j;

@@ -11,6 +11,7 @@ use neo4rs::{BoltType, ConfigBuilder, Graph, Query};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
 use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
 
 const BACKEND: &str = "neo4j";
 
@@ -216,7 +217,14 @@ impl CypherRunner for Neo4jRunner {
         Neo4jRunner::ping(self, Duration::from_secs(3)).await
     }
 
-    async fn read_only(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
+    async fn read_only(
+        &self,
+        query: &str,
+        params: Map<String, Value>,
+        limits: CypherLimits,
+        _slot: OwnedSemaphorePermit,
+    ) -> Result<CypherRows> {
+        // Neo4j ends a READ transaction at its timeout itself: the slot is held for the call.
         let q = read_only_query(query, &params, limits.timeout_ms)?;
         let fut = async {
             let mut stream = self.graph.execute_read(q).await.map_err(|e| refusal(e, limits.timeout_ms))?;

@@ -19,6 +19,7 @@ pub(super) const MAX_QUERY_CHARS: usize = 10_000;
 /// Read-only, parameterized Cypher (FalkorDB, Neo4j), bounded in rows, bytes and time (administrators).
 #[utoipa::path(post, path = "/v1/graph/cypher", tag = "graph", request_body = CypherRequest,
     responses((status = 200, description = "columns and rows (`truncated` when a limit cut them)", body = toolgraph_graph::CypherRows),
+        (status = 429, description = "as many queries as `store.query_max_running` are still running on the server (`cypher_busy`, with `Retry-After`)", body = super::error::ErrorBody),
         (status = 501, description = "the embedded store has no Cypher (`cypher_unsupported`)", body = super::error::ErrorBody)))]
 pub(super) async fn cypher(
     State(d): State<Arc<Daemon>>,
@@ -36,6 +37,9 @@ pub(super) async fn cypher(
     let limits = toolgraph_engine::graph::CypherLimits::of(&d.settings().store);
     match store.cypher_read(&body.query, body.params, limits).await {
         Ok(rows) => Ok(Json(rows)),
+        Err(toolgraph_engine::EngineError::Busy(m)) => {
+            Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "cypher_busy", m).with_retry_after(1))
+        }
         Err(e) if e.class() == toolgraph_engine::ErrorClass::Transient => Err(e.into()),
         Err(e) => Err(ApiError::invalid(format!("{e}")).with_code("cypher_error")),
     }

@@ -165,6 +165,9 @@ impl From<toolgraph_engine::EngineError> for ApiError {
         use toolgraph_engine::{EngineError, ErrorClass};
         match (&e, e.class()) {
             (EngineError::NotFound(m), _) => ApiError::not_found(m.clone()),
+            (EngineError::Busy(m), _) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "busy", m.clone()).with_retry_after(1)
+            }
             (EngineError::Unsupported { .. }, _) => ApiError::invalid(e.to_string()),
             (_, ErrorClass::BadInput) => ApiError::invalid(e.to_string()),
             (_, class) => {
