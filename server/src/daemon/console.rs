@@ -160,10 +160,13 @@ pub(super) async fn login(
     let ip = peer
         .map(|c| super::client::client_ip(c.0 .0.ip(), &headers, &d.settings().server.trusted_proxies).to_string())
         .unwrap_or_else(|| "anonymous".into());
-    // Password guessing: a slow bucket per address and per name (10 tries, then one every 6 s).
+    // Password guessing: a slow bucket per address and per name (10 tries, then one every 6 s),
+    // and per name a wait that doubles with each failure in a row past ten.
     let name_key = b.name.as_deref().map(|n| format!("name:{}", n.to_lowercase().chars().take(64).collect::<String>()));
-    for key in std::iter::once(format!("ip:{ip}")).chain(name_key) {
-        if let Err(wait) = d.login_limiter.take(&key) {
+    let now = std::time::Instant::now();
+    let backoff = name_key.as_deref().map_or(Ok(()), |k| d.login_backoff.check(k, now));
+    for key in std::iter::once(format!("ip:{ip}")).chain(name_key.clone()) {
+        if let Err(wait) = backoff.and_then(|_| d.login_limiter.take(&key)) {
             d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -190,8 +193,16 @@ pub(super) async fn login(
                 .await
                 .unwrap_or(false);
             match (found, ok) {
-                (Some((u, _)), true) => Caller { user_id: u.id, name: u.name, role: u.role },
+                (Some((u, _)), true) => {
+                    if let Some(k) = &name_key {
+                        d.login_backoff.succeeded(k);
+                    }
+                    Caller { user_id: u.id, name: u.name, role: u.role }
+                }
                 _ => {
+                    if let Some(k) = &name_key {
+                        d.login_backoff.failed(k, std::time::Instant::now());
+                    }
                     tracing::warn!(user = %name.chars().take(64).collect::<String>(), %ip, "console login refused");
                     return Err(denied());
                 }

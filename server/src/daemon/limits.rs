@@ -7,7 +7,7 @@
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The accepted keys, as digests.
 #[derive(Clone, Default)]
@@ -110,9 +110,95 @@ impl RateLimiter {
     }
 }
 
+/// Failed console logins per name, in a row: past [`LoginBackoff::FREE`], each further failure
+/// doubles the wait before that name may be tried again (6 s, 12 s, 24 s, … at most 15 min), on
+/// top of the per-name token bucket (which alone lets a guesser try one password every 6 s
+/// forever). A successful login clears the name. In memory, per daemon, like the buckets.
+pub struct LoginBackoff {
+    names: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+impl Default for LoginBackoff {
+    fn default() -> Self {
+        LoginBackoff { names: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl LoginBackoff {
+    /// Failures in a row a name may have before its waits start (the bucket's burst).
+    pub const FREE: u32 = 10;
+    const FIRST_WAIT: Duration = Duration::from_secs(6);
+    const MAX_WAIT: Duration = Duration::from_secs(15 * 60);
+
+    /// `Err(seconds)` while `name` must wait.
+    pub fn check(&self, name: &str, now: Instant) -> Result<(), u64> {
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        match names.get(name) {
+            Some((_, until)) if *until > now => Err((*until - now).as_secs_f64().ceil().max(1.0) as u64),
+            _ => Ok(()),
+        }
+    }
+
+    /// One more failure for `name`.
+    pub fn failed(&self, name: &str, now: Instant) {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        if names.len() >= MAX_BUCKETS && !names.contains_key(name) {
+            // Names whose last wait ended a full maximum ago have paid; past the bound a new name
+            // is not followed (the address and name buckets still hold it).
+            names.retain(|_, (_, until)| now.saturating_duration_since(*until) < Self::MAX_WAIT);
+            if names.len() >= MAX_BUCKETS {
+                return;
+            }
+        }
+        let e = names.entry(name.to_string()).or_insert((0, now));
+        e.0 = e.0.saturating_add(1);
+        if e.0 > Self::FREE {
+            let doublings = (e.0 - Self::FREE - 1).min(16);
+            e.1 = now + (Self::FIRST_WAIT * 2u32.pow(doublings)).min(Self::MAX_WAIT);
+        }
+    }
+
+    /// A successful login: `name` starts afresh.
+    pub fn succeeded(&self, name: &str) {
+        self.names.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_logins_of_a_name_double_its_wait_until_one_succeeds() {
+        let b = LoginBackoff::default();
+        let t0 = Instant::now();
+        for _ in 0..LoginBackoff::FREE {
+            assert_eq!(b.check("ada", t0), Ok(()));
+            b.failed("ada", t0);
+        }
+        assert_eq!(b.check("ada", t0), Ok(()), "the first ten failures cost nothing here (the bucket paces them)");
+        let mut now = t0;
+        for wait in [6, 12, 24, 48, 96, 192, 384, 768, 900, 900] {
+            b.failed("ada", now);
+            assert_eq!(b.check("ada", now), Err(wait));
+            assert_eq!(b.check("bob", now), Ok(()), "other names are not held");
+            now += Duration::from_secs(wait);
+            assert_eq!(b.check("ada", now), Ok(()));
+        }
+        b.succeeded("ada");
+        b.failed("ada", now);
+        assert_eq!(b.check("ada", now), Ok(()), "a success starts the count afresh");
+    }
+
+    #[test]
+    fn the_names_followed_are_bounded() {
+        let b = LoginBackoff::default();
+        let now = Instant::now();
+        for i in 0..MAX_BUCKETS + 50 {
+            b.failed(&format!("name {i}"), now);
+        }
+        assert_eq!(b.names.lock().unwrap().len(), MAX_BUCKETS);
+    }
 
     #[test]
     fn keys_are_checked_by_digest() {

@@ -58,7 +58,7 @@ use axum::routing::{get, put};
 use axum::Extension;
 use axum::{Json, Router};
 use error::{ApiError, ApiJson};
-use limits::{ApiKeys, RateLimiter};
+use limits::{ApiKeys, LoginBackoff, RateLimiter};
 use metrics::Metrics;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -112,6 +112,8 @@ pub struct Daemon {
     limiter: RateLimiter,
     /// Console login attempts, per address and per name: 10 at once, then one every 6 s.
     login_limiter: RateLimiter,
+    /// Failed logins per name in a row: doubling waits past ten.
+    login_backoff: LoginBackoff,
     in_flight: Arc<Semaphore>,
     /// Each user's share of the in-flight slots (`server.max_in_flight_per_user` each).
     user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -192,6 +194,7 @@ impl Daemon {
             run_tasks: Mutex::new(HashMap::new()),
             limiter: RateLimiter::new(s.rate_per_s, s.rate_burst),
             login_limiter: RateLimiter::new(1.0 / 6.0, 10.0),
+            login_backoff: LoginBackoff::default(),
             in_flight: Arc::new(Semaphore::new(s.max_in_flight.max(1))),
             user_in_flight: Mutex::new(HashMap::new()),
             keys,
