@@ -16,6 +16,8 @@ mod complexfuncbench_convert;
 mod console;
 mod daemon_api;
 mod daemon_binary;
+mod daemon_connections;
+mod daemon_learning;
 mod deploy_files;
 mod engine_runs;
 mod eval_retrieval;

@@ -24,10 +24,12 @@ pub mod learned;
 pub mod llm;
 pub mod models;
 mod names;
+mod outputs;
 pub mod program;
 pub mod prompt;
 pub mod reading;
 pub mod replies;
+mod slots;
 pub mod values;
 
 use crate::Result;

@@ -5,3 +5,4 @@ pub mod embedded;
 pub mod falkordb;
 mod falkordb_query;
 pub mod neo4j;
+mod statements;

@@ -30,7 +30,7 @@ pub(super) fn documented_api() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(history::save_chain, history::list_chains))
         .routes(routes!(history::execute_chain))
         .routes(routes!(history::get_chain, history::delete_chain))
-        .routes(routes!(tools::register, console::list_apis))
+        .routes(routes!(tools::register, views::list_apis))
         .routes(routes!(tools::search))
         .routes(routes!(openapi_import::import_openapi))
         .route("/v1/tools/{*id}", get(tools::get_tool).patch(tools::patch_tool))
@@ -42,12 +42,12 @@ pub(super) fn documented_api() -> OpenApiRouter<Arc<Daemon>> {
         .route("/v1/credentials/{*scope}", put(accounts::put_credentials).delete(accounts::delete_credentials))
         .routes(routes!(accounts::audit_log))
         .routes(routes!(mcp_servers, add_mcp_server))
-        .routes(routes!(console::categories))
-        .routes(routes!(console::neighbourhood))
-        .routes(routes!(console::list_memory))
-        .routes(routes!(console::delete_memory))
-        .routes(routes!(console::settings))
-        .routes(routes!(console::check_chain))
+        .routes(routes!(views::categories))
+        .routes(routes!(views::neighbourhood))
+        .routes(routes!(views::list_memory))
+        .routes(routes!(views::delete_memory))
+        .routes(routes!(views::settings))
+        .routes(routes!(views::check_chain))
 }
 
 /// The endpoints outside `/v1`'s authentication: operations, this document, the console and its

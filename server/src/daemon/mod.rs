@@ -35,6 +35,7 @@ mod runs;
 mod sessions;
 mod tools;
 mod upkeep;
+mod views;
 
 pub(crate) use app::api_routes;
 pub use app::{router, serve};

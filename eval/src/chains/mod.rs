@@ -1,0 +1,687 @@
+//! `toolgraph eval chains`: learn from trajectories, plan new ones. The `--train` chains
+//! (ComplexFuncBench format) are ingested as trajectories into a fresh store (graph, API vectors,
+//! long-term memory); every `--test` chain's request is then planned and executed against the
+//! replay sandbox serving the test chains' recorded responses. Without `--test`, k-fold over
+//! `--train`. Methods: `graph` (the engine), `retrieve-greedy` and `dfs-no-graph` (baselines), all
+//! with the deterministic planner, in one run on the same folds.
+
+mod learn;
+mod report;
+mod tally;
+
+pub use learn::{learn, learn_in, Learned};
+use report::detail;
+pub use report::{markdown, reworded_name};
+use tally::{args_equal, Tally};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use toolgraph_engine::embed::Embedder;
+use toolgraph_engine::exec::refs;
+use toolgraph_engine::exec::{ExecSettings, Executor};
+use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::retrieval::cache::EmbeddingCache;
+use toolgraph_engine::retrieval::hybrid::Retriever;
+use toolgraph_engine::run::{Mode, RunReport, RunSettings};
+use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Recording, Sandbox};
+use toolgraph_schema::Settings;
+
+/// The category ComplexFuncBench APIs are filed under.
+pub const CATEGORY: &str = "Travel";
+
+/// A method compared: a search mode, target-first or not; or `llm-direct`, the model alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalMethod {
+    pub name: String,
+    pub mode: Mode,
+    pub backward: bool,
+    /// `llm-direct` ([`crate::direct`]): the configured LLM alone with every API in its tools,
+    /// no engine (`mode` is not used).
+    pub direct: bool,
+}
+
+/// The name of the model-alone baseline.
+pub const LLM_DIRECT: &str = "llm-direct";
+
+impl EvalMethod {
+    pub fn of(mode: Mode) -> Self {
+        EvalMethod { name: mode.name().to_string(), mode, backward: false, direct: false }
+    }
+
+    /// The model alone ([`crate::direct`]).
+    pub fn llm_direct() -> Self {
+        EvalMethod { name: LLM_DIRECT.into(), mode: Mode::Graph, backward: false, direct: true }
+    }
+}
+
+pub struct ChainEvalOptions {
+    pub train: PathBuf,
+    pub test: Option<PathBuf>,
+    pub spec: PathBuf,
+    /// Requests reworded by hand ([`crate::reworded`]): each run in the fold where its original
+    /// is held out, scored against the original's gold, reported beside the same requests as
+    /// written. Never learned from.
+    pub reworded: Option<PathBuf>,
+    /// Only the requests that have a rewording (as written and reworded); `limit` then spreads
+    /// through those.
+    pub reworded_only: bool,
+    /// The category the APIs are filed under ([`CATEGORY`] for ComplexFuncBench).
+    pub category: String,
+    pub harness: HarnessOptions,
+}
+
+/// What every benchmark harness shares: the folds, the methods compared, who decides, how many
+/// held-out items, the run settings and the embedding cache.
+pub struct HarnessOptions {
+    pub folds: usize,
+    pub methods: Vec<EvalMethod>,
+    /// Who decides (the deterministic planner when `None`), e.g. a configured LLM.
+    pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
+    /// Evaluate at most this many held-out items per fold (all when `None`).
+    pub limit: Option<usize>,
+    pub run: RunSettings,
+    /// Embedding cache (speeds up repeated evaluations).
+    pub cache: Option<PathBuf>,
+}
+
+impl HarnessOptions {
+    /// The planner that decides: the configured one, else the deterministic planner.
+    pub fn planner(&self) -> Arc<dyn toolgraph_engine::plan::Planner> {
+        self.planner.clone().unwrap_or_else(|| Arc::new(DeterministicPlanner::default()))
+    }
+
+    /// The embedding cache, opened (none when not configured).
+    pub fn open_cache(&self) -> Result<Option<EmbeddingCache>, toolgraph_ingest::IngestError> {
+        Ok(match &self.cache {
+            Some(p) => Some(EmbeddingCache::open(p)?),
+            None => None,
+        })
+    }
+}
+
+/// Scores of one method.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MethodScores {
+    pub method: String,
+    pub chains: usize,
+    pub call_precision: f64,
+    pub call_recall: f64,
+    pub call_f1: f64,
+    pub edge_precision: f64,
+    pub edge_recall: f64,
+    pub edge_f1: f64,
+    pub argument_accuracy: f64,
+    pub exact_match: f64,
+    pub success: f64,
+    /// ComplexFuncBench's Overall Success Rate (its protocol: `complexfuncbench` module).
+    #[serde(default)]
+    pub overall_success_rate: f64,
+    /// ComplexFuncBench's Overall Call Acc.
+    #[serde(default)]
+    pub overall_call_acc: f64,
+    /// Gold calls some sent call matched (same API and arguments, or the same response), each
+    /// gold call at most once, wherever it came in the run (API-Bank's API call correctness).
+    #[serde(default)]
+    pub call_correctness: f64,
+    /// Runs where every gold call was matched so.
+    #[serde(default)]
+    pub all_calls_correct: f64,
+    pub answered: usize,
+    pub partial: usize,
+    /// Gold successes among the runs the engine called `answered`: can `answered` be believed?
+    pub answered_precision: f64,
+    /// `answered` runs among the gold successes.
+    pub answered_recall: f64,
+    pub needs_input: usize,
+    pub gave_up: usize,
+    pub recalled: usize,
+    pub planner_calls_mean: f64,
+    pub planner_calls_p50: f64,
+    /// Completions asked of an LLM per request (0 with the deterministic planner).
+    #[serde(default)]
+    pub llm_calls_mean: f64,
+    /// Prompt tokens sent to an LLM per request.
+    #[serde(default)]
+    pub llm_prompt_tokens_mean: f64,
+    /// Completion tokens an LLM generated per request.
+    #[serde(default)]
+    pub llm_completion_tokens_mean: f64,
+    /// Wall seconds per request (engine, calls and LLM together).
+    #[serde(default)]
+    pub seconds_mean: f64,
+    /// Plan mode: runs whose plan passed without falling back to the search.
+    #[serde(default)]
+    pub plans_completed: usize,
+    pub engine_ms_p50: f64,
+    pub engine_ms_p99: f64,
+    pub embed_ms_p50: f64,
+    /// Seed retrieval, part of engine time.
+    pub retrieve_ms_p50: f64,
+    pub sandbox_ms_p50: f64,
+    /// API calls sent per request (every attempt the API saw, wrong ones and retries included).
+    pub http_calls_mean: f64,
+    /// Calls of the gold chains per request: what the calls sent are measured against.
+    #[serde(default)]
+    pub gold_calls_mean: f64,
+}
+
+/// One planned chain next to its gold chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChainDetail {
+    pub method: String,
+    pub request: String,
+    pub gold: Vec<String>,
+    pub planned: Vec<String>,
+    pub status: String,
+    pub failed_calls: u64,
+    /// Score of the nearest memory, and whether it was replayed.
+    pub recall: Option<(f32, bool)>,
+    /// The remembered request recalled (the one replayed, or the nearest).
+    #[serde(default)]
+    pub recalled: Option<String>,
+    /// Why a replay or the first failed call failed.
+    pub first_failure: Option<String>,
+    /// The benchmark's success (final gold call with the gold arguments).
+    pub success: bool,
+    /// What the judge found not covered.
+    pub missing: String,
+    /// Plan mode: where and why the plan handed over to the search (`None`: it did not, or no plan mode).
+    #[serde(default)]
+    pub plan_fallback: Option<String>,
+    /// Plan mode: the plan's APIs.
+    #[serde(default)]
+    pub plan: Vec<String>,
+    /// ComplexFuncBench's protocol (the `complexfuncbench` module): calls judged correct, what
+    /// ended the sample or made it no success, and whether it succeeded.
+    #[serde(default)]
+    pub paper_correct: usize,
+    #[serde(default)]
+    pub paper_first_error: Option<String>,
+    #[serde(default)]
+    pub paper_success: bool,
+    /// Planner decisions the run took.
+    #[serde(default)]
+    pub planner_calls: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChainReport {
+    pub train_chains: usize,
+    pub test_chains: usize,
+    pub folds: usize,
+    pub skipped: Vec<String>,
+    pub methods: Vec<MethodScores>,
+    pub seconds: f64,
+    /// Every test chain of every method (written to the JSON report).
+    pub details: Vec<ChainDetail>,
+    /// Seed retrieval of the held-out requests' gold APIs: plain hybrid vs hybrid with the usage
+    /// vectors the training chains built, in one run on the same folds.
+    pub seed_recall: Vec<SeedRecall>,
+}
+
+/// Recall of the gold chain's APIs among the top-k seeds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeedRecall {
+    pub retrieval: String,
+    pub usage_weight: f32,
+    pub requests: usize,
+    pub recall_at_3: f64,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+}
+
+/// A gold call: name, arguments with references, arguments resolved.
+pub struct GoldCall {
+    pub name: String,
+    /// Its label (`var1`), which later calls' references name.
+    pub label: Option<String>,
+    pub arguments: Map<String, Value>,
+    pub resolved: Map<String, Value>,
+    /// The recorded response (what a correct call gets).
+    pub response: Option<Value>,
+}
+
+pub struct Gold {
+    pub request: String,
+    pub calls: Vec<GoldCall>,
+}
+
+/// A chain's request and calls, references resolved against its recorded outputs.
+pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
+    let mut outputs: HashMap<String, Value> = HashMap::new();
+    let mut calls = Vec::new();
+    for (i, c) in chain.output.iter().enumerate() {
+        let args = c.arguments.as_object().cloned().unwrap_or_default();
+        let resolved = refs::resolve(&args, &outputs).map_err(|e| format!("output[{i}]: {e}"))?;
+        if let (Some(l), Some(r)) = (&c.label, &c.response) {
+            outputs.insert(l.clone(), r.clone());
+        }
+        calls.push(GoldCall {
+            name: c.name.clone(),
+            label: c.label.clone(),
+            arguments: args,
+            resolved,
+            response: c.response.clone(),
+        });
+    }
+    Ok(Gold { request: chain.input.trim().to_string(), calls })
+}
+
+/// The chains' recorded calls for the sandbox (references resolved against the chain's outputs).
+pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<String>) {
+    let by_name: HashMap<&str, &Spec> = specs.iter().map(|s| (s.name.as_str(), s)).collect();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (ci, chain) in chains.iter().enumerate() {
+        let mut outputs: HashMap<String, Value> = HashMap::new();
+        for (i, c) in chain.output.iter().enumerate() {
+            let Some(spec) = by_name.get(c.name.as_str()) else {
+                errors.push(format!("chain {ci} output[{i}]: API `{}` is not in the spec", c.name));
+                continue;
+            };
+            let args = c.arguments.as_object().cloned().unwrap_or_default();
+            match refs::resolve(&args, &outputs) {
+                Ok(resolved) => {
+                    if let Some(r) = &c.response {
+                        out.push(Recording {
+                            api: c.name.clone(),
+                            route: format!("{}{}", spec.host, spec.endpoint),
+                            required: spec
+                                .query_parameters
+                                .iter()
+                                .filter(|(_, p)| p.required)
+                                .map(|(n, _)| n.clone())
+                                .collect(),
+                            arguments: resolved,
+                            response: r.clone(),
+                        });
+                    }
+                }
+                Err(e) => errors.push(format!("chain {ci} output[{i}]: {e}")),
+            }
+            if let (Some(l), Some(r)) = (&c.label, &c.response) {
+                outputs.insert(l.clone(), r.clone());
+            }
+        }
+    }
+    (out, errors)
+}
+
+/// Labels an argument value references (`$var1.x$` → `var1`).
+pub(crate) fn labels_in(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => {
+            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
+        }
+        Value::Array(a) => a.iter().flat_map(labels_in).collect(),
+        Value::Object(m) => m.values().flat_map(labels_in).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One fold: the chains learned from, and the held-out chains with their index in their file.
+type Fold<'a> = (Vec<&'a Chain>, Vec<(usize, &'a Chain)>);
+
+/// At most `limit` of `items`, evenly spaced through them (all when `None` or not fewer): a fixed
+/// subset that samples the whole fold rather than its first, often alike, items.
+pub fn spread<T: Copy>(items: &[T], limit: Option<usize>) -> Vec<T> {
+    match limit {
+        Some(l) if l < items.len() => (0..l).map(|i| items[i * items.len() / l]).collect(),
+        _ => items.to_vec(),
+    }
+}
+
+/// The benchmark's success: the final gold call made with the gold arguments.
+pub fn succeeded(gold: &Gold, run: &RunReport) -> bool {
+    gold.calls.last().is_some_and(|last| {
+        run.chain.iter().any(|c| {
+            c.name == last.name && {
+                let (s, t) = args_equal(&last.resolved, &c.sent);
+                s == t
+            }
+        })
+    })
+}
+
+type Failed = toolgraph_ingest::IngestError;
+
+fn input(e: impl std::fmt::Display) -> Failed {
+    toolgraph_ingest::IngestError::Input(e.to_string())
+}
+
+/// The folds: `--test` as one fold over all of `--train`, else `k` folds over `--train`.
+fn folds_of<'a>(train: &'a [Chain], test: Option<&'a [Chain]>, k: usize) -> Vec<Fold<'a>> {
+    match test {
+        Some(test) => vec![(train.iter().collect(), test.iter().enumerate().collect())],
+        None => {
+            let k = k.max(2);
+            (0..k)
+                .map(|f| {
+                    (
+                        train.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(),
+                        train.iter().enumerate().filter(|(i, _)| i % k == f).collect(),
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
+/// The held-out chains a fold runs: those with a rewording only, if so asked (`only`); then at
+/// most `limit`, spread through them.
+fn held_out<'a>(
+    test: &[(usize, &'a Chain)],
+    only: Option<&HashMap<usize, String>>,
+    limit: Option<usize>,
+) -> Vec<(usize, &'a Chain)> {
+    let kept: Vec<(usize, &Chain)> =
+        test.iter().filter(|(i, _)| only.is_none_or(|r| r.contains_key(i))).copied().collect();
+    spread(&kept, limit)
+}
+
+/// Seed recall of one retrieval setting, summed over the folds.
+#[derive(Default)]
+struct SeedTally {
+    label: String,
+    usage_weight: f32,
+    requests: usize,
+    /// Recall sums @3, @5, @10.
+    sums: [f64; 3],
+}
+
+impl SeedTally {
+    fn finish(self) -> SeedRecall {
+        let d = self.requests.max(1) as f64;
+        SeedRecall {
+            retrieval: self.label,
+            usage_weight: self.usage_weight,
+            requests: self.requests,
+            recall_at_3: self.sums[0] / d,
+            recall_at_5: self.sums[1] / d,
+            recall_at_10: self.sums[2] / d,
+        }
+    }
+}
+
+/// Seed recall of the held-out requests: plain hybrid against hybrid with usage vectors.
+async fn tally_seed_recall(
+    test: &[&Chain],
+    snapshot: &toolgraph_schema::GraphSnapshot,
+    retriever: &Retriever,
+    embedder: &dyn Embedder,
+    settings: &Settings,
+    tallies: &mut Vec<SeedTally>,
+) -> Result<(), Failed> {
+    let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
+    let requests: Vec<String> = test.iter().map(|c| c.input.trim().to_string()).collect();
+    let vecs = embedder.embed(requests.clone()).await?;
+    let usage_weight = if settings.retrieval.usage_weight > 0.0 { settings.retrieval.usage_weight } else { 0.3 };
+    for (wi, (label, w)) in [("hybrid", 0.0f32), ("hybrid + usage vectors", usage_weight)].into_iter().enumerate() {
+        while tallies.len() <= wi {
+            tallies.push(SeedTally::default());
+        }
+        let t = &mut tallies[wi];
+        t.label = label.to_string();
+        t.usage_weight = w;
+        for ((c, req), v) in test.iter().zip(&requests).zip(&vecs) {
+            let mut gold: Vec<&str> =
+                c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).copied()).collect();
+            gold.sort_unstable();
+            gold.dedup();
+            if gold.is_empty() {
+                continue;
+            }
+            let hybrid = toolgraph_engine::retrieval::hybrid::Method::Hybrid;
+            let hits = retriever.search_with_usage(req, v, 10, &Default::default(), hybrid, None, w).await?;
+            for (ki, k) in [3usize, 5, 10].into_iter().enumerate() {
+                let found = gold.iter().filter(|g| hits.iter().take(k).any(|h| h.id == **g)).count();
+                t.sums[ki] += found as f64 / gold.len() as f64;
+            }
+            t.requests += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The replay sandbox of one fold: the held-out chains' recorded responses, the protocol that
+/// scores against them, an executor whose calls reach it, and the sandbox's stop switch.
+struct Replay {
+    protocol: crate::complexfuncbench::Protocol,
+    exec: Executor,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn replay_of(test: &[&Chain], specs: &[Spec], skipped: &mut Vec<String>) -> Result<Replay, Failed> {
+    let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
+    let (recs, errors) = recordings(&owned, specs);
+    skipped.extend(errors);
+    // Scored against what the sandbox recorded for exactly a call's arguments (its nearest
+    // answers never make a call right).
+    let protocol = crate::complexfuncbench::Protocol::new(specs, &recs);
+    let sb = Sandbox::new(Library::new(recs), Faults::default());
+    let (addr, stop) =
+        sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| input(format!("cannot start the replay sandbox: {e}")))?;
+    let exec = Executor::new(ExecSettings {
+        rewrites: vec![("https://".into(), format!("http://{addr}/"))],
+        timeout_ms: 5_000,
+        retries: 1,
+        backoff_ms: 20,
+        allow_private: vec!["127.0.0.1/32".into()],
+        ..ExecSettings::default()
+    })?;
+    Ok(Replay { protocol, exec, stop })
+}
+
+/// `llm-direct`'s view of a fold: every API of the domain as the model's tools, in a stable order.
+struct Direct<'a> {
+    by_name: HashMap<String, &'a toolgraph_schema::ApiNode>,
+    tools: Vec<Value>,
+    opts: crate::direct::DirectOptions,
+}
+
+impl<'a> Direct<'a> {
+    fn of(snapshot: &'a toolgraph_schema::GraphSnapshot, category: &str) -> Self {
+        let mut apis: Vec<&toolgraph_schema::ApiNode> =
+            snapshot.apis.values().filter(|a| a.category.eq_ignore_ascii_case(category)).collect();
+        apis.sort_by(|a, b| a.name.cmp(&b.name));
+        let opts = crate::direct::DirectOptions::default();
+        let tools = crate::direct::tool_entries(&apis, &opts);
+        let by_name = apis.iter().map(|a| (a.name.clone(), *a)).collect();
+        Direct { by_name, tools, opts }
+    }
+}
+
+/// What one method is scored into: all its runs, and the requests that have a rewording as
+/// written and reworded (same gold).
+#[derive(Default)]
+struct MethodTallies {
+    all: Tally,
+    as_written: Tally,
+    reworded: Tally,
+}
+
+/// Where one fold's runs of one method go.
+struct Scoring<'r> {
+    held_out: &'r [(usize, &'r Chain)],
+    direct: &'r Direct<'r>,
+    replay: &'r Replay,
+    reworded: &'r HashMap<usize, String>,
+    report: &'r mut ChainReport,
+}
+
+/// One method over the held-out chains of a fold: the model alone (llm-direct), or the engine in
+/// the method's mode; each request reworded by hand runs right after its original.
+async fn run_method(
+    method: &EvalMethod,
+    engine: &toolgraph_engine::run::Engine,
+    llm: Option<&toolgraph_engine::plan::llm::LlmPlanner>,
+    tallies: &mut MethodTallies,
+    scoring: &mut Scoring<'_>,
+    progress: &mut dyn FnMut(),
+) -> Result<(), Failed> {
+    let (exec, direct) = (&scoring.replay.exec, scoring.direct);
+    let protocol = &scoring.replay.protocol;
+    let ask = |request: String| async move {
+        Ok::<_, Failed>(match llm {
+            Some(llm) => {
+                crate::direct::run_direct(llm, &direct.by_name, &direct.tools, exec, &request, &direct.opts).await?
+            }
+            None => engine.run(&request, Map::new(), None).await?,
+        })
+    };
+    for (index, chain) in scoring.held_out {
+        let gold = match gold_of(chain) {
+            Ok(g) => g,
+            Err(e) => {
+                scoring.report.skipped.push(format!("test chain: {e}"));
+                continue;
+            }
+        };
+        let started = Instant::now();
+        let r = ask(gold.request.clone()).await?;
+        let seconds = started.elapsed().as_secs_f64();
+        tallies.all.seconds.push(seconds);
+        tallies.all.add(protocol, &gold, &r);
+        scoring.report.details.push(detail(protocol, &method.name, &gold, &r));
+        progress();
+        // The same request reworded: run in the fold where its original is held out, scored
+        // against the same gold, beside the as-written run.
+        if let Some(words) = scoring.reworded.get(index) {
+            tallies.as_written.add(protocol, &gold, &r);
+            tallies.as_written.seconds.push(seconds);
+            let gold = Gold { request: words.clone(), ..gold };
+            let started = Instant::now();
+            let r = ask(gold.request.clone()).await?;
+            tallies.reworded.seconds.push(started.elapsed().as_secs_f64());
+            tallies.reworded.add(protocol, &gold, &r);
+            scoring.report.details.push(detail(protocol, &reworded_name(&method.name), &gold, &r));
+        }
+    }
+    Ok(())
+}
+
+/// Run the evaluation; `progress(done, total)` after each test chain of each method.
+pub async fn run(
+    opts: &ChainEvalOptions,
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ChainReport, Failed> {
+    let started = Instant::now();
+    let max = 1 << 30;
+    let specs = read_specs(&opts.spec, max).map_err(input)?;
+    let train_all = read_chains(&opts.train, max).map_err(input)?;
+    let test_all = opts.test.as_ref().map(|t| read_chains(t, max).map_err(input)).transpose()?;
+    let cache = opts.harness.open_cache()?;
+    // Folds: the training chains, and the test chains with their index in the file they come
+    // from (what a reworded request names).
+    let folds = folds_of(&train_all, test_all.as_deref(), opts.harness.folds);
+    // Requests reworded by hand, by the index of the chain they reword (never learned from).
+    let (reworded, reworded_skipped) = match &opts.reworded {
+        Some(path) => crate::reworded::read(path, test_all.as_deref().unwrap_or(&train_all))?,
+        None => (HashMap::new(), Vec::new()),
+    };
+    let mut report = ChainReport {
+        train_chains: train_all.len(),
+        test_chains: test_all.as_ref().map(Vec::len).unwrap_or(train_all.len()),
+        folds: folds.len(),
+        ..Default::default()
+    };
+    report.skipped.extend(reworded_skipped);
+    let mut tallies: Vec<MethodTallies> = opts.harness.methods.iter().map(|_| MethodTallies::default()).collect();
+    let only = opts.reworded_only.then_some(&reworded);
+    let total: usize = folds.iter().map(|(_, t)| held_out(t, only, opts.harness.limit).len()).sum::<usize>()
+        * opts.harness.methods.len();
+    let mut done = 0;
+    let mut seed_tallies: Vec<SeedTally> = Vec::new();
+    for (fi, (train, test)) in folds.iter().enumerate() {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("toolgraph-eval-fold{fi}-"))
+            .tempdir()
+            .map_err(|e| input(format!("cannot create a temporary folder: {e}")))?;
+        let learned =
+            learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
+        let snapshot = Arc::new(learned.store.snapshot().await?);
+        let indexed = held_out(test, only, opts.harness.limit);
+        let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
+        tally_seed_recall(&test, &snapshot, &learned.retriever, embedder.as_ref(), settings, &mut seed_tallies).await?;
+        let replay = replay_of(&test, &specs, &mut report.skipped).await?;
+        let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
+        let direct = Direct::of(&snapshot, &opts.category);
+        let planner = opts.harness.planner();
+        let mut scoring =
+            Scoring { held_out: &indexed, direct: &direct, replay: &replay, reworded: &reworded, report: &mut report };
+        for (mi, method) in opts.harness.methods.iter().enumerate() {
+            let llm = match method.direct {
+                true => {
+                    Some(planner.as_llm().ok_or_else(|| input(format!("{LLM_DIRECT} needs an LLM: --planner llm")))?)
+                }
+                false => None,
+            };
+            let run_settings = RunSettings {
+                mode: method.mode,
+                backward: method.backward,
+                use_memory: matches!(method.mode, Mode::Graph | Mode::Plan) && opts.harness.run.use_memory,
+                remember: false,
+                learn: false,
+                ..opts.harness.run.clone()
+            };
+            let engine = stack.engine_over(snapshot.clone(), learned.retriever.clone(), run_settings, None);
+            let mut tick = || {
+                done += 1;
+                progress(done, total);
+            };
+            run_method(method, &engine, llm, &mut tallies[mi], &mut scoring, &mut tick).await?;
+        }
+        let _ = replay.stop.send(());
+    }
+    report.seed_recall = seed_tallies.into_iter().map(SeedTally::finish).collect();
+    let names = || opts.harness.methods.iter().map(|m| m.name.as_str());
+    report.methods = names().zip(tallies.iter_mut()).map(|(m, t)| t.all.scores(m)).collect();
+    if !reworded.is_empty() {
+        for (m, t) in names().zip(tallies.iter_mut()) {
+            report.methods.push(t.as_written.scores(&format!("{m} · as written")));
+            report.methods.push(t.reworded.scores(&reworded_name(m)));
+        }
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tally::{flow_edges, overlap};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_limit_spreads_through_the_fold() {
+        let items: Vec<usize> = (0..10).collect();
+        assert_eq!(spread(&items, Some(3)), vec![0, 3, 6]);
+        assert_eq!(spread(&items, Some(10)), items);
+        assert_eq!(spread(&items, None), items);
+        assert_eq!(spread(&items[..0], Some(2)), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn flow_edges_and_overlap() {
+        let a = json!({"q": "x"}).as_object().unwrap().clone();
+        let b = json!({"lat": "$var1.coordinates.latitude$", "lon": "$var1.coordinates.longitude$"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let calls = vec![("var1".to_string(), "Loc".to_string(), &a), ("var2".to_string(), "Rent".to_string(), &b)];
+        assert_eq!(flow_edges(&calls), vec![("Loc".to_string(), "Rent".to_string())]);
+        assert_eq!(overlap(&["a", "a", "b"], &["a", "b", "b"]), 2);
+        let (s, t) = args_equal(
+            json!({"d": "2024-10-14", "n": 2}).as_object().unwrap(),
+            json!({"d": "2024-10-14", "n": "2", "x": 1}).as_object().unwrap(),
+        );
+        assert_eq!((s, t), (2, 2));
+    }
+}

@@ -1,0 +1,115 @@
+//! A run's detail row, and the report as a Markdown table.
+
+use super::{succeeded, ChainDetail, ChainReport, Gold};
+use toolgraph_engine::run::RunReport;
+
+pub(super) fn detail(
+    protocol: &crate::complexfuncbench::Protocol,
+    method: &str,
+    gold: &Gold,
+    r: &RunReport,
+) -> ChainDetail {
+    use toolgraph_engine::run::trace::TraceEvent;
+    let recall = r.trace.iter().find_map(|t| match t {
+        TraceEvent::Recall { score, replayed, .. } => Some((*score, *replayed)),
+        _ => None,
+    });
+    let recalled = r.trace.iter().find_map(|t| match t {
+        TraceEvent::Recall { request, .. } => Some(request.chars().take(300).collect()),
+        _ => None,
+    });
+    let first_failure = r.trace.iter().find_map(|t| match t {
+        TraceEvent::RecallFailed { reason } => Some(format!("replay: {reason}")),
+        TraceEvent::CallFailed { api, error, .. } => Some(format!("{api}: {error}")),
+        TraceEvent::NeedsInput { api, missing } => Some(format!("{api} needs {}", missing.join(", "))),
+        _ => None,
+    });
+    let paper = crate::complexfuncbench::score(protocol, gold, &crate::complexfuncbench::sent_calls(&r.trace));
+    ChainDetail {
+        paper_correct: paper.correct,
+        paper_first_error: paper.first_error,
+        paper_success: paper.success,
+        planner_calls: r.stats.planner_calls,
+        method: method.to_string(),
+        request: gold.request.chars().take(300).collect(),
+        gold: gold.calls.iter().map(|c| c.name.clone()).collect(),
+        planned: r.chain.iter().map(|c| c.name.clone()).collect(),
+        status: r.status.as_str().to_string(),
+        failed_calls: r.stats.failed_calls,
+        recall,
+        recalled,
+        first_failure,
+        success: succeeded(gold, r),
+        missing: r
+            .judgement
+            .as_ref()
+            .map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage))
+            .unwrap_or_default(),
+        // The run's plan is the last one it made (a remembered plan may have failed before it).
+        plan: r
+            .trace
+            .iter()
+            .rev()
+            .find_map(|t| match t {
+                TraceEvent::Plan { steps, .. } => {
+                    Some(steps.iter().map(|s| s.rsplit('/').next().unwrap_or(s).to_string()).collect())
+                }
+                _ => None,
+            })
+            .unwrap_or_default(),
+        plan_fallback: r
+            .trace
+            .iter()
+            .skip(r.trace.iter().rposition(|t| matches!(t, TraceEvent::Plan { .. })).unwrap_or(0))
+            .find_map(|t| match t {
+                TraceEvent::PlanFailed { step, reason } => Some(format!("step {step}: {reason}")),
+                _ => None,
+            }),
+    }
+}
+
+/// The name of a method's rows on the reworded requests.
+pub fn reworded_name(method: &str) -> String {
+    format!("{method} · reworded")
+}
+
+/// The report as a markdown table.
+pub fn markdown(r: &ChainReport) -> String {
+    let mut s = format!(
+        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 | API calls sent | gold calls |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.train_chains, r.test_chains, r.folds
+    );
+    for m in &r.methods {
+        s.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {:.1} | {:.1} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            m.method, m.call_precision, m.call_recall, m.call_f1, m.edge_f1, m.argument_accuracy, m.exact_match, m.success, m.answered, m.partial, m.gave_up, m.needs_input, m.answered_precision, m.answered_recall, m.recalled, m.planner_calls_mean, m.llm_calls_mean, m.plans_completed, m.engine_ms_p50, m.engine_ms_p99, m.retrieve_ms_p50, m.embed_ms_p50, m.sandbox_ms_p50, m.http_calls_mean, m.gold_calls_mean
+        ));
+    }
+    s.push_str(&crate::complexfuncbench::table(r));
+    if r.methods.iter().any(|m| m.llm_calls_mean > 0.0) {
+        s.push_str("\nLLM cost per request (ComplexFuncBench's protocol):\n\n| method | Overall Success | Overall Call Acc. | LLM calls | prompt tokens | completion tokens | seconds |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for m in &r.methods {
+            s.push_str(&format!(
+                "| {} | {:.2} | {:.2} | {:.1} | {:.0} | {:.0} | {:.1} |\n",
+                m.method,
+                100.0 * m.overall_success_rate,
+                100.0 * m.overall_call_acc,
+                m.llm_calls_mean,
+                m.llm_prompt_tokens_mean,
+                m.llm_completion_tokens_mean,
+                m.seconds_mean
+            ));
+        }
+    }
+    if !r.seed_recall.is_empty() {
+        s.push_str("\nSeed retrieval of the gold chains' APIs (held-out requests):\n\n| retrieval | usage weight | requests | recall@3 | recall@5 | recall@10 |\n|---|---:|---:|---:|---:|---:|\n");
+        for x in &r.seed_recall {
+            s.push_str(&format!(
+                "| {} | {:.2} | {} | {:.3} | {:.3} | {:.3} |\n",
+                x.retrieval, x.usage_weight, x.requests, x.recall_at_3, x.recall_at_5, x.recall_at_10
+            ));
+        }
+    }
+    s.push_str(&crate::report::skipped_md("record", &r.skipped));
+    s
+}
