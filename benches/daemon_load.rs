@@ -127,6 +127,33 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// The medians of every level and store, as a Markdown table.
+fn print_table(levels: &[usize], names: &[&str], results: &[Vec<Vec<Level>>]) {
+    println!("| clients | state store | requests | req/s | vs in-memory | p50 ms | p99 ms | errors | answered | partial | gave up | needs input |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (li, &clients) in levels.iter().enumerate() {
+        let base = median(results[li][0].iter().map(|l| l.rps).collect());
+        for (di, name) in names.iter().enumerate() {
+            let r = &results[li][di];
+            let rps = median(r.iter().map(|l| l.rps).collect());
+            let sum = |f: &dyn Fn(&Level) -> usize| r.iter().map(f).sum::<usize>();
+            println!(
+                "| {clients} | {} | {} | {rps:.0} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+                name,
+                sum(&|l| l.n),
+                rps / base,
+                median(r.iter().map(|l| l.p50).collect()),
+                median(r.iter().map(|l| l.p99).collect()),
+                sum(&|l| l.errors),
+                sum(&|l| l.outcomes[0]),
+                sum(&|l| l.outcomes[1]),
+                sum(&|l| l.outcomes[2]),
+                sum(&|l| l.outcomes[3]),
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
@@ -216,29 +243,8 @@ fn main() {
                 }
             }
         }
-        println!("| clients | state store | requests | req/s | vs in-memory | p50 ms | p99 ms | errors | answered | partial | gave up | needs input |");
-        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for (li, &clients) in levels.iter().enumerate() {
-            let base = median(results[li][0].iter().map(|l| l.rps).collect());
-            for (di, d) in daemons.iter().enumerate() {
-                let r = &results[li][di];
-                let rps = median(r.iter().map(|l| l.rps).collect());
-                let sum = |f: &dyn Fn(&Level) -> usize| r.iter().map(f).sum::<usize>();
-                println!(
-                    "| {clients} | {} | {} | {rps:.0} | {:.2} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
-                    d.0,
-                    sum(&|l| l.n),
-                    rps / base,
-                    median(r.iter().map(|l| l.p50).collect()),
-                    median(r.iter().map(|l| l.p99).collect()),
-                    sum(&|l| l.errors),
-                    sum(&|l| l.outcomes[0]),
-                    sum(&|l| l.outcomes[1]),
-                    sum(&|l| l.outcomes[2]),
-                    sum(&|l| l.outcomes[3]),
-                );
-            }
-        }
+        let names: Vec<&str> = daemons.iter().map(|d| d.0.as_str()).collect();
+        print_table(&levels, &names, &results);
         println!("RSS at the end: {:.0} MiB", rss_mib());
         let st = sb.stats();
         println!("sandbox: {}", serde_json::to_string(&st).unwrap_or_default());

@@ -458,6 +458,75 @@ pub fn sent_calls(trace: &[TraceEvent]) -> Vec<SentCall> {
     out
 }
 
+/// `mapping_call`: each predicted call of a turn paired with the golden call it is compared with
+/// (pred index, golden call): exact matches (or free calls) first, then the rest by similarity.
+fn map_turn(preds: &[Call], golden: &[usize], golden_calls: &[Call], free: &mut [(Call, bool)]) -> Vec<(usize, Call)> {
+    let mut pairs: Vec<(usize, Call)> = Vec::new();
+    let mut taken: HashSet<usize> = HashSet::new();
+    let mut remaining: Vec<usize> = Vec::new();
+    for (pi, p) in preds.iter().enumerate() {
+        if let Some(&gi) = golden.iter().find(|&&gi| !taken.contains(&gi) && golden_calls[gi].same_call(p)) {
+            taken.insert(gi);
+            pairs.push((pi, golden_calls[gi].clone()));
+        } else if let Some(slot) = free.iter_mut().find(|(f, _)| f.same_call(p)) {
+            slot.1 = true;
+            pairs.push((pi, slot.0.clone()));
+        } else {
+            remaining.push(pi);
+        }
+    }
+    let mut open: Vec<usize> = golden.iter().copied().filter(|gi| !taken.contains(gi)).collect();
+    let mut rest = remaining.clone();
+    while !rest.is_empty() && !open.is_empty() {
+        let mut best: Option<(f64, usize, usize)> = None;
+        for (ri, &pi) in rest.iter().enumerate() {
+            for (oi, &gi) in open.iter().enumerate() {
+                let s = similarity(&preds[pi], &golden_calls[gi]);
+                if best.is_none_or(|(b, _, _)| s > b) {
+                    best = Some((s, ri, oi));
+                }
+            }
+        }
+        let (_, ri, oi) = best.expect("both lists are non-empty");
+        let (pi, gi) = (rest.remove(ri), open.remove(oi));
+        pairs.push((pi, golden_calls[gi].clone()));
+    }
+    pairs
+}
+
+/// What `compare_turn_prediction` found in one turn.
+struct Turn {
+    errors: Vec<String>,
+    format_errors: usize,
+    matched: Vec<Call>,
+    successes: usize,
+}
+
+/// `compare_turn_prediction`: each pair compared (a format error is not counted either way).
+fn compare_turn(protocol: &Protocol, preds: &[Call], pairs: &[(usize, Call)], first: usize) -> Turn {
+    let mut errors: Vec<String> = Vec::new();
+    let mut format_errors = 0usize;
+    let mut matched: Vec<Call> = Vec::new();
+    let mut successes = 0usize;
+    for (pi, g) in pairs {
+        let p = &preds[*pi];
+        let label = format!("call {} ({})", first + pi, p.api);
+        if let Some(e) = protocol.format_error(p) {
+            format_errors += 1;
+            errors.push(format!("{label}: format error, not counted: {e}"));
+            continue;
+        }
+        match protocol.compare(p, g) {
+            Ok(()) => {
+                successes += 1;
+                matched.push(g.clone());
+            }
+            Err(e) => errors.push(format!("{label}: {e}")),
+        }
+    }
+    Turn { errors, format_errors, matched, successes }
+}
+
 /// Score a run that sent `sent`, one call at a time (each call a turn of its own).
 pub fn score(protocol: &Protocol, gold: &Gold, sent: &[SentCall]) -> SampleScore {
     let turns: Vec<Vec<SentCall>> = sent.iter().map(|c| vec![c.clone()]).collect();
@@ -514,59 +583,8 @@ pub fn score_turns(protocol: &Protocol, gold: &Gold, turns: &[Vec<SentCall>]) ->
         if golden.is_empty() {
             return fail(correct, format!("{at}: a call after every golden call was made (func_hallucination)"));
         }
-        // mapping_call: exact matches (or free calls), then the rest paired by similarity.
-        // (pred index, the golden call it is compared with)
-        let mut pairs: Vec<(usize, Call)> = Vec::new();
-        let mut taken: HashSet<usize> = HashSet::new();
-        let mut remaining: Vec<usize> = Vec::new();
-        for (pi, p) in preds.iter().enumerate() {
-            if let Some(&gi) = golden.iter().find(|&&gi| !taken.contains(&gi) && golden_calls[gi].same_call(p)) {
-                taken.insert(gi);
-                pairs.push((pi, golden_calls[gi].clone()));
-            } else if let Some(slot) = free.iter_mut().find(|(f, _)| f.same_call(p)) {
-                slot.1 = true;
-                pairs.push((pi, slot.0.clone()));
-            } else {
-                remaining.push(pi);
-            }
-        }
-        let mut open: Vec<usize> = golden.iter().copied().filter(|gi| !taken.contains(gi)).collect();
-        let mut rest = remaining.clone();
-        while !rest.is_empty() && !open.is_empty() {
-            let mut best: Option<(f64, usize, usize)> = None;
-            for (ri, &pi) in rest.iter().enumerate() {
-                for (oi, &gi) in open.iter().enumerate() {
-                    let s = similarity(&preds[pi], &golden_calls[gi]);
-                    if best.is_none_or(|(b, _, _)| s > b) {
-                        best = Some((s, ri, oi));
-                    }
-                }
-            }
-            let (_, ri, oi) = best.expect("both lists are non-empty");
-            let (pi, gi) = (rest.remove(ri), open.remove(oi));
-            pairs.push((pi, golden_calls[gi].clone()));
-        }
-        // compare_turn_prediction
-        let mut errors: Vec<String> = Vec::new();
-        let mut format_errors = 0usize;
-        let mut matched: Vec<Call> = Vec::new();
-        let mut successes = 0usize;
-        for (pi, g) in &pairs {
-            let p = &preds[*pi];
-            let label = format!("call {} ({})", first + pi, p.api);
-            if let Some(e) = protocol.format_error(p) {
-                format_errors += 1;
-                errors.push(format!("{label}: format error, not counted: {e}"));
-                continue;
-            }
-            match protocol.compare(p, g) {
-                Ok(()) => {
-                    successes += 1;
-                    matched.push(g.clone());
-                }
-                Err(e) => errors.push(format!("{label}: {e}")),
-            }
-        }
+        let pairs = map_turn(&preds, &golden, &golden_calls, &mut free);
+        let Turn { errors, format_errors, matched, successes } = compare_turn(protocol, &preds, &pairs, first);
         if successes == 0 && format_errors == 0 {
             let why = errors.first().cloned().unwrap_or_else(|| format!("{at}: matches no reachable golden call"));
             return fail(correct, why);

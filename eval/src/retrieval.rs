@@ -169,18 +169,11 @@ pub struct EvalOptions<'a> {
     pub graph: Option<(&'a toolgraph_schema::GraphSnapshot, f32)>,
 }
 
-/// Run the evaluation. `cache` keeps corpus embeddings between runs.
-pub async fn run(
+/// The tool docs and the labelled queries (a query file that does not load is an error).
+fn load(
     tools: &[PathBuf],
     query_files: &[PathBuf],
-    embedder: Arc<dyn Embedder>,
-    cache: &EmbeddingCache,
-    vectors: &dyn VectorStore,
-    options: EvalOptions<'_>,
-    progress: impl FnMut(usize),
-) -> Result<RetrievalReport, toolgraph_ingest::IngestError> {
-    let EvalOptions { lexical_weight, tool_boost: boost, graph } = options;
-    let started = Instant::now();
+) -> Result<(Catalog, Vec<EvalQuery>), toolgraph_ingest::IngestError> {
     let mut cat = Catalog::default();
     for t in tools {
         let l = catalog::load_tools(&mut cat, t, 1 << 26);
@@ -196,6 +189,35 @@ pub async fn run(
         }
         queries.extend(load_queries(q).map_err(|e| toolgraph_ingest::IngestError::Input(e.to_string()))?);
     }
+    Ok((cat, queries))
+}
+
+/// The graph prior keyed like the corpus (normalized tool + API names); no chosen tools yet at
+/// seed time, so only availability applies.
+fn graph_prior(g: &toolgraph_schema::GraphSnapshot) -> GraphPrior {
+    let mut p = GraphPrior::default();
+    for a in g.apis.values() {
+        if let Some(av) = a.availability() {
+            let tool = g.tools.get(&a.tool).map(|t| t.name.clone()).unwrap_or_else(|| a.tool.clone());
+            p.availability.insert(key(&tool, &a.name), av);
+        }
+    }
+    p
+}
+
+/// Run the evaluation. `cache` keeps corpus embeddings between runs.
+pub async fn run(
+    tools: &[PathBuf],
+    query_files: &[PathBuf],
+    embedder: Arc<dyn Embedder>,
+    cache: &EmbeddingCache,
+    vectors: &dyn VectorStore,
+    options: EvalOptions<'_>,
+    progress: impl FnMut(usize),
+) -> Result<RetrievalReport, toolgraph_ingest::IngestError> {
+    let EvalOptions { lexical_weight, tool_boost: boost, graph } = options;
+    let started = Instant::now();
+    let (cat, mut queries) = load(tools, query_files)?;
     let docs = corpus(&cat);
     let in_corpus: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
     let total_queries = queries.len();
@@ -230,19 +252,7 @@ pub async fn run(
     };
     let exact = ExactIndex::new(docs.clone(), &corpus_vectors);
     let mut hnsw_recall = Vec::new();
-    // The graph prior keyed like the corpus (normalized tool + API names); no chosen tools yet at
-    // seed time, so only availability applies.
-    let prior = graph.map(|(g, strength)| {
-        let mut p = GraphPrior::default();
-        for a in g.apis.values() {
-            if let Some(av) = a.availability() {
-                let tool = g.tools.get(&a.tool).map(|t| t.name.clone()).unwrap_or_else(|| a.tool.clone());
-                p.availability.insert(key(&tool, &a.name), av);
-            }
-        }
-        (p, strength)
-    });
-
+    let prior = graph.map(|(g, strength)| (graph_prior(g), strength));
     // Warm-up (page in the index files, fill caches): latencies are steady-state, like a daemon's.
     for q in queries.iter().take(20) {
         let v = embedder.embed(vec![q.text.clone()]).await?;

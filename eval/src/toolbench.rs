@@ -207,6 +207,95 @@ pub struct ToolBenchOptions {
     pub harness: HarnessOptions,
 }
 
+/// One fold's graph, API vectors and retriever, learned from the training answer files.
+async fn learn_fold(
+    fold: &std::path::Path,
+    train: Vec<PathBuf>,
+    tools_path: &std::path::Path,
+    settings: &Settings,
+    embedder: &Arc<dyn Embedder>,
+    cache: Option<&toolgraph_engine::retrieval::cache::EmbeddingCache>,
+) -> Result<(Arc<dyn GraphStore>, Arc<dyn toolgraph_engine::vector::VectorStore>, Arc<Retriever>), IngestError> {
+    let store: Arc<dyn GraphStore> =
+        Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
+    store.setup().await?;
+    let learner = pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
+    pipeline::ingest(
+        store.clone(),
+        Inputs { toolbench: train, tools: vec![tools_path.to_path_buf()], learner: Some(learner), ..Inputs::default() },
+        settings,
+        Arc::new(NoProgress),
+    )
+    .await?;
+    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
+        uri: format!("embedded:{}", fold.join("vectors").display()),
+        ..settings.vectors.clone()
+    })?;
+    index_graph(
+        store.as_ref(),
+        vectors.as_ref(),
+        embedder.as_ref(),
+        cache,
+        settings.retrieval.index_chunk,
+        false,
+        |_, _| {},
+    )
+    .await?;
+    let retriever =
+        Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
+    Ok((store, vectors, retriever))
+}
+
+/// The recorded observations of one query, on the routes of the APIs they came from.
+fn recordings_of(
+    a: &AnswerFile,
+    catalog: &Catalog,
+    snapshot: &toolgraph_schema::GraphSnapshot,
+    skipped: &mut Vec<String>,
+) -> Vec<Recording> {
+    let mut recs = Vec::new();
+    for act in &a.actions {
+        let id = match catalog.resolve_function(&act.function, &a.tools) {
+            Resolution::Found(id) => id,
+            Resolution::Ambiguous(ids) => ids[0].clone(),
+            Resolution::Unknown => {
+                skipped.push(format!("{}: `{}` matches no documented API", a.path.display(), act.function));
+                continue;
+            }
+        };
+        let Some(node) = snapshot.apis.get(&id).filter(|n| !n.url.is_empty()) else { continue };
+        let route = node.url.split_once("://").map(|(_, r)| r).unwrap_or(&node.url).to_string();
+        recs.push(Recording {
+            api: node.name.clone(),
+            route,
+            required: node.required.clone(),
+            arguments: act.arguments.clone(),
+            response: act.observation.clone(),
+        });
+    }
+    recs
+}
+
+/// Per method: queries, answered, partial, gave up; replayed calls and calls per query.
+type Tally = (usize, usize, usize, usize, Vec<f64>, Vec<f64>);
+
+fn scores(methods: &[crate::chains::EvalMethod], tallies: &[Tally]) -> Vec<ToolBenchScores> {
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    methods
+        .iter()
+        .zip(tallies)
+        .map(|(m, t)| ToolBenchScores {
+            method: m.name.clone(),
+            queries: t.0,
+            pass_rate: t.1 as f64 / t.0.max(1) as f64,
+            partial: t.2,
+            gave_up: t.3,
+            replayed_calls_mean: mean(&t.4),
+            http_calls_mean: mean(&t.5),
+        })
+        .collect()
+}
+
 /// Re-plan every answer file's query held-out and execute it against its recorded observations.
 pub async fn run(
     opts: &ToolBenchOptions,
@@ -235,8 +324,6 @@ pub async fn run(
     report.recorded_pass_rate = files.iter().filter(|f| f.answered).count() as f64 / files.len().max(1) as f64;
     let cache = opts.harness.open_cache()?;
     let k = opts.harness.folds.max(2).min(files.len().max(2));
-    // Per method: queries, answered, partial, gave up; replayed calls and calls per query.
-    type Tally = (usize, usize, usize, usize, Vec<f64>, Vec<f64>);
     let mut tallies: Vec<Tally> = opts.harness.methods.iter().map(|_| Default::default()).collect();
     let total = (0..k)
         .map(|f| (0..files.len()).filter(|i| i % k == f).take(opts.harness.limit.unwrap_or(usize::MAX)).count())
@@ -258,33 +345,8 @@ pub async fn run(
             files.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, a)| a.path.clone()).collect();
         let fold = dir.path().join(format!("fold{f}"));
         std::fs::create_dir_all(&fold).map_err(|e| IngestError::Input(format!("{}: {e}", fold.display())))?;
-        let store: Arc<dyn GraphStore> =
-            Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
-        store.setup().await?;
-        let learner = pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
-        pipeline::ingest(
-            store.clone(),
-            Inputs { toolbench: train, tools: vec![tools_path.clone()], learner: Some(learner), ..Inputs::default() },
-            settings,
-            Arc::new(NoProgress),
-        )
-        .await?;
-        let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
-            uri: format!("embedded:{}", fold.join("vectors").display()),
-            ..settings.vectors.clone()
-        })?;
-        index_graph(
-            store.as_ref(),
-            vectors.as_ref(),
-            embedder.as_ref(),
-            cache.as_ref(),
-            settings.retrieval.index_chunk,
-            false,
-            |_, _| {},
-        )
-        .await?;
-        let retriever =
-            Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
+        let (store, vectors, retriever) =
+            learn_fold(&fold, train, &tools_path, settings, &embedder, cache.as_ref()).await?;
         let snapshot = Arc::new(store.snapshot().await?);
         // Memory stays off (use_memory: false); the executor is each query's own.
         let mut stack = Stack::over(
@@ -298,31 +360,7 @@ pub async fn run(
         .with_planner(opts.harness.planner());
         let catalog = Catalog::from_snapshot(&snapshot);
         for a in &test {
-            // The recorded observations of this query, on the routes of the APIs they came from.
-            let mut recs = Vec::new();
-            for act in &a.actions {
-                let id = match catalog.resolve_function(&act.function, &a.tools) {
-                    Resolution::Found(id) => id,
-                    Resolution::Ambiguous(ids) => ids[0].clone(),
-                    Resolution::Unknown => {
-                        report.skipped.push(format!(
-                            "{}: `{}` matches no documented API",
-                            a.path.display(),
-                            act.function
-                        ));
-                        continue;
-                    }
-                };
-                let Some(node) = snapshot.apis.get(&id).filter(|n| !n.url.is_empty()) else { continue };
-                let route = node.url.split_once("://").map(|(_, r)| r).unwrap_or(&node.url).to_string();
-                recs.push(Recording {
-                    api: node.name.clone(),
-                    route,
-                    required: node.required.clone(),
-                    arguments: act.arguments.clone(),
-                    response: act.observation.clone(),
-                });
-            }
+            let recs = recordings_of(a, &catalog, &snapshot, &mut report.skipped);
             let sb = Sandbox::new(Library::new(recs), Faults::default());
             let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone())
                 .await
@@ -368,22 +406,7 @@ pub async fn run(
             let _ = stop.send(());
         }
     }
-    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-    report.methods = opts
-        .harness
-        .methods
-        .iter()
-        .zip(&tallies)
-        .map(|(m, t)| ToolBenchScores {
-            method: m.name.clone(),
-            queries: t.0,
-            pass_rate: t.1 as f64 / t.0.max(1) as f64,
-            partial: t.2,
-            gave_up: t.3,
-            replayed_calls_mean: mean(&t.4),
-            http_calls_mean: mean(&t.5),
-        })
-        .collect();
+    report.methods = scores(&opts.harness.methods, &tallies);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }

@@ -258,6 +258,61 @@ impl FunctionResolver<'_> {
     }
 }
 
+/// A call of the chosen path, with what came back.
+struct PathCall {
+    name: String,
+    args: String,
+    error: Option<String>,
+    response: Option<String>,
+}
+
+/// The calls of the chosen path (the last list of train_messages) and how it finished.
+fn chosen_path(path_msgs: &[Message]) -> (Vec<PathCall>, Option<String>) {
+    let mut calls: Vec<PathCall> = Vec::new();
+    let mut finish: Option<String> = None;
+    for m in path_msgs {
+        match (m.role.as_str(), &m.function_call) {
+            ("assistant", Some(fc)) if fc.name == FINISH => {
+                let args = text(&fc.arguments);
+                let rt = serde_json::from_str::<Value>(&args)
+                    .ok()
+                    .and_then(|v| v.get("return_type").and_then(Value::as_str).map(str::to_string))
+                    .unwrap_or_else(
+                        || if args.contains("give_answer") { "give_answer".into() } else { "give_up".into() },
+                    );
+                finish = Some(rt);
+            }
+            ("assistant", Some(fc)) => calls.push(PathCall {
+                name: fc.name.clone(),
+                args: canonical_args(&text(&fc.arguments)),
+                error: None,
+                response: None,
+            }),
+            ("function", _) => {
+                if let Some(last) = calls.last_mut().filter(|c| c.error.is_none()) {
+                    let content = text(&m.content);
+                    last.error = Some(observation_error(&content));
+                    last.response = Some(content);
+                }
+            }
+            _ => {}
+        }
+    }
+    (calls, finish)
+}
+
+/// A path call's status code when no attempt recorded one: 0 without an error, 1 for an unknown
+/// function name, else unknown.
+fn code_of_error(error: &str) -> Option<i64> {
+    if error.is_empty() {
+        Some(0)
+    } else if error.starts_with("No such function name") {
+        Some(1)
+    } else {
+        None
+    }
+}
+
 /// Import one ToolBench answer file (DFSDT `tree` or CoT `trys`).
 pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: &mut Sink) -> Option<Contribution> {
     sink.tally.runs_read += 1;
@@ -305,42 +360,7 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
 
     // The chosen path: the last list of train_messages.
     let path_msgs: &[Message] = ag.train_messages.last().map(Vec::as_slice).unwrap_or(&[]);
-    struct PathCall {
-        name: String,
-        args: String,
-        error: Option<String>,
-        response: Option<String>,
-    }
-    let mut calls: Vec<PathCall> = Vec::new();
-    let mut finish: Option<String> = None;
-    for m in path_msgs {
-        match (m.role.as_str(), &m.function_call) {
-            ("assistant", Some(fc)) if fc.name == FINISH => {
-                let args = text(&fc.arguments);
-                let rt = serde_json::from_str::<Value>(&args)
-                    .ok()
-                    .and_then(|v| v.get("return_type").and_then(Value::as_str).map(str::to_string))
-                    .unwrap_or_else(
-                        || if args.contains("give_answer") { "give_answer".into() } else { "give_up".into() },
-                    );
-                finish = Some(rt);
-            }
-            ("assistant", Some(fc)) => calls.push(PathCall {
-                name: fc.name.clone(),
-                args: canonical_args(&text(&fc.arguments)),
-                error: None,
-                response: None,
-            }),
-            ("function", _) => {
-                if let Some(last) = calls.last_mut().filter(|c| c.error.is_none()) {
-                    let content = text(&m.content);
-                    last.error = Some(observation_error(&content));
-                    last.response = Some(content);
-                }
-            }
-            _ => {}
-        }
-    }
+    let (calls, finish) = chosen_path(path_msgs);
 
     let answered = ag.valid_data && finish.as_deref() == Some("give_answer");
     if !answered {
@@ -354,15 +374,7 @@ pub fn toolbench_answer(path: &Path, bytes: &[u8], catalog: &mut Catalog, sink: 
     let mut example = Example { request: ag.query.clone().unwrap_or_default(), calls: Vec::new() };
     for (i, c) in calls.iter().enumerate() {
         let error = c.error.clone().unwrap_or_default();
-        let code = codes.get(&(c.name.clone(), c.args.clone())).copied().or_else(|| {
-            if error.is_empty() {
-                Some(0)
-            } else if error.starts_with("No such function name") {
-                Some(1)
-            } else {
-                None
-            }
-        });
+        let code = codes.get(&(c.name.clone(), c.args.clone())).copied().or_else(|| code_of_error(&error));
         match code {
             Some(0) if error.is_empty() => {}
             Some(0) | None => {

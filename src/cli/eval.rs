@@ -223,44 +223,7 @@ impl HowArgs {
 pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
     match cmd {
         EvalCmd::Retrieval { tools, queries, report, cache, vectors } => {
-            let s = load_settings(cli)?;
-            let embedder = load_embedder(&s).await?;
-            let cache_path = cache.clone().unwrap_or_else(|| {
-                PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache })
-            });
-            let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(&cache_path)?;
-            let store = toolgraph_engine::adapters::qdrant_edge::EdgeVectorStore::open(vectors, s.vectors.hnsw_ef)?;
-            // `--store` given: also measure hybrid+graph with that graph's prior.
-            let graph = match &cli.store {
-                Some(_) => Some(open_store(&s).await?.node_snapshot().await?),
-                None => None,
-            };
-            let mut last = Instant::now();
-            let r = toolgraph_eval::retrieval::run(
-                tools,
-                queries,
-                embedder,
-                &cache,
-                &store,
-                toolgraph_eval::retrieval::EvalOptions {
-                    lexical_weight: s.retrieval.lexical_weight,
-                    tool_boost: s.retrieval.tool_boost,
-                    graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)),
-                },
-                |n| {
-                    if last.elapsed() >= Duration::from_secs(5) {
-                        tracing::info!("embedded {n} corpus texts");
-                        last = Instant::now();
-                    }
-                },
-            )
-            .await?;
-            write_json(report, &r)?;
-            let md = toolgraph_eval::retrieval::markdown(&r);
-            std::fs::write(report.with_extension("md"), &md)?;
-            std::fs::write(report.with_extension("svg"), toolgraph_eval::retrieval::recall_svg(&r))?;
-            println!("{md}");
-            Ok(ExitCode::SUCCESS)
+            retrieval(cli, tools, queries, report, cache.as_deref(), vectors).await
         }
         EvalCmd::Chains { train, test, spec, report, how, subtask_retrieval, reworded, reworded_only } => {
             let s = how.settings(load_settings(cli)?);
@@ -305,25 +268,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{}", toolgraph_eval::chains::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::Score { chains, spec, predictions, report } => {
-            let specs = toolgraph_ingest::complexfuncbench::read_specs(spec, 1 << 30)
-                .with_context(|| format!("reading {}", spec.display()))?;
-            let chains = toolgraph_ingest::complexfuncbench::read_chains(chains, 1 << 30)
-                .with_context(|| format!("reading {}", chains.display()))?;
-            let r = toolgraph_eval::predictions::score_file(&chains, &specs, predictions)
-                .with_context(|| format!("reading {}", predictions.display()))?;
-            if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            }
-            write_json(report, &r)?;
-            let md = toolgraph_eval::predictions::markdown(&r);
-            std::fs::write(report.with_extension("md"), &md)?;
-            println!("{md}");
-            for e in &r.skipped {
-                eprintln!("skipped: {}: {e}", predictions.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        EvalCmd::Score { chains, spec, predictions, report } => score(chains, spec, predictions, report),
         EvalCmd::Nestful { data, report, how } => {
             let s = how.settings(load_settings(cli)?);
             let r = nestful(&s, data, report, how).await?;
@@ -348,56 +293,129 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
             println!("{}", toolgraph_eval::toolbench::markdown(&r));
             Ok(ExitCode::SUCCESS)
         }
-        EvalCmd::All { data, out, how } => {
-            if how.methods.iter().any(|m| m == toolgraph_eval::chains::LLM_DIRECT) {
-                anyhow::bail!("--methods {}: `eval all` runs benchmarks that compare the engine's methods only; run the model-alone baseline with `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
-            }
-            let s = how.settings(load_settings(cli)?);
-            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-            let started = Instant::now();
-            let cfb_dir = data.join("complexfuncbench");
-            let cfb = chains(
-                &s,
-                ChainsJob {
-                    train: cfb_dir.join("data.json.gz"),
-                    test: None,
-                    spec: cfb_dir.join("spec.json.gz"),
-                    reworded: None,
-                    reworded_only: false,
-                    report: &out.join("complexfuncbench.json"),
-                    how,
-                    run: how.run_settings(&s),
-                },
-            )
-            .await?;
-            let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
-            let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
-            let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
-            let tbx = toolbench(
-                &s,
-                &data.join("toolbench/answer"),
-                &data.join("toolenv/tools.jsonl.gz"),
-                &out.join("toolbench.json"),
-                how,
-            )
-            .await?;
-            let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner.name(), started.elapsed().as_secs_f64());
-            md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
-            md.push('\n');
-            md.push_str(&toolgraph_eval::nestful::markdown(&nf));
-            md.push('\n');
-            md.push_str(&toolgraph_eval::taskbench::markdown(&tb));
-            md.push('\n');
-            md.push_str(&toolgraph_eval::apibank::markdown(&ab));
-            md.push('\n');
-            md.push_str(&toolgraph_eval::toolbench::markdown(&tbx));
-            std::fs::write(out.join("report.md"), &md)?;
-            std::fs::write(out.join("report.svg"), toolgraph_eval::report::svg(&panels(&cfb, &nf, &tb, &ab, &tbx)))?;
-            println!("{md}");
-            eprintln!("report: {}", out.join("report.md").display());
-            Ok(ExitCode::SUCCESS)
-        }
+        EvalCmd::All { data, out, how } => all(cli, data, out, how).await,
     }
+}
+
+/// `eval retrieval`: seed-tool retrieval against labelled queries.
+async fn retrieval(
+    cli: &Cli,
+    tools: &[PathBuf],
+    queries: &[PathBuf],
+    report: &Path,
+    cache: Option<&Path>,
+    vectors: &Path,
+) -> Result<ExitCode> {
+    let s = load_settings(cli)?;
+    let embedder = load_embedder(&s).await?;
+    let cache_path = cache.map(Path::to_path_buf).unwrap_or_else(|| {
+        PathBuf::from(if s.embed.cache.is_empty() { ".tgdata/embeddings.redb" } else { &s.embed.cache })
+    });
+    let cache = toolgraph_engine::retrieval::cache::EmbeddingCache::open(&cache_path)?;
+    let store = toolgraph_engine::adapters::qdrant_edge::EdgeVectorStore::open(vectors, s.vectors.hnsw_ef)?;
+    // `--store` given: also measure hybrid+graph with that graph's prior.
+    let graph = match &cli.store {
+        Some(_) => Some(open_store(&s).await?.node_snapshot().await?),
+        None => None,
+    };
+    let mut last = Instant::now();
+    let r = toolgraph_eval::retrieval::run(
+        tools,
+        queries,
+        embedder,
+        &cache,
+        &store,
+        toolgraph_eval::retrieval::EvalOptions {
+            lexical_weight: s.retrieval.lexical_weight,
+            tool_boost: s.retrieval.tool_boost,
+            graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)),
+        },
+        |n| {
+            if last.elapsed() >= Duration::from_secs(5) {
+                tracing::info!("embedded {n} corpus texts");
+                last = Instant::now();
+            }
+        },
+    )
+    .await?;
+    write_json(report, &r)?;
+    let md = toolgraph_eval::retrieval::markdown(&r);
+    std::fs::write(report.with_extension("md"), &md)?;
+    std::fs::write(report.with_extension("svg"), toolgraph_eval::retrieval::recall_svg(&r))?;
+    println!("{md}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `eval score`: anyone's predictions scored against the gold chains.
+fn score(chains: &Path, spec: &Path, predictions: &Path, report: &Path) -> Result<ExitCode> {
+    let specs = toolgraph_ingest::complexfuncbench::read_specs(spec, 1 << 30)
+        .with_context(|| format!("reading {}", spec.display()))?;
+    let chains = toolgraph_ingest::complexfuncbench::read_chains(chains, 1 << 30)
+        .with_context(|| format!("reading {}", chains.display()))?;
+    let r = toolgraph_eval::predictions::score_file(&chains, &specs, predictions)
+        .with_context(|| format!("reading {}", predictions.display()))?;
+    if let Some(dir) = report.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    write_json(report, &r)?;
+    let md = toolgraph_eval::predictions::markdown(&r);
+    std::fs::write(report.with_extension("md"), &md)?;
+    println!("{md}");
+    for e in &r.skipped {
+        eprintln!("skipped: {}: {e}", predictions.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `eval all`: every benchmark, one report.
+async fn all(cli: &Cli, data: &Path, out: &Path, how: &HowArgs) -> Result<ExitCode> {
+    if how.methods.iter().any(|m| m == toolgraph_eval::chains::LLM_DIRECT) {
+        anyhow::bail!("--methods {}: `eval all` runs benchmarks that compare the engine's methods only; run the model-alone baseline with `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
+    }
+    let s = how.settings(load_settings(cli)?);
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let started = Instant::now();
+    let cfb_dir = data.join("complexfuncbench");
+    let cfb = chains(
+        &s,
+        ChainsJob {
+            train: cfb_dir.join("data.json.gz"),
+            test: None,
+            spec: cfb_dir.join("spec.json.gz"),
+            reworded: None,
+            reworded_only: false,
+            report: &out.join("complexfuncbench.json"),
+            how,
+            run: how.run_settings(&s),
+        },
+    )
+    .await?;
+    let nf = nestful(&s, &data.join("nestful_v1"), &out.join("nestful.json"), how).await?;
+    let tb = taskbench(&s, &data.join("taskbench"), &out.join("taskbench.json"), how).await?;
+    let ab = apibank(&s, &data.join("apibank"), &out.join("apibank.json"), how).await?;
+    let tbx = toolbench(
+        &s,
+        &data.join("toolbench/answer"),
+        &data.join("toolenv/tools.jsonl.gz"),
+        &out.join("toolbench.json"),
+        how,
+    )
+    .await?;
+    let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner.name(), started.elapsed().as_secs_f64());
+    md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
+    md.push('\n');
+    md.push_str(&toolgraph_eval::nestful::markdown(&nf));
+    md.push('\n');
+    md.push_str(&toolgraph_eval::taskbench::markdown(&tb));
+    md.push('\n');
+    md.push_str(&toolgraph_eval::apibank::markdown(&ab));
+    md.push('\n');
+    md.push_str(&toolgraph_eval::toolbench::markdown(&tbx));
+    std::fs::write(out.join("report.md"), &md)?;
+    std::fs::write(out.join("report.svg"), toolgraph_eval::report::svg(&panels(&cfb, &nf, &tb, &ab, &tbx)))?;
+    println!("{md}");
+    eprintln!("report: {}", out.join("report.md").display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The headline metric of each benchmark: toolgraph's methods and the published rows.

@@ -233,6 +233,63 @@ fn push(out: &mut Vec<Requirement>, kind: Kind, value: String, covered_by: Optio
     }
 }
 
+/// Requirements of one call per item: per compared option, for each item of a list the request
+/// asks about, and as many calls as the options it counts.
+fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<Requirement>) {
+    if let Some(last) = ctx.path.last() {
+        if compares(&ctx.request) {
+            let calls: Vec<usize> =
+                ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
+            let distinct =
+                calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
+            let by = (distinct >= 2).then(|| last.label.clone());
+            push(out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
+        }
+    } else if compares(&ctx.request) {
+        push(out, Kind::Each, "a call per compared option".into(), None);
+    }
+    // "For each of them": the last API once per item of the list it reads from (at most as many
+    // items as a plan may loop over).
+    if let (true, Some(last)) = (asks_for_every_item(&ctx.request), ctx.path.last()) {
+        if let Some((label, path, _)) = item_reference(last) {
+            let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+            let list = ctx.path.iter().find(|s| s.label == label).and_then(|s| refs::lookup(&s.response, &parts));
+            if let Some(Value::Array(items)) = list {
+                let want = items.len().min(super::program::MAX_ITEMS);
+                let read: std::collections::HashSet<usize> = ctx
+                    .path
+                    .iter()
+                    .filter(|s| s.api.id == last.api.id)
+                    .filter_map(item_reference)
+                    .filter(|(l, p, _)| *l == label && *p == path)
+                    .map(|(_, _, i)| i)
+                    .collect();
+                let by = (read.len() >= want).then(|| last.label.clone());
+                push(
+                    out,
+                    Kind::Each,
+                    format!("a call of {} for each of the {want} items asked about", last.api.name),
+                    by,
+                );
+            }
+        }
+    }
+    // A count of options the request names for an API recorded runs call once per option ("find
+    // three hotels … the details of each"): that many calls of it.
+    if let Some(model) = ctx.args.as_deref() {
+        let mut seen = std::collections::HashSet::new();
+        for s in &ctx.path {
+            if !seen.insert(s.api.id.as_str()) || !model.per_option(&s.api.id, &s.api.params) {
+                continue;
+            }
+            let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
+            let calls: Vec<&super::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
+            let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
+            push(out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
+        }
+    }
+}
+
 /// The requirements of `ctx.request` and which call of the path covers each.
 pub fn assess(ctx: &Context) -> Vec<Requirement> {
     let sent = sent_arguments(ctx);
@@ -328,58 +385,7 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
             push(&mut out, Kind::Completion, format!("observed chains go on after {}", s.api.name), None);
         }
     }
-    if let Some(last) = ctx.path.last() {
-        if compares(&ctx.request) {
-            let calls: Vec<usize> =
-                ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
-            let distinct =
-                calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
-            let by = (distinct >= 2).then(|| last.label.clone());
-            push(&mut out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
-        }
-    } else if compares(&ctx.request) {
-        push(&mut out, Kind::Each, "a call per compared option".into(), None);
-    }
-    // "For each of them": the last API once per item of the list it reads from (at most as many
-    // items as a plan may loop over).
-    if let (true, Some(last)) = (asks_for_every_item(&ctx.request), ctx.path.last()) {
-        if let Some((label, path, _)) = item_reference(last) {
-            let parts: Vec<&str> = path.iter().map(String::as_str).collect();
-            let list = ctx.path.iter().find(|s| s.label == label).and_then(|s| refs::lookup(&s.response, &parts));
-            if let Some(Value::Array(items)) = list {
-                let want = items.len().min(super::program::MAX_ITEMS);
-                let read: std::collections::HashSet<usize> = ctx
-                    .path
-                    .iter()
-                    .filter(|s| s.api.id == last.api.id)
-                    .filter_map(item_reference)
-                    .filter(|(l, p, _)| *l == label && *p == path)
-                    .map(|(_, _, i)| i)
-                    .collect();
-                let by = (read.len() >= want).then(|| last.label.clone());
-                push(
-                    &mut out,
-                    Kind::Each,
-                    format!("a call of {} for each of the {want} items asked about", last.api.name),
-                    by,
-                );
-            }
-        }
-    }
-    // A count of options the request names for an API recorded runs call once per option ("find
-    // three hotels … the details of each"): that many calls of it.
-    if let Some(model) = ctx.args.as_deref() {
-        let mut seen = std::collections::HashSet::new();
-        for s in &ctx.path {
-            if !seen.insert(s.api.id.as_str()) || !model.per_option(&s.api.id, &s.api.params) {
-                continue;
-            }
-            let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
-            let calls: Vec<&super::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
-            let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
-            push(&mut out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
-        }
-    }
+    each_requirements(ctx, &sent, &mut out);
     for (name, fields) in asked_quantities(&ctx.request) {
         let by = ctx.path.iter().rev().find(|s| {
             let mut ks = Vec::new();

@@ -219,6 +219,28 @@ fn is_text_param(lower_name: &str) -> bool {
     )
 }
 
+/// A repeated call takes a parameter from where the earlier call of that API took it (the
+/// second rental search reads the same location as the first) — or, one call per option,
+/// from the next element of the list it read (the second hotel's id), or from the newest
+/// producer no call of it read yet (the second hotel's details call).
+fn repeated_source(ctx: &Context, api: &ApiView, param: &str, options: Option<usize>) -> Option<(String, String)> {
+    let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(param) {
+        Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => {
+            Some((label.clone(), path.clone()))
+        }
+        _ => None,
+    });
+    let repeat_kind = options.and_then(|_| ctx.args.as_deref()?.repeat_of(&api.id, param));
+    match (earlier, repeat_kind) {
+        (Some((label, path)), Some(Repeat::Next)) => {
+            let next = next_item(ctx, api, param, &label, &path).unwrap_or(path);
+            Some((label, next))
+        }
+        (Some((label, path)), Some(Repeat::Newest)) => Some(newest_producer(ctx, api, param).unwrap_or((label, path))),
+        (earlier, _) => earlier,
+    }
+}
+
 /// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
 pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
     let mut out = Filled::default();
@@ -233,27 +255,7 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             out.sources.insert(p.name.clone(), ArgSource::Given);
             continue;
         }
-        // A repeated call takes a parameter from where the earlier call of that API took it (the
-        // second rental search reads the same location as the first) — or, one call per option,
-        // from the next element of the list it read (the second hotel's id), or from the newest
-        // producer no call of it read yet (the second hotel's details call).
-        let earlier = ctx.path.iter().rev().filter(|s| s.api.id == api.id).find_map(|s| match s.sources.get(&p.name) {
-            Some(ArgSource::Output { label, path }) if ctx.path.iter().any(|x| &x.label == label) => {
-                Some((label.clone(), path.clone()))
-            }
-            _ => None,
-        });
-        let repeat_kind = options.and_then(|_| ctx.args.as_deref()?.repeat_of(&api.id, &p.name));
-        let earlier = match (earlier, repeat_kind) {
-            (Some((label, path)), Some(Repeat::Next)) => {
-                let next = next_item(ctx, api, &p.name, &label, &path).unwrap_or(path);
-                Some((label, next))
-            }
-            (Some((label, path)), Some(Repeat::Newest)) => {
-                Some(newest_producer(ctx, api, &p.name).unwrap_or((label, path)))
-            }
-            (earlier, _) => earlier,
-        };
+        let earlier = repeated_source(ctx, api, &p.name, options);
         if let Some((label, path)) = earlier {
             out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });

@@ -45,6 +45,25 @@ pub fn skeleton(fields: &[String], label: &str) -> Value {
     Value::Object(root)
 }
 
+/// A call that failed or was refused: remembered (`failed`: the call's key and why) so that it is
+/// not sent again, a dead end for the planner, and a `call_failed` event. Always `false`.
+async fn call_failed(
+    st: &mut RunState<'_>,
+    api: &str,
+    arguments: Map<String, Value>,
+    failed: Option<(String, String)>,
+    reason: String,
+    error: CallError,
+    sent: Option<Map<String, Value>>,
+) -> bool {
+    if let Some((key, why)) = failed {
+        st.failed.insert(key, why);
+    }
+    st.ctx.dead_ends.push(DeadEnd { api: api.to_string(), arguments: arguments.clone(), reason });
+    st.emit(TraceEvent::CallFailed { api: api.to_string(), arguments, error, sent }).await;
+    false
+}
+
 impl Engine {
     /// Send one call; push it on the path when it succeeds with a usable response.
     pub(super) async fn execute(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled) -> bool {
@@ -64,14 +83,7 @@ impl Engine {
         let key = call_key(&api.id, &resolved);
         if let Some(earlier) = st.failed.get(&key).cloned() {
             let error = CallError::Repeated { earlier };
-            st.ctx.dead_ends.push(DeadEnd {
-                api: api.id.clone(),
-                arguments: filled.arguments.clone(),
-                reason: error.to_string(),
-            });
-            st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
-                .await;
-            return false;
+            return call_failed(st, &api.id, filled.arguments, None, error.to_string(), error, None).await;
         }
         if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
             let call = PendingCall { api: api.id.clone(), name: api.name.clone(), arguments: resolved };
@@ -80,15 +92,8 @@ impl Engine {
             st.emit(TraceEvent::Approval { api: api.id.clone(), decision: decision.clone() }).await;
             if let ApprovalDecision::Rejected { by, reason } = decision {
                 let error = CallError::NotApproved { by, reason };
-                st.failed.insert(key, error.to_string());
-                st.ctx.dead_ends.push(DeadEnd {
-                    api: api.id.clone(),
-                    arguments: filled.arguments.clone(),
-                    reason: error.to_string(),
-                });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
-                    .await;
-                return false;
+                let failed = Some((key, error.to_string()));
+                return call_failed(st, &api.id, filled.arguments, failed, error.to_string(), error, None).await;
             }
         }
         st.emit(TraceEvent::Call {
@@ -125,35 +130,17 @@ impl Engine {
                 st.stats.failed_calls += 1;
                 // Refused before sending for its arguments (invalid, unresolvable): the same
                 // arguments would be refused again; sent and failed: likewise not sent twice.
-                st.failed.insert(key, error.to_string());
-                st.ctx.dead_ends.push(DeadEnd {
-                    api: api.id.clone(),
-                    arguments: filled.arguments.clone(),
-                    reason: error.to_string(),
-                });
-                st.emit(TraceEvent::CallFailed { api: api.id.clone(), arguments: filled.arguments, error, sent: None })
-                    .await;
-                return false;
+                let failed = Some((key, error.to_string()));
+                return call_failed(st, &api.id, filled.arguments, failed, error.to_string(), error, None).await;
             }
         };
         // An error-shaped response is a failed call; an empty one goes on the path, where the
         // judgement finds it and reflection resumes from it.
         if let Some(problem) = crate::exec::response_problem(&outcome.response) {
             st.stats.failed_calls += 1;
-            st.failed.insert(key, problem.chars().take(200).collect());
-            st.ctx.dead_ends.push(DeadEnd {
-                api: api.id.clone(),
-                arguments: filled.arguments.clone(),
-                reason: problem.clone(),
-            });
-            st.emit(TraceEvent::CallFailed {
-                api: api.id.clone(),
-                arguments: filled.arguments,
-                error: CallError::Rejected { status: outcome.status, body: problem },
-                sent: Some(outcome.arguments),
-            })
-            .await;
-            return false;
+            let failed = Some((key, problem.chars().take(200).collect()));
+            let error = CallError::Rejected { status: outcome.status, body: problem.clone() };
+            return call_failed(st, &api.id, filled.arguments, failed, problem, error, Some(outcome.arguments)).await;
         }
         let next_params: Vec<String> = self
             .graph

@@ -97,6 +97,26 @@ impl Engine {
         self.conclude_with(st, ended, meaning, recalled, &self.settings).await
     }
 
+    /// The long-term memory of a run judged complete: its chain, and its arguments for the
+    /// argument model.
+    async fn remember_run(&self, st: &RunState<'_>, meaning: &[f32]) -> Result<()> {
+        if let Some(mem) = &self.memory {
+            let chain: Vec<MemoryStep> = st
+                .ctx
+                .path
+                .iter()
+                .map(|s| MemoryStep {
+                    api: s.api.id.clone(),
+                    arguments: s.arguments.clone(),
+                    sources: s.sources.clone(),
+                })
+                .collect();
+            self.learn_args(&st.ctx.request, &chain).await;
+            mem.remember(&st.ctx.request, meaning.to_vec(), chain).await?;
+        }
+        Ok(())
+    }
+
     pub(super) async fn conclude_with(
         &self,
         mut st: RunState<'_>,
@@ -180,20 +200,7 @@ impl Engine {
         if judgement.is_some() && !recalled {
             // Only a run judged complete is a plan worth recalling.
             if status == Status::Answered && settings.remember && !st.dry_run {
-                if let Some(mem) = &self.memory {
-                    let chain: Vec<MemoryStep> = st
-                        .ctx
-                        .path
-                        .iter()
-                        .map(|s| MemoryStep {
-                            api: s.api.id.clone(),
-                            arguments: s.arguments.clone(),
-                            sources: s.sources.clone(),
-                        })
-                        .collect();
-                    self.learn_args(&st.ctx.request, &chain).await;
-                    mem.remember(&st.ctx.request, meaning.to_vec(), chain).await?;
-                }
+                self.remember_run(&st, meaning).await?;
             }
         }
         let chain = st

@@ -139,6 +139,27 @@ fn inline(doc: &Value, v: &Value, depth: usize) -> Value {
 /// Registrations by operation (`GET /pets`), and the operations skipped with why.
 pub type Imported = (Vec<(String, Registration)>, Vec<Value>);
 
+/// The JSON body's properties of operation `op` as parameters (with their examples).
+fn body_params(doc: &Value, op: &Value, params: &mut Vec<ParamDoc>, example: &mut Map<String, Value>) {
+    if let Some(body) = op.pointer("/requestBody/content/application~1json/schema") {
+        let body = inline(doc, body, 0);
+        let required: HashSet<&str> =
+            body.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        for (name, s) in body.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            if let Some(ex) = s.get("example").or_else(|| s.get("default")) {
+                example.insert(name.clone(), ex.clone());
+            }
+            params.push(ParamDoc {
+                name: name.clone(),
+                ty: toolgraph_schema::schema_type(s),
+                description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+                required: required.contains(name.as_str()),
+                default: s.get("default").cloned(),
+            });
+        }
+    }
+}
+
 /// The operations of an OpenAPI 3 document as registrations (with example arguments from the
 /// document's `example`/`default` values), and the ones that cannot be registered, with why.
 pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, ApiError> {
@@ -207,28 +228,7 @@ pub fn from_openapi(doc: &Value, category: Option<&str>) -> Result<Imported, Api
                     default: schema.get("default").cloned(),
                 });
             }
-            if let Some(body) = op.pointer("/requestBody/content/application~1json/schema") {
-                let body = inline(doc, body, 0);
-                let required: HashSet<&str> = body
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                for (name, s) in body.get("properties").and_then(Value::as_object).into_iter().flatten() {
-                    if let Some(ex) = s.get("example").or_else(|| s.get("default")) {
-                        example.insert(name.clone(), ex.clone());
-                    }
-                    params.push(ParamDoc {
-                        name: name.clone(),
-                        ty: toolgraph_schema::schema_type(s),
-                        description: s.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
-                        required: required.contains(name.as_str()),
-                        default: s.get("default").cloned(),
-                    });
-                }
-            }
+            body_params(doc, op, &mut params, &mut example);
             if let Some(p) = problem {
                 skipped.push(json!({"operation": op_name, "code": "unsupported_parameter", "reason": p}));
                 continue;

@@ -333,9 +333,8 @@ pub(crate) struct Job {
     pub resumed: bool,
 }
 
-/// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
-/// streamed as Server-Sent Events.
-pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
+/// A run's place: one of the daemon's in-flight slots, then one of the user's share.
+fn take_slots(d: &Daemon, user_id: &str) -> Result<Slot, ApiError> {
     let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::unavailable(
@@ -346,7 +345,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
     })?;
     // Then the user's share: one user's runs never take every slot from the others (a full
     // daemon answers `busy` first, whoever asks).
-    let own = d.user_slots(&job.caller.user_id).try_acquire_owned().map_err(|_| {
+    let own = d.user_slots(user_id).try_acquire_owned().map_err(|_| {
         d.metrics.busy.fetch_add(1, Ordering::Relaxed);
         ApiError::new(
             axum::http::StatusCode::TOO_MANY_REQUESTS,
@@ -358,6 +357,13 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
         )
         .with_retry_after(d.settings().server.retry_after_s)
     })?;
+    Ok(Slot { _all: permit, _own: own })
+}
+
+/// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
+/// streamed as Server-Sent Events.
+pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<Response, ApiError> {
+    let slot = take_slots(&d, &job.caller.user_id)?;
     let now = crate::state::now_ms();
     let (rid, sid) = (job.run_id.clone(), job.session_id.clone());
     // A resumed run keeps its claim on the paused record while it replays the calls before the
@@ -403,7 +409,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             .await?;
     }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
-    let approver = approvals::RunApprover::new(&d, &job, pause_tx, Slot { _all: permit, _own: own });
+    let approver = approvals::RunApprover::new(&d, &job, pause_tx, slot);
     if !stream {
         let dd = d.clone();
         let mut task = tokio::spawn(async move {
