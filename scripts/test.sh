@@ -17,6 +17,8 @@ cargo fmt --all -- --check
 # So are the lints: clippy on every crate and target, any warning an error.
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets -- -D warnings
+# And the house's sizes: no file over 700 lines, no function over 120, after rustfmt (issue 37).
+python3 scripts/sizes.py 10 --check
 bash scripts/setup.sh
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT

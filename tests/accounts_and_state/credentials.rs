@@ -54,22 +54,7 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
         let r: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
         assert_ne!(r["status"], "answered", "a credential bound to weather.example.com went to 127.0.0.1: {r}");
 
-        // A reference names a configured place, never the daemon's own secrets or files
-        // (second hardening, finding 1): the master key, the daemon's environment, a variable
-        // outside the prefix, a file with `from_file` off — each refused before it is stored.
-        for (entry, says) in [
-            (json!({"from_env": "TOOLGRAPH_SECRET_KEY"}), "TOOLGRAPH_TOOL_"),
-            (json!({"from_env": "HOME"}), "TOOLGRAPH_TOOL_"),
-            (json!({"from_file": "/proc/self/environ"}), "`from_file` is off"),
-            (json!({"from_file": "/dev/zero"}), "`from_file` is off"),
-        ] {
-            let mut e = json!({"placement": "header", "name": "X-RapidAPI-Key"});
-            e.as_object_mut().unwrap().extend(entry.as_object().unwrap().clone());
-            let r = put(json!({"entries": [e]})).await.unwrap();
-            let body = error_of(r, 400, "invalid_request").await;
-            assert!(body.to_string().contains(says), "{entry}: {body}");
-            assert!(!body.to_string().contains("test-sealing-passphrase"), "{body}");
-        }
+        refused_references(&http, &base, scope, &k.admin).await;
 
         // A wrong key (from the environment): the tool's 401 echoes it; the echo is scrubbed.
         let r = put(
@@ -133,6 +118,31 @@ async fn credentials_are_injected_bound_to_their_host_and_never_shown() {
         eprintln!("credentials_are_injected_bound_to_their_host_and_never_shown: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
+}
+
+/// A reference names a configured place, never the daemon's own secrets or files
+/// (second hardening, finding 1): the master key, the daemon's environment, a variable
+/// outside the prefix, a file with `from_file` off — each refused before it is stored.
+async fn refused_references(http: &reqwest::Client, base: &str, scope: &str, admin: &str) {
+    for (entry, says) in [
+        (json!({"from_env": "TOOLGRAPH_SECRET_KEY"}), "TOOLGRAPH_TOOL_"),
+        (json!({"from_env": "HOME"}), "TOOLGRAPH_TOOL_"),
+        (json!({"from_file": "/proc/self/environ"}), "`from_file` is off"),
+        (json!({"from_file": "/dev/zero"}), "`from_file` is off"),
+    ] {
+        let mut e = json!({"placement": "header", "name": "X-RapidAPI-Key"});
+        e.as_object_mut().unwrap().extend(entry.as_object().unwrap().clone());
+        let r = http
+            .put(format!("{base}/v1/credentials/{scope}"))
+            .header("authorization", bearer(admin))
+            .json(&json!({"entries": [e]}))
+            .send()
+            .await
+            .unwrap();
+        let body = error_of(r, 400, "invalid_request").await;
+        assert!(body.to_string().contains(says), "{entry}: {body}");
+        assert!(!body.to_string().contains("test-sealing-passphrase"), "{body}");
+    }
 }
 
 /// A tool that echoes its request: the request line (with the query as sent), every header, and

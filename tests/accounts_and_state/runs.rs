@@ -13,46 +13,8 @@ async fn history_sessions_and_roles_survive_a_restart() {
         let (base, d, stop, server) =
             daemon_on(dir.path(), st.clone(), ApiKeys::new(["bootstrap-admin-key"]), |_| {}).await;
 
-        // Roles: a user cannot register tools, query Cypher, manage users or credentials.
         let tool = weather_tool(&format!("http://{sb_addr}"));
-        let e = error_of(post(&http, &format!("{base}/v1/tools"), &k.ana, tool.clone()).await, 403, "forbidden").await;
-        assert_eq!(e["type"], "permission_error", "{e}");
-        error_of(
-            post(&http, &format!("{base}/v1/graph/cypher"), &k.ben, json!({"query": "MATCH (n) RETURN n"})).await,
-            403,
-            "forbidden",
-        )
-        .await;
-        error_of(get(&http, &format!("{base}/v1/users"), &k.ben).await, 403, "forbidden").await;
-        error_of(get(&http, &format!("{base}/v1/audit"), &k.ana).await, 403, "forbidden").await;
-        error_of(
-            post(&http, &format!("{base}/v1/users"), &k.ana, json!({"name": "eve", "role": "admin"})).await,
-            403,
-            "forbidden",
-        )
-        .await;
-        let imp = http
-            .post(format!("{base}/v1/tools/import-openapi"))
-            .header("authorization", bearer(&k.ben))
-            .json(&json!({"openapi": "3.0.0", "paths": {}}))
-            .send()
-            .await
-            .unwrap();
-        error_of(imp, 403, "forbidden").await;
-        let put = http
-            .put(format!("{base}/v1/credentials/host:example.com"))
-            .header("authorization", bearer(&k.ana))
-            .json(&json!({"entries": [{"placement": "header", "name": "X-Key", "from_env": "HOME"}]}))
-            .send()
-            .await
-            .unwrap();
-        error_of(put, 403, "forbidden").await;
-        error_of(
-            http.get(format!("{base}/v1/runs")).header("authorization", "Bearer tgk_forged").send().await.unwrap(),
-            401,
-            "invalid_api_key",
-        )
-        .await;
+        users_cannot_do_admin_work(&http, &base, &k, &tool).await;
         // The bootstrap key (TOOLGRAPH_API_KEYS) stays valid, as an administrator.
         let me: Value = get(&http, &format!("{base}/v1/me"), "bootstrap-admin-key").await.json().await.unwrap();
         assert_eq!(me["role"], "admin", "{me}");
@@ -126,21 +88,7 @@ async fn history_sessions_and_roles_survive_a_restart() {
         let ses: Value = get(&http, &format!("{base}/v1/sessions/{session}"), &k.ana).await.json().await.unwrap();
         assert_eq!(ses["turns"].as_array().unwrap().len(), 2, "{ses}");
 
-        // History filters and paging.
-        let q = |p: &str| format!("{base}/v1/runs?{p}");
-        let n = |v: &Value| v["runs"].as_array().unwrap().len();
-        assert_eq!(n(&get(&http, &q("status=answered"), &k.ana).await.json().await.unwrap()), 2);
-        assert_eq!(n(&get(&http, &q("status=gave_up"), &k.ana).await.json().await.unwrap()), 0);
-        assert_eq!(n(&get(&http, &q("q=NOW"), &k.ana).await.json().await.unwrap()), 1);
-        assert_eq!(n(&get(&http, &q("tool=weather/weather_example"), &k.ana).await.json().await.unwrap()), 2);
-        assert_eq!(n(&get(&http, &q("tool=travel"), &k.ana).await.json().await.unwrap()), 0);
-        let page1: Value = get(&http, &q("limit=1"), &k.ana).await.json().await.unwrap();
-        assert_eq!(n(&page1), 1);
-        let next = page1["next"].as_str().expect("a next cursor").to_string();
-        let page2: Value = get(&http, &q(&format!("limit=1&before={next}")), &k.ana).await.json().await.unwrap();
-        assert_eq!(page2["runs"][0]["run_id"], json!(run_id), "the older run on page 2: {page2}");
-        assert!(page2["next"].is_null());
-        error_of(get(&http, &q("status=done"), &k.ana).await, 400, "invalid_request").await;
+        history_filters_and_pages(&http, &base, &k, &run_id).await;
 
         // Re-run: a new run of the same request.
         let again: Value =
@@ -148,62 +96,7 @@ async fn history_sessions_and_roles_survive_a_restart() {
         assert_eq!(again["status"], "answered", "{again}");
         assert_ne!(again["run_id"], json!(run_id));
 
-        // Developer mode: a chain as written, checked before anything is sent.
-        let chain =
-            json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}], "request": "Paris weather by hand"});
-        let ex: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, chain).await.json().await.unwrap();
-        assert_eq!(ex["status"], "answered", "{ex}");
-        assert_eq!(ex["chain"][0]["sent"]["city"], "Paris");
-        let bad = post(
-            &http,
-            &format!("{base}/v1/chains/execute"),
-            &k.ana,
-            json!({"steps": [{"api": api, "arguments": {"town": "Paris"}}]}),
-        )
-        .await;
-        assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("town"));
-        let bad = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": api, "arguments": {"city": "$var2.data.city$"}}, {"api": api, "arguments": {"city": "Paris"}}]})).await;
-        assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("var2"));
-        let bad = post(
-            &http,
-            &format!("{base}/v1/chains/execute"),
-            &k.ana,
-            json!({"steps": [{"api": "no/such/api", "arguments": {}}]}),
-        )
-        .await;
-        error_of(bad, 422, "invalid_chain").await;
-        // Two steps, the second fed by the first's output.
-        let fed = json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}, {"api": api, "arguments": {"city": "$var1.data.city$"}}]});
-        let ex: Value =
-            post(&http, &format!("{base}/v1/chains/execute"), &k.ana, fed.clone()).await.json().await.unwrap();
-        assert_eq!(ex["chain"][1]["sent"]["city"], "Paris", "{ex}");
-        // Saved chains: the owner's only.
-        let saved = post(
-            &http,
-            &format!("{base}/v1/chains"),
-            &k.ana,
-            json!({"name": "Paris twice", "description": "weather, fed forward", "steps": fed["steps"]}),
-        )
-        .await;
-        assert_eq!(saved.status(), 201);
-        let saved: Value = saved.json().await.unwrap();
-        let cid = saved["chain_id"].as_str().unwrap();
-        let found: Value = get(&http, &format!("{base}/v1/chains?q=twice"), &k.ana).await.json().await.unwrap();
-        assert_eq!(found["chains"][0]["chain_id"], json!(cid));
-        error_of(get(&http, &format!("{base}/v1/chains/{cid}"), &k.ben).await, 404, "not_found").await;
-        let ex: Value = post(&http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"chain_id": cid}))
-            .await
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(ex["status"], "answered", "{ex}");
-        let del = http
-            .delete(format!("{base}/v1/chains/{cid}"))
-            .header("authorization", bearer(&k.ana))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(del.status(), 204);
+        chains_as_written(&http, &base, &k, api).await;
         // The audit log has the registration.
         let audit: Value = get(&http, &format!("{base}/v1/audit"), &k.admin).await.json().await.unwrap();
         assert!(
@@ -211,32 +104,143 @@ async fn history_sessions_and_roles_survive_a_restart() {
             "users were added directly: {audit}"
         );
 
-        // A revoked key stops working at once on this daemon.
-        let ben_keys: Value = get(
-            &http,
-            &format!("{base}/v1/users/{}/keys", st.user_by_name("ben").await.unwrap().unwrap().id),
-            &k.admin,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-        let kid = ben_keys["keys"][0]["id"].as_str().unwrap();
-        assert_eq!(get(&http, &format!("{base}/v1/me"), &k.ben).await.status(), 200);
-        assert_eq!(
-            http.delete(format!("{base}/v1/keys/{kid}"))
-                .header("authorization", bearer(&k.admin))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            204
-        );
-        error_of(get(&http, &format!("{base}/v1/me"), &k.ben).await, 401, "invalid_api_key").await;
+        a_revoked_key_stops_at_once(&http, &base, &st, &k).await;
         stop_daemon(d, stop, server).await;
         eprintln!("history_sessions_and_roles_survive_a_restart: ok on {}", st.backend());
     }
     let _ = sb_stop.send(());
+}
+
+/// History filters and paging (two runs of Ana's, `run_id` the older).
+async fn history_filters_and_pages(http: &reqwest::Client, base: &str, k: &Keys, run_id: &str) {
+    let q = |p: &str| format!("{base}/v1/runs?{p}");
+    let n = |v: &Value| v["runs"].as_array().unwrap().len();
+    assert_eq!(n(&get(http, &q("status=answered"), &k.ana).await.json().await.unwrap()), 2);
+    assert_eq!(n(&get(http, &q("status=gave_up"), &k.ana).await.json().await.unwrap()), 0);
+    assert_eq!(n(&get(http, &q("q=NOW"), &k.ana).await.json().await.unwrap()), 1);
+    assert_eq!(n(&get(http, &q("tool=weather/weather_example"), &k.ana).await.json().await.unwrap()), 2);
+    assert_eq!(n(&get(http, &q("tool=travel"), &k.ana).await.json().await.unwrap()), 0);
+    let page1: Value = get(http, &q("limit=1"), &k.ana).await.json().await.unwrap();
+    assert_eq!(n(&page1), 1);
+    let next = page1["next"].as_str().expect("a next cursor").to_string();
+    let page2: Value = get(http, &q(&format!("limit=1&before={next}")), &k.ana).await.json().await.unwrap();
+    assert_eq!(page2["runs"][0]["run_id"], json!(run_id), "the older run on page 2: {page2}");
+    assert!(page2["next"].is_null());
+    error_of(get(http, &q("status=done"), &k.ana).await, 400, "invalid_request").await;
+}
+
+/// Roles: a user cannot register tools, query Cypher, manage users or credentials.
+async fn users_cannot_do_admin_work(http: &reqwest::Client, base: &str, k: &Keys, tool: &Value) {
+    let e = error_of(post(http, &format!("{base}/v1/tools"), &k.ana, tool.clone()).await, 403, "forbidden").await;
+    assert_eq!(e["type"], "permission_error", "{e}");
+    error_of(
+        post(http, &format!("{base}/v1/graph/cypher"), &k.ben, json!({"query": "MATCH (n) RETURN n"})).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    error_of(get(http, &format!("{base}/v1/users"), &k.ben).await, 403, "forbidden").await;
+    error_of(get(http, &format!("{base}/v1/audit"), &k.ana).await, 403, "forbidden").await;
+    error_of(
+        post(http, &format!("{base}/v1/users"), &k.ana, json!({"name": "eve", "role": "admin"})).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    let imp = http
+        .post(format!("{base}/v1/tools/import-openapi"))
+        .header("authorization", bearer(&k.ben))
+        .json(&json!({"openapi": "3.0.0", "paths": {}}))
+        .send()
+        .await
+        .unwrap();
+    error_of(imp, 403, "forbidden").await;
+    let put = http
+        .put(format!("{base}/v1/credentials/host:example.com"))
+        .header("authorization", bearer(&k.ana))
+        .json(&json!({"entries": [{"placement": "header", "name": "X-Key", "from_env": "HOME"}]}))
+        .send()
+        .await
+        .unwrap();
+    error_of(put, 403, "forbidden").await;
+    error_of(
+        http.get(format!("{base}/v1/runs")).header("authorization", "Bearer tgk_forged").send().await.unwrap(),
+        401,
+        "invalid_api_key",
+    )
+    .await;
+}
+
+/// Developer mode: chains as written, checked before anything is sent, saved by their owner.
+async fn chains_as_written(http: &reqwest::Client, base: &str, k: &Keys, api: &str) {
+    let chain = json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}], "request": "Paris weather by hand"});
+    let ex: Value = post(http, &format!("{base}/v1/chains/execute"), &k.ana, chain).await.json().await.unwrap();
+    assert_eq!(ex["status"], "answered", "{ex}");
+    assert_eq!(ex["chain"][0]["sent"]["city"], "Paris");
+    let bad = post(
+        http,
+        &format!("{base}/v1/chains/execute"),
+        &k.ana,
+        json!({"steps": [{"api": api, "arguments": {"town": "Paris"}}]}),
+    )
+    .await;
+    assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("town"));
+    let bad = post(http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"steps": [{"api": api, "arguments": {"city": "$var2.data.city$"}}, {"api": api, "arguments": {"city": "Paris"}}]})).await;
+    assert!(error_of(bad, 422, "invalid_chain").await["message"].as_str().unwrap().contains("var2"));
+    let bad = post(
+        http,
+        &format!("{base}/v1/chains/execute"),
+        &k.ana,
+        json!({"steps": [{"api": "no/such/api", "arguments": {}}]}),
+    )
+    .await;
+    error_of(bad, 422, "invalid_chain").await;
+    // Two steps, the second fed by the first's output.
+    let fed = json!({"steps": [{"api": api, "arguments": {"city": "Paris"}}, {"api": api, "arguments": {"city": "$var1.data.city$"}}]});
+    let ex: Value = post(http, &format!("{base}/v1/chains/execute"), &k.ana, fed.clone()).await.json().await.unwrap();
+    assert_eq!(ex["chain"][1]["sent"]["city"], "Paris", "{ex}");
+    // Saved chains: the owner's only.
+    let saved = post(
+        http,
+        &format!("{base}/v1/chains"),
+        &k.ana,
+        json!({"name": "Paris twice", "description": "weather, fed forward", "steps": fed["steps"]}),
+    )
+    .await;
+    assert_eq!(saved.status(), 201);
+    let saved: Value = saved.json().await.unwrap();
+    let cid = saved["chain_id"].as_str().unwrap();
+    let found: Value = get(http, &format!("{base}/v1/chains?q=twice"), &k.ana).await.json().await.unwrap();
+    assert_eq!(found["chains"][0]["chain_id"], json!(cid));
+    error_of(get(http, &format!("{base}/v1/chains/{cid}"), &k.ben).await, 404, "not_found").await;
+    let ex: Value =
+        post(http, &format!("{base}/v1/chains/execute"), &k.ana, json!({"chain_id": cid})).await.json().await.unwrap();
+    assert_eq!(ex["status"], "answered", "{ex}");
+    let del =
+        http.delete(format!("{base}/v1/chains/{cid}")).header("authorization", bearer(&k.ana)).send().await.unwrap();
+    assert_eq!(del.status(), 204);
+}
+
+/// A revoked key stops working at once on this daemon.
+async fn a_revoked_key_stops_at_once(http: &reqwest::Client, base: &str, st: &StateStore, k: &Keys) {
+    let ben_keys: Value =
+        get(http, &format!("{base}/v1/users/{}/keys", st.user_by_name("ben").await.unwrap().unwrap().id), &k.admin)
+            .await
+            .json()
+            .await
+            .unwrap();
+    let kid = ben_keys["keys"][0]["id"].as_str().unwrap();
+    assert_eq!(get(http, &format!("{base}/v1/me"), &k.ben).await.status(), 200);
+    assert_eq!(
+        http.delete(format!("{base}/v1/keys/{kid}"))
+            .header("authorization", bearer(&k.admin))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    error_of(get(http, &format!("{base}/v1/me"), &k.ben).await, 401, "invalid_api_key").await;
 }
 
 /// One user cannot take every in-flight slot: beyond `server.max_in_flight_per_user` their next

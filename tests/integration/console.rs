@@ -8,7 +8,6 @@
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::state::{Role, StateStore};
@@ -22,17 +21,9 @@ fn session_cookie(r: &reqwest::Response) -> (String, String) {
     (token, set)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
-    let (sb_addr, _sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
-    let state = Arc::new(StateStore::memory().await.unwrap());
-    let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |_| {}).await;
-    let (url, _d, _stop, _h) = start_on(b, Some(state.clone()), ApiKeys::default()).await;
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-
-    // The page: the built console (embedded in the binary), or a page that says how to build it.
+/// The page: the built console (embedded in the binary), or a page that says how to build it;
+/// everything the console calls is in the API's document.
+async fn the_page_and_its_document(http: &reqwest::Client, url: &str) {
     let page = http.get(format!("{url}/")).send().await.unwrap();
     let csp =
         page.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
@@ -75,36 +66,94 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
         doc["paths"]["/v1/tools"]["get"].is_object()
             && doc["components"]["securitySchemes"]["consoleCookie"]["in"] == "cookie"
     );
+}
 
-    // No keys and no passwords: a local daemon needs no login.
-    let r: Value = http
-        .post(format!("{url}/v1/login"))
-        .json(&json!({"name": "x", "password": "y"}))
+/// Register the weather API with a login: a dry run shows the test call and writes nothing, then
+/// it is admitted and a chain of it saved.
+async fn a_login_registers_a_tool_and_saves_a_chain(
+    http: &reqwest::Client,
+    url: &str,
+    cookie: &str,
+    csrf: &str,
+    sb_addr: std::net::SocketAddr,
+) {
+    let tool = weather_tool(&format!("http://{sb_addr}"));
+    let dry = http
+        .post(format!("{url}/v1/tools?dry_run=true"))
+        .header("cookie", cookie)
+        .header("x-csrf-token", csrf)
+        .json(&tool)
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    assert_eq!(r["login_required"], false, "{r}");
-    assert_eq!(r["user"]["role"], "admin");
-
-    // A user with a password (over the API): from now on a login or a key is required.
-    let made = http
-        .post(format!("{url}/v1/users"))
-        .json(&json!({"name": "ada", "role": "admin", "password": "correct horse battery"}))
+    assert_eq!(dry.status(), 200);
+    let dry: Value = dry.json().await.unwrap();
+    assert_eq!(dry["test_call"]["status"], 200, "{dry}");
+    assert_eq!(dry["test_call"]["response"]["data"]["city"], "Paris", "{dry}");
+    error_of(
+        http.get(format!("{url}/v1/tools/weather/weather_example/current_weather"))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+    let admitted = http
+        .post(format!("{url}/v1/tools"))
+        .header("cookie", cookie)
+        .header("x-csrf-token", csrf)
+        .json(&tool)
         .send()
         .await
         .unwrap();
-    assert_eq!(made.status(), 201);
-    let ben = state
-        .add_user("ben", Role::User, Some(toolgraph_server::state::secrets::hash_password("ben's password").unwrap()))
+    assert_eq!(admitted.status(), 201);
+    let id = admitted.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let saved = http
+        .post(format!("{url}/v1/chains"))
+        .header("cookie", cookie)
+        .header("x-csrf-token", csrf)
+        .json(&json!({"name": "weather", "steps": [{"api": id, "arguments": {"city": "Paris"}}]}))
+        .send()
         .await
         .unwrap();
-    let (_, ben_key) = state.add_key(&ben.id, "test", None).await.unwrap();
-    error_of(http.get(format!("{url}/v1/me")).send().await.unwrap(), 401, "missing_api_key").await;
+    assert_eq!(saved.status(), 201);
+}
 
-    // Wrong password, unknown user: the same refusal; a good one sets the cookie.
+/// Guessing passwords: after ten tries from one address the daemon answers 429 with
+/// Retry-After, even for the right password.
+async fn guessing_passwords_is_limited(http: &reqwest::Client, url: &str) {
+    let mut limited = None;
+    for i in 0..12 {
+        let r = http
+            .post(format!("{url}/v1/login"))
+            .json(&json!({"name": "ada", "password": format!("guess {i}")}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status(), 401);
+    }
+    let r = limited.expect("429 after ten attempts");
+    assert!(r.headers().get("retry-after").is_some());
+    error_of(
+        http.post(format!("{url}/v1/login"))
+            .json(&json!({"name": "ada", "password": "correct horse battery"}))
+            .send()
+            .await
+            .unwrap(),
+        429,
+        "rate_limited",
+    )
+    .await;
+}
+
+/// Wrong password, unknown user: the same refusal; a missing password is a bad request.
+async fn wrong_logins_are_refused_alike(http: &reqwest::Client, url: &str) {
     error_of(
         http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "wrong"})).send().await.unwrap(),
         401,
@@ -127,40 +176,21 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
         "invalid_request",
     )
     .await;
-    let ok = http
-        .post(format!("{url}/v1/login"))
-        .json(&json!({"name": "ada", "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), 200);
-    let (token, set) = session_cookie(&ok);
-    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
-        assert!(set.contains(attr), "{set}");
-    }
-    assert!(!set.contains("Secure"), "plain HTTP on loopback: {set}");
-    let body: Value = ok.json().await.unwrap();
-    let csrf = body["csrf_token"].as_str().unwrap().to_string();
-    assert_eq!(body["user"]["name"], "ada");
-    let cookie = format!("tg_session={token}");
+}
 
-    // The cookie authenticates; /v1/me gives the CSRF token back to a reloaded page.
-    let me: Value =
-        http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap().json().await.unwrap();
-    assert_eq!((me["name"].as_str(), me["csrf_token"].as_str()), (Some("ada"), Some(csrf.as_str())));
-    // State-changing requests need the token: none, or a wrong one, is 403.
-    let chain = json!({"name": "weather", "steps": [{"api": "weather/weather_example/current_weather"}]});
+/// State-changing requests need the token: none, or a wrong one, is 403.
+async fn changes_need_the_csrf_token(http: &reqwest::Client, url: &str, cookie: &str, chain: &Value) {
     error_of(
-        http.post(format!("{url}/v1/chains")).header("cookie", &cookie).json(&chain).send().await.unwrap(),
+        http.post(format!("{url}/v1/chains")).header("cookie", cookie).json(chain).send().await.unwrap(),
         403,
         "csrf_failed",
     )
     .await;
     error_of(
         http.post(format!("{url}/v1/chains"))
-            .header("cookie", &cookie)
+            .header("cookie", cookie)
             .header("x-csrf-token", "csrf_0000")
-            .json(&chain)
+            .json(chain)
             .send()
             .await
             .unwrap(),
@@ -168,69 +198,19 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
         "csrf_failed",
     )
     .await;
-    // With it, the request is handled (the API does not exist yet: the chain is refused by name).
-    let e = error_of(
-        http.post(format!("{url}/v1/chains"))
-            .header("cookie", &cookie)
-            .header("x-csrf-token", &csrf)
-            .json(&chain)
-            .send()
-            .await
-            .unwrap(),
-        422,
-        "invalid_chain",
-    )
-    .await;
-    assert!(e["message"].as_str().unwrap().contains("current_weather"), "{e}");
-    // Register the weather API: a dry run shows the test call and writes nothing.
-    let tool = weather_tool(&format!("http://{sb_addr}"));
-    let dry = http
-        .post(format!("{url}/v1/tools?dry_run=true"))
-        .header("cookie", &cookie)
-        .header("x-csrf-token", &csrf)
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(dry.status(), 200);
-    let dry: Value = dry.json().await.unwrap();
-    assert_eq!(dry["test_call"]["status"], 200, "{dry}");
-    assert_eq!(dry["test_call"]["response"]["data"]["city"], "Paris", "{dry}");
-    error_of(
-        http.get(format!("{url}/v1/tools/weather/weather_example/current_weather"))
-            .header("cookie", &cookie)
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
-    let admitted = http
-        .post(format!("{url}/v1/tools"))
-        .header("cookie", &cookie)
-        .header("x-csrf-token", &csrf)
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(admitted.status(), 201);
-    let id = admitted.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    let saved = http
-        .post(format!("{url}/v1/chains"))
-        .header("cookie", &cookie)
-        .header("x-csrf-token", &csrf)
-        .json(&json!({"name": "weather", "steps": [{"api": id, "arguments": {"city": "Paris"}}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(saved.status(), 201);
+}
 
-    // A key still works without any token (API clients are not browsers).
-    let mine: Value =
-        http.get(format!("{url}/v1/chains")).bearer_auth(&ben_key).send().await.unwrap().json().await.unwrap();
-    assert_eq!(mine["chains"].as_array().unwrap().len(), 0, "ben sees only his own");
-    // A login with a key: the user's own role (ben is no administrator).
+/// A login with a key has the user's own role (ben is no administrator); revoking that key ends
+/// the logins made with it, and ben's password login stays.
+async fn a_key_login_has_its_users_role_and_ends_with_the_key(
+    http: &reqwest::Client,
+    url: &str,
+    state: &StateStore,
+    ben: &toolgraph_server::state::User,
+    ben_key: &str,
+    cookie: &str,
+    csrf: &str,
+) {
     let kl = http.post(format!("{url}/v1/login")).json(&json!({"api_key": ben_key})).send().await.unwrap();
     assert_eq!(kl.status(), 200);
     let (ben_token, _) = session_cookie(&kl);
@@ -261,8 +241,8 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
     let key_id = state.keys(Some(&ben.id)).await.unwrap()[0].id.clone();
     assert_eq!(
         http.delete(format!("{url}/v1/keys/{key_id}"))
-            .header("cookie", &cookie)
-            .header("x-csrf-token", &csrf)
+            .header("cookie", cookie)
+            .header("x-csrf-token", csrf)
             .send()
             .await
             .unwrap()
@@ -285,6 +265,93 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
         .await
         .unwrap();
     assert_eq!(me["name"], "ben");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, _sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
+    let state = Arc::new(StateStore::memory().await.unwrap());
+    let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |_| {}).await;
+    let (url, _d, _stop, _h) = start_on(b, Some(state.clone()), ApiKeys::default()).await;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+
+    the_page_and_its_document(&http, &url).await;
+
+    // No keys and no passwords: a local daemon needs no login.
+    let r: Value = http
+        .post(format!("{url}/v1/login"))
+        .json(&json!({"name": "x", "password": "y"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["login_required"], false, "{r}");
+    assert_eq!(r["user"]["role"], "admin");
+
+    // A user with a password (over the API): from now on a login or a key is required.
+    let made = http
+        .post(format!("{url}/v1/users"))
+        .json(&json!({"name": "ada", "role": "admin", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let ben = state
+        .add_user("ben", Role::User, Some(toolgraph_server::state::secrets::hash_password("ben's password").unwrap()))
+        .await
+        .unwrap();
+    let (_, ben_key) = state.add_key(&ben.id, "test", None).await.unwrap();
+    error_of(http.get(format!("{url}/v1/me")).send().await.unwrap(), 401, "missing_api_key").await;
+
+    wrong_logins_are_refused_alike(&http, &url).await;
+    let ok = http
+        .post(format!("{url}/v1/login"))
+        .json(&json!({"name": "ada", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let (token, set) = session_cookie(&ok);
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    assert!(!set.contains("Secure"), "plain HTTP on loopback: {set}");
+    let body: Value = ok.json().await.unwrap();
+    let csrf = body["csrf_token"].as_str().unwrap().to_string();
+    assert_eq!(body["user"]["name"], "ada");
+    let cookie = format!("tg_session={token}");
+
+    // The cookie authenticates; /v1/me gives the CSRF token back to a reloaded page.
+    let me: Value =
+        http.get(format!("{url}/v1/me")).header("cookie", &cookie).send().await.unwrap().json().await.unwrap();
+    assert_eq!((me["name"].as_str(), me["csrf_token"].as_str()), (Some("ada"), Some(csrf.as_str())));
+    let chain = json!({"name": "weather", "steps": [{"api": "weather/weather_example/current_weather"}]});
+    changes_need_the_csrf_token(&http, &url, &cookie, &chain).await;
+    // With it, the request is handled (the API does not exist yet: the chain is refused by name).
+    let e = error_of(
+        http.post(format!("{url}/v1/chains"))
+            .header("cookie", &cookie)
+            .header("x-csrf-token", &csrf)
+            .json(&chain)
+            .send()
+            .await
+            .unwrap(),
+        422,
+        "invalid_chain",
+    )
+    .await;
+    assert!(e["message"].as_str().unwrap().contains("current_weather"), "{e}");
+    a_login_registers_a_tool_and_saves_a_chain(&http, &url, &cookie, &csrf, sb_addr).await;
+
+    // A key still works without any token (API clients are not browsers).
+    let mine: Value =
+        http.get(format!("{url}/v1/chains")).bearer_auth(&ben_key).send().await.unwrap().json().await.unwrap();
+    assert_eq!(mine["chains"].as_array().unwrap().len(), 0, "ben sees only his own");
+    a_key_login_has_its_users_role_and_ends_with_the_key(&http, &url, &state, &ben, &ben_key, &cookie, &csrf).await;
 
     // Logout (with the login's CSRF token, like every state-changing request of a login) ends the
     // login everywhere (the row is gone, not just the cookie).
@@ -301,138 +368,7 @@ async fn the_console_is_served_and_its_login_is_a_csrf_protected_cookie_session(
         .await;
     assert!(state.login(&token).await.unwrap().is_none());
 
-    // Guessing passwords: after ten tries from one address the daemon answers 429 with Retry-After,
-    // even for the right password.
-    let mut limited = None;
-    for i in 0..12 {
-        let r = http
-            .post(format!("{url}/v1/login"))
-            .json(&json!({"name": "ada", "password": format!("guess {i}")}))
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 429 {
-            limited = Some(r);
-            break;
-        }
-        assert_eq!(r.status(), 401);
-    }
-    let r = limited.expect("429 after ten attempts");
-    assert!(r.headers().get("retry-after").is_some());
-    error_of(
-        http.post(format!("{url}/v1/login"))
-            .json(&json!({"name": "ada", "password": "correct horse battery"}))
-            .send()
-            .await
-            .unwrap(),
-        429,
-        "rate_limited",
-    )
-    .await;
-}
-
-/// Behind a reverse proxy (`server.trusted_proxies`), the login limiter keys on each client's
-/// address from `X-Forwarded-For`, not on the proxy's: ten bad guesses from one client lock that
-/// client and that name out, not everyone behind the proxy. Without the setting the header is
-/// ignored, so a guesser cannot dodge the limit by naming other addresses.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
-    for trusted in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let state = Arc::new(StateStore::memory().await.unwrap());
-        for (name, pw) in [("ada", "ada's password"), ("mallory", "mallory's password")] {
-            let u = state
-                .add_user(name, Role::User, Some(toolgraph_server::state::secrets::hash_password(pw).unwrap()))
-                .await
-                .unwrap();
-            state.add_key(&u.id, "test", None).await.unwrap();
-        }
-        let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
-            if trusted {
-                s.server.trusted_proxies = vec!["127.0.0.1".into()];
-            }
-        })
-        .await;
-        let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
-        let http = reqwest::Client::new();
-        let login = |from: &'static str, name: &'static str, pw: String| {
-            http.post(format!("{url}/v1/login"))
-                .header("x-forwarded-for", from)
-                .json(&json!({"name": name, "password": pw}))
-                .send()
-        };
-        // Until the limiter answers 429 (ten tries; a slow machine may see a token refill on the
-        // way), then at once another client: its own address's bucket is full only when the
-        // proxy is trusted.
-        let mut statuses = Vec::new();
-        for i in 0..20 {
-            // The guesser writes other addresses in front of its own; the proxy appends the real one.
-            let from = if i % 2 == 0 { "198.51.100.1, 203.0.113.66" } else { "198.51.100.2, 203.0.113.66" };
-            let status = login(from, "mallory", format!("guess {i}")).await.unwrap().status().as_u16();
-            statuses.push(status);
-            if status == 429 {
-                break;
-            }
-        }
-        assert!(statuses.len() >= 11 && statuses.last() == Some(&429), "ten tries, then 429: {statuses:?}");
-        assert!(statuses[..statuses.len() - 1].iter().all(|s| *s == 401), "{statuses:?}");
-        let ada = login("203.0.113.7", "ada", "ada's password".into()).await.unwrap().status().as_u16();
-        if trusted {
-            assert_eq!(ada, 200, "another client behind the same proxy still logs in");
-        } else {
-            assert_eq!(ada, 429, "without trusted proxies every client shares the peer's address");
-        }
-    }
-}
-
-/// Issue 36, finding 7: the name's bucket alone let a guesser try one password every 6 s forever
-/// (14,400 a day), from as many addresses as it has. Past ten failures in a row, each failure
-/// doubles the name's wait (6 s, 12 s, … 15 min) whatever address tries it, and the right
-/// password ends the run of failures.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_names_failed_logins_in_a_row_double_its_wait_and_the_right_password_clears_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = Arc::new(StateStore::memory().await.unwrap());
-    let hash = toolgraph_server::state::secrets::hash_password("ada's password").unwrap();
-    let u = state.add_user("ada", Role::User, Some(hash)).await.unwrap();
-    state.add_key(&u.id, "test", None).await.unwrap();
-    // Each guess from another client address (behind a trusted proxy): only the name is followed.
-    let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
-        s.server.trusted_proxies = vec!["127.0.0.1".into()];
-    })
-    .await;
-    let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
-    let http = reqwest::Client::new();
-    let mut client = 0;
-    let mut login = |pw: &str| {
-        client += 1;
-        http.post(format!("{url}/v1/login"))
-            .header("x-forwarded-for", format!("203.0.113.{client}"))
-            .json(&json!({"name": "ada", "password": pw}))
-            .send()
-    };
-    let pause = || tokio::time::sleep(Duration::from_millis(6_500));
-    for i in 0..10 {
-        let r = login(&format!("guess {i}")).await.unwrap();
-        assert_eq!(r.status(), 401, "guess {i}");
-    }
-    // The bucket's pace: one try every 6 s. The 11th failure starts a 6 s wait, the 12th a 12 s one.
-    pause().await;
-    assert_eq!(login("guess 10").await.unwrap().status(), 401);
-    pause().await;
-    assert_eq!(login("guess 11").await.unwrap().status(), 401);
-    pause().await;
-    // 6.5 s later the bucket has a token again, but the name waits 12 s: even the right password.
-    let r = login("guess 12").await.unwrap();
-    assert_eq!(r.status(), 429, "the 13th try came before the name's doubled wait ended");
-    let wait: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((4..=6).contains(&wait), "Retry-After {wait}");
-    assert_eq!(login("ada's password").await.unwrap().status(), 429);
-    tokio::time::sleep(Duration::from_secs(wait) + Duration::from_millis(500)).await;
-    assert_eq!(login("ada's password").await.unwrap().status(), 200, "the wait is over");
-    // The success ended the run of failures: a wrong password now is a plain 401 again.
-    pause().await;
-    assert_eq!(login("guess 13").await.unwrap().status(), 401);
+    guessing_passwords_is_limited(&http, &url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,7 +486,11 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     assert_eq!(s["graph"], "embedded");
     assert!(s["run"]["top_k"].as_u64().is_some(), "{s}");
 
-    // OpenAPI: a dry run lists the operations; `only` admits the chosen ones.
+    openapi_import_previews_then_admits(&http, &url, &base).await;
+}
+
+/// OpenAPI: a dry run lists the operations; `only` admits the chosen ones.
+async fn openapi_import_previews_then_admits(http: &reqwest::Client, url: &str, base: &str) {
     let doc = json!({"openapi": "3.0.0", "info": {"title": "Weather Example", "version": "1"}, "servers": [{"url": format!("{base}/weather.example.com")}],
         "paths": {"/current": {"get": {"operationId": "now", "summary": "Current weather of a city", "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}, "example": "Paris"}]}},
                   "/forecast": {"get": {"operationId": "days", "summary": "Forecast of a city", "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}, "example": "Oslo"}, {"name": "days", "in": "query", "required": true, "schema": {"type": "integer"}, "example": 2}]}}}});

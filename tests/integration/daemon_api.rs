@@ -5,7 +5,6 @@
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_eval::chains::{gold_of, learn, recordings};
@@ -40,6 +39,236 @@ pub(super) fn complexfuncbench_split() -> (Vec<toolgraph_ingest::complexfuncbenc
     (specs, train, test)
 }
 
+/// Invalidate the location API: it leaves search and the run no longer uses it; active again after.
+async fn an_invalid_api_leaves_search_and_runs(http: &reqwest::Client, url: &str, loc_id: &str, request: &str) {
+    let tool: Value = http.get(format!("{url}/v1/tools/{loc_id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(tool["name"], "Search_Car_Location");
+    let p: Value = http
+        .patch(format!("{url}/v1/tools/{loc_id}"))
+        .json(&json!({"status": "invalid"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(p["status"], "invalid", "{p}");
+    assert!(p["memories_deleted"].as_u64().unwrap() > 0, "the learned memories that use it are deleted: {p}");
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=search%20car%20location&k=20"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(loc_id)), "{found}");
+    let again: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": request}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(again["chain"].as_array().unwrap().iter().all(|c| c["api"] != json!(loc_id)), "{again}");
+    let p: Value = http
+        .patch(format!("{url}/v1/tools/{loc_id}"))
+        .json(&json!({"status": "active"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(p["status"], "active");
+    error_of(
+        http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "gone"})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.patch(format!("{url}/v1/tools/a/b/c")).json(&json!({"status": "invalid"})).send().await.unwrap(),
+        404,
+        "not_found",
+    )
+    .await;
+}
+
+/// A bad mode or model is refused by name; the configured models are listed, never a key; a
+/// session is made and deleted.
+async fn options_are_checked_models_listed_and_sessions_made(http: &reqwest::Client, url: &str) {
+    let e = error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert!(e["message"].as_str().unwrap().contains("`mode`"), "{e}");
+    let e = error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"}))
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    assert!(e["message"].as_str().unwrap().contains("configured: local"), "{e}");
+    let models: Value = http.get(format!("{url}/v1/models")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(models["default"], "local", "{models}");
+    assert_eq!(models["models"][0]["name"], "local");
+    assert!(models["models"][0]["key_set"].is_boolean() && models["models"][0].get("api_key").is_none(), "{models}");
+    let created: Value = http.post(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
+    let sid = created["session_id"].as_str().unwrap();
+    assert_eq!(http.delete(format!("{url}/v1/sessions/{sid}")).send().await.unwrap().status(), 204);
+    error_of(http.get(format!("{url}/v1/sessions/{sid}")).send().await.unwrap(), 404, "not_found").await;
+}
+
+/// Plan only: the same request planned with nothing sent; its data flow comes back as
+/// references, and the run says it was a dry run.
+async fn a_dry_run_sends_nothing(http: &reqwest::Client, url: &str, sb: &Sandbox, request: &str, first: &Value) {
+    let served = sb.stats().served;
+    let dry: Value = http
+        .post(format!("{url}/v1/orchestrate"))
+        .json(&json!({"request": request, "dry_run": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sb.stats().served, served, "a dry run sends nothing: {dry}");
+    assert_eq!(
+        (dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()),
+        (Some(true), Some(0)),
+        "{dry}"
+    );
+    assert!(!dry["chain"].as_array().unwrap().is_empty(), "{dry}");
+    assert!(first["stats"].get("dry_run").is_none(), "an executed run does not say dry_run: {}", first["stats"]);
+}
+
+/// Metrics count what happened.
+async fn metrics_count_what_happened(http: &reqwest::Client, url: &str) {
+    let m = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(m.contains("toolgraph_runs_total{status=\"answered\"}"), "{m}");
+    assert!(
+        m.contains("toolgraph_http_requests_total{method=\"POST\",route=\"/v1/orchestrate\",status=\"200\"}"),
+        "{m}"
+    );
+    assert!(m.contains("toolgraph_tool_calls_total"));
+}
+
+/// Health, readiness, the API document.
+async fn health_readiness_and_the_document(http: &reqwest::Client, url: &str) {
+    assert_eq!(http.get(format!("{url}/healthz")).send().await.unwrap().status(), 200);
+    let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ready["status"], "ready");
+    assert!(ready["apis"].as_u64().unwrap() > 10 && ready["indexed"].as_u64().unwrap() > 10, "{ready}");
+    let doc: Value = http.get(format!("{url}/openapi.json")).send().await.unwrap().json().await.unwrap();
+    for p in [
+        "/v1/orchestrate",
+        "/v1/models",
+        "/v1/runs/{id}",
+        "/v1/tools",
+        "/v1/tools/search",
+        "/v1/tools/import-openapi",
+        "/v1/graph/cypher",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"].get(p).is_some(), "{p} documented");
+    }
+}
+
+/// Tool search, with bounds; Cypher is refused clearly on the embedded store.
+async fn tool_search_is_bounded_and_cypher_refused(http: &reqwest::Client, url: &str) {
+    let found: Value = http
+        .get(format!("{url}/v1/tools/search?q=car%20rental%20pick%20up&k=3"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let results = found["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().any(|h| h["name"] == "Search_Car_Rentals"), "{found}");
+    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=0")).send().await.unwrap(), 400, "invalid_request").await;
+    error_of(http.get(format!("{url}/v1/tools/search")).send().await.unwrap(), 400, "invalid_request").await;
+    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=abc")).send().await.unwrap(), 400, "invalid_request")
+        .await;
+
+    // Cypher is refused clearly on the embedded store.
+    error_of(
+        http.post(format!("{url}/v1/graph/cypher"))
+            .json(&json!({"query": "MATCH (n) RETURN count(n)"}))
+            .send()
+            .await
+            .unwrap(),
+        501,
+        "cypher_unsupported",
+    )
+    .await;
+}
+
+/// Bad input: every error in the one contract.
+async fn bad_input_answers_in_the_contract(http: &reqwest::Client, url: &str) {
+    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({})).send().await.unwrap(), 400, "invalid_request")
+        .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "hi", "extra": 1})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "  "})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x".repeat(5000)})).send().await.unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .body("{")
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap(),
+        400,
+        "invalid_request",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate")).body("{}").send().await.unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    error_of(
+        http.post(format!("{url}/v1/orchestrate"))
+            .header("content-type", "application/json")
+            .body(vec![b' '; 100 * 1024])
+            .send()
+            .await
+            .unwrap(),
+        413,
+        "body_too_large",
+    )
+    .await;
+    error_of(http.get(format!("{url}/nope")).send().await.unwrap(), 404, "not_found").await;
+    error_of(http.get(format!("{url}/v1/orchestrate")).send().await.unwrap(), 405, "method_not_allowed").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (specs, chains, test) = complexfuncbench_split();
@@ -60,25 +289,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 
-    // Health, readiness, the API document.
-    assert_eq!(http.get(format!("{url}/healthz")).send().await.unwrap().status(), 200);
-    let ready: Value = http.get(format!("{url}/readyz")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(ready["status"], "ready");
-    assert!(ready["apis"].as_u64().unwrap() > 10 && ready["indexed"].as_u64().unwrap() > 10, "{ready}");
-    let doc: Value = http.get(format!("{url}/openapi.json")).send().await.unwrap().json().await.unwrap();
-    for p in [
-        "/v1/orchestrate",
-        "/v1/models",
-        "/v1/runs/{id}",
-        "/v1/tools",
-        "/v1/tools/search",
-        "/v1/tools/import-openapi",
-        "/v1/graph/cypher",
-        "/readyz",
-        "/metrics",
-    ] {
-        assert!(doc["paths"].get(p).is_some(), "{p} documented");
-    }
+    health_readiness_and_the_document(&http, &url).await;
 
     // A held-out request: planned and executed, answer + trace.
     let gold = gold_of(&test[0]).unwrap();
@@ -159,530 +370,18 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
         planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(),
         "{planned}"
     );
-    // Plan only: the same request planned with nothing sent; its data flow comes back as
-    // references, and the run says it was a dry run.
-    let served = sb.stats().served;
-    let dry: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": gold.request, "dry_run": true}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(sb.stats().served, served, "a dry run sends nothing: {dry}");
-    assert_eq!(
-        (dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()),
-        (Some(true), Some(0)),
-        "{dry}"
-    );
-    assert!(!dry["chain"].as_array().unwrap().is_empty(), "{dry}");
-    assert!(first["stats"].get("dry_run").is_none(), "an executed run does not say dry_run: {}", first["stats"]);
-    let e = error_of(
-        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x", "mode": "fast"})).send().await.unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    assert!(e["message"].as_str().unwrap().contains("`mode`"), "{e}");
-    let e = error_of(
-        http.post(format!("{url}/v1/orchestrate"))
-            .json(&json!({"request": "x", "planner": "llm", "model": "gpt-9"}))
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    assert!(e["message"].as_str().unwrap().contains("configured: local"), "{e}");
-    let models: Value = http.get(format!("{url}/v1/models")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(models["default"], "local", "{models}");
-    assert_eq!(models["models"][0]["name"], "local");
-    assert!(models["models"][0]["key_set"].is_boolean() && models["models"][0].get("api_key").is_none(), "{models}");
-    let created: Value = http.post(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
-    let sid = created["session_id"].as_str().unwrap();
-    assert_eq!(http.delete(format!("{url}/v1/sessions/{sid}")).send().await.unwrap().status(), 204);
-    error_of(http.get(format!("{url}/v1/sessions/{sid}")).send().await.unwrap(), 404, "not_found").await;
+    a_dry_run_sends_nothing(&http, &url, &sb, &gold.request, &first).await;
+    options_are_checked_models_listed_and_sessions_made(&http, &url).await;
 
-    // Tool search, with bounds.
-    let found: Value = http
-        .get(format!("{url}/v1/tools/search?q=car%20rental%20pick%20up&k=3"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let results = found["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3);
-    assert!(results.iter().any(|h| h["name"] == "Search_Car_Rentals"), "{found}");
-    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=0")).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.get(format!("{url}/v1/tools/search")).send().await.unwrap(), 400, "invalid_request").await;
-    error_of(http.get(format!("{url}/v1/tools/search?q=car&k=abc")).send().await.unwrap(), 400, "invalid_request")
-        .await;
+    tool_search_is_bounded_and_cypher_refused(&http, &url).await;
 
-    // Cypher is refused clearly on the embedded store.
-    error_of(
-        http.post(format!("{url}/v1/graph/cypher"))
-            .json(&json!({"query": "MATCH (n) RETURN count(n)"}))
-            .send()
-            .await
-            .unwrap(),
-        501,
-        "cypher_unsupported",
-    )
-    .await;
-
-    // Invalidate the location API: it leaves search and the run no longer uses it.
     let loc_id = first["chain"][0]["api"].as_str().unwrap().to_string();
-    let tool: Value = http.get(format!("{url}/v1/tools/{loc_id}")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(tool["name"], "Search_Car_Location");
-    let p: Value = http
-        .patch(format!("{url}/v1/tools/{loc_id}"))
-        .json(&json!({"status": "invalid"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(p["status"], "invalid", "{p}");
-    assert!(p["memories_deleted"].as_u64().unwrap() > 0, "the learned memories that use it are deleted: {p}");
-    let found: Value = http
-        .get(format!("{url}/v1/tools/search?q=search%20car%20location&k=20"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(loc_id)), "{found}");
-    let again: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": gold.request}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(again["chain"].as_array().unwrap().iter().all(|c| c["api"] != json!(loc_id)), "{again}");
-    let p: Value = http
-        .patch(format!("{url}/v1/tools/{loc_id}"))
-        .json(&json!({"status": "active"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(p["status"], "active");
-    error_of(
-        http.patch(format!("{url}/v1/tools/{loc_id}")).json(&json!({"status": "gone"})).send().await.unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.patch(format!("{url}/v1/tools/a/b/c")).json(&json!({"status": "invalid"})).send().await.unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
+    an_invalid_api_leaves_search_and_runs(&http, &url, &loc_id, &gold.request).await;
 
-    // Bad input: every error in the one contract.
-    error_of(http.post(format!("{url}/v1/orchestrate")).json(&json!({})).send().await.unwrap(), 400, "invalid_request")
-        .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "hi", "extra": 1})).send().await.unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "  "})).send().await.unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": "x".repeat(5000)})).send().await.unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate"))
-            .body("{")
-            .header("content-type", "application/json")
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate")).body("{}").send().await.unwrap(),
-        415,
-        "unsupported_media_type",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/orchestrate"))
-            .header("content-type", "application/json")
-            .body(vec![b' '; 100 * 1024])
-            .send()
-            .await
-            .unwrap(),
-        413,
-        "body_too_large",
-    )
-    .await;
-    error_of(http.get(format!("{url}/nope")).send().await.unwrap(), 404, "not_found").await;
-    error_of(http.get(format!("{url}/v1/orchestrate")).send().await.unwrap(), 405, "method_not_allowed").await;
+    bad_input_answers_in_the_contract(&http, &url).await;
 
-    // Metrics count what happened.
-    let m = http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(m.contains("toolgraph_runs_total{status=\"answered\"}"), "{m}");
-    assert!(
-        m.contains("toolgraph_http_requests_total{method=\"POST\",route=\"/v1/orchestrate\",status=\"200\"}"),
-        "{m}"
-    );
-    assert!(m.contains("toolgraph_tool_calls_total"));
+    metrics_count_what_happened(&http, &url).await;
 
     stop_daemon(d, stop, server).await;
     let _ = sb_stop.send(());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
-    let emb = embedder();
-    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
-    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let backends = empty_stack(dir.path(), emb.clone(), exec_to(None, true), |_| {}).await;
-    let (url, d, stop, server) = start(backends, ApiKeys::new(["test-key-1"])).await;
-    let http = reqwest::Client::new();
-    let key = "Bearer test-key-1";
-
-    // Keys: missing, wrong, right (also as X-API-Key); health stays open.
-    error_of(http.get(format!("{url}/v1/tools/search?q=weather")).send().await.unwrap(), 401, "missing_api_key").await;
-    let e = error_of(
-        http.get(format!("{url}/v1/tools/search?q=weather"))
-            .header("authorization", "Bearer nope")
-            .send()
-            .await
-            .unwrap(),
-        401,
-        "invalid_api_key",
-    )
-    .await;
-    assert!(!e.to_string().contains("nope"), "keys are never echoed");
-    assert_eq!(
-        http.get(format!("{url}/v1/tools/search?q=weather"))
-            .header("x-api-key", "test-key-1")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    assert_eq!(http.get(format!("{url}/healthz")).send().await.unwrap().status(), 200);
-
-    // Registration: validated, URL checked, test-called, admitted.
-    let weather = json!({
-        "name": "current_weather", "description": "Current weather conditions and temperature for a city",
-        "tool": "Weather Example", "category": "Weather", "method": "GET",
-        "url": format!("http://{sb_addr}/weather.example.com/current"),
-        "parameters": [{"name": "city", "type": "string", "description": "City name", "required": true}],
-        "example": {"city": "Paris"}
-    });
-    let r = http.post(format!("{url}/v1/tools")).header("authorization", key).json(&weather).send().await.unwrap();
-    assert_eq!(r.status(), 201);
-    let admitted: Value = r.json().await.unwrap();
-    let id = admitted["id"].as_str().unwrap().to_string();
-    assert_eq!(id, "weather/weather_example/current_weather");
-    assert!(admitted["output_fields"].as_array().unwrap().contains(&json!("data.temperature_c")), "{admitted}");
-    let found: Value = http
-        .get(format!("{url}/v1/tools/search?q=temperature%20in%20a%20city&k=5"))
-        .header("authorization", key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(found["results"][0]["id"], json!(id), "{found}");
-    let tool: Value = http
-        .get(format!("{url}/v1/tools/{id}"))
-        .header("authorization", key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(tool["status"], "active");
-
-    // And it is used: a request planned and executed through it.
-    let ran: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "What is the current weather in Paris?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(ran["status"], "answered", "{ran}");
-    assert_eq!(ran["chain"][0]["api"], json!(id));
-    assert_eq!(ran["chain"][0]["sent"]["city"], "Paris");
-
-    // Refused admissions: a failing test call, a missing example, invalid fields.
-    let mut bad = weather.clone();
-    bad["name"] = json!("weather_nowhere");
-    bad["example"] = json!({"city": "Atlantis"});
-    error_of(
-        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
-        422,
-        "test_call_failed",
-    )
-    .await;
-    bad["example"] = Value::Null;
-    error_of(
-        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
-        422,
-        "example_required",
-    )
-    .await;
-    bad["method"] = json!("TRACE");
-    error_of(
-        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&bad).send().await.unwrap(),
-        422,
-        "invalid_tool",
-    )
-    .await;
-    // SSRF: the metadata address and (here) any non-allow-listed private address.
-    let mut meta = weather.clone();
-    meta["url"] = json!("http://169.254.169.254/latest/meta-data");
-    let e = error_of(
-        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(),
-        422,
-        "url_refused",
-    )
-    .await;
-    assert!(e["message"].as_str().unwrap().contains("link-local"), "{e}");
-    meta["url"] = json!("http://10.0.0.7/x");
-    error_of(
-        http.post(format!("{url}/v1/tools")).header("authorization", key).json(&meta).send().await.unwrap(),
-        422,
-        "url_refused",
-    )
-    .await;
-
-    // OpenAPI import: admitted operations and skipped ones, with why.
-    let doc = json!({
-        "openapi": "3.0.3", "info": {"title": "Weather Example", "description": "Forecasts"},
-        "servers": [{"url": format!("http://{sb_addr}/weather.example.com")}],
-        "paths": {
-            "/forecast": {"get": {"operationId": "forecast", "summary": "Daily forecast highs for a city",
-                "parameters": [{"name": "city", "in": "query", "required": true, "schema": {"type": "string"}, "example": "Oslo"},
-                               {"name": "days", "in": "query", "schema": {"type": "integer", "example": 2}}]}},
-            "/alerts": {"get": {"operationId": "alerts", "parameters": [{"name": "region", "in": "query", "required": true, "schema": {"type": "string"}}]}}
-        }
-    });
-    let imported: Value = http
-        .post(format!("{url}/v1/tools/import-openapi?category=Weather"))
-        .header("authorization", key)
-        .json(&doc)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(imported["admitted"].as_array().unwrap().len(), 1, "{imported}");
-    assert_eq!(imported["admitted"][0]["id"], "weather/weather_example/forecast");
-    assert_eq!(imported["skipped"][0]["code"], "example_required", "{imported}");
-    error_of(
-        http.post(format!("{url}/v1/tools/import-openapi"))
-            .header("authorization", key)
-            .json(&json!({"swagger": "2.0"}))
-            .send()
-            .await
-            .unwrap(),
-        422,
-        "invalid_openapi",
-    )
-    .await;
-    // The same document as YAML.
-    let yaml = serde_norway::to_string(&doc).unwrap();
-    let again: Value = http
-        .post(format!("{url}/v1/tools/import-openapi?category=Weather"))
-        .header("authorization", key)
-        .header("content-type", "application/yaml")
-        .body(yaml)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(again["admitted"][0]["id"], "weather/weather_example/forecast", "{again}");
-    error_of(
-        http.post(format!("{url}/v1/tools/import-openapi"))
-            .header("authorization", key)
-            .header("content-type", "application/yaml")
-            .body("paths: [unclosed")
-            .send()
-            .await
-            .unwrap(),
-        400,
-        "invalid_request",
-    )
-    .await;
-    error_of(
-        http.post(format!("{url}/v1/tools/import-openapi"))
-            .header("authorization", key)
-            .header("content-type", "text/plain")
-            .body("x")
-            .send()
-            .await
-            .unwrap(),
-        415,
-        "unsupported_media_type",
-    )
-    .await;
-
-    // A conversation: the second turn names no city; the session's first turn found one.
-    let t1: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "What is the current weather in Paris?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(t1["status"], "answered", "{t1}");
-    let t2: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?", "session_id": t1["session_id"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(t2["status"], "answered", "{t2}");
-    assert_eq!(t2["chain"][0]["api"], "weather/weather_example/forecast", "{t2}");
-    assert_eq!(t2["chain"][0]["sent"]["city"], "Paris", "the city comes from the earlier turn: {t2}");
-    // Without the session the same request has no city to give.
-    let alone: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_ne!(alone["status"], "answered", "{alone}");
-
-    // Invalidating removes it from search.
-    http.patch(format!("{url}/v1/tools/{id}"))
-        .header("authorization", key)
-        .json(&json!({"status": "invalid"}))
-        .send()
-        .await
-        .unwrap();
-    let found: Value = http
-        .get(format!("{url}/v1/tools/search?q=current%20weather&k=5"))
-        .header("authorization", key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(id)), "{found}");
-    stop_daemon(d, stop, server).await;
-
-    // A daemon that does not allow-list loopback refuses to register a tool on 127.0.0.1.
-    let dir2 = tempfile::tempdir().unwrap();
-    let strict = empty_stack(dir2.path(), emb.clone(), exec_to(None, false), |s| {
-        // One token per 10 s: a slow machine cannot refill the bucket within this test.
-        s.server.rate_per_s = 0.1;
-        s.server.rate_burst = 2.0;
-    })
-    .await;
-    let (url, _d, stop, server) = start(strict, ApiKeys::default()).await;
-    let e =
-        error_of(http.post(format!("{url}/v1/tools")).json(&weather).send().await.unwrap(), 422, "url_refused").await;
-    assert!(e["message"].as_str().unwrap().contains("loopback"), "{e}");
-    // Rate limit: the burst of 2 is spent (the registration and this search), the next request
-    // is refused with Retry-After.
-    assert_eq!(http.get(format!("{url}/v1/tools/search?q=x")).send().await.unwrap().status(), 200);
-    let r = http.get(format!("{url}/v1/tools/search?q=x")).send().await.unwrap();
-    assert_eq!(r.status(), 429);
-    assert!(r.headers().get("retry-after").is_some());
-    error_of(r, 429, "rate_limited").await;
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
-
-    // Bounded in-flight runs (503 + Retry-After when full) and a graceful shutdown that lets the
-    // in-flight run finish.
-    let slow = Sandbox::new(Library::new(weather_recordings()), Faults { latency_ms: 1500, ..Faults::default() });
-    let (slow_addr, slow_stop) = sandbox::spawn("127.0.0.1:0", slow).await.unwrap();
-    let dir3 = tempfile::tempdir().unwrap();
-    let one = empty_stack(dir3.path(), emb.clone(), exec_to(None, true), |s| s.server.max_in_flight = 1).await;
-    let (url, d, stop, server) = start(one, ApiKeys::default()).await;
-    let mut w = weather.clone();
-    w["url"] = json!(format!("http://{slow_addr}/weather.example.com/current"));
-    assert_eq!(http.post(format!("{url}/v1/tools")).json(&w).send().await.unwrap().status(), 201);
-    let u = url.clone();
-    let first = tokio::spawn(async move {
-        reqwest::Client::new()
-            .post(format!("{u}/v1/orchestrate"))
-            .json(&json!({"request": "current weather in Paris"}))
-            .send()
-            .await
-            .unwrap()
-    });
-    for _ in 0..1000 {
-        if d.runs_in_flight() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(d.runs_in_flight(), 1, "the first run is executing (its tool call takes 1.5 s)");
-    let r = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": "current weather in Paris"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.headers().get("retry-after").is_some());
-    error_of(r, 503, "busy").await;
-    let _ = stop.send(());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        http.get(format!("{url}/readyz")).send().await.map(|r| r.status().as_u16()).unwrap_or(503),
-        503,
-        "draining: not ready"
-    );
-    let finished = first.await.unwrap();
-    assert_eq!(finished.status(), 200, "the in-flight run finished during shutdown");
-    let body: Value = finished.json().await.unwrap();
-    assert_eq!(body["status"], "answered", "{body}");
-    server.await.unwrap().unwrap();
-    assert!(http.get(format!("{url}/healthz")).send().await.is_err(), "stopped");
-    let _ = (sb_stop.send(()), slow_stop.send(()));
 }

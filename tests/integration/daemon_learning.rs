@@ -11,6 +11,7 @@ use toolgraph_engine::run::RunSettings;
 use toolgraph_eval::chains::{gold_of, learn, recordings};
 use toolgraph_ingest::complexfuncbench::Chain;
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
+use toolgraph_schema::GraphSnapshot;
 use toolgraph_server::daemon::limits::ApiKeys;
 use toolgraph_server::daemon::Stack;
 
@@ -42,6 +43,116 @@ fn expected_of(
             prev = id;
         }
         *edges.entry((prev, "END".to_string())).or_default() += 1;
+    }
+}
+
+/// Waits (at most 10 s) for the background probe to bring `victim` back: its node then.
+async fn restored_by_probe(store: &dyn toolgraph_engine::graph::GraphStore, victim: &str) -> toolgraph_schema::ApiNode {
+    let mut restored = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let n = store.node_snapshot().await.unwrap().apis[victim].clone();
+        if n.status == "active" {
+            restored = Some(n);
+            break;
+        }
+    }
+    restored.unwrap_or_else(|| panic!("{victim} was not restored by the probe"))
+}
+
+type Counts = std::collections::BTreeMap<String, (u64, u64)>;
+type Edges = std::collections::BTreeMap<(String, String), u64>;
+
+/// The graph gained exactly what the runs' traces say they called, and the changed sources'
+/// weights were recomputed.
+fn assert_gained(before: &GraphSnapshot, after: &GraphSnapshot, calls: &Counts, edges: &Edges) {
+    for (id, a) in &after.apis {
+        let b = &before.apis[id];
+        let (c, ok) = calls.get(id).copied().unwrap_or((0, 0));
+        assert_eq!((a.calls - b.calls, a.successes - b.successes), (c, ok), "{id}");
+    }
+    for (k, e) in &after.next {
+        let was = before.next.get(k).map(|e| e.count).unwrap_or(0);
+        assert_eq!(e.count - was, edges.get(k).copied().unwrap_or(0), "NEXT {k:?}");
+    }
+    for k in edges.keys() {
+        assert!(after.next.contains_key(k), "NEXT {k:?} was added");
+    }
+    // Weights of the sources whose edges changed were recomputed: a source's static weights sum to 1.
+    for (from, _) in edges.keys() {
+        let sum: f64 = after.next.iter().filter(|((f, _), _)| f == from).map(|(_, e)| e.static_weight).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{from}: {sum}");
+    }
+}
+
+/// Replayed runs moved no count.
+fn assert_same_counts(after: &GraphSnapshot, again: &GraphSnapshot) {
+    for (id, a) in &again.apis {
+        assert_eq!(
+            (a.calls, a.successes, a.score),
+            (after.apis[id].calls, after.apis[id].successes, after.apis[id].score),
+            "{id} changed on replay"
+        );
+    }
+    assert_eq!(
+        again.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>(),
+        after.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>()
+    );
+}
+
+/// Runs until `victim` is degraded (at most 40): its node then.
+async fn degraded_after_failures(
+    http: &reqwest::Client,
+    url: &str,
+    store: &dyn toolgraph_engine::graph::GraphStore,
+    users: &[String],
+    victim: &str,
+) -> toolgraph_schema::ApiNode {
+    let mut degraded = None;
+    for req in users.iter().cycle().take(40) {
+        let r: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": req}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let _ = r;
+        let node = store.node_snapshot().await.unwrap().apis[victim].clone();
+        if node.status == "degraded" {
+            degraded = Some(node);
+            break;
+        }
+    }
+    degraded.unwrap_or_else(|| panic!("{victim} was not degraded"))
+}
+
+/// None of `users`' runs calls `victim`.
+async fn never_called(http: &reqwest::Client, url: &str, users: &[String], victim: &str) {
+    for req in users {
+        let body: Value = http
+            .post(format!("{url}/v1/orchestrate"))
+            .json(&json!({"request": req}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let run: Value = http
+            .get(format!("{url}/v1/runs/{}", body["run_id"].as_str().unwrap()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            !run["trace"].as_array().unwrap().iter().any(|e| e["type"] == "call" && e["api"] == json!(victim)),
+            "{victim} called while degraded"
+        );
     }
 }
 
@@ -95,23 +206,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     }
     assert!(statuses.get("answered").copied().unwrap_or(0) >= 1 && calls.len() >= 3, "{statuses:?} {calls:?}");
     let after = store.snapshot().await.unwrap();
-    for (id, a) in &after.apis {
-        let b = &before.apis[id];
-        let (c, ok) = calls.get(id).copied().unwrap_or((0, 0));
-        assert_eq!((a.calls - b.calls, a.successes - b.successes), (c, ok), "{id}");
-    }
-    for (k, e) in &after.next {
-        let was = before.next.get(k).map(|e| e.count).unwrap_or(0);
-        assert_eq!(e.count - was, edges.get(k).copied().unwrap_or(0), "NEXT {k:?}");
-    }
-    for k in edges.keys() {
-        assert!(after.next.contains_key(k), "NEXT {k:?} was added");
-    }
-    // Weights of the sources whose edges changed were recomputed: a source's static weights sum to 1.
-    for (from, _) in edges.keys() {
-        let sum: f64 = after.next.iter().filter(|((f, _), _)| f == from).map(|(_, e)| e.static_weight).sum();
-        assert!((sum - 1.0).abs() < 1e-9, "{from}: {sum}");
-    }
+    assert_gained(&before, &after, &calls, &edges);
 
     // Retention keeps the newest 5 runs: the first 15 are forgotten.
     let pruned = d.state.enforce_retention(0, 5, 0).await.unwrap();
@@ -134,18 +229,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
         assert_eq!(body["run_id"].as_str().unwrap(), ids[i]);
         assert_eq!(replayed, i >= 15, "run {i}");
     }
-    let again = store.snapshot().await.unwrap();
-    for (id, a) in &again.apis {
-        assert_eq!(
-            (a.calls, a.successes, a.score),
-            (after.apis[id].calls, after.apis[id].successes, after.apis[id].score),
-            "{id} changed on replay"
-        );
-    }
-    assert_eq!(
-        again.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>(),
-        after.next.iter().map(|(k, e)| (k.clone(), e.count)).collect::<Vec<_>>()
-    );
+    assert_same_counts(&after, &store.snapshot().await.unwrap());
     let bad = http
         .post(format!("{url}/v1/orchestrate"))
         .header("Idempotency-Key", "x".repeat(201))
@@ -165,25 +249,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let route = format!("/{}", after.apis[&victim].url.trim_start_matches("https://"));
     sb.set_outage(&route, true);
     let users: Vec<String> = test.iter().map(|c| gold_of(c).unwrap().request).collect();
-    let mut degraded = None;
-    for req in users.iter().cycle().take(40) {
-        let r: Value = http
-            .post(format!("{url}/v1/orchestrate"))
-            .json(&json!({"request": req}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let _ = r;
-        let node = store.node_snapshot().await.unwrap().apis[&victim].clone();
-        if node.status == "degraded" {
-            degraded = Some(node);
-            break;
-        }
-    }
-    let node = degraded.unwrap_or_else(|| panic!("{victim} was not degraded"));
+    let node = degraded_after_failures(&http, &url, store.as_ref(), &users, &victim).await;
     assert!(
         node.status_reason.contains("calls in a row failed")
             && !node.status_since.is_empty()
@@ -193,41 +259,10 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let tool: Value = http.get(format!("{url}/v1/tools/{victim}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(tool["degraded_now"], json!(true), "{tool}");
     // Left out of search: no run calls it while it is degraded.
-    for req in users.iter().take(5) {
-        let body: Value = http
-            .post(format!("{url}/v1/orchestrate"))
-            .json(&json!({"request": req}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let run: Value = http
-            .get(format!("{url}/v1/runs/{}", body["run_id"].as_str().unwrap()))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(
-            !run["trace"].as_array().unwrap().iter().any(|e| e["type"] == "call" && e["api"] == json!(victim)),
-            "{victim} called while degraded"
-        );
-    }
+    never_called(&http, &url, &users[..5], &victim).await;
     // The sandbox recovers: the background probe (every 200 ms) brings it back.
     sb.set_outage(&route, false);
-    let mut restored = None;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let n = store.node_snapshot().await.unwrap().apis[&victim].clone();
-        if n.status == "active" {
-            restored = Some(n);
-            break;
-        }
-    }
-    let n = restored.unwrap_or_else(|| panic!("{victim} was not restored by the probe"));
+    let n = restored_by_probe(store.as_ref(), &victim).await;
     assert!(n.status_reason.starts_with("probe succeeded"), "{n:?}");
     let tool: Value = http.get(format!("{url}/v1/tools/{victim}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(tool["degraded_now"], json!(false), "{tool}");

@@ -11,24 +11,7 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
     run_ok(bin().arg("--store").arg(&embedded).args(shared_ingest_args()).arg("--report").arg(&report_path));
     let report = read_json(&report_path);
 
-    // Every answer file was read; each run is kept or dropped with a reason.
-    let answer_files = walkdir::WalkDir::new(data().join("toolbench/answer"))
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .count() as u64;
-    assert_eq!(report["runs_read"], answer_files);
-    let dropped: u64 = report["runs_dropped"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(report["runs_kept"].as_u64().unwrap() + dropped, answer_files);
-    assert!(report["runs_kept"].as_u64().unwrap() >= 15, "{report}");
-    // The shared data holds give-ups and an unanswered CoT run, and failed calls on answered paths.
-    assert!(report["runs_dropped"]["gave_up"].as_u64().unwrap() >= 1);
-    assert!(report["runs_dropped"]["not_answered"].as_u64().unwrap() >= 1);
-    assert!(report["calls_dropped"]["code_11_message_error"].as_u64().unwrap() >= 1);
-    assert!(report["nodes"]["apis"].as_u64().unwrap() > 46_000, "{}", report["nodes"]);
-    assert!(report["edges"]["next"].as_u64().unwrap() > 20);
-    assert!(report["edges"]["feeds"].as_u64().unwrap() > 1000);
-    assert!(report["runs_per_s"].as_f64().unwrap() > 0.0);
+    assert_every_answer_file_accounted_for(&report);
 
     let a = snapshot(&embedded, "toolgraph");
     assert_weights_sum_to_one(&a);
@@ -143,4 +126,26 @@ fn ingesting_again_changes_nothing() {
     assert_eq!(r["runs_already_ingested"], r["runs_read"]);
     assert_eq!(r["apis_written"], 0);
     assert_eq!(r["feeds_written"], 0);
+}
+
+/// The ingest report of the shared data: every answer file read, each run kept or dropped with
+/// a reason, and the graph's size.
+fn assert_every_answer_file_accounted_for(report: &serde_json::Value) {
+    let answer_files = walkdir::WalkDir::new(data().join("toolbench/answer"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count() as u64;
+    assert_eq!(report["runs_read"], answer_files);
+    let dropped: u64 = report["runs_dropped"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(report["runs_kept"].as_u64().unwrap() + dropped, answer_files);
+    assert!(report["runs_kept"].as_u64().unwrap() >= 15, "{report}");
+    // The shared data holds give-ups and an unanswered CoT run, and failed calls on answered paths.
+    assert!(report["runs_dropped"]["gave_up"].as_u64().unwrap() >= 1);
+    assert!(report["runs_dropped"]["not_answered"].as_u64().unwrap() >= 1);
+    assert!(report["calls_dropped"]["code_11_message_error"].as_u64().unwrap() >= 1);
+    assert!(report["nodes"]["apis"].as_u64().unwrap() > 46_000, "{}", report["nodes"]);
+    assert!(report["edges"]["next"].as_u64().unwrap() > 20);
+    assert!(report["edges"]["feeds"].as_u64().unwrap() > 1000);
+    assert!(report["runs_per_s"].as_f64().unwrap() > 0.0);
 }

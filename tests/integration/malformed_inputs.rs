@@ -41,6 +41,23 @@ fn find<'a>(
     errs.iter().filter(|e| e.0 == file.display().to_string()).collect()
 }
 
+/// JSONL runs: good lines 1 and 5 around a wrong type (2), truncated JSON (3) and a 200 MB line (4).
+fn write_bad_runs(runs: &std::path::Path) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(runs).unwrap());
+    writeln!(f, "{}", good_run(1)).unwrap(); // line 1
+    writeln!(f, "{}", json!({"request": "x", "calls": [{"tool": 7, "api": "A"}], "outcome": "answered"})).unwrap(); // line 2
+    let g = good_run(3);
+    writeln!(f, "{}", &g[..g.len() - 10]).unwrap(); // line 3: truncated
+    let chunk = vec![b'x'; 1 << 20];
+    f.write_all(b"{\"request\": \"").unwrap(); // line 4: 200 MB
+    for _ in 0..200 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(b"\"}\n").unwrap();
+    writeln!(f, "{}", good_run(5)).unwrap(); // line 5
+    drop(f);
+}
+
 #[test]
 fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,19 +95,7 @@ fn every_kind_of_bad_record_is_named_and_the_rest_is_ingested() {
 
     // JSONL runs: good lines around a wrong type, truncated JSON and a 200 MB line.
     let runs = dir.path().join("runs.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&runs).unwrap());
-    writeln!(f, "{}", good_run(1)).unwrap(); // line 1
-    writeln!(f, "{}", json!({"request": "x", "calls": [{"tool": 7, "api": "A"}], "outcome": "answered"})).unwrap(); // line 2
-    let g = good_run(3);
-    writeln!(f, "{}", &g[..g.len() - 10]).unwrap(); // line 3: truncated
-    let chunk = vec![b'x'; 1 << 20];
-    f.write_all(b"{\"request\": \"").unwrap(); // line 4: 200 MB
-    for _ in 0..200 {
-        f.write_all(&chunk).unwrap();
-    }
-    f.write_all(b"\"}\n").unwrap();
-    writeln!(f, "{}", good_run(5)).unwrap(); // line 5
-    drop(f);
+    write_bad_runs(&runs);
     let empty_runs = dir.path().join("empty.jsonl");
     std::fs::write(&empty_runs, b"\n\n").unwrap();
 
