@@ -62,9 +62,6 @@ impl EngineError {
             }
         }
     }
-    pub fn is_transient(&self) -> bool {
-        self.class() == ErrorClass::Transient
-    }
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

@@ -282,8 +282,6 @@ pub struct ExecSettings {
     pub max_retry_after_ms: u64,
     /// Largest response body read, bytes.
     pub max_response_bytes: usize,
-    /// Responses longer than this many characters are compressed for the planner.
-    pub compress_chars: usize,
     /// URL prefix rewrites `[from, to]` (e.g. a RapidAPI host to the replay sandbox).
     pub rewrites: Vec<(String, String)>,
     /// Non-public networks tool calls may reach anyway (`127.0.0.1/32`, `10.0.0.0/8`); every other
@@ -300,7 +298,6 @@ impl Default for ExecSettings {
             backoff_ms: 200,
             max_retry_after_ms: 10_000,
             max_response_bytes: 1 << 20,
-            compress_chars: 1024,
             rewrites: Vec::new(),
             allow_private: Vec::new(),
         }
@@ -547,12 +544,17 @@ pub struct RunSettings {
     pub memory_hints: usize,
     /// Cosine similarity from which a recalled memory votes.
     pub hint_threshold: f32,
-    /// Store judged-good runs in long-term memory.
+    /// Store judged-good runs in long-term memory; the argument model learns from the same runs
+    /// (what they sent each parameter).
     pub remember: bool,
-    /// Fill arguments with what was learned from the long-term memory's recorded runs (which
-    /// request mention a parameter takes, constants) before the rules; off: the rules alone.
+    /// Fill arguments with the argument model — learned at ingest from the recorded trajectories
+    /// and from every run remembered since, stored with the graph: which request mention a
+    /// parameter takes, ordering words, constants — before the rules; off: the rules alone.
     pub learned_arguments: bool,
-    /// Apply the judgement's score changes to the graph's dynamic weights.
+    /// Learn from each run's outcome in the graph: calls and successes per API, the NEXT counts of
+    /// answered chains, the judgement's score changes (dynamic weights) and the usage vectors of
+    /// retrieval. (API health is tracked whatever this says; the argument model follows
+    /// `remember`.)
     pub learn: bool,
     /// Observations longer than this are compressed for the planner.
     pub observation_chars: usize,

@@ -15,58 +15,36 @@ use crate::Result;
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Tuning of the deterministic planner.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeterministicSettings {
-    /// w₀: what a candidate without a graph edge weighs.
-    pub weight_floor: f64,
-    /// s₀: what a candidate the retriever did not rank is similar.
-    pub similarity_floor: f64,
-    /// Below this score nothing is worth calling.
-    pub min_score: f64,
-    /// How much a recalled memory's vote multiplies a candidate's score: × (1 + h·hint).
-    pub hint_weight: f64,
-    /// γ of the seed score (similarity + s₀)^γ · (1 + START weight).
-    pub seed_sharpness: f64,
-    /// `END`'s score is multiplied by this while the request has an open requirement (a date,
-    /// time, count, compared option, asked-for quantity or completion no call covers yet).
-    pub open_end_factor: f64,
-    /// A first call the shared filler cannot fill from the request (a required argument open:
-    /// it can only start after Reverse Chain's providers) is multiplied by this.
-    pub unfillable_seed_factor: f64,
-}
-
-impl Default for DeterministicSettings {
-    fn default() -> Self {
-        DeterministicSettings {
-            weight_floor: 0.05,
-            similarity_floor: 0.1,
-            min_score: 0.001,
-            hint_weight: 2.0,
-            seed_sharpness: 4.0,
-            open_end_factor: 0.1,
-            unfillable_seed_factor: 0.5,
-        }
-    }
-}
+// Tuning of the deterministic planner (fixed; measured on the dev folds, see docs/evaluation.md).
+/// w₀: what a candidate without a graph edge weighs.
+const WEIGHT_FLOOR: f64 = 0.05;
+/// s₀: what a candidate the retriever did not rank is similar.
+const SIMILARITY_FLOOR: f64 = 0.1;
+/// Below this score nothing is worth calling.
+const MIN_SCORE: f64 = 0.001;
+/// How much a recalled memory's vote multiplies a candidate's score: × (1 + h·hint).
+const HINT_WEIGHT: f64 = 2.0;
+/// γ of the seed score (similarity + s₀)^γ · (1 + START weight).
+const SEED_SHARPNESS: f64 = 4.0;
+/// `END`'s score is multiplied by this while the request has an open requirement (a date, time,
+/// count, compared option, asked-for quantity or completion no call covers yet).
+const OPEN_END_FACTOR: f64 = 0.1;
+/// A first call the shared filler cannot fill from the request (a required argument open: it can
+/// only start after Reverse Chain's providers) is multiplied by this.
+const UNFILLABLE_SEED_FACTOR: f64 = 0.5;
 
 #[derive(Default)]
 pub struct DeterministicPlanner {
-    settings: DeterministicSettings,
     calls: AtomicU64,
 }
 
 impl DeterministicPlanner {
-    pub fn new(settings: DeterministicSettings) -> Self {
-        DeterministicPlanner { settings, calls: AtomicU64::new(0) }
-    }
-
     /// The score of one candidate in `ctx` (public for the trace and tests).
     pub fn score(&self, ctx: &Context, c: &Candidate) -> f64 {
-        let memory = 1.0 + self.settings.hint_weight * c.hint;
+        let memory = 1.0 + HINT_WEIGHT * c.hint;
         memory
             * match &c.api {
-                None => c.weight * (self.settings.similarity_floor + 0.5),
+                None => c.weight * (SIMILARITY_FLOOR + 0.5),
                 Some(api) => {
                     let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
                     let repeats = ctx.calls_of(&api.id) as i32;
@@ -75,21 +53,15 @@ impl DeterministicPlanner {
                         // The seed serves the request: similarity (sharpened) decides, the START edge
                         // — how often chains begin there, whatever they served — is a mild prior, and
                         // a first call the request cannot fill weighs less than one it can.
-                        let fillable = if fill_arguments(ctx, api).missing.is_empty() {
-                            1.0
-                        } else {
-                            self.settings.unfillable_seed_factor
-                        };
+                        let fillable =
+                            if fill_arguments(ctx, api).missing.is_empty() { 1.0 } else { UNFILLABLE_SEED_FACTOR };
                         return memory
-                            * (c.similarity + self.settings.similarity_floor).powf(self.settings.seed_sharpness)
+                            * (c.similarity + SIMILARITY_FLOOR).powf(SEED_SHARPNESS)
                             * (1.0 + c.weight)
                             * avail
                             * fillable;
                     }
-                    (c.weight + self.settings.weight_floor)
-                        * (c.similarity + self.settings.similarity_floor)
-                        * avail
-                        * repeat
+                    (c.weight + WEIGHT_FLOOR) * (c.similarity + SIMILARITY_FLOOR) * avail * repeat
                 }
             }
     }
@@ -167,14 +139,7 @@ impl Planner for DeterministicPlanner {
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| {
-                (
-                    i,
-                    if c.is_end() && open > 0 {
-                        self.score(ctx, c) * self.settings.open_end_factor
-                    } else {
-                        self.score(ctx, c)
-                    },
-                )
+                (i, if c.is_end() && open > 0 { self.score(ctx, c) * OPEN_END_FACTOR } else { self.score(ctx, c) })
             })
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         Ok(match best {
@@ -183,11 +148,11 @@ impl Planner for DeterministicPlanner {
             Some((i, _)) if candidates[i].is_end() => Decision::Finish {
                 reason: format!("END is the most likely successor (weight {:.3})", candidates[i].weight),
             },
-            Some((_, s)) if s < self.settings.min_score && at_root => {
-                Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) }
+            Some((_, s)) if s < MIN_SCORE && at_root => {
+                Decision::GiveUp { reason: format!("best candidate scores {s:.3} < {MIN_SCORE}") }
             }
-            Some((_, s)) if s < self.settings.min_score => {
-                Decision::Finish { reason: format!("best candidate scores {s:.3} < {}", self.settings.min_score) }
+            Some((_, s)) if s < MIN_SCORE => {
+                Decision::Finish { reason: format!("best candidate scores {s:.3} < {MIN_SCORE}") }
             }
             Some((i, s)) => Decision::Call {
                 index: i,

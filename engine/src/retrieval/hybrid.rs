@@ -197,11 +197,6 @@ impl Retriever {
         self.settings.usage_weight
     }
 
-    /// APIs with a usage vector.
-    pub fn usage_len(&self) -> usize {
-        self.usage.read().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
     /// Add `request`'s embedding to the usage vector of every API in `apis` (an answered chain).
     pub async fn add_usage(&self, apis: &[String], request: &[f32]) -> Result<()> {
         if request.is_empty() {

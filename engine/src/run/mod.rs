@@ -266,11 +266,6 @@ impl Engine {
         &self.settings
     }
 
-    pub fn with_settings(mut self, settings: RunSettings) -> Self {
-        self.settings = settings;
-        self
-    }
-
     pub fn planner(&self) -> &Arc<dyn Planner> {
         &self.planner
     }
