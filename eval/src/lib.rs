@@ -7,6 +7,7 @@ pub mod apibank;
 pub mod chains;
 pub mod complexfuncbench;
 pub mod direct;
+pub mod gold;
 pub mod nestful;
 pub mod planned;
 pub mod predictions;

@@ -402,7 +402,7 @@ async fn all(cli: &Cli, data: &Path, out: &Path, how: &HowArgs) -> Result<ExitCo
     )
     .await?;
     let mut md = format!("# toolgraph evaluation\n\nEvery benchmark with its own metrics, toolgraph's rows (bold) next to the published ones; methods {}, planner `{}`; {:.0} s in all.\n\n![headline metrics](report.svg)\n\n## ComplexFuncBench\n", how.methods.join(", "), how.planner.planner.name(), started.elapsed().as_secs_f64());
-    md.push_str(&toolgraph_eval::complexfuncbench::table(&cfb));
+    md.push_str(&toolgraph_eval::chains::paper_table(&cfb));
     md.push('\n');
     md.push_str(&toolgraph_eval::nestful::markdown(&nf));
     md.push('\n');

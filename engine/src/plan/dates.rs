@@ -5,7 +5,7 @@
 //! o'clock in the morning").
 
 use super::reading::MONTHS;
-use super::values::{cues_at, small_number, RequestValues, Scan};
+use super::scan::{cues_at, small_number, RequestValues, Scan};
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
 pub(super) const WEEKDAYS: [(&str, Weekday); 7] = [

@@ -29,6 +29,7 @@ pub mod program;
 pub mod prompt;
 pub mod reading;
 pub mod replies;
+mod scan;
 mod slots;
 pub mod values;
 

@@ -4,7 +4,7 @@
 
 use super::dates::{month_of, WEEKDAYS};
 use super::reading::Token;
-use super::values::{cues_at, RequestValues, Scan};
+use super::scan::{cues_at, RequestValues, Scan};
 
 /// Whether a name ends like a street's ("Pine St", "Bay St.", "Fifth Avenue", "Abbey Road").
 fn is_street(w: &str) -> bool {

@@ -8,81 +8,8 @@ use super::names::{self, is_capitalised};
 use super::reading::{key, tokens, word_list, Token};
 use chrono::NaiveDate;
 
-/// A number and the word after it (`2 adults` → (2, "adults")).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Counted {
-    pub value: f64,
-    pub word: String,
-}
-
-/// Everything typed a request holds, each list in order of appearance.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RequestValues {
-    /// The day the request says is today ("Today is October 13th, 2024"), else the caller's today.
-    pub today: Option<NaiveDate>,
-    pub dates: Vec<NaiveDate>,
-    /// `HH:MM`, 24-hour.
-    pub times: Vec<String>,
-    pub numbers: Vec<Counted>,
-    pub quoted: Vec<String>,
-    pub names: Vec<String>,
-    pub emails: Vec<String>,
-    pub urls: Vec<String>,
-    /// Phone numbers as written ("555-123-4567", "+1234567890", "(1234567890)" without brackets).
-    pub phones: Vec<String>,
-    /// File names ("example.txt", "report.pdf").
-    pub files: Vec<String>,
-    /// Values named in the text: "latitude: 35.77", "Hotel ID: 6374805" → (normalized label, text).
-    pub labelled: Vec<(String, String)>,
-    /// Dates computed relative to the caller's today because the request does not say what day
-    /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
-    pub unanchored: Vec<NaiveDate>,
-    /// The words around each date, time, counted number and name (parallel to their lists): what
-    /// the learned filler ([`super::learned`]) tells mentions of one kind apart by.
-    pub date_cues: Vec<Vec<String>>,
-    pub time_cues: Vec<Vec<String>>,
-    pub number_cues: Vec<Vec<String>>,
-    pub name_cues: Vec<Vec<String>>,
-    /// Where each date, time and name stands (its first word's index among the request's words,
-    /// parallel to their lists): which time goes with which date, whatever the clause order.
-    pub date_at: Vec<usize>,
-    pub time_at: Vec<usize>,
-    pub name_at: Vec<usize>,
-}
-
-/// Words before a mention (up to 6, within its sentence) and the 2 after it, in lower case: the
-/// context the learned filler reads ("return it at the same place at | 5 PM | seven days").
-pub(super) fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
-    let ends_sentence = |k: usize| toks[k].punct.is_some_and(|p| matches!(p, '.' | '?' | '!' | ';'));
-    let mut out = Vec::new();
-    let mut k = first;
-    while k > 0 && first - k < 6 && !ends_sentence(k - 1) {
-        k -= 1;
-        out.push(lower[k].clone());
-    }
-    let mut k = last;
-    while k + 1 < toks.len() && k - last < 2 && !ends_sentence(k) {
-        k += 1;
-        out.push(lower[k].clone());
-    }
-    out.retain(|w| w.chars().any(char::is_alphabetic));
-    out
-}
-
-const SMALL: [&str; 13] =
-    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
-
-pub(super) fn small_number(w: &str) -> Option<f64> {
-    let w = w.to_ascii_lowercase();
-    if let Some(i) = SMALL.iter().position(|s| *s == w) {
-        return Some(i as f64);
-    }
-    match w.as_str() {
-        "a" | "an" | "single" => Some(1.0),
-        "couple" | "pair" | "double" => Some(2.0),
-        _ => None,
-    }
-}
+pub(super) use super::scan::{cues_at, small_number, Scan};
+pub use super::scan::{Counted, RequestValues};
 
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless
 /// a sentence ends between: the roles a mention is said in ("from", "to", "near", "pick-up:").
@@ -118,14 +45,6 @@ pub(crate) fn words_before(toks: &[Token<'_>], lower: &[String], phrase: &str, a
     out.sort();
     out.dedup();
     out
-}
-
-/// A request being read: its tokens, their lower-case texts, and which tokens a reading has used
-/// (a date's, a label's), so that no other reading takes them.
-pub(super) struct Scan<'t> {
-    pub toks: Vec<Token<'t>>,
-    pub lower: Vec<String>,
-    pub used: Vec<bool>,
 }
 
 impl RequestValues {

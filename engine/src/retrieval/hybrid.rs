@@ -4,7 +4,7 @@
 
 use super::bm25::Bm25Index;
 use super::fusion::{tool_boost, weighted};
-use super::index::{IndexDoc, TEXT_KEY};
+use super::index::TEXT_KEY;
 use super::{ApiText, Filter, Hit};
 use crate::embed::Embedder;
 use crate::vector::{CollectionSpec, Conditions, VectorPoint, VectorStore, APIS, USAGE};
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use toolgraph_schema::{slug, ApiNode, GraphSnapshot, RetrievalSettings, STATUS_ACTIVE};
+use toolgraph_schema::{slug, GraphSnapshot, RetrievalSettings, STATUS_ACTIVE};
 
 /// Which ranking to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -70,48 +70,6 @@ impl GraphPrior {
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
     }
-}
-
-/// The documents to index for a graph: one per API, text = tool name + tool description +
-/// API name + API description + parameter names; payload = filter fields (slugs) and names.
-pub fn graph_docs(g: &GraphSnapshot) -> Vec<IndexDoc> {
-    g.apis
-        .values()
-        .map(|a| {
-            // ApiNode.tool / .category hold ids (`category/tool`, `category`); names come from their nodes.
-            let tool = g.tools.get(&a.tool);
-            let tool_name = tool
-                .map(|t| t.name.clone())
-                .unwrap_or_else(|| a.tool.rsplit('/').next().unwrap_or_default().to_string());
-            let category_name =
-                g.categories.get(&a.category).map(|c| c.name.clone()).unwrap_or_else(|| a.category.clone());
-            let params = param_names(a);
-            let refs: Vec<&str> = params.iter().map(String::as_str).collect();
-            let text = super::api_text(
-                &tool_name,
-                tool.map(|t| t.description.as_str()).unwrap_or(""),
-                &a.name,
-                &a.description,
-                &refs,
-            );
-            let mut payload = serde_json::Map::new();
-            payload.insert("category".into(), slug(&category_name).into());
-            payload.insert("tool".into(), slug(&tool_name).into());
-            payload.insert("status".into(), a.status.clone().into());
-            payload.insert("name".into(), a.name.clone().into());
-            payload.insert("tool_name".into(), tool_name.into());
-            payload.insert("category_name".into(), category_name.into());
-            IndexDoc { id: a.id.clone(), text, payload }
-        })
-        .collect()
-}
-
-fn param_names(a: &ApiNode) -> Vec<String> {
-    serde_json::from_str::<Vec<Value>>(&a.parameters)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.get("name").and_then(Value::as_str).map(str::to_string))
-        .collect()
 }
 
 /// A ranked API with what a person needs to read the list.

@@ -11,10 +11,53 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::time::Instant;
+use toolgraph_schema::{slug, ApiNode, GraphSnapshot};
 
 /// Payload key of the indexed text and of its hash.
 pub const TEXT_KEY: &str = "text";
 pub const HASH_KEY: &str = "text_hash";
+
+/// The documents to index for a graph: one per API, text = tool name + tool description +
+/// API name + API description + parameter names; payload = filter fields (slugs) and names.
+pub fn graph_docs(g: &GraphSnapshot) -> Vec<IndexDoc> {
+    g.apis
+        .values()
+        .map(|a| {
+            // ApiNode.tool / .category hold ids (`category/tool`, `category`); names come from their nodes.
+            let tool = g.tools.get(&a.tool);
+            let tool_name = tool
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|| a.tool.rsplit('/').next().unwrap_or_default().to_string());
+            let category_name =
+                g.categories.get(&a.category).map(|c| c.name.clone()).unwrap_or_else(|| a.category.clone());
+            let params = param_names(a);
+            let refs: Vec<&str> = params.iter().map(String::as_str).collect();
+            let text = super::api_text(
+                &tool_name,
+                tool.map(|t| t.description.as_str()).unwrap_or(""),
+                &a.name,
+                &a.description,
+                &refs,
+            );
+            let mut payload = serde_json::Map::new();
+            payload.insert("category".into(), slug(&category_name).into());
+            payload.insert("tool".into(), slug(&tool_name).into());
+            payload.insert("status".into(), a.status.clone().into());
+            payload.insert("name".into(), a.name.clone().into());
+            payload.insert("tool_name".into(), tool_name.into());
+            payload.insert("category_name".into(), category_name.into());
+            IndexDoc { id: a.id.clone(), text, payload }
+        })
+        .collect()
+}
+
+fn param_names(a: &ApiNode) -> Vec<String> {
+    serde_json::from_str::<Vec<Value>>(&a.parameters)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
 
 /// One text to index with its payload (filter fields, display fields).
 #[derive(Debug, Clone)]
@@ -142,7 +185,7 @@ pub async fn index_graph(
     progress: impl FnMut(usize, usize),
 ) -> Result<SyncReport> {
     let g = graph.node_snapshot().await?;
-    let docs = super::hybrid::graph_docs(&g);
+    let docs = graph_docs(&g);
     let spec = CollectionSpec::new(APIS, embedder.dim(), &API_FILTER_FIELDS);
     if !rebuild {
         return sync_collection(vectors, &spec, docs, embedder, cache, chunk, progress).await;

@@ -1,7 +1,6 @@
 //! Learning a fold: the training chains ingested into fresh stores (graph, API vectors, usage
 //! vectors, long-term memory).
 
-use super::CATEGORY;
 use serde_json::Map;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -19,6 +18,9 @@ use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::complexfuncbench::{run_of_chain, tool_of_host, tools_lines, Chain, Spec};
 use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
 use toolgraph_schema::Settings;
+
+/// The category ComplexFuncBench APIs are filed under.
+pub const CATEGORY: &str = "Travel";
 
 /// What [`learn`] built.
 pub struct Learned {

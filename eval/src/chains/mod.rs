@@ -7,32 +7,30 @@
 
 mod learn;
 mod report;
+mod scores;
 mod tally;
 
-pub use learn::{learn, learn_in, Learned};
+pub use crate::gold::{gold_of, recordings, succeeded, Gold, GoldCall};
+pub use learn::{learn, learn_in, Learned, CATEGORY};
 use report::detail;
-pub use report::{markdown, reworded_name};
-use tally::{args_equal, Tally};
+pub use report::{markdown, paper_table, reworded_name};
+pub use scores::{ChainDetail, ChainReport, MethodScores, SeedRecall};
+use tally::Tally;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use toolgraph_engine::embed::Embedder;
-use toolgraph_engine::exec::refs;
 use toolgraph_engine::exec::{ExecSettings, Executor};
 use toolgraph_engine::plan::deterministic::DeterministicPlanner;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
-use toolgraph_engine::run::{Mode, RunReport, RunSettings};
+use toolgraph_engine::run::{Mode, RunSettings};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
-use toolgraph_sandbox::{self as sandbox, Faults, Library, Recording, Sandbox};
+use toolgraph_sandbox::{self as sandbox, Faults, Library, Sandbox};
 use toolgraph_schema::Settings;
-
-/// The category ComplexFuncBench APIs are filed under.
-pub const CATEGORY: &str = "Travel";
 
 /// A method compared: a search mode, target-first or not; or `llm-direct`, the model alone.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,226 +102,6 @@ impl HarnessOptions {
     }
 }
 
-/// Scores of one method.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MethodScores {
-    pub method: String,
-    pub chains: usize,
-    pub call_precision: f64,
-    pub call_recall: f64,
-    pub call_f1: f64,
-    pub edge_precision: f64,
-    pub edge_recall: f64,
-    pub edge_f1: f64,
-    pub argument_accuracy: f64,
-    pub exact_match: f64,
-    pub success: f64,
-    /// ComplexFuncBench's Overall Success Rate (its protocol: `complexfuncbench` module).
-    #[serde(default)]
-    pub overall_success_rate: f64,
-    /// ComplexFuncBench's Overall Call Acc.
-    #[serde(default)]
-    pub overall_call_acc: f64,
-    /// Gold calls some sent call matched (same API and arguments, or the same response), each
-    /// gold call at most once, wherever it came in the run (API-Bank's API call correctness).
-    #[serde(default)]
-    pub call_correctness: f64,
-    /// Runs where every gold call was matched so.
-    #[serde(default)]
-    pub all_calls_correct: f64,
-    pub answered: usize,
-    pub partial: usize,
-    /// Gold successes among the runs the engine called `answered`: can `answered` be believed?
-    pub answered_precision: f64,
-    /// `answered` runs among the gold successes.
-    pub answered_recall: f64,
-    pub needs_input: usize,
-    pub gave_up: usize,
-    pub recalled: usize,
-    pub planner_calls_mean: f64,
-    pub planner_calls_p50: f64,
-    /// Completions asked of an LLM per request (0 with the deterministic planner).
-    #[serde(default)]
-    pub llm_calls_mean: f64,
-    /// Prompt tokens sent to an LLM per request.
-    #[serde(default)]
-    pub llm_prompt_tokens_mean: f64,
-    /// Completion tokens an LLM generated per request.
-    #[serde(default)]
-    pub llm_completion_tokens_mean: f64,
-    /// Wall seconds per request (engine, calls and LLM together).
-    #[serde(default)]
-    pub seconds_mean: f64,
-    /// Plan mode: runs whose plan passed without falling back to the search.
-    #[serde(default)]
-    pub plans_completed: usize,
-    pub engine_ms_p50: f64,
-    pub engine_ms_p99: f64,
-    pub embed_ms_p50: f64,
-    /// Seed retrieval, part of engine time.
-    pub retrieve_ms_p50: f64,
-    pub sandbox_ms_p50: f64,
-    /// API calls sent per request (every attempt the API saw, wrong ones and retries included).
-    pub http_calls_mean: f64,
-    /// Calls of the gold chains per request: what the calls sent are measured against.
-    #[serde(default)]
-    pub gold_calls_mean: f64,
-}
-
-/// One planned chain next to its gold chain.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChainDetail {
-    pub method: String,
-    pub request: String,
-    pub gold: Vec<String>,
-    pub planned: Vec<String>,
-    pub status: String,
-    pub failed_calls: u64,
-    /// Score of the nearest memory, and whether it was replayed.
-    pub recall: Option<(f32, bool)>,
-    /// The remembered request recalled (the one replayed, or the nearest).
-    #[serde(default)]
-    pub recalled: Option<String>,
-    /// Why a replay or the first failed call failed.
-    pub first_failure: Option<String>,
-    /// The benchmark's success (final gold call with the gold arguments).
-    pub success: bool,
-    /// What the judge found not covered.
-    pub missing: String,
-    /// Plan mode: where and why the plan handed over to the search (`None`: it did not, or no plan mode).
-    #[serde(default)]
-    pub plan_fallback: Option<String>,
-    /// Plan mode: the plan's APIs.
-    #[serde(default)]
-    pub plan: Vec<String>,
-    /// ComplexFuncBench's protocol (the `complexfuncbench` module): calls judged correct, what
-    /// ended the sample or made it no success, and whether it succeeded.
-    #[serde(default)]
-    pub paper_correct: usize,
-    #[serde(default)]
-    pub paper_first_error: Option<String>,
-    #[serde(default)]
-    pub paper_success: bool,
-    /// Planner decisions the run took.
-    #[serde(default)]
-    pub planner_calls: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChainReport {
-    pub train_chains: usize,
-    pub test_chains: usize,
-    pub folds: usize,
-    pub skipped: Vec<String>,
-    pub methods: Vec<MethodScores>,
-    pub seconds: f64,
-    /// Every test chain of every method (written to the JSON report).
-    pub details: Vec<ChainDetail>,
-    /// Seed retrieval of the held-out requests' gold APIs: plain hybrid vs hybrid with the usage
-    /// vectors the training chains built, in one run on the same folds.
-    pub seed_recall: Vec<SeedRecall>,
-}
-
-/// Recall of the gold chain's APIs among the top-k seeds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SeedRecall {
-    pub retrieval: String,
-    pub usage_weight: f32,
-    pub requests: usize,
-    pub recall_at_3: f64,
-    pub recall_at_5: f64,
-    pub recall_at_10: f64,
-}
-
-/// A gold call: name, arguments with references, arguments resolved.
-pub struct GoldCall {
-    pub name: String,
-    /// Its label (`var1`), which later calls' references name.
-    pub label: Option<String>,
-    pub arguments: Map<String, Value>,
-    pub resolved: Map<String, Value>,
-    /// The recorded response (what a correct call gets).
-    pub response: Option<Value>,
-}
-
-pub struct Gold {
-    pub request: String,
-    pub calls: Vec<GoldCall>,
-}
-
-/// A chain's request and calls, references resolved against its recorded outputs.
-pub fn gold_of(chain: &Chain) -> Result<Gold, String> {
-    let mut outputs: HashMap<String, Value> = HashMap::new();
-    let mut calls = Vec::new();
-    for (i, c) in chain.output.iter().enumerate() {
-        let args = c.arguments.as_object().cloned().unwrap_or_default();
-        let resolved = refs::resolve(&args, &outputs).map_err(|e| format!("output[{i}]: {e}"))?;
-        if let (Some(l), Some(r)) = (&c.label, &c.response) {
-            outputs.insert(l.clone(), r.clone());
-        }
-        calls.push(GoldCall {
-            name: c.name.clone(),
-            label: c.label.clone(),
-            arguments: args,
-            resolved,
-            response: c.response.clone(),
-        });
-    }
-    Ok(Gold { request: chain.input.trim().to_string(), calls })
-}
-
-/// The chains' recorded calls for the sandbox (references resolved against the chain's outputs).
-pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<String>) {
-    let by_name: HashMap<&str, &Spec> = specs.iter().map(|s| (s.name.as_str(), s)).collect();
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for (ci, chain) in chains.iter().enumerate() {
-        let mut outputs: HashMap<String, Value> = HashMap::new();
-        for (i, c) in chain.output.iter().enumerate() {
-            let Some(spec) = by_name.get(c.name.as_str()) else {
-                errors.push(format!("chain {ci} output[{i}]: API `{}` is not in the spec", c.name));
-                continue;
-            };
-            let args = c.arguments.as_object().cloned().unwrap_or_default();
-            match refs::resolve(&args, &outputs) {
-                Ok(resolved) => {
-                    if let Some(r) = &c.response {
-                        out.push(Recording {
-                            api: c.name.clone(),
-                            route: format!("{}{}", spec.host, spec.endpoint),
-                            required: spec
-                                .query_parameters
-                                .iter()
-                                .filter(|(_, p)| p.required)
-                                .map(|(n, _)| n.clone())
-                                .collect(),
-                            arguments: resolved,
-                            response: r.clone(),
-                        });
-                    }
-                }
-                Err(e) => errors.push(format!("chain {ci} output[{i}]: {e}")),
-            }
-            if let (Some(l), Some(r)) = (&c.label, &c.response) {
-                outputs.insert(l.clone(), r.clone());
-            }
-        }
-    }
-    (out, errors)
-}
-
-/// Labels an argument value references (`$var1.x$` → `var1`).
-pub(crate) fn labels_in(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => {
-            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
-        }
-        Value::Array(a) => a.iter().flat_map(labels_in).collect(),
-        Value::Object(m) => m.values().flat_map(labels_in).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// One fold: the chains learned from, and the held-out chains with their index in their file.
 type Fold<'a> = (Vec<&'a Chain>, Vec<(usize, &'a Chain)>);
 
@@ -334,18 +112,6 @@ pub fn spread<T: Copy>(items: &[T], limit: Option<usize>) -> Vec<T> {
         Some(l) if l < items.len() => (0..l).map(|i| items[i * items.len() / l]).collect(),
         _ => items.to_vec(),
     }
-}
-
-/// The benchmark's success: the final gold call made with the gold arguments.
-pub fn succeeded(gold: &Gold, run: &RunReport) -> bool {
-    gold.calls.last().is_some_and(|last| {
-        run.chain.iter().any(|c| {
-            c.name == last.name && {
-                let (s, t) = args_equal(&last.resolved, &c.sent);
-                s == t
-            }
-        })
-    })
 }
 
 type Failed = toolgraph_ingest::IngestError;
@@ -657,6 +423,7 @@ pub async fn run(
 mod tests {
     use super::tally::{flow_edges, overlap};
     use super::*;
+    use crate::gold::args_equal;
     use serde_json::json;
 
     #[test]

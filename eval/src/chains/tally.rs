@@ -1,12 +1,12 @@
 //! Scoring a method's runs against the gold chains: calls, data-flow edges, arguments, the
 //! benchmark's own protocol, and the run's costs.
 
-use super::{labels_in, succeeded, Gold, MethodScores};
+use super::scores::MethodScores;
+use crate::gold::{args_equal, labels_in, succeeded, Gold};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use toolgraph_engine::retrieval::metrics::quantile;
 use toolgraph_engine::run::{RunReport, Status};
-use toolgraph_sandbox::normalize;
 
 /// Data-flow edges (producer name → consumer name) of a chain given as (label, name, args).
 pub(super) fn flow_edges(calls: &[(String, String, &Map<String, Value>)]) -> Vec<(String, String)> {
@@ -41,11 +41,6 @@ pub(super) fn overlap<T: Ord + Clone>(a: &[T], b: &[T]) -> usize {
         }
     }
     n
-}
-
-pub(super) fn args_equal(gold: &Map<String, Value>, sent: &Map<String, Value>) -> (usize, usize) {
-    let same = gold.iter().filter(|(k, v)| sent.get(*k).is_some_and(|s| normalize(s) == normalize(v))).count();
-    (same, gold.len())
 }
 
 #[derive(Default)]

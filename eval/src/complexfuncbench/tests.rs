@@ -1,6 +1,6 @@
 //! The protocol's rules, each as a case that fails when the rule is broken.
 use super::*;
-use crate::chains::GoldCall;
+use crate::gold::GoldCall;
 use serde_json::json;
 
 fn spec(name: &str, params: Value) -> Spec {
