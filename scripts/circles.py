@@ -113,6 +113,9 @@ def circles():
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     found = circles()
     print(f"import circles between the files of one crate: {len(found)}")
     for crate, files in found:
