@@ -79,6 +79,16 @@ pub async fn stop_daemon(
     panic!("{} references to the daemon outlive its shutdown by 5 s", Arc::strong_count(&d) - 1);
 }
 
+/// `POST /v1/orchestrate` with `body` (and the bearer `key`, if any): the answer's JSON, whatever
+/// its status.
+pub async fn orchestrate(http: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -> Value {
+    let mut r = http.post(format!("{url}/v1/orchestrate")).json(body);
+    if let Some(k) = key {
+        r = r.header("authorization", k);
+    }
+    r.send().await.unwrap().json().await.unwrap()
+}
+
 /// Every error body follows the contract; returns it.
 pub async fn error_of(r: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(r.status().as_u16(), status);

@@ -408,15 +408,7 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     error_of(http.get(format!("{url}/v1/tools?limit=0")).send().await.unwrap(), 400, "invalid_request").await;
 
     // Ask twice: the runs teach the graph; START's neighbourhood then has the weather API.
-    let r: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": "What is the weather in Paris right now?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r: Value = orchestrate(&http, &url, None, &json!({"request": "What is the weather in Paris right now?"})).await;
     assert_eq!(r["status"], "answered", "{r}");
     // The conversation is listed with its first request and last status.
     let sessions: Value = http.get(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();

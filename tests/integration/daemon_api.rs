@@ -63,15 +63,7 @@ async fn an_invalid_api_leaves_search_and_runs(http: &reqwest::Client, url: &str
         .await
         .unwrap();
     assert!(found["results"].as_array().unwrap().iter().all(|h| h["id"] != json!(loc_id)), "{found}");
-    let again: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": request}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let again: Value = orchestrate(http, url, None, &json!({"request": request})).await;
     assert!(again["chain"].as_array().unwrap().iter().all(|c| c["api"] != json!(loc_id)), "{again}");
     let p: Value = http
         .patch(format!("{url}/v1/tools/{loc_id}"))
@@ -132,15 +124,7 @@ async fn options_are_checked_models_listed_and_sessions_made(http: &reqwest::Cli
 /// references, and the run says it was a dry run.
 async fn a_dry_run_sends_nothing(http: &reqwest::Client, url: &str, sb: &Sandbox, request: &str, first: &Value) {
     let served = sb.stats().served;
-    let dry: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": request, "dry_run": true}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let dry: Value = orchestrate(http, url, None, &json!({"request": request, "dry_run": true})).await;
     assert_eq!(sb.stats().served, served, "a dry run sends nothing: {dry}");
     assert_eq!(
         (dry["stats"]["dry_run"].as_bool(), dry["stats"]["http_calls"].as_u64()),
@@ -356,15 +340,9 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     )
     .await;
     // Per request: the mode and the planner; the configured models, never a key.
-    let planned: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .json(&json!({"request": gold.request, "mode": "plan", "planner": "deterministic"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let planned: Value =
+        orchestrate(&http, &url, None, &json!({"request": gold.request, "mode": "plan", "planner": "deterministic"}))
+            .await;
     assert_eq!(planned["stats"]["planned"], json!(true), "{planned}");
     assert!(
         planned["stats"]["planner_calls"].as_u64().unwrap() < first["stats"]["planner_calls"].as_u64().unwrap(),

@@ -110,15 +110,7 @@ async fn degraded_after_failures(
 ) -> toolgraph_schema::ApiNode {
     let mut degraded = None;
     for req in users.iter().cycle().take(40) {
-        let r: Value = http
-            .post(format!("{url}/v1/orchestrate"))
-            .json(&json!({"request": req}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r: Value = orchestrate(http, url, None, &json!({"request": req})).await;
         let _ = r;
         let node = store.node_snapshot().await.unwrap().apis[victim].clone();
         if node.status == "degraded" {
@@ -132,15 +124,7 @@ async fn degraded_after_failures(
 /// None of `users`' runs calls `victim`.
 async fn never_called(http: &reqwest::Client, url: &str, users: &[String], victim: &str) {
     for req in users {
-        let body: Value = http
-            .post(format!("{url}/v1/orchestrate"))
-            .json(&json!({"request": req}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body: Value = orchestrate(http, url, None, &json!({"request": req})).await;
         let run: Value = http
             .get(format!("{url}/v1/runs/{}", body["run_id"].as_str().unwrap()))
             .send()

@@ -83,41 +83,27 @@ async fn refused_admissions_and_ssrf(http: &reqwest::Client, url: &str, key: &st
 /// A conversation: the second turn names no city; the session's first turn found one. Without
 /// the session the same request has no city to give.
 async fn a_second_turn_takes_the_city_from_the_first(http: &reqwest::Client, url: &str, key: &str) {
-    let t1: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "What is the current weather in Paris?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let t1: Value =
+        orchestrate(http, url, Some(key), &json!({"request": "What is the current weather in Paris?"})).await;
     assert_eq!(t1["status"], "answered", "{t1}");
-    let t2: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?", "session_id": t1["session_id"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let t2: Value = orchestrate(
+        http,
+        url,
+        Some(key),
+        &json!({"request": "and the daily forecast highs for the next 2 days there?", "session_id": t1["session_id"]}),
+    )
+    .await;
     assert_eq!(t2["status"], "answered", "{t2}");
     assert_eq!(t2["chain"][0]["api"], "weather/weather_example/forecast", "{t2}");
     assert_eq!(t2["chain"][0]["sent"]["city"], "Paris", "the city comes from the earlier turn: {t2}");
     // Without the session the same request has no city to give.
-    let alone: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "and the daily forecast highs for the next 2 days there?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let alone: Value = orchestrate(
+        http,
+        url,
+        Some(key),
+        &json!({"request": "and the daily forecast highs for the next 2 days there?"}),
+    )
+    .await;
     assert_ne!(alone["status"], "answered", "{alone}");
 }
 
@@ -330,16 +316,8 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     assert_eq!(tool["status"], "active");
 
     // And it is used: a request planned and executed through it.
-    let ran: Value = http
-        .post(format!("{url}/v1/orchestrate"))
-        .header("authorization", key)
-        .json(&json!({"request": "What is the current weather in Paris?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ran: Value =
+        orchestrate(&http, &url, Some(key), &json!({"request": "What is the current weather in Paris?"})).await;
     assert_eq!(ran["status"], "answered", "{ran}");
     assert_eq!(ran["chain"][0]["api"], json!(id));
     assert_eq!(ran["chain"][0]["sent"]["city"], "Paris");
