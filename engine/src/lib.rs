@@ -8,6 +8,7 @@
 pub mod adapters;
 pub mod embed;
 pub mod exec;
+pub mod ingest;
 pub mod plan;
 pub mod retrieval;
 pub mod run;

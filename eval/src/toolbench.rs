@@ -27,7 +27,7 @@ use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::run::{RunSettings, Status};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::catalog::{Catalog, Resolution};
-use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
+use toolgraph_ingest::pipeline::{Inputs, NoProgress};
 use toolgraph_ingest::IngestError;
 use toolgraph_sandbox::{self as sandbox, Faults, Library, Recording, Sandbox};
 use toolgraph_schema::{toolbench_standardize, Settings};
@@ -219,10 +219,9 @@ async fn learn_fold(
     let store: Arc<dyn GraphStore> =
         Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
     store.setup().await?;
-    let learner = pipeline::Learner(Arc::new(toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?));
-    pipeline::ingest(
+    toolgraph_engine::ingest::ingest(
         store.clone(),
-        Inputs { toolbench: train, tools: vec![tools_path.to_path_buf()], learner: Some(learner), ..Inputs::default() },
+        Inputs { toolbench: train, tools: vec![tools_path.to_path_buf()], ..Inputs::default() },
         settings,
         Arc::new(NoProgress),
     )

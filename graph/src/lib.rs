@@ -10,6 +10,7 @@
 //! its weights from [`weights`], so all stores hold the same numbers for the same input.
 
 pub mod adapters;
+pub mod counts;
 pub mod error;
 pub mod store;
 pub mod weights;
@@ -82,6 +83,14 @@ pub struct EdgeDelta {
     pub n: u64,
 }
 
+/// An increment of one counter of a learned model ([`counts`]): added by the store, never
+/// written as a whole value, so learners in several processes all count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountDelta {
+    pub key: String,
+    pub n: i64,
+}
+
 /// Increments of a batch of not-yet-ingested runs, applied atomically together with marking
 /// their keys as ingested, so a batch counts once or not at all.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -89,6 +98,9 @@ pub struct ContributionBatch {
     pub keys: Vec<String>,
     pub api_counts: Vec<ApiCountDelta>,
     pub edges: Vec<EdgeDelta>,
+    /// The learned models' counter increments of these runs (the argument model's), one per key.
+    #[serde(default)]
+    pub counts: Vec<CountDelta>,
 }
 
 /// Sum a batch's runs into increments; edges START → first, …, last → END.
@@ -118,6 +130,7 @@ pub fn aggregate(runs: &[Contribution]) -> ContributionBatch {
             .map(|(id, (calls, successes))| ApiCountDelta { id: id.to_string(), calls, successes })
             .collect(),
         edges: edges.into_iter().map(|((f, t), n)| EdgeDelta { from: f.to_string(), to: t.to_string(), n }).collect(),
+        counts: Vec::new(),
     }
 }
 
@@ -224,12 +237,13 @@ pub trait GraphStore: Send + Sync {
     /// A marker that derived weights may be stale (set before writing counts, cleared after).
     async fn set_weights_dirty(&self, dirty: bool) -> Result<()>;
     async fn weights_dirty(&self) -> Result<bool>;
-    /// Store parts of a model learned from the graph's runs — `(key, JSON text)`, keys like
-    /// `arguments/api/<api id>` — replacing those keys' values: models live with the graph they
-    /// were learned with, on every backend, and a run's update writes only the parts it changed.
-    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()>;
-    /// Every stored model part whose key starts with `prefix`, in key order.
-    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>>;
+    /// The stored counters of learned models whose keys start with `prefix`, in key order
+    /// ([`counts`]); they change only through [`GraphStore::apply_contributions`].
+    async fn model_counts(&self, prefix: &str) -> Result<Vec<(String, i64)>>;
+    /// A number that changes with every write that changes what [`GraphStore::snapshot`] or
+    /// [`GraphStore::model_counts`] read (counts, weights, statuses, APIs), by this process or
+    /// another: a daemon reloads when it moved.
+    async fn generation(&self) -> Result<u64>;
     /// Read-only Cypher, where the backend speaks Cypher.
     async fn cypher_read(
         &self,

@@ -5,18 +5,20 @@
 //! at the end the weights of every source whose edges changed recomputed before the stale mark is
 //! cleared.
 
-use crate::{aggregate, weights, ContributionBatch, GraphStore, Result};
+use crate::{aggregate, counts, weights, ContributionBatch, CountDelta, GraphStore, Result};
 use std::collections::{BTreeSet, HashSet};
 use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
 
 /// Learns from the examples of the runs a writer writes (the engine's argument model): each new
-/// run's [`Example`](toolgraph_schema::Example) once, as its counts are applied; `finish` stores
-/// what was learned since its last call with the graph (call it after each batch and at the end)
-/// and says how many examples it took in all.
-#[async_trait::async_trait]
+/// run's [`Example`](toolgraph_schema::Example) once, as its counts are applied. What it learned
+/// comes back as counter increments, which the writer applies in the same atomic write as the
+/// run's other counts and its ledger key: a run the ledger holds teaches nothing twice, and two
+/// processes learning at once both count.
 pub trait ExampleSink: Send + Sync {
-    fn learn(&self, example: &toolgraph_schema::Example);
-    async fn finish(&self, store: &dyn GraphStore) -> Result<u64>;
+    /// Learn `example` (into the sink's own copy of the model too) and return the increments.
+    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta>;
+    /// How many examples it has learned.
+    fn learned(&self) -> u64;
 }
 
 /// Writes contributions into one store; see the [module](self).
@@ -86,16 +88,15 @@ impl<'s> ContributionWriter<'s> {
         if fresh.is_empty() {
             return Ok(ContributionBatch::default());
         }
-        let batch = aggregate(&fresh);
+        let mut batch = aggregate(&fresh);
+        if let Some(sink) = self.sink {
+            let learned = fresh.iter().filter_map(|c| c.example.as_ref()).flat_map(|e| sink.learn(e));
+            batch.counts = counts::summed(learned);
+        }
         if !batch.edges.is_empty() {
             self.mark_dirty().await?;
         }
         self.store.apply_contributions(&batch).await?;
-        if let Some(sink) = self.sink {
-            for example in fresh.iter().filter_map(|c| c.example.as_ref()) {
-                sink.learn(example);
-            }
-        }
         for e in &batch.edges {
             self.touched.insert(e.from.clone());
             if e.from != START_ID && e.to != END_ID {
@@ -103,6 +104,19 @@ impl<'s> ContributionWriter<'s> {
             }
         }
         Ok(batch)
+    }
+
+    /// Apply counter increments learned outside a run (a model learned from the long-term
+    /// memory) under ledger key `key`, once: `false` when the ledger holds the key already.
+    pub async fn write_counts(&mut self, key: &str, deltas: Vec<CountDelta>) -> Result<bool> {
+        if !self.seen.insert(key.to_string()) || !self.store.ingested_keys(&[key.to_string()]).await?.is_empty() {
+            self.already += 1;
+            return Ok(false);
+        }
+        let batch =
+            ContributionBatch { keys: vec![key.to_string()], counts: counts::summed(deltas), ..Default::default() };
+        self.store.apply_contributions(&batch).await?;
+        Ok(true)
     }
 
     /// Recompute the weights of the sources written (every source when `all`, as after an

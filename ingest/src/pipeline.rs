@@ -34,8 +34,9 @@ pub struct Inputs {
     pub trajectories: Vec<PathBuf>,
     /// Set to stop early (Ctrl-C): reading stops, what was read is written and finished.
     pub stop: Arc<AtomicBool>,
-    /// Learns from each new answered run's request and arguments, and stores what it learned
-    /// with the graph at the end (the engine's argument model); `None` learns nothing.
+    /// Learns from each new answered run's request and arguments (the engine's argument model:
+    /// `toolgraph_engine::ingest` sets it; callers go through that); its counts are applied with
+    /// each batch's. `None` learns nothing.
     pub learner: Option<Learner>,
 }
 
@@ -333,11 +334,8 @@ pub async fn ingest(
                 changed_tools.extend(batch.apis.iter().map(|a| a.tool_id.clone()));
             }
             if !batch.runs.is_empty() {
+                // What the argument model learns from the batch is applied with its counts.
                 writer.write(batch.runs).await?;
-                // What the argument model learned from this batch is stored as its counts are.
-                if let Some(l) = &learner {
-                    l.0.finish(store.as_ref()).await?;
-                }
             }
             Ok::<(), IngestError>(())
         }
@@ -372,10 +370,7 @@ pub async fn ingest(
         writer.clear_dirty().await?;
     }
 
-    let arg_examples = match &learner {
-        Some(l) => l.0.finish(store.as_ref()).await?,
-        None => 0,
-    };
+    let arg_examples = learner.as_ref().map_or(0, |l| l.0.learned());
     let stats = store.stats().await?;
     let interrupted = stop.load(Ordering::Relaxed);
     let mut tally = read.tally;

@@ -544,17 +544,17 @@ pub struct RunSettings {
     pub memory_hints: usize,
     /// Cosine similarity from which a recalled memory votes.
     pub hint_threshold: f32,
-    /// Store judged-good runs in long-term memory; the argument model learns from the same runs
-    /// (what they sent each parameter).
+    /// Store judged-good runs in long-term memory (the chains recalled for similar requests).
     pub remember: bool,
     /// Fill arguments with the argument model — learned at ingest from the recorded trajectories
-    /// and from every run remembered since, stored with the graph: which request mention a
-    /// parameter takes, ordering words, constants — before the rules; off: the rules alone.
+    /// and from every run learned from since (`learn`), stored with the graph: which request
+    /// mention a parameter takes, ordering words, constants — before the rules; off: the rules
+    /// alone.
     pub learned_arguments: bool,
     /// Learn from each run's outcome in the graph: calls and successes per API, the NEXT counts of
-    /// answered chains, the judgement's score changes (dynamic weights) and the usage vectors of
-    /// retrieval. (API health is tracked whatever this says; the argument model follows
-    /// `remember`.)
+    /// answered chains, the judgement's score changes (dynamic weights), the usage vectors of
+    /// retrieval and the argument model (what a run judged complete sent each parameter), all in
+    /// one write with the run's ledger key. (API health is tracked whatever this says.)
     pub learn: bool,
     /// Observations longer than this are compressed for the planner.
     pub observation_chars: usize,

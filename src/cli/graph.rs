@@ -137,10 +137,8 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
         tools: args.tools.clone(),
         trajectories: args.trajectories.clone(),
         stop: Arc::new(AtomicBool::new(false)),
-        // The argument model learns from every new answered run, and is stored with the graph.
-        learner: Some(toolgraph_ingest::pipeline::Learner(Arc::new(
-            toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?,
-        ))),
+        // The argument model learns from every new answered run (`toolgraph_engine::ingest`).
+        learner: None,
     };
     // Ctrl-C: stop reading, write and finish what was read. A second Ctrl-C quits at once, which
     // is safe too: every batch is written atomically and the next ingest completes the rest.
@@ -156,7 +154,7 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
     });
     let progress: Arc<dyn Progress> =
         if std::io::stderr().is_terminal() { Arc::new(BarProgress::new()) } else { Arc::new(LogProgress::new()) };
-    let report = toolgraph_ingest::ingest(store.clone(), inputs, &s, progress).await?;
+    let report = toolgraph_engine::ingest::ingest(store.clone(), inputs, &s, progress).await?;
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }

@@ -55,38 +55,13 @@ fn logs() -> Arc<Mutex<Vec<u8>>> {
 async fn state_urls(dir: &std::path::Path, name: &str) -> Vec<String> {
     let mut urls = vec![format!("sqlite:{}", dir.join(format!("{name}.db")).display())];
     if let Ok(base) = std::env::var("TOOLGRAPH_TEST_POSTGRES_URL") {
-        urls.push(fresh_postgres(&base, name).await);
+        urls.push(common::fresh_postgres(&base, name).await);
     } else {
         eprintln!(
             "TOOLGRAPH_TEST_POSTGRES_URL is not set: {name} runs on SQLite only (scripts/test.sh starts a PostgreSQL)"
         );
     }
     urls
-}
-
-/// A new database on the test server (password from TOOLGRAPH_STATE_PASSWORD_FILE).
-async fn fresh_postgres(base: &str, name: &str) -> String {
-    use sqlx::Connection;
-    let pw = std::env::var("TOOLGRAPH_STATE_PASSWORD")
-        .ok()
-        .or_else(|| {
-            std::env::var("TOOLGRAPH_STATE_PASSWORD_FILE")
-                .ok()
-                .map(|f| std::fs::read_to_string(f).unwrap().trim().to_string())
-        })
-        .expect("TOOLGRAPH_STATE_PASSWORD(_FILE) for the test PostgreSQL");
-    let mut admin = reqwest::Url::parse(base).unwrap();
-    admin.set_password(Some(&pw)).unwrap();
-    let mut conn = sqlx::postgres::PgConnection::connect(admin.as_str()).await.expect("the test PostgreSQL answers");
-    let db = format!(
-        "tg_{name}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
-    );
-    sqlx::query(&format!("CREATE DATABASE {db}")).execute(&mut conn).await.unwrap();
-    let mut u = reqwest::Url::parse(base).unwrap();
-    u.set_path(&format!("/{db}"));
-    u.to_string()
 }
 
 /// An admin, two users; their keys.

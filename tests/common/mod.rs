@@ -538,3 +538,29 @@ pub async fn mock_openai_server(answers: Vec<(u16, serde_json::Value)>) -> (Stri
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}/v1"), shared)
 }
+
+/// A new database on the test PostgreSQL `base` (`TOOLGRAPH_TEST_POSTGRES_URL`; its password from
+/// `TOOLGRAPH_STATE_PASSWORD(_FILE)`), named after `name`; its URL (without the password).
+pub async fn fresh_postgres(base: &str, name: &str) -> String {
+    use sqlx::Connection;
+    let pw = std::env::var("TOOLGRAPH_STATE_PASSWORD")
+        .ok()
+        .or_else(|| {
+            std::env::var("TOOLGRAPH_STATE_PASSWORD_FILE")
+                .ok()
+                .map(|f| std::fs::read_to_string(f).unwrap().trim().to_string())
+        })
+        .expect("TOOLGRAPH_STATE_PASSWORD(_FILE) for the test PostgreSQL");
+    let mut admin = reqwest::Url::parse(base).unwrap();
+    admin.set_password(Some(&pw)).unwrap();
+    let mut conn = sqlx::postgres::PgConnection::connect(admin.as_str()).await.expect("the test PostgreSQL answers");
+    let db = format!(
+        "tg_{name}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+    );
+    sqlx::query(&format!("CREATE DATABASE {db}")).execute(&mut conn).await.unwrap();
+    let mut u = reqwest::Url::parse(base).unwrap();
+    u.set_path(&format!("/{db}"));
+    u.to_string()
+}

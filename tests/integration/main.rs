@@ -32,5 +32,6 @@ mod malformed_inputs;
 mod mcp_import;
 mod mcp_serve;
 mod reverse_chain_and_plans;
+mod scale_out;
 mod search_and_index;
 mod store_operations;

@@ -46,6 +46,7 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
             EdgeDelta { from: id("b"), to: "END".into(), n: 3 },
             EdgeDelta { from: id("c"), to: "END".into(), n: 1 },
         ],
+        counts: Vec::new(),
     };
     store.apply_contributions(&batch).await.unwrap();
     assert_eq!(store.ingested_keys(&["k1".into(), "k3".into()]).await.unwrap(), ["k1".to_string()].into());
@@ -99,48 +100,70 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
     snap
 }
 
-/// The argument model an ingest trains is stored with the graph, continued by the next ingest,
-/// and read back whole (JSON text with quotes and non-ASCII cue words in it).
+/// The argument model an ingest or a run trains is stored with the graph as counters the store
+/// adds to, with the runs' ledger keys: continued by the next learner, read back whole (JSON text
+/// with quotes and non-ASCII cue words in it), and two learners that started from the same stored
+/// model (two daemons, or a daemon and an ingest) both count — neither overwrites the other.
 async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
-    use toolgraph_engine::graph::write::ExampleSink;
+    use toolgraph_engine::graph::write::{ContributionWriter, ExampleSink};
     use toolgraph_engine::run::args::{stored_model, ArgTrainer};
-    let rental = |request: &str, pick: &str, drop: &str| toolgraph_schema::Example {
-        request: request.into(),
-        calls: vec![toolgraph_schema::ExampleCall {
-            api_id: id("a"),
-            label: None,
-            arguments: serde_json::json!({"pick_up_time": pick, "drop_off_time": drop, "note": "say \"hi\""})
-                .as_object()
-                .cloned()
-                .unwrap(),
-            response: None,
-        }],
+    let rental = |key: &str, request: &str, pick: &str, drop: &str| toolgraph_schema::Contribution {
+        key: key.into(),
+        attempts: Vec::new(),
+        chain: Vec::new(),
+        example: Some(toolgraph_schema::Example {
+            request: request.into(),
+            calls: vec![toolgraph_schema::ExampleCall {
+                api_id: id("a"),
+                label: None,
+                arguments: serde_json::json!({"pick_up_time": pick, "drop_off_time": drop, "note": "say \"hi\""})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+                response: None,
+            }],
+        }),
     };
     assert_eq!(stored_model(store).await.unwrap(), None);
+    let before = store.generation().await.unwrap();
     let trainer = ArgTrainer::open(store).await.unwrap();
-    trainer.learn(&rental(
-        "Rent a car at the café at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.",
-        "09:00",
-        "18:00",
-    ));
-    trainer.learn(&rental(
-        "Return the car at 8 PM on August 9th, 2024; pick it up at 10 AM on August 2nd.",
-        "10:00",
-        "20:00",
-    ));
-    assert_eq!(trainer.finish(store).await.unwrap(), 2);
+    let mut writer = ContributionWriter::new(store).with_sink(Some(&trainer));
+    let runs = vec![
+        rental(
+            "m1",
+            "Rent a car at the café at 9 AM on July 3rd, 2024 and return it at 6 PM on July 5th.",
+            "09:00",
+            "18:00",
+        ),
+        rental(
+            "m2",
+            "Return the car at 8 PM on August 9th, 2024; pick it up at 10 AM on August 2nd.",
+            "10:00",
+            "20:00",
+        ),
+    ];
+    writer.write(runs).await.unwrap();
+    assert_eq!(trainer.learned(), 2);
+    assert!(store.generation().await.unwrap() > before, "a write that changes the model moves the generation");
     let model = stored_model(store).await.unwrap().expect("stored");
     assert_eq!(model.examples, 2);
     assert_eq!(model.slots[&id("a")]["drop_off_time"].support, 2);
     assert!(model.slots[&id("a")]["drop_off_time"].cues.values().any(|c| c.contains_key("return")), "{model:?}");
-    // The next ingest continues the stored model; only what it changed is written.
-    let next = ArgTrainer::open(store).await.unwrap();
-    next.learn(&rental("Pick up a car at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"));
-    assert_eq!(next.finish(store).await.unwrap(), 1);
+    // Two learners open the same stored model and each learns one run: both runs count.
+    let (one, two) = (ArgTrainer::open(store).await.unwrap(), ArgTrainer::open(store).await.unwrap());
+    let third =
+        || rental("m3", "Pick up a car at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00");
+    let fourth = rental("m4", "Collect the car 8 AM June 2nd, 2024; bring it back 9 PM June 4th.", "08:00", "21:00");
+    ContributionWriter::new(store).with_sink(Some(&one)).write(vec![third()]).await.unwrap();
+    ContributionWriter::new(store).with_sink(Some(&two)).write(vec![fourth]).await.unwrap();
     let model = stored_model(store).await.unwrap().unwrap();
-    assert_eq!((model.examples, model.slots[&id("a")]["drop_off_time"].support), (3, 3));
+    assert_eq!((model.examples, model.slots[&id("a")]["drop_off_time"].support), (4, 4), "no lost update");
+    // A run the ledger holds teaches nothing twice.
+    ContributionWriter::new(store).with_sink(Some(&one)).write(vec![third()]).await.unwrap();
+    let model = stored_model(store).await.unwrap().unwrap();
+    assert_eq!(model.examples, 4);
     assert_eq!(model.slots[&id("a")]["note"].values.keys().next().map(String::as_str), Some(r#""say \"hi\"""#));
-    assert!(store.model_parts("nothing/").await.unwrap().is_empty());
+    assert!(store.model_counts("nothing/").await.unwrap().is_empty());
 }
 
 #[test]

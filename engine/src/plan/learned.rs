@@ -10,8 +10,9 @@
 //! the order the chosen mention had. A slot without enough examples leaves the choice to the
 //! rules in [`super::fill`].
 //!
-//! The model is stored with the graph, in parts ([`ArgModel::parts`]: one per API and one per
-//! parameter name, under [`PARTS_PREFIX`]), so an update after one run writes only what it changed.
+//! The model is stored with the graph as counters ([`toolgraph_graph::counts`], under
+//! [`ARGUMENT_COUNTS`]): learning an example gives increments ([`ArgModel::learn_counted`]) that
+//! the store adds with the run's other counts, never a part read, changed and written back.
 
 use super::values::RequestValues;
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,7 @@ pub use super::reading::key as norm;
 
 /// Everything learned: per API and parameter, and per parameter name across APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ArgModel {
     /// (request, chain) examples learned from.
     pub examples: u64,
@@ -46,28 +48,9 @@ pub struct Choice {
     pub from: &'static str,
 }
 
-/// The store keys of the argument model's parts start with this.
-pub const PARTS_PREFIX: &str = "arguments/";
-/// The layout of the stored parts; a store holding another is re-learned, not misread.
-pub const PARTS_FORMAT: u32 = 1;
-
-fn to_json<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// `map`'s entries as parts `arguments/<kind>/<key>`: those `keys` names, or all of them.
-fn push_parts<T: Serialize>(
-    out: &mut Vec<(String, String)>,
-    kind: &str,
-    map: &BTreeMap<String, T>,
-    keys: Option<&BTreeSet<String>>,
-) {
-    let entries: Vec<(&String, &T)> = match keys {
-        Some(keys) => keys.iter().filter_map(|k| map.get_key_value(k)).collect(),
-        None => map.iter().collect(),
-    };
-    out.extend(entries.into_iter().map(|(k, v)| (format!("{PARTS_PREFIX}{kind}/{k}"), to_json(v))));
-}
+use toolgraph_graph::counts;
+pub use toolgraph_graph::counts::ARGUMENT_COUNTS;
+use toolgraph_graph::CountDelta;
 
 /// The slots one or more examples changed: what a store update must write.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -159,17 +142,20 @@ impl ArgModel {
     ) {
         let sent: Vec<(&String, String)> =
             args.iter().filter(|(_, v)| word_value(v, values)).map(|(p, v)| (p, v.to_string())).collect();
-        let slots = self.slots.entry(api.to_string()).or_default();
-        if sent.is_empty() && !slots.contains_key(REQUEST) {
+        if sent.is_empty() && !self.slots.get(api).is_some_and(|s| s.contains_key(REQUEST)) {
             return;
         }
+        let slots = self.slots.entry(api.to_string()).or_default();
         let all = slots.entry(REQUEST.to_string()).or_default();
         all.support += 1;
-        count_words(all.words.entry(String::new()).or_default(), said, MAX_REQUEST_WORDS);
+        // (No empty maps: the stored counters hold none, and the model reads back as it was.)
+        if !said.is_empty() {
+            count_words(all.words.entry(String::new()).or_default(), said, MAX_REQUEST_WORDS);
+        }
         for (param, value) in sent {
             let slot = slots.entry(param.clone()).or_default();
             // Only the values the slot keeps (at most MAX_CONSTANTS): the words stay bounded.
-            if slot.values.contains_key(&value) {
+            if slot.values.contains_key(&value) && !said.is_empty() {
                 count_words(slot.words.entry(value).or_default(), said, MAX_VALUE_WORDS);
             }
         }
@@ -288,47 +274,55 @@ impl ArgModel {
         }
     }
 
-    /// The model as store parts `(key, JSON)`: its header (format, examples) and the slots
-    /// `touched` names — every slot when `None`.
-    pub fn parts(&self, touched: Option<&Touched>) -> Vec<(String, String)> {
-        let mut out = vec![
-            (format!("{PARTS_PREFIX}format"), PARTS_FORMAT.to_string()),
-            (format!("{PARTS_PREFIX}examples"), self.examples.to_string()),
-        ];
-        push_parts(&mut out, "api", &self.slots, touched.map(|t| &t.apis));
-        push_parts(&mut out, "name", &self.by_name, touched.map(|t| &t.names));
-        out
+    /// The model's counters as the store keeps them ([`counts::flatten`] under
+    /// [`ARGUMENT_COUNTS`]): every one, or only the slots of these APIs and parameter names (and
+    /// the example count).
+    pub fn counts(&self, only: Option<(&BTreeSet<String>, &BTreeSet<String>)>) -> BTreeMap<String, i64> {
+        let tree = match only {
+            None => serde_json::to_value(self),
+            Some((apis, names)) => serde_json::to_value(ArgModel {
+                examples: self.examples,
+                slots: self
+                    .slots
+                    .iter()
+                    .filter(|(k, _)| apis.contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                by_name: self
+                    .by_name
+                    .iter()
+                    .filter(|(k, _)| names.contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            }),
+        };
+        counts::flatten(ARGUMENT_COUNTS, &tree.unwrap_or_default())
     }
 
-    /// The model stored as `parts` (all keys under [`PARTS_PREFIX`]); `None` when nothing is
-    /// stored, an error naming the part that does not read (or another format).
-    pub fn from_parts(parts: &[(String, String)]) -> Result<Option<ArgModel>, String> {
-        if parts.is_empty() {
+    /// The model the store's counters hold (keys under [`ARGUMENT_COUNTS`]); `None` when it holds
+    /// none, an error naming the counter that does not read.
+    pub fn from_counts(stored: &[(String, i64)]) -> Result<Option<ArgModel>, String> {
+        if !stored.iter().any(|(k, _)| k.starts_with(ARGUMENT_COUNTS)) {
             return Ok(None);
         }
-        let mut m = ArgModel::default();
-        let mut format = None;
-        for (key, text) in parts {
-            let bad = |e: serde_json::Error| format!("stored argument model part `{key}`: {e}");
-            let Some(rest) = key.strip_prefix(PARTS_PREFIX) else { continue };
-            if rest == "format" {
-                format =
-                    Some(text.trim().parse::<u32>().map_err(|e| format!("stored argument model part `{key}`: {e}"))?);
-            } else if rest == "examples" {
-                m.examples = text.trim().parse().map_err(|e| format!("stored argument model part `{key}`: {e}"))?;
-            } else if let Some(api) = rest.strip_prefix("api/") {
-                m.slots.insert(api.to_string(), serde_json::from_str(text).map_err(bad)?);
-            } else if let Some(name) = rest.strip_prefix("name/") {
-                m.by_name.insert(name.to_string(), serde_json::from_str(text).map_err(bad)?);
-            }
-        }
-        match format {
-            Some(PARTS_FORMAT) => Ok(Some(m)),
-            Some(other) => {
-                Err(format!("the stored argument model has format {other}; this build reads format {PARTS_FORMAT}"))
-            }
-            None => Err(format!("the stored argument model has no `{PARTS_PREFIX}format` part")),
-        }
+        let tree = counts::unflatten(ARGUMENT_COUNTS, stored)?;
+        serde_json::from_value(tree).map(Some).map_err(|e| format!("the stored argument model does not read: {e}"))
+    }
+
+    /// [`ArgModel::learn`], and the counter increments it made: what the store adds (the slots
+    /// of the example's APIs and parameter names, compared before and after).
+    pub fn learn_counted<'a>(
+        &mut self,
+        request: &str,
+        calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>,
+        today: chrono::NaiveDate,
+    ) -> Vec<CountDelta> {
+        let calls: Vec<(&str, &Map<String, Value>)> = calls.into_iter().collect();
+        let apis: BTreeSet<String> = calls.iter().map(|(a, _)| a.to_string()).collect();
+        let names: BTreeSet<String> = calls.iter().flat_map(|(_, args)| args.keys().map(|k| norm(k))).collect();
+        let before = self.counts(Some((&apis, &names)));
+        self.learn(request, calls, today);
+        counts::delta(&before, &self.counts(Some((&apis, &names))))
     }
 
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it

@@ -90,6 +90,7 @@ pub(crate) fn normalized(v: &Value, kind: Kind) -> Option<String> {
 
 /// What the recorded calls of one slot (an API's parameter, or a parameter name) show.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SlotStats {
     /// Recorded calls that gave the parameter a literal value (not an earlier output).
     pub support: u32,

@@ -1,27 +1,38 @@
-//! The argument model's life with the graph: read from the store when the first run needs it
-//! (learned once from the long-term memory where the store holds none, as graphs ingested before
-//! it existed), updated and written back, the parts a run changed, after every run remembered;
-//! and [`ArgTrainer`], which `ingest` hands each new answered run to.
+//! The argument model's life with the graph: read from the store's counters when the first run
+//! needs it (learned once from the long-term memory where the store holds none, as graphs
+//! ingested before it existed), read again when the store changed ([`Engine::refreshed`]); and
+//! the [`ExampleSink`]s that teach it — [`ArgTrainer`] for ingest, the engine's own for the runs
+//! it learns from. Either way what a run teaches is counter increments, applied by the
+//! [`ContributionWriter`] in the same atomic write as the run's other counts and ledger key.
 
 use super::memory::{recorded_steps, MemoryStep, RecordedCall};
 use super::{Engine, MAX_ARG_EXAMPLES};
-use crate::graph::write::ExampleSink;
+use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
-use crate::plan::learned::{ArgModel, Touched, PARTS_PREFIX};
+use crate::plan::learned::{ArgModel, ARGUMENT_COUNTS};
 use crate::Result;
 use std::sync::{Arc, Mutex};
+use toolgraph_graph::CountDelta;
+
+/// The ledger key under which a model learned from the long-term memory is written (once per
+/// store: a second process finds it and reads the stored model instead).
+const FROM_MEMORY_KEY: &str = "model:arguments:from-memory";
 
 /// The argument model stored with `store`'s graph: `None` when none is stored; an error when a
-/// stored one does not read (it names the part).
+/// stored one does not read (it names the counter).
 pub async fn stored_model(store: &dyn GraphStore) -> Result<Option<ArgModel>> {
-    let parts = store.model_parts(PARTS_PREFIX).await?;
-    ArgModel::from_parts(&parts).map_err(crate::EngineError::Config)
+    let stored = store.model_counts(ARGUMENT_COUNTS).await?;
+    ArgModel::from_counts(&stored).map_err(crate::EngineError::Config)
 }
 
 /// Learn `ArgModel` from one recorded example (request, calls with arguments and responses):
 /// literals an earlier response holds are references first (they are the graph's FEEDS, not a
-/// mention of the request).
-fn learn_example(model: &mut ArgModel, example: &toolgraph_schema::Example, today: chrono::NaiveDate) -> Touched {
+/// mention of the request). Returns the counter increments.
+fn learn_example(
+    model: &mut ArgModel,
+    example: &toolgraph_schema::Example,
+    today: chrono::NaiveDate,
+) -> Vec<CountDelta> {
     let labels: Vec<String> = (1..=example.calls.len()).map(|i| format!("var{i}")).collect();
     let calls: Vec<RecordedCall<'_>> = example
         .calls
@@ -35,22 +46,20 @@ fn learn_example(model: &mut ArgModel, example: &toolgraph_schema::Example, toda
         })
         .collect();
     let steps = recorded_steps(&example.request, &calls);
-    model.learn(&example.request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today)
+    model.learn_counted(&example.request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today)
 }
 
 /// Trains the argument model from an ingest's new answered runs ([`ExampleSink`]): it starts
-/// from the model the store holds, learns each run once (the ledger skips runs ingested before),
-/// and writes the parts changed since the last write each time `finish` is called (after every
-/// batch the ingest applies, and at its end), so a killed ingest loses at most the batch it was
-/// writing.
+/// from the model the store holds and learns each new run once (the ledger skips runs ingested
+/// before); the increments go into the store with each batch's counts.
 pub struct ArgTrainer {
-    state: Mutex<(ArgModel, Touched, u64)>,
+    state: Mutex<(ArgModel, u64)>,
     today: chrono::NaiveDate,
 }
 
 impl ArgTrainer {
     /// A trainer continuing the model `store` holds (a fresh one when it holds none, or one this
-    /// build cannot read: that one is replaced, with a warning).
+    /// build cannot read: that one is learned again, with a warning).
     pub async fn open(store: &dyn GraphStore) -> Result<ArgTrainer> {
         let model = match stored_model(store).await {
             Ok(m) => m.unwrap_or_default(),
@@ -60,30 +69,35 @@ impl ArgTrainer {
             }
             Err(e) => return Err(e),
         };
-        Ok(ArgTrainer { state: Mutex::new((model, Touched::default(), 0)), today: chrono::Utc::now().date_naive() })
+        Ok(ArgTrainer { state: Mutex::new((model, 0)), today: chrono::Utc::now().date_naive() })
     }
 }
 
-#[async_trait::async_trait]
 impl ExampleSink for ArgTrainer {
-    fn learn(&self, example: &toolgraph_schema::Example) {
+    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let touched = learn_example(&mut st.0, example, self.today);
-        st.1.extend(touched);
-        st.2 += 1;
+        st.1 += 1;
+        learn_example(&mut st.0, example, self.today)
     }
 
-    async fn finish(&self, store: &dyn GraphStore) -> crate::graph::Result<u64> {
-        let (parts, n) = {
-            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if st.1 == Touched::default() {
-                return Ok(st.2);
-            }
-            let touched = std::mem::take(&mut st.1);
-            (st.0.parts(Some(&touched)), st.2)
-        };
-        store.set_model_parts(&parts).await?;
-        Ok(n)
+    fn learned(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+}
+
+/// The engine's own runs teach its model ([`Engine::learn_from`]): the model in use learns at
+/// once, the store gets the increments with the run's counts.
+pub(super) struct RunTeaches<'e>(pub &'e Engine);
+
+impl ExampleSink for RunTeaches<'_> {
+    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta> {
+        let mut slot = self.0.args.write().unwrap_or_else(|p| p.into_inner());
+        let Some(m) = slot.as_mut() else { return Vec::new() };
+        learn_example(Arc::make_mut(m), example, chrono::Utc::now().date_naive())
+    }
+
+    fn learned(&self) -> u64 {
+        0
     }
 }
 
@@ -109,49 +123,58 @@ impl Engine {
         };
         let model = match stored {
             Some(m) => m,
-            None => {
-                let Some(memory) = &self.memory else { return Ok(None) };
-                let today = chrono::Utc::now().date_naive();
-                let entries = memory.list().await?;
-                let model = tokio::task::spawn_blocking(move || {
-                    let mut m = ArgModel::default();
-                    for (_, e) in entries.iter().take(MAX_ARG_EXAMPLES) {
-                        m.learn(&e.request, e.chain.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
-                    }
-                    m
-                })
-                .await
-                .map_err(|e| crate::EngineError::Config(format!("learning the argument model: {e}")))?;
-                if let Some(store) = self.store.as_ref().filter(|_| model.examples > 0) {
-                    store.set_model_parts(&model.parts(None)).await?;
-                }
-                model
-            }
+            None => match self.model_from_memory().await? {
+                Some(m) => m,
+                None => return Ok(None),
+            },
         };
         let model = Arc::new(model);
         let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
         Ok(Some(slot.get_or_insert(model).clone()))
     }
 
-    /// Learn from a run as it is remembered, and write the parts it changed to the store (a
-    /// failed write is logged: the run and its memory stand, the next update writes them again).
-    pub(super) async fn learn_args(&self, request: &str, chain: &[MemoryStep]) {
-        let Some(store) = &self.store else { return self.learn_args_in_place(request, chain) };
-        let parts = {
-            let mut slot = self.args.write().unwrap_or_else(|p| p.into_inner());
-            let Some(m) = slot.as_mut() else { return };
-            let m = Arc::make_mut(m);
-            let touched =
-                m.learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), chrono::Utc::now().date_naive());
-            m.parts(Some(&touched))
-        };
-        if let Err(e) = store.set_model_parts(&parts).await {
-            tracing::warn!("storing the argument model's update failed: {e}");
+    /// The model learned from the long-term memory, its counters written under one ledger key
+    /// (a process that finds the key written reads the stored model instead); `None` without a
+    /// memory.
+    async fn model_from_memory(&self) -> Result<Option<ArgModel>> {
+        let Some(memory) = &self.memory else { return Ok(None) };
+        let today = chrono::Utc::now().date_naive();
+        let entries = memory.list().await?;
+        let model = tokio::task::spawn_blocking(move || {
+            let mut m = ArgModel::default();
+            for (_, e) in entries.iter().take(MAX_ARG_EXAMPLES) {
+                m.learn(&e.request, e.chain.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
+            }
+            m
+        })
+        .await
+        .map_err(|e| crate::EngineError::Config(format!("learning the argument model: {e}")))?;
+        let Some(store) = self.store.as_ref().filter(|_| model.examples > 0) else { return Ok(Some(model)) };
+        let counts = model.counts(None).into_iter().map(|(key, n)| CountDelta { key, n }).collect();
+        if ContributionWriter::new(store.as_ref()).write_counts(FROM_MEMORY_KEY, counts).await? {
+            return Ok(Some(model));
         }
+        // Another process wrote its model first: use that one.
+        Ok(stored_model(store.as_ref()).await.ok().flatten().or(Some(model)))
     }
 
-    /// An engine without a store keeps its model in memory only.
-    fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
+    /// This engine over `graph` (a reload), with the argument model read again from the store
+    /// (another process or an ingest may have taught it); the model in use is kept where the
+    /// store holds none or the read fails.
+    pub async fn refreshed(&self, graph: Arc<toolgraph_schema::GraphSnapshot>) -> Engine {
+        let e = self.rebuilt(graph);
+        let Some(store) = &self.store else { return e };
+        match stored_model(store.as_ref()).await {
+            Ok(Some(m)) => *e.args.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(m)),
+            Ok(None) => {}
+            Err(err) => tracing::warn!(error = %err, "reading the argument model again failed; keeping the one in use"),
+        }
+        e
+    }
+
+    /// An engine without a store keeps its model in memory only: a run it learns from teaches it
+    /// in place.
+    pub(super) fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
         if let Some(m) = self.args.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
             Arc::make_mut(m).learn(
                 request,
@@ -195,15 +218,24 @@ mod tests {
         };
         let mut m = ArgModel::default();
         let today = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let touched = learn_example(&mut m, &example, today);
-        assert_eq!(touched.apis.iter().map(String::as_str).collect::<Vec<_>>(), ["car/loc", "car/rent"]);
+        let deltas = learn_example(&mut m, &example, today);
+        assert_eq!(m.slots.keys().map(String::as_str).collect::<Vec<_>>(), ["car/loc", "car/rent"]);
         assert_eq!(m.slots["car/rent"]["drop_off_time"].kinds.get(&crate::plan::learned::Kind::Time), Some(&1));
         assert!(!m.slots["car/rent"].contains_key("pick_up_latitude"), "an earlier output's value is a reference");
-        let back = ArgModel::from_parts(&m.parts(None)).unwrap().unwrap();
-        assert_eq!(back, m);
-        assert_eq!(ArgModel::from_parts(&[]).unwrap(), None);
-        let mut other = m.parts(None);
-        other[0].1 = "99".into();
-        assert!(ArgModel::from_parts(&other).unwrap_err().contains("format 99"));
+        // The increments from nothing are the whole model, and the counters read back as it.
+        let stored: Vec<(String, i64)> = deltas.iter().map(|d| (d.key.clone(), d.n)).collect();
+        assert_eq!(ArgModel::from_counts(&stored).unwrap().unwrap(), m);
+        assert_eq!(ArgModel::from_counts(&[]).unwrap(), None);
+        // A second example's increments, added to the stored counters, read back as the model
+        // that learned both.
+        let mut summed: std::collections::BTreeMap<String, i64> = stored.into_iter().collect();
+        for d in learn_example(&mut m, &example, today) {
+            *summed.entry(d.key).or_default() += d.n;
+        }
+        let summed: Vec<(String, i64)> = summed.into_iter().collect();
+        assert_eq!(ArgModel::from_counts(&summed).unwrap().unwrap(), m);
+        assert_eq!(m.examples, 2);
+        let bad = vec![(format!("{ARGUMENT_COUNTS}[\"slots\""), 1)];
+        assert!(ArgModel::from_counts(&bad).unwrap_err().contains("slots"));
     }
 }

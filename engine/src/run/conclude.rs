@@ -97,8 +97,8 @@ impl Engine {
         self.conclude_with(st, ended, meaning, recalled, &self.settings).await
     }
 
-    /// The long-term memory of a run judged complete: its chain, and its arguments for the
-    /// argument model.
+    /// The long-term memory of a run judged complete: its chain (the argument model learns from
+    /// the run in `learn_from`, with the graph's counts).
     async fn remember_run(&self, st: &RunState<'_>, meaning: &[f32]) -> Result<()> {
         if let Some(mem) = &self.memory {
             let chain: Vec<MemoryStep> = st
@@ -111,7 +111,6 @@ impl Engine {
                     sources: s.sources.clone(),
                 })
                 .collect();
-            self.learn_args(&st.ctx.request, &chain).await;
             mem.remember(&st.ctx.request, meaning.to_vec(), chain).await?;
         }
         Ok(())

@@ -8,12 +8,12 @@
 use super::trace::TraceEvent;
 use super::{RunReport, Status};
 use crate::exec::CallError;
-use crate::graph::write::ContributionWriter;
+use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolgraph_schema::{Contribution, ResolvedCall, WeightSettings};
+use toolgraph_schema::{Contribution, Example, ExampleCall, ResolvedCall, WeightSettings};
 
 /// One call a run sent to a tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,9 +69,26 @@ pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
         } else {
             Vec::new()
         },
-        // The argument model learns from a run as it is remembered (`Engine::learn_args`).
-        example: None,
+        example: teaches(report).then(|| Example {
+            request: report.request.clone(),
+            calls: report
+                .chain
+                .iter()
+                .map(|c| ExampleCall {
+                    api_id: c.api.clone(),
+                    label: Some(c.label.clone()),
+                    arguments: c.arguments.clone(),
+                    response: None,
+                })
+                .collect(),
+        }),
     }
+}
+
+/// Whether the argument model learns from the run: answered and judged complete, planned by the
+/// search (a recalled chain would teach the model what it taught before).
+pub fn teaches(report: &RunReport) -> bool {
+    report.status == Status::Answered && report.judgement.is_some() && !report.stats.recalled
 }
 
 /// The ledger key of a run.
@@ -90,23 +107,28 @@ pub struct Learned {
     pub edges: u64,
     /// Edges whose weights were recomputed.
     pub weights_recomputed: u64,
+    /// Counters of the argument model the run added to (0 unless it taught the model).
+    #[serde(default)]
+    pub model_counts: u64,
 }
 
 /// Edges per weight write when a run's sources are recomputed (a chain touches a few sources).
 const WEIGHT_BATCH_ROWS: usize = 1000;
 
-/// Add run `run_id`'s contribution to the graph, once ([`ContributionWriter`], as ingest writes).
+/// Add run `run_id`'s contribution to the graph, once ([`ContributionWriter`], as ingest writes);
+/// `sink` learns its example (the argument model), whose increments are applied with it.
 pub async fn learn_run(
     store: &dyn GraphStore,
     run_id: &str,
     report: &RunReport,
     params: WeightSettings,
+    sink: Option<&dyn ExampleSink>,
 ) -> Result<Learned> {
     // A run that sent nothing is recorded too: a later run under the same id (a retry) must not
     // count either.
     let c = contribution(run_id, report);
     let (calls, successes) = (c.attempts.len() as u64, c.attempts.iter().filter(|a| a.ok).count() as u64);
-    let mut writer = ContributionWriter::new(store);
+    let mut writer = ContributionWriter::new(store).with_sink(sink);
     let batch = writer.write(vec![c]).await?;
     if batch.keys.is_empty() {
         return Ok(Learned::default());
@@ -121,5 +143,6 @@ pub async fn learn_run(
         successes,
         edges: batch.edges.iter().map(|e| e.n).sum(),
         weights_recomputed: recomputed as u64,
+        model_counts: batch.counts.len() as u64,
     })
 }

@@ -213,8 +213,9 @@ impl Engine {
     }
 
     /// Learn from run `run_id` (its report): API health first (an API that keeps failing is
-    /// marked `degraded` in the graph, logged), then — with `run.learn` — calls, successes and the
-    /// answered chain into the graph's counts, once per run id ([`learn::learn_run`]).
+    /// marked `degraded` in the graph, logged), then — with `run.learn` — calls, successes, the
+    /// answered chain and the argument model's counts (a run judged complete) into the graph,
+    /// once per run id ([`learn::learn_run`]).
     pub async fn learn_from(&self, run_id: &str, report: &RunReport) -> Result<RunLearning> {
         self.learn_from_caller(run_id, report, None).await
     }
@@ -228,11 +229,25 @@ impl Engine {
         caller: Option<&str>,
     ) -> Result<RunLearning> {
         let mut out = RunLearning::default();
-        let Some(store) = &self.store else { return Ok(out) };
         // A planned-only run sent nothing: there is nothing to learn from.
         if report.stats.dry_run {
             return Ok(out);
         }
+        let Some(store) = &self.store else {
+            if self.settings.learn && learn::teaches(report) {
+                let chain: Vec<memory::MemoryStep> = report
+                    .chain
+                    .iter()
+                    .map(|c| memory::MemoryStep {
+                        api: c.api.clone(),
+                        arguments: c.arguments.clone(),
+                        sources: Default::default(),
+                    })
+                    .collect();
+                self.learn_args_in_place(&report.request, &chain);
+            }
+            return Ok(out);
+        };
         let _one = self.learning.lock().await;
         if let Some(h) = &self.health {
             for change in h.observe(&learn::sent_calls(report), caller) {
@@ -243,7 +258,14 @@ impl Engine {
             }
         }
         if self.settings.learn {
-            out.learned = learn::learn_run(store.as_ref(), run_id, report, self.weights).await?;
+            // The argument model in use learns too (read first: its increments are relative to it).
+            if learn::teaches(report) {
+                if let Err(e) = self.arg_model().await {
+                    tracing::warn!(error = %e, "reading the argument model failed: this run teaches the graph's counts only");
+                }
+            }
+            let teaches = args::RunTeaches(self);
+            out.learned = learn::learn_run(store.as_ref(), run_id, report, self.weights, Some(&teaches)).await?;
             // The judgement's evaluation moves the dynamic weights (once: with the run's counts).
             if out.learned.applied && !report.stats.recalled {
                 if let Some(j) = &report.judgement {

@@ -16,7 +16,7 @@ use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::run::memory::{recorded_steps, Memory, RecordedCall};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::complexfuncbench::{run_of_chain, tool_of_host, tools_lines, Chain, Spec};
-use toolgraph_ingest::pipeline::{self, Inputs, NoProgress};
+use toolgraph_ingest::pipeline::{Inputs, NoProgress};
 use toolgraph_schema::Settings;
 
 /// The category ComplexFuncBench APIs are filed under.
@@ -94,12 +94,8 @@ pub async fn learn_in(
     drop(rw);
     let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.join("graph.redb"))?);
     store.setup().await?;
-    let learner = toolgraph_ingest::pipeline::Learner(Arc::new(
-        toolgraph_engine::run::args::ArgTrainer::open(store.as_ref()).await?,
-    ));
-    let inputs =
-        Inputs { tools: vec![tools_path], trajectories: vec![runs_path], learner: Some(learner), ..Inputs::default() };
-    pipeline::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
+    let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], ..Inputs::default() };
+    toolgraph_engine::ingest::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
     let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
         uri: format!("embedded:{}", dir.join("vectors").display()),
         ..settings.vectors.clone()

@@ -19,7 +19,7 @@
 pub use super::statements::{build, setup_statements, Dialect, Stmt};
 use super::statements::{
     ALL_APIS, ALL_CATEGORIES, ALL_FEEDS, ALL_NEXT, ALL_TOOLS, API_COLUMNS, COUNT_APIS, COUNT_CATEGORIES, COUNT_FEEDS,
-    COUNT_NEXT, COUNT_RUNS, COUNT_TOOLS, MODEL_PARTS_PER_WRITE,
+    COUNT_NEXT, COUNT_RUNS, COUNT_TOOLS,
 };
 use crate::{ApiUpsert, ContributionBatch, CypherLimits, CypherRows, GraphStore};
 use crate::{EngineError, Result};
@@ -137,7 +137,7 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
             self.runner.write(&build::upsert_tools(part)).await?;
             self.runner.write(&build::upsert_apis(part)).await?;
         }
-        Ok(())
+        self.runner.write(&build::bump_generation()).await
     }
 
     async fn ingested_keys(&self, keys: &[String]) -> Result<HashSet<String>> {
@@ -184,7 +184,7 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
         for part in rows.chunks(self.batch_rows) {
             self.runner.write(&build::set_weights(part)).await?;
         }
-        Ok(())
+        self.runner.write(&build::bump_generation()).await
     }
 
     async fn add_scores(&self, deltas: &[(String, f64)]) -> Result<()> {
@@ -194,18 +194,23 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
             *summed.entry(id.as_str()).or_default() += d;
         }
         let rows: Vec<(String, f64)> = summed.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        self.runner.write(&build::add_scores(&rows)).await
+        self.runner.write(&build::add_scores(&rows)).await?;
+        self.runner.write(&build::bump_generation()).await
     }
 
     async fn upsert_feeds(&self, rows: &[FeedsRow]) -> Result<()> {
         for part in rows.chunks(self.batch_rows) {
             self.runner.write(&build::upsert_feeds(part)).await?;
         }
-        Ok(())
+        self.runner.write(&build::bump_generation()).await
     }
 
     async fn set_api_status(&self, change: &StatusChange) -> Result<bool> {
-        Ok(!self.runner.read(&build::set_status(change)).await?.is_empty())
+        let changed = !self.runner.read(&build::set_status(change)).await?.is_empty();
+        if changed {
+            self.runner.write(&build::bump_generation()).await?;
+        }
+        Ok(changed)
     }
 
     async fn successors(&self, id: &str, k: usize) -> Result<Vec<Successor>> {
@@ -301,16 +306,14 @@ impl<R: CypherRunner> GraphStore for CypherStore<R> {
         Ok(rows.first().and_then(|r| r.first()).map(|v| as_str(v) == "1").unwrap_or(false))
     }
 
-    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()> {
-        for chunk in parts.chunks(MODEL_PARTS_PER_WRITE) {
-            self.runner.write(&build::set_model_parts(chunk)).await?;
-        }
-        Ok(())
+    async fn model_counts(&self, prefix: &str) -> Result<Vec<(String, i64)>> {
+        let rows = self.runner.read(&build::model_counts(prefix)).await?;
+        Ok(rows.iter().filter_map(|r| Some((as_str(r.first()?), r.get(1)?.as_i64()?))).collect())
     }
 
-    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>> {
-        let rows = self.runner.read(&build::model_parts(prefix)).await?;
-        Ok(rows.iter().filter_map(|r| Some((as_str(r.first()?), as_str(r.get(1)?)))).collect())
+    async fn generation(&self) -> Result<u64> {
+        let rows = self.runner.read(&build::generation()).await?;
+        Ok(rows.first().and_then(|r| r.first()).map(as_u64).unwrap_or(0))
     }
 
     async fn cypher_read(&self, query: &str, params: Map<String, Value>, limits: CypherLimits) -> Result<CypherRows> {
@@ -388,6 +391,7 @@ mod tests {
             keys: vec!["k1".into()],
             api_counts: vec![ApiCountDelta { id: "a'); MATCH (n) DETACH DELETE n //".into(), calls: 2, successes: 1 }],
             edges: vec![EdgeDelta { from: START_ID.into(), to: "x/y/z".into(), n: 3 }],
+            counts: vec![crate::CountDelta { key: "m/[\"x\"]') DETACH DELETE".into(), n: 2 }],
         };
         let s = build::apply(&b);
         // User data only travels as parameters, never inside the query text.

@@ -38,8 +38,8 @@ const FEEDS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("feeds"
 const LEDGER: TableDefinition<&str, ()> = TableDefinition::new("ingested_runs");
 /// Small flags.
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
-/// Model parts ([`GraphStore::set_model_parts`]) live in [`META`] under this prefix.
-const MODEL_PREFIX: &str = "model:";
+/// Counter of a learned model ([`GraphStore::model_counts`]) → its count.
+const MODEL_COUNTS: TableDefinition<&str, i64> = TableDefinition::new("model_counts");
 
 fn err(e: impl std::fmt::Display) -> EngineError {
     EngineError::store(BACKEND, ErrorClass::Permanent, e)
@@ -48,6 +48,7 @@ fn err(e: impl std::fmt::Display) -> EngineError {
 pub struct EmbeddedStore {
     db: Arc<Database>,
     path: PathBuf,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl EmbeddedStore {
@@ -65,7 +66,7 @@ impl EmbeddedStore {
             };
             EngineError::store(BACKEND, class, format!("cannot open {}: {e}", path.display()))
         })?;
-        let store = EmbeddedStore { db: Arc::new(db), path: path.to_path_buf() };
+        let store = EmbeddedStore { db: Arc::new(db), path: path.to_path_buf(), generation: Default::default() };
         store.create_tables()?;
         Ok(store)
     }
@@ -87,8 +88,15 @@ impl EmbeddedStore {
             tx.open_table(FEEDS).map_err(err)?;
             tx.open_table(LEDGER).map_err(err)?;
             tx.open_table(META).map_err(err)?;
+            tx.open_table(MODEL_COUNTS).map_err(err)?;
         }
         tx.commit().map_err(err)
+    }
+
+    /// A write changed the graph: [`GraphStore::generation`] moves (the file is this process's
+    /// alone, so a counter in memory sees every write).
+    fn bump(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     async fn blocking<T, F>(&self, f: F) -> Result<T>
@@ -228,6 +236,7 @@ impl GraphStore for EmbeddedStore {
             tx.commit().map_err(err)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn ingested_keys(&self, keys: &[String]) -> Result<HashSet<String>> {
@@ -274,6 +283,11 @@ impl GraphStore for EmbeddedStore {
                     t_next.insert(key, (count + e.n, w0, w)).map_err(err)?;
                     t_rev.insert((e.to.as_str(), e.from.as_str()), ()).map_err(err)?;
                 }
+                let mut t_counts = tx.open_table(MODEL_COUNTS).map_err(err)?;
+                for c in &batch.counts {
+                    let cur = t_counts.get(c.key.as_str()).map_err(err)?.map(|g| g.value()).unwrap_or(0);
+                    t_counts.insert(c.key.as_str(), cur + c.n).map_err(err)?;
+                }
                 let mut t_ledger = tx.open_table(LEDGER).map_err(err)?;
                 for k in &batch.keys {
                     t_ledger.insert(k.as_str(), ()).map_err(err)?;
@@ -282,6 +296,7 @@ impl GraphStore for EmbeddedStore {
             tx.commit().map_err(err)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn edge_counts(&self, sources: Option<&[String]>) -> Result<Vec<EdgeCountRow>> {
@@ -369,6 +384,7 @@ impl GraphStore for EmbeddedStore {
             tx.commit().map_err(err)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn add_scores(&self, deltas: &[(String, f64)]) -> Result<()> {
@@ -387,6 +403,7 @@ impl GraphStore for EmbeddedStore {
             tx.commit().map_err(err)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn upsert_feeds(&self, rows: &[FeedsRow]) -> Result<()> {
@@ -409,6 +426,7 @@ impl GraphStore for EmbeddedStore {
             tx.commit().map_err(err)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn set_api_status(&self, change: &StatusChange) -> Result<bool> {
@@ -432,6 +450,7 @@ impl GraphStore for EmbeddedStore {
             Ok(found)
         })
         .await
+        .inspect(|_| self.bump())
     }
 
     async fn successors(&self, id: &str, k: usize) -> Result<Vec<Successor>> {
@@ -509,38 +528,26 @@ impl GraphStore for EmbeddedStore {
         .await
     }
 
-    async fn set_model_parts(&self, parts: &[(String, String)]) -> Result<()> {
-        let parts = parts.to_vec();
-        self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            {
-                let mut t = tx.open_table(META).map_err(err)?;
-                for (key, json) in &parts {
-                    t.insert(format!("{MODEL_PREFIX}{key}").as_str(), json.as_str()).map_err(err)?;
-                }
-            }
-            tx.commit().map_err(err)
-        })
-        .await
-    }
-
-    async fn model_parts(&self, prefix: &str) -> Result<Vec<(String, String)>> {
-        let from = format!("{MODEL_PREFIX}{prefix}");
+    async fn model_counts(&self, prefix: &str) -> Result<Vec<(String, i64)>> {
+        let from = prefix.to_string();
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
-            let t = tx.open_table(META).map_err(err)?;
+            let t = tx.open_table(MODEL_COUNTS).map_err(err)?;
             let mut out = Vec::new();
             for row in t.range(from.as_str()..).map_err(err)? {
                 let (k, v) = row.map_err(err)?;
-                let Some(key) = k.value().strip_prefix(MODEL_PREFIX).filter(|_| k.value().starts_with(from.as_str()))
-                else {
+                if !k.value().starts_with(from.as_str()) {
                     break;
-                };
-                out.push((key.to_string(), v.value().to_string()));
+                }
+                out.push((k.value().to_string(), v.value()));
             }
             Ok(out)
         })
         .await
+    }
+
+    async fn generation(&self) -> Result<u64> {
+        Ok(self.generation.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     async fn cypher_read(

@@ -81,6 +81,15 @@ fn classify(e: &neo4rs::Error) -> ErrorClass {
     }
 }
 
+/// How often a write that lost a lock conflict is run again.
+const CONFLICT_RETRIES: u32 = 8;
+
+/// A transaction another one's locks rolled back (a deadlock, a lock wait that timed out): safe
+/// to run again whole.
+fn conflict(e: &neo4rs::Error) -> bool {
+    matches!(e, neo4rs::Error::Neo4j(inner) if inner.code().starts_with("Neo.TransientError.Transaction"))
+}
+
 fn store_err(e: neo4rs::Error) -> EngineError {
     EngineError::store(BACKEND, classify(&e), redact(&e.to_string()))
 }
@@ -181,15 +190,31 @@ impl CypherRunner for Neo4jRunner {
         Dialect::Neo4j
     }
 
+    /// A write transaction; one that lost a lock conflict to another writer (a deadlock two
+    /// daemons' increments can make, `Neo.TransientError.Transaction.*`) was rolled back whole
+    /// and is run again, at most [`CONFLICT_RETRIES`] times, as Neo4j's drivers retry theirs.
     #[tracing::instrument(name = "store.neo4j.write", level = "debug", skip_all, fields(op = stmt.op()))]
     async fn write(&self, stmt: &Stmt) -> Result<()> {
-        let q = query_of(stmt.text, &stmt.params)?;
-        self.timed(async {
-            let mut txn = self.graph.start_txn().await.map_err(store_err)?;
-            txn.run(q).await.map_err(store_err)?;
-            txn.commit().await.map_err(store_err)
-        })
-        .await
+        let mut attempt = 0u32;
+        loop {
+            let q = query_of(stmt.text, &stmt.params)?;
+            let txn = async {
+                let mut txn = self.graph.start_txn().await.map_err(|e| (false, store_err(e)))?;
+                txn.run(q).await.map_err(|e| (conflict(&e), store_err(e)))?;
+                txn.commit().await.map_err(|e| (conflict(&e), store_err(e)))
+            };
+            let outcome = tokio::time::timeout(self.timeout, txn).await.unwrap_or_else(|_| {
+                Err((false, EngineError::store(BACKEND, ErrorClass::Transient, "query timed out")))
+            });
+            match outcome {
+                Err((true, e)) if attempt < CONFLICT_RETRIES => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "a write lost a lock conflict; running it again");
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+                }
+                other => return other.map_err(|(_, e)| e),
+            }
+        }
     }
 
     /// Our own statements (some of which write and return rows, such as a status change): an
@@ -261,6 +286,7 @@ mod tests {
             keys: vec!["k".into()],
             api_counts: vec![ApiCountDelta { id: "a/b/c".into(), calls: 3, successes: 2 }],
             edges: vec![EdgeDelta { from: "START".into(), to: "a/b/c".into(), n: 1 }],
+            counts: vec![crate::CountDelta { key: "m/[\"x\"]') DETACH DELETE".into(), n: 2 }],
         };
         let stmt = build::apply(&b);
         let bolt = to_bolt(&stmt.params["apis"]).unwrap();
@@ -327,8 +353,9 @@ mod tests {
             build::terminals(),
             build::set_meta("weights_dirty", "1"),
             build::get_meta("weights_dirty"),
-            build::set_model_parts(&[("arguments/format".into(), "1".into())]),
-            build::model_parts("arguments/"),
+            build::model_counts("arguments/"),
+            build::bump_generation(),
+            build::generation(),
         ];
         for s in stmts {
             assert!(query_of(s.text, &s.params).is_ok(), "{}", s.text);

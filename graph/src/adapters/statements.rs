@@ -34,8 +34,15 @@ impl Stmt {
     }
 }
 
-const LABEL_KEYS: &[(&str, &str)] =
-    &[("Step", "id"), ("Api", "id"), ("Tool", "id"), ("Category", "id"), ("IngestedRun", "key"), ("Meta", "id")];
+const LABEL_KEYS: &[(&str, &str)] = &[
+    ("Step", "id"),
+    ("Api", "id"),
+    ("Tool", "id"),
+    ("Category", "id"),
+    ("IngestedRun", "key"),
+    ("Meta", "id"),
+    ("Count", "key"),
+];
 
 /// Schema statements for a dialect.
 pub fn setup_statements(dialect: Dialect) -> Vec<String> {
@@ -93,7 +100,20 @@ ON CREATE SET r.count = 0, r.static_weight = 0.0, r.dynamic_weight = 0.0
 SET r.count = r.count + e.n
 WITH count(*) AS edges_done
 UNWIND $keys AS k
-MERGE (:IngestedRun {key: k})";
+MERGE (:IngestedRun {key: k})
+WITH count(*) AS keys_done
+UNWIND $counts AS c
+MERGE (m:Count {key: c.key})
+ON CREATE SET m.n = 0
+SET m.n = m.n + c.n
+WITH count(*) AS counts_done
+MERGE (g:Meta {id: 'generation'})
+ON CREATE SET g.n = 0
+SET g.n = g.n + 1";
+
+/// Moves the store's generation (after a write that changes what a snapshot reads).
+pub const BUMP_GENERATION: &str = "MERGE (g:Meta {id: 'generation'}) ON CREATE SET g.n = 0 SET g.n = g.n + 1";
+pub const GENERATION: &str = "MATCH (g:Meta {id: 'generation'}) RETURN g.n AS n";
 
 pub const EDGE_COUNTS_OF: &str = "\
 UNWIND $ids AS id
@@ -189,10 +209,8 @@ pub const COUNT_RUNS: &str = "MATCH (n:IngestedRun) RETURN count(n) AS n";
 pub const SET_META: &str = "MERGE (m:Meta {id: $id}) SET m.value = $value";
 pub const GET_META: &str = "MATCH (m:Meta {id: $id}) RETURN m.value AS value";
 /// Model parts are `(:Meta)` nodes whose id is `model:<key>`.
-pub const SET_MODEL_PARTS: &str = "UNWIND $rows AS row MERGE (m:Meta {id: 'model:' + row.key}) SET m.value = row.value";
-pub const MODEL_PARTS: &str = "MATCH (m:Meta) WHERE m.id STARTS WITH ('model:' + $prefix) RETURN substring(m.id, 6) AS key, m.value AS value ORDER BY key";
-/// Model parts per write (each a few kilobytes of JSON).
-pub(super) const MODEL_PARTS_PER_WRITE: usize = 500;
+pub const MODEL_COUNTS: &str =
+    "MATCH (m:Count) WHERE m.key STARTS WITH $prefix RETURN m.key AS key, m.n AS n ORDER BY key";
 
 /// Statement builders: the parameter rows each statement expects.
 pub mod build {
@@ -246,6 +264,7 @@ pub mod build {
             .param("apis", Value::Array(apis))
             .param("edges", Value::Array(edges))
             .param("keys", json!(batch.keys))
+            .param("counts", Value::Array(batch.counts.iter().map(|c| json!({"key": c.key, "n": c.n})).collect()))
     }
 
     pub fn edge_counts(sources: Option<&[String]>) -> Stmt {
@@ -299,12 +318,15 @@ pub mod build {
         Stmt::new(GET_META, &["value"]).param("id", json!(id))
     }
 
-    pub fn set_model_parts(parts: &[(String, String)]) -> Stmt {
-        let rows: Vec<Value> = parts.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
-        Stmt::new(SET_MODEL_PARTS, &[]).param("rows", Value::Array(rows))
+    pub fn model_counts(prefix: &str) -> Stmt {
+        Stmt::new(MODEL_COUNTS, &["key", "n"]).param("prefix", json!(prefix))
     }
 
-    pub fn model_parts(prefix: &str) -> Stmt {
-        Stmt::new(MODEL_PARTS, &["key", "value"]).param("prefix", json!(prefix))
+    pub fn bump_generation() -> Stmt {
+        Stmt::new(BUMP_GENERATION, &[])
+    }
+
+    pub fn generation() -> Stmt {
+        Stmt::new(GENERATION, &["n"])
     }
 }

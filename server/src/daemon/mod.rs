@@ -127,8 +127,9 @@ pub struct Daemon {
     graph_ok_at_ms: AtomicU64,
     /// API health across runs (and engine rebuilds).
     pub health: Arc<Health>,
-    /// Runs were learned since the engine's graph was last loaded.
-    learned_since_refresh: AtomicBool,
+    /// The store's generation the engine's graph and argument model were loaded at (`u64::MAX`:
+    /// not read yet); the upkeep reloads when the store's moves.
+    graph_generation: AtomicU64,
     /// Planners and models a request may choose.
     pub models: Arc<Models>,
     /// MCP servers whose tools are APIs (the executor's remote port).
@@ -206,7 +207,7 @@ impl Daemon {
             started: Instant::now(),
             graph_ok_at_ms: AtomicU64::new(0),
             health,
-            learned_since_refresh: AtomicBool::new(false),
+            graph_generation: AtomicU64::new(u64::MAX),
             models,
             stack,
         });

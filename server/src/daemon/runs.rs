@@ -560,13 +560,9 @@ pub(super) async fn execute_inner(
     tracing::info!(status, calls = report.stats.http_calls, ms = t.elapsed().as_millis() as u64, "run ended");
     // The graph learns from the run (counts, the answered chain, failing APIs); a failure to
     // learn is logged, never the user's error.
-    match engine.learn_from_caller(&job.run_id, &report, Some(&job.caller.user_id)).await {
-        Ok(l) => {
-            if l.learned.applied || !l.status_changes.is_empty() {
-                d.learned_since_refresh.store(true, Ordering::SeqCst);
-            }
-        }
-        Err(e) => tracing::error!(error = %e, "learning from the run failed"),
+    // The engine reloads what it learned (and what other daemons learned) on its next refresh.
+    if let Err(e) = engine.learn_from_caller(&job.run_id, &report, Some(&job.caller.user_id)).await {
+        tracing::error!(error = %e, "learning from the run failed");
     }
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
     d.metrics.llm(&report.stats.llm);

@@ -46,7 +46,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// How often the engine's graph is reloaded when runs taught it something.
+/// How often the upkeep checks whether the store changed (and reloads the graph when it did).
 pub(super) const REFRESH_EVERY: Duration = Duration::from_secs(5);
 
 /// Follow the MCP servers' `notifications/tools/list_changed`: import the server's tools again
@@ -115,7 +115,7 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
             _ = stop.wait_for(|s| *s) => return,
         }
         match d.refresh_graph().await {
-            Ok(true) => tracing::debug!("reloaded the graph: the runs taught it"),
+            Ok(true) => tracing::debug!("reloaded the graph: the store changed"),
             Ok(false) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "reloading the learned graph failed; the engine keeps the graph it has")
@@ -131,15 +131,19 @@ pub(super) async fn maintain(d: Arc<Daemon>, mut stop: tokio::sync::watch::Recei
 }
 
 impl Daemon {
-    /// Load the graph again (counts, weights and statuses learned from runs since), keeping the
-    /// rest of the engine; only when something was learned.
+    /// Load the graph and the argument model again when the store changed since they were
+    /// loaded (runs of this daemon or of another on the same store, an ingest, a status change),
+    /// keeping the rest of the engine.
     pub async fn refresh_graph(&self) -> toolgraph_engine::Result<bool> {
-        if !self.learned_since_refresh.swap(false, Ordering::SeqCst) {
+        // Read before the snapshot: a write during it moves the generation again.
+        let now = self.stack.store.generation().await?;
+        if self.graph_generation.load(Ordering::SeqCst) == now {
             return Ok(false);
         }
         let snapshot = Arc::new(self.stack.store.snapshot().await?);
-        let engine = self.engine().rebuilt(snapshot);
+        let engine = self.engine().refreshed(snapshot).await;
         *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
+        self.graph_generation.store(now, Ordering::SeqCst);
         Ok(true)
     }
 
