@@ -535,10 +535,24 @@ fn engine_only(
     Ok(h)
 }
 
+/// An evaluation's progress: on a terminal a bar with the rate and the time left, else a log line
+/// every 5 s.
 fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
+    let bar = if std::io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what);
     let mut last = Instant::now();
     move |done, total| {
-        if last.elapsed() >= Duration::from_secs(5) {
+        if !bar.is_hidden() {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            if done >= total {
+                bar.finish_and_clear();
+            }
+        } else if last.elapsed() >= Duration::from_secs(5) {
             tracing::info!("{what}: planned {done}/{total}");
             last = Instant::now();
         }
@@ -602,14 +616,7 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chai
         category: toolgraph_eval::chains::CATEGORY.into(),
         harness,
     };
-    let mut last = Instant::now();
-    let r = toolgraph_eval::chains::run(&opts, s, embedder, |done, total| {
-        if last.elapsed() >= Duration::from_secs(5) {
-            tracing::info!("planned {done}/{total} chains");
-            last = Instant::now();
-        }
-    })
-    .await?;
+    let r = toolgraph_eval::chains::run(&opts, s, embedder, progress_log("chains")).await?;
     write_json(job.report, &r)?;
     std::fs::write(job.report.with_extension("md"), toolgraph_eval::chains::markdown(&r))?;
     Ok(r)
