@@ -1,7 +1,8 @@
 //! Users, their API keys, tool credentials and the audit log (administrators), and `GET /v1/me`.
 
+use super::auth::require_admin;
 use super::error::{ApiError, ApiJson};
-use super::{require_admin, Daemon};
+use super::Daemon;
 use crate::state::{now_ms, AuditEntry, Caller, CredentialRow, KeyInfo, Role, User};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};

@@ -10,10 +10,9 @@
 //! call goes through (or is refused) without asking again. Calls before it are sent again (they
 //! are the reads that led to it; the call that needed approval is sent at most once per decision).
 
-use super::{
-    error::{ApiError, ApiJson},
-    start_run, visible_run, Daemon, Job,
-};
+use super::error::{ApiError, ApiJson};
+use super::runs::{start_run, visible_run, Job};
+use super::Daemon;
 use crate::state::{Caller, StateStore};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,6 +1,16 @@
 //! Authentication: API keys and console logins become a [`Caller`] on every `/v1` request.
-
-use super::*;
+use super::console;
+use super::error::ApiError;
+use super::Daemon;
+use crate::state::{Caller, Role};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How long a looked-up API key is trusted before the store is asked again (revocations on
 /// another replica take effect within this; on the same replica at once).

@@ -1,6 +1,15 @@
 //! `/v1/graph/cypher`: read-only Cypher over the graph store, bounded.
-
-use super::*;
+use super::auth::require_admin;
+use super::error::{ApiError, ApiJson};
+use super::Daemon;
+use crate::state::Caller;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Extension;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// `POST /v1/graph/cypher`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -2,7 +2,9 @@
 //! (templates) and executing a chain a person wrote.
 
 use super::error::{ApiError, ApiJson};
-use super::{run_options, start_run, visible_run, wants_stream, Daemon, Job, OrchestrateRequest, SessionState, Work};
+use super::runs::{run_options, start_run, visible_run, wants_stream, Job, Work};
+use super::sessions::SessionState;
+use super::{Daemon, OrchestrateRequest};
 use crate::state::{now_ms, random_id, Caller, RunFilter, RunSummary, SavedChain};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -18,7 +20,7 @@ use std::sync::Arc;
 #[into_params(parameter_in = Query)]
 pub(super) struct RunsQuery {
     #[param(inline)]
-    status: Option<super::RunStatus>,
+    status: Option<super::runs::RunStatus>,
     /// Words of the request.
     #[param(max_length = 200)]
     q: Option<String>,
@@ -68,7 +70,7 @@ pub(super) async fn list_runs(
     let user_id = match q.user.as_deref() {
         None => Some(caller.user_id.clone()),
         Some(u) => {
-            super::require_admin(&caller, "other users' runs")?;
+            super::auth::require_admin(&caller, "other users' runs")?;
             (u != "*").then(|| u.to_string())
         }
     };
@@ -118,8 +120,8 @@ pub(super) struct StreamQuery {
 ///
 /// Only the run's owner may re-run it.
 #[utoipa::path(post, path = "/v1/runs/{id}/rerun", tag = "runs", params(("id" = String, Path, description = "the run's id"), StreamQuery),
-    responses((status = 200, description = "the new run (JSON), or its stream (SSE)", content((super::RunResult = "application/json"), (super::StreamEvent = "text/event-stream"))),
-        (status = 202, description = "paused for approval", body = super::RunResult)))]
+    responses((status = 200, description = "the new run (JSON), or its stream (SSE)", content((super::runs::RunResult = "application/json"), (super::runs::StreamEvent = "text/event-stream"))),
+        (status = 202, description = "paused for approval", body = super::runs::RunResult)))]
 pub(super) async fn rerun(
     State(d): State<Arc<Daemon>>,
     Extension(caller): Extension<Caller>,
@@ -206,8 +208,8 @@ pub(super) struct ExecuteChain {
 /// Every step is checked like a planned call — known, usable API; argument names and types
 /// against its schema; `$varN.field$` references only to earlier steps — before anything is sent.
 #[utoipa::path(post, path = "/v1/chains/execute", tag = "chains", params(StreamQuery), request_body = ExecuteChain,
-    responses((status = 200, description = "the run (JSON), or its stream (SSE)", content((super::RunResult = "application/json"), (super::StreamEvent = "text/event-stream"))),
-        (status = 202, description = "paused for approval", body = super::RunResult),
+    responses((status = 200, description = "the run (JSON), or its stream (SSE)", content((super::runs::RunResult = "application/json"), (super::runs::StreamEvent = "text/event-stream"))),
+        (status = 202, description = "paused for approval", body = super::runs::RunResult),
         (status = 404, description = "no saved chain `chain_id`", body = super::error::ErrorBody),
         (status = 422, description = "the chain is invalid (`invalid_chain`)", body = super::error::ErrorBody)))]
 pub(super) async fn execute_chain(
@@ -226,7 +228,7 @@ pub(super) async fn execute_chain(
         }
         _ => return Err(ApiError::invalid("give either `steps` or `chain_id`")),
     };
-    super::validate_request(
+    super::runs::validate_request(
         &OrchestrateRequest {
             request: "chain".into(),
             session_id: None,

@@ -1,6 +1,15 @@
 //! `/v1/mcp-servers`: MCP servers whose tools become APIs.
-
-use super::*;
+use super::auth::require_admin;
+use super::error::{ApiError, ApiJson};
+use super::Daemon;
+use crate::state::Caller;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Extension;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::sync::Arc;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

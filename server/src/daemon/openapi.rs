@@ -220,7 +220,7 @@ mod tests {
         };
         assert_eq!(names("ModeName"), toolgraph_schema::Mode::names().map(str::to_string).to_vec());
         assert_eq!(names("PlannerName"), toolgraph_schema::PlannerKind::names().map(str::to_string).to_vec());
-        assert_eq!(names("RunStatus"), super::super::RunStatus::ALL.map(|s| s.as_str().to_string()).to_vec());
+        assert_eq!(names("RunStatus"), super::super::runs::RunStatus::ALL.map(|s| s.as_str().to_string()).to_vec());
     }
 
     #[test]
@@ -241,7 +241,7 @@ mod tests {
             responses: Vec::new(),
         };
         let mut body: std::collections::BTreeSet<String> =
-            super::super::result_body("run_1", "ses_1", &report).keys().cloned().collect();
+            super::super::runs::result_body("run_1", "ses_1", &report).keys().cloned().collect();
         // The stored run adds these (runs.rs: execute, run_view) and errors add `error`.
         body.extend(["request", "trace", "user_id", "created_ms", "pending", "error"].map(String::from));
         assert_eq!(props, body);

@@ -60,7 +60,7 @@ pub(super) async fn import_openapi(
     headers: axum::http::HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Json<ImportReport>, ApiError> {
-    super::require_admin(&caller, "importing tools")?;
+    super::auth::require_admin(&caller, "importing tools")?;
     let q = q?.0;
     let body = body?;
     let ty = headers

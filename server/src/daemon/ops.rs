@@ -1,6 +1,15 @@
 //! Operations: `/healthz`, `/readyz`, `/metrics` and `/v1/models`.
-
-use super::*;
+use super::error::ApiError;
+use super::Daemon;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The process answers (`{"status": "ok"}`).
 #[derive(Serialize, utoipa::ToSchema)]

@@ -1,7 +1,32 @@
 //! Runs: `/v1/orchestrate`, a run's life (started, streamed, paused, stored, learned from) and
 //! `/v1/runs/{id}`.
-
-use super::*;
+use super::approvals;
+use super::auth::presented_key;
+use super::error::{ApiError, ApiJson};
+use super::sessions::EarlierRecord;
+use super::sessions::SessionState;
+use super::sessions::MAX_SESSION_GIVEN;
+use super::sessions::MAX_SESSION_TURNS;
+use super::Daemon;
+use crate::state::{Caller, RunRecord};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use toolgraph_engine::plan::Earlier;
+use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::run::RunReport;
+use tracing::Instrument;
 
 /// `POST /v1/orchestrate`.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]

@@ -1,6 +1,15 @@
 //! Conversational sessions: what a session carries from turn to turn, and `/v1/sessions`.
-
-use super::*;
+use super::error::ApiError;
+use super::Daemon;
+use crate::state::Caller;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Extension;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use toolgraph_engine::plan::Earlier;
 
 /// A conversation, as stored: earlier turns' outputs and the values the user gave carry into the
 /// next run (any replica of the deployment can serve the next turn).

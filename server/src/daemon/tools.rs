@@ -432,7 +432,7 @@ pub(super) async fn register(
     q: Result<Query<DryRun>, QueryRejection>,
     ApiJson(r): ApiJson<Registration>,
 ) -> Result<(StatusCode, Json<Registered>), ApiError> {
-    super::require_admin(&caller, "registering tools")?;
+    super::auth::require_admin(&caller, "registering tools")?;
     let dry_run = q?.0.dry_run;
     let _admin = d.admin.lock().await;
     let a = admit(&d, r, "Registered", dry_run).await?;
@@ -494,7 +494,7 @@ pub(super) async fn patch_tool(
     Path(id): Path<String>,
     ApiJson(p): ApiJson<Patch>,
 ) -> Result<Json<Patched>, ApiError> {
-    super::require_admin(&caller, "changing tools")?;
+    super::auth::require_admin(&caller, "changing tools")?;
     if p.status.is_none() && p.requires_approval.is_none() {
         return Err(ApiError::invalid("give `status` and/or `requires_approval`"));
     }

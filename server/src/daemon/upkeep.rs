@@ -1,7 +1,11 @@
 //! Background upkeep: the learned graph reloaded, degraded APIs probed, paused runs resumed,
 //! retention kept, imported MCP servers followed; and how it stops with the daemon.
-
-use super::*;
+use super::approvals;
+use super::Daemon;
+use serde_json::{Map, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The daemon's background upkeep ([`maintain`]) for a server that is not [`serve`] (`toolgraph
 /// mcp` on stdio): the graph the runs taught is reloaded, paused runs resumed, retention kept.

@@ -1,8 +1,9 @@
 //! The read views the console needs beyond the run API: categories, API lists, graph
 //! neighbourhoods, long-term memory, run settings, and checking a chain before it runs.
 
+use super::auth::require_admin;
 use super::error::{ApiError, ApiJson};
-use super::{require_admin, Daemon};
+use super::Daemon;
 use crate::state::Caller;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
