@@ -15,8 +15,10 @@ use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
 /// run's other counts and its ledger key: a run the ledger holds teaches nothing twice, and two
 /// processes learning at once both count.
 pub trait ExampleSink: Send + Sync {
-    /// Learn `example` (into the sink's own copy of the model too) and return the increments.
-    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta>;
+    /// Learn a batch's `examples` (into the sink's own copy of the model too) and return the
+    /// increments they made together (one diff a batch: what the learned parts hold after, less
+    /// what they held before).
+    fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta>;
     /// How many examples it has learned.
     fn learned(&self) -> u64;
 }
@@ -90,8 +92,10 @@ impl<'s> ContributionWriter<'s> {
         }
         let mut batch = aggregate(&fresh);
         if let Some(sink) = self.sink {
-            let learned = fresh.iter().filter_map(|c| c.example.as_ref()).flat_map(|e| sink.learn(e));
-            batch.counts = counts::summed(learned);
+            let examples: Vec<&toolgraph_schema::Example> = fresh.iter().filter_map(|c| c.example.as_ref()).collect();
+            if !examples.is_empty() {
+                batch.counts = counts::summed(sink.learn(&examples));
+            }
         }
         if !batch.edges.is_empty() {
             self.mark_dirty().await?;

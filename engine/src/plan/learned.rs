@@ -11,7 +11,7 @@
 //! rules in [`super::fill`].
 //!
 //! The model is stored with the graph as counters ([`toolgraph_graph::counts`], under
-//! [`ARGUMENT_COUNTS`]): learning an example gives increments ([`ArgModel::learn_counted`]) that
+//! [`ARGUMENT_COUNTS`]): learning examples gives increments ([`ArgModel::learn_counted`]) that
 //! the store adds with the run's other counts, never a part read, changed and written back.
 
 use super::values::RequestValues;
@@ -309,20 +309,19 @@ impl ArgModel {
         serde_json::from_value(tree).map(Some).map_err(|e| format!("the stored argument model does not read: {e}"))
     }
 
-    /// [`ArgModel::learn`], and the counter increments it made: what the store adds (the slots
-    /// of the example's APIs and parameter names, compared before and after).
-    pub fn learn_counted<'a>(
+    /// Learn what `learn` learns (calls of [`ArgModel::learn`] with examples whose calls name
+    /// only `apis` and parameters whose names normalise to `names`), and return the counter
+    /// increments it made: what the store adds (those slots, compared before and after — once for
+    /// a whole batch of examples, so a batch costs one pass over the slots it touched).
+    pub fn learn_counted(
         &mut self,
-        request: &str,
-        calls: impl IntoIterator<Item = (&'a str, &'a Map<String, Value>)>,
-        today: chrono::NaiveDate,
+        apis: &BTreeSet<String>,
+        names: &BTreeSet<String>,
+        learn: impl FnOnce(&mut ArgModel),
     ) -> Vec<CountDelta> {
-        let calls: Vec<(&str, &Map<String, Value>)> = calls.into_iter().collect();
-        let apis: BTreeSet<String> = calls.iter().map(|(a, _)| a.to_string()).collect();
-        let names: BTreeSet<String> = calls.iter().flat_map(|(_, args)| args.keys().map(|k| norm(k))).collect();
-        let before = self.counts(Some((&apis, &names)));
-        self.learn(request, calls, today);
-        counts::delta(&before, &self.counts(Some((&apis, &names))))
+        let before = self.counts(Some((apis, names)));
+        learn(self);
+        counts::delta(&before, &self.counts(Some((apis, names))))
     }
 
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it

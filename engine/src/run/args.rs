@@ -9,8 +9,9 @@ use super::memory::{recorded_steps, MemoryStep, RecordedCall};
 use super::{Engine, MAX_ARG_EXAMPLES};
 use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
-use crate::plan::learned::{ArgModel, ARGUMENT_COUNTS};
+use crate::plan::learned::{norm, ArgModel, ARGUMENT_COUNTS};
 use crate::Result;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use toolgraph_graph::CountDelta;
 
@@ -25,14 +26,27 @@ pub async fn stored_model(store: &dyn GraphStore) -> Result<Option<ArgModel>> {
     ArgModel::from_counts(&stored).map_err(crate::EngineError::Config)
 }
 
-/// Learn `ArgModel` from one recorded example (request, calls with arguments and responses):
+/// Learn `ArgModel` from recorded examples (request, calls with arguments and responses):
 /// literals an earlier response holds are references first (they are the graph's FEEDS, not a
-/// mention of the request). Returns the counter increments.
-fn learn_example(
+/// mention of the request). Returns the counter increments they made together.
+fn learn_examples(
     model: &mut ArgModel,
-    example: &toolgraph_schema::Example,
+    examples: &[&toolgraph_schema::Example],
     today: chrono::NaiveDate,
 ) -> Vec<CountDelta> {
+    let steps: Vec<(&str, Vec<MemoryStep>)> = examples.iter().map(|e| (e.request.as_str(), example_steps(e))).collect();
+    let apis: BTreeSet<String> = steps.iter().flat_map(|(_, s)| s.iter().map(|s| s.api.clone())).collect();
+    let names: BTreeSet<String> =
+        steps.iter().flat_map(|(_, s)| s.iter().flat_map(|s| s.arguments.keys().map(|k| norm(k)))).collect();
+    model.learn_counted(&apis, &names, |m| {
+        for (request, steps) in &steps {
+            m.learn(request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
+        }
+    })
+}
+
+/// An example's calls as the model learns them (see [`learn_examples`]).
+fn example_steps(example: &toolgraph_schema::Example) -> Vec<MemoryStep> {
     let labels: Vec<String> = (1..=example.calls.len()).map(|i| format!("var{i}")).collect();
     let calls: Vec<RecordedCall<'_>> = example
         .calls
@@ -45,8 +59,7 @@ fn learn_example(
             response: c.response.as_ref(),
         })
         .collect();
-    let steps = recorded_steps(&example.request, &calls);
-    model.learn_counted(&example.request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today)
+    recorded_steps(&example.request, &calls)
 }
 
 /// Trains the argument model from an ingest's new answered runs ([`ExampleSink`]): it starts
@@ -74,10 +87,10 @@ impl ArgTrainer {
 }
 
 impl ExampleSink for ArgTrainer {
-    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta> {
+    fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.1 += 1;
-        learn_example(&mut st.0, example, self.today)
+        st.1 += examples.len() as u64;
+        learn_examples(&mut st.0, examples, self.today)
     }
 
     fn learned(&self) -> u64 {
@@ -90,10 +103,10 @@ impl ExampleSink for ArgTrainer {
 pub(super) struct RunTeaches<'e>(pub &'e Engine);
 
 impl ExampleSink for RunTeaches<'_> {
-    fn learn(&self, example: &toolgraph_schema::Example) -> Vec<CountDelta> {
+    fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta> {
         let mut slot = self.0.args.write().unwrap_or_else(|p| p.into_inner());
         let Some(m) = slot.as_mut() else { return Vec::new() };
-        learn_example(Arc::make_mut(m), example, chrono::Utc::now().date_naive())
+        learn_examples(Arc::make_mut(m), examples, chrono::Utc::now().date_naive())
     }
 
     fn learned(&self) -> u64 {
@@ -218,7 +231,7 @@ mod tests {
         };
         let mut m = ArgModel::default();
         let today = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let deltas = learn_example(&mut m, &example, today);
+        let deltas = learn_examples(&mut m, &[&example], today);
         assert_eq!(m.slots.keys().map(String::as_str).collect::<Vec<_>>(), ["car/loc", "car/rent"]);
         assert_eq!(m.slots["car/rent"]["drop_off_time"].kinds.get(&crate::plan::learned::Kind::Time), Some(&1));
         assert!(!m.slots["car/rent"].contains_key("pick_up_latitude"), "an earlier output's value is a reference");
@@ -229,12 +242,18 @@ mod tests {
         // A second example's increments, added to the stored counters, read back as the model
         // that learned both.
         let mut summed: std::collections::BTreeMap<String, i64> = stored.into_iter().collect();
-        for d in learn_example(&mut m, &example, today) {
+        for d in learn_examples(&mut m, &[&example], today) {
             *summed.entry(d.key).or_default() += d.n;
         }
         let summed: Vec<(String, i64)> = summed.into_iter().collect();
         assert_eq!(ArgModel::from_counts(&summed).unwrap().unwrap(), m);
         assert_eq!(m.examples, 2);
+        // One batch of both examples gives the same counters.
+        let mut batch = ArgModel::default();
+        let together: Vec<(String, i64)> =
+            learn_examples(&mut batch, &[&example, &example], today).into_iter().map(|d| (d.key, d.n)).collect();
+        assert_eq!(batch, m);
+        assert_eq!(ArgModel::from_counts(&together).unwrap().unwrap(), m);
         let bad = vec![(format!("{ARGUMENT_COUNTS}[\"slots\""), 1)];
         assert!(ArgModel::from_counts(&bad).unwrap_err().contains("slots"));
     }
