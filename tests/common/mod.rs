@@ -194,6 +194,14 @@ impl Drop for Falkor {
 /// embedded store under `dir`, with the vectors and embedding cache of [`bin_in`]; returns the
 /// store URI and the ingest's output.
 pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
+    let store = format!("embedded:{}", dir.join("g.redb").display());
+    let out = ingest_complexfuncbench_into(dir, &store, None);
+    (store, out)
+}
+
+/// [`ingest_complexfuncbench`] into the store `store` (on `neo`, a Neo4j server, with its
+/// password), vectors and embedding cache under `dir`; returns the ingest's output.
+pub fn ingest_complexfuncbench_into(dir: &Path, store: &str, neo: Option<&Neo4jServer>) -> Output {
     let d = data().join("complexfuncbench");
     let runs = dir.join("cfb.jsonl");
     let tools = dir.join("cfb-tools.jsonl");
@@ -208,18 +216,11 @@ pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
             .arg("--tools-out")
             .arg(&tools),
     );
-    let store = format!("embedded:{}", dir.join("g.redb").display());
-    let out = run_ok(
-        bin_in(dir)
-            .arg("--store")
-            .arg(&store)
-            .arg("ingest")
-            .arg("--tools")
-            .arg(&tools)
-            .arg("--trajectories")
-            .arg(&runs),
-    );
-    (store, out)
+    let mut ingest = bin_in(dir);
+    if let Some(n) = neo {
+        n.env(&mut ingest);
+    }
+    run_ok(ingest.arg("--store").arg(store).arg("ingest").arg("--tools").arg(&tools).arg("--trajectories").arg(&runs))
 }
 
 /// A Neo4j server for tests: the real database engine (`scripts/neo4j.sh`, jars from Maven Central).

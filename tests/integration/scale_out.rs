@@ -233,33 +233,13 @@ async fn streamed(http: &reqwest::Client, base: &str) -> (String, reqwest::Respo
     (run["run_id"].as_str().unwrap_or_else(|| panic!("{text}")).to_string(), r)
 }
 
-/// Ingest ComplexFuncBench into `store` with the binary (vectors under `dir`).
-fn ingest_into(dir: &Path, store: &str, neo: &Neo4jServer) {
-    let d = data().join("complexfuncbench");
-    let (runs, tools) = (dir.join("cfb.jsonl"), dir.join("cfb-tools.jsonl"));
-    run_ok(
-        bin()
-            .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
-            .arg("--spec")
-            .arg(d.join("spec.json.gz"))
-            .arg("--out")
-            .arg(&runs)
-            .arg("--tools-out")
-            .arg(&tools),
-    );
-    let mut cmd = bin_in(dir);
-    neo.env(&mut cmd);
-    run_ok(cmd.args(["--store", store, "ingest", "--tools"]).arg(&tools).arg("--trajectories").arg(&runs));
-}
-
 #[test]
 fn two_daemons_on_one_postgresql_and_one_neo4j_keep_every_run_approval_and_count() {
     let neo = neo4j();
     let sandbox = Sandbox::start();
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = neo.uri();
-    ingest_into(a_dir.path(), &store, &neo);
+    ingest_complexfuncbench_into(a_dir.path(), &store, Some(&neo));
     // The second daemon's own copy of the vectors (an embedded vector store is one process's).
     let copied =
         std::process::Command::new("cp").arg("-r").arg(a_dir.path().join("vectors")).arg(b_dir.path()).status();
