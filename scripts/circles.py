@@ -46,7 +46,8 @@ def targets(mod, text, mods):
         head, _, rest = body.partition("{")
         if rest:
             for part in rest.rstrip("}").split(","):
-                paths.append(head + part)
+                if part:  # `a::{b, c,}`: a trailing comma names nothing
+                    paths.append(head + part)
         else:
             paths.append(body)
     paths += [m.group(1) + m.group(2) for m in PATH.finditer(text)]

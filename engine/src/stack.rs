@@ -67,6 +67,14 @@ impl PlannerChoice {
         };
         models.planner(self.kind.name(), model).map_err(EngineError::Config)
     }
+
+    /// The chosen model itself when the choice is an LLM (`None` for the deterministic planner).
+    pub fn llm(&self, models: &Models) -> Option<Arc<crate::plan::llm::LlmPlanner>> {
+        match self.kind {
+            PlannerKind::Llm => models.llm(self.model.as_deref().filter(|_| self.url.is_none())),
+            PlannerKind::Deterministic => None,
+        }
+    }
 }
 
 /// What a toolgraph process runs on. Fields are public so a harness can assemble one over stores

@@ -506,9 +506,12 @@ async fn apibank(
 fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::HarnessOptions> {
     let planner = &how.planner;
     let choice = planner.choice();
-    let chosen = match planner.planner {
-        PlannerKind::Llm => Some(choice.planner(&choice.models(s, &[])?)?),
-        PlannerKind::Deterministic => None,
+    let (chosen, llm) = match planner.planner {
+        PlannerKind::Llm => {
+            let models = choice.models(s, &[])?;
+            (Some(choice.planner(&models)?), choice.llm(&models))
+        }
+        PlannerKind::Deterministic => (None, None),
     };
     let cache = if s.embed.cache.is_empty() { None } else { Some(PathBuf::from(&s.embed.cache)) };
     if let Some(c) = cache.as_ref().and_then(|c| c.parent()) {
@@ -518,6 +521,7 @@ fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::Harnes
         folds: how.folds,
         methods: how.methods.iter().map(|m| eval_method(m)).collect::<Result<_>>()?,
         planner: chosen,
+        llm,
         limit: how.limit,
         run: how.run_settings(s),
         cache,

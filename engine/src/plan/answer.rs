@@ -8,8 +8,8 @@
 //! request asks for no quantity the response is summarised (the compressed observation).
 
 use super::coverage::{asked_quantities, sent_arguments};
+use super::planner::Context;
 use super::reading::key as norm;
-use super::Context;
 use serde_json::{Map, Value};
 
 /// One item of a response that holds the asked-for quantity.

@@ -22,73 +22,12 @@
 //! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
 //! every requirement is covered; the deterministic planner does not finish while one is open.
 
-use super::reading::{key, word_list as words};
-use super::Context;
+use super::planner::Context;
+use super::reading::{compares, key, word_list as words};
+pub use super::requirement::{complete, missing_text, Kind, Requirement};
 use crate::exec::refs;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-
-/// What kind of requirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Date,
-    Time,
-    Name,
-    Count,
-    /// A call per compared option.
-    Each,
-    /// The asked-for quantity (price, duration, …) in some response.
-    Quantity,
-    /// The chain ends where observed chains end.
-    Completion,
-    /// A subtask of the request (a sentence that asks for something) served by one of the APIs
-    /// retrieval finds for it.
-    Subtask,
-    /// A part an LLM judge named as not served.
-    Judged,
-}
-
-/// One requirement of the request and the call that covers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Requirement {
-    pub kind: Kind,
-    /// What is required, as the user would read it (`2024-10-14`, `San Diego`, `price`).
-    pub value: String,
-    /// The label of the call that covers it (`var2`), `None` when nothing does.
-    pub covered_by: Option<String>,
-}
-
-impl Requirement {
-    pub fn covered(&self) -> bool {
-        self.covered_by.is_some()
-    }
-
-    /// How the answer names it when it is missing.
-    pub fn describe(&self) -> String {
-        match self.kind {
-            Kind::Date => format!("the date {}", self.value),
-            Kind::Time => format!("the time {}", self.value),
-            Kind::Name => format!("\"{}\"", self.value),
-            Kind::Count => format!("the count {}", self.value),
-            Kind::Each => self.value.clone(),
-            Kind::Quantity => format!("the {} asked for", self.value),
-            Kind::Subtask => format!("\"{}\"", self.value),
-            Kind::Completion | Kind::Judged => self.value.clone(),
-        }
-    }
-}
-
-/// Whether every requirement is covered.
-pub fn complete(items: &[Requirement]) -> bool {
-    items.iter().all(Requirement::covered)
-}
-
-/// The requirements not covered, described for the answer ("the date 2024-10-15, the price asked for").
-pub fn missing_text(items: &[Requirement]) -> String {
-    items.iter().filter(|r| !r.covered()).map(Requirement::describe).collect::<Vec<_>>().join(", ")
-}
 
 /// Words of a request that ask for a quantity → field names that hold it.
 const QUANTITIES: &[(&[&str], &str, &[&str])] = &[
@@ -125,9 +64,6 @@ const COUNTED: &[&str] = &[
 ];
 
 /// Words that ask for one call per option.
-const COMPARE: &[&str] =
-    &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
-
 /// The last API must have ended at least this share of the chains through it.
 pub const MIN_END_WEIGHT: f64 = 0.05;
 
@@ -177,11 +113,6 @@ pub fn asked_quantities(request: &str) -> Vec<(&'static str, &'static [&'static 
         .collect()
 }
 
-/// Whether the request compares options ("compare", "both", "each", …).
-pub fn compares(request: &str) -> bool {
-    words(request).iter().any(|w| COMPARE.contains(&w.as_str()))
-}
-
 /// Whether the request asks about every item of a list ("for each of them", "every result", "all
 /// of the options"): then the last API must be called once per item of the list it reads from.
 pub fn asks_for_every_item(request: &str) -> bool {
@@ -200,7 +131,7 @@ pub fn asks_for_every_item(request: &str) -> bool {
 
 /// The list an argument of `step` reads one item of (`$var2.result.0.hotel_id$` → producer
 /// `var2`, list path `result`), and that item's index.
-fn item_reference(step: &super::Step) -> Option<(String, Vec<String>, usize)> {
+fn item_reference(step: &super::planner::Step) -> Option<(String, Vec<String>, usize)> {
     step.arguments.values().filter_map(Value::as_str).flat_map(refs::references).find_map(|r| {
         let mut parts = r.split('.');
         let label = parts.next()?.to_string();
@@ -283,7 +214,7 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
                 continue;
             }
             let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
-            let calls: Vec<&super::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
+            let calls: Vec<&super::planner::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
             let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
             push(out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
         }

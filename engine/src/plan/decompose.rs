@@ -88,8 +88,8 @@ pub fn split_request(text: &str) -> Vec<String> {
 
 /// The deterministic decomposition: [`split_request`]'s parts as subtasks (no category: retrieval
 /// decides where each belongs).
-pub fn subtasks_of(text: &str) -> Vec<super::Subtask> {
-    split_request(text).iter().enumerate().map(|(i, t)| super::Subtask::of_text(i, t)).collect()
+pub fn subtasks_of(text: &str) -> Vec<super::planner::Subtask> {
+    split_request(text).iter().enumerate().map(|(i, t)| super::planner::Subtask::of_text(i, t)).collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use super::decompose::subtasks_of;
 use super::fill::fill_arguments;
 use super::judge::{judge_path, open_requirements, subtask_served};
-use super::{ApiView, Candidate, Context, Decision, Filled, Judgement, Planner, Usage};
+use super::planner::{ApiView, Candidate, Context, Decision, Filled, Judgement, Planner, Usage};
 use crate::Result;
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +48,7 @@ impl DeterministicPlanner {
                 Some(api) => {
                     let avail = 0.5 + 0.5 * api.availability.unwrap_or(1.0);
                     let repeats = ctx.calls_of(&api.id) as i32;
-                    let repeat = if c.source == super::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
+                    let repeat = if c.source == super::planner::Source::Graph { 1.0 } else { 0.5f64.powi(repeats) };
                     if ctx.path.is_empty() {
                         // The seed serves the request: similarity (sharpened) decides, the START edge
                         // — how often chains begin there, whatever they served — is a mild prior, and
@@ -89,7 +89,7 @@ impl Planner for DeterministicPlanner {
         "deterministic"
     }
 
-    async fn decompose(&self, ctx: &Context) -> Result<Vec<super::Subtask>> {
+    async fn decompose(&self, ctx: &Context) -> Result<Vec<super::planner::Subtask>> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(subtasks_of(&ctx.request))
     }
@@ -164,7 +164,7 @@ impl Planner for DeterministicPlanner {
         })
     }
 
-    async fn fill(&self, ctx: &Context, api: &ApiView, _offers: &[super::Offer]) -> Result<Filled> {
+    async fn fill(&self, ctx: &Context, api: &ApiView, _offers: &[super::planner::Offer]) -> Result<Filled> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(fill_arguments(ctx, api))
     }

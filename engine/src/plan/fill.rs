@@ -6,15 +6,16 @@
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
 use super::learned::{mentions, ArgModel, Kind, Repeat};
+use super::planner::{ApiView, ArgSource, Context, Filled};
 use super::reading::key as norm;
 use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
-use super::{ApiView, ArgSource, Context, Filled};
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
+pub use super::fields::FieldIndex;
 use super::outputs::{find_field, newest_producer, next_item};
-pub use super::outputs::{option_count, FieldIndex, MAX_OPTIONS};
+pub use super::outputs::{option_count, MAX_OPTIONS};
 
 /// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
 /// `toId`, `drop_off_*`, `destination`): with two producers, the start takes the earlier one.

@@ -4,7 +4,7 @@
 //! is covered ([`super::coverage`]). The deterministic planner judges with it; the LLM planner falls
 //! back to it; the engine judges memory replays and finished plans with it.
 
-use super::{Context, Judgement};
+use super::planner::{Context, Judgement};
 use crate::exec::response_problem;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
@@ -106,7 +106,7 @@ pub fn judge_path(ctx: &Context) -> Judgement {
         grade,
         first_bad_step: bad.first().map(|(i, _)| *i),
         irrelevant_tools: irrelevant,
-        deltas: deltas.into_iter().map(|(k, v)| (k, super::clamp_delta(v))).collect(),
+        deltas: deltas.into_iter().map(|(k, v)| (k, super::planner::clamp_delta(v))).collect(),
         reason,
         coverage,
     }

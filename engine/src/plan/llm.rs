@@ -10,11 +10,11 @@ use super::decompose::subtasks_of;
 use super::deterministic::DeterministicPlanner;
 use super::fill::fill_arguments;
 use super::judge::judge_path;
-use super::program::{parse_plan, Plan, SolutionView};
-use super::{
+use super::planner::{
     ApiView, Candidate, Context, Decision, Filled, Judgement, MemoryView, Offer, Planner, Recollection, Subtask,
     UnsureMentions, Usage,
 };
+use super::program::{parse_plan, Plan, SolutionView};
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
@@ -244,7 +244,7 @@ impl LlmPlanner {
         // Counted into the run's usage: a completion (tokens) or the time a failed one took.
         let count = |calls: u64, prompt: u64, completion: u64| {
             let ms = started.elapsed().as_millis() as u64;
-            let _ = super::RUN_USAGE.try_with(|u| {
+            let _ = super::planner::RUN_USAGE.try_with(|u| {
                 let mut u = u.lock().unwrap_or_else(|p| p.into_inner());
                 let e = u.entry(label.clone()).or_default();
                 e.calls += calls;
@@ -316,7 +316,7 @@ impl LlmPlanner {
     fn run_limit_reached(&self) -> bool {
         let limit = self.settings.max_calls_per_run as u64;
         limit > 0
-            && super::RUN_USAGE
+            && super::planner::RUN_USAGE
                 .try_with(|u| {
                     u.lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -458,8 +458,8 @@ impl Planner for LlmPlanner {
         Ok(match got {
             Some(mut f) => {
                 for (k, v) in &f.arguments {
-                    let source = super::ArgSource::of_reference(v)
-                        .unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::ArgSource::Given));
+                    let source = super::planner::ArgSource::of_reference(v)
+                        .unwrap_or_else(|| base.sources.get(k).cloned().unwrap_or(super::planner::ArgSource::Given));
                     f.sources.insert(k.clone(), source);
                 }
                 for (k, v) in filled {
@@ -558,10 +558,6 @@ impl Planner for LlmPlanner {
 
     fn composes_answers(&self) -> bool {
         self.settings.decides != Decides::All
-    }
-
-    fn as_llm(&self) -> Option<&LlmPlanner> {
-        Some(self)
     }
 
     fn usage(&self) -> Usage {

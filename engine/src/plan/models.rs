@@ -5,7 +5,7 @@
 
 use super::deterministic::DeterministicPlanner;
 use super::llm::{LlmPlanner, LlmSettings};
-use super::Planner;
+use super::planner::Planner;
 use crate::{EngineError, Result};
 use secrecy::SecretString;
 use serde::Serialize;
@@ -158,6 +158,12 @@ impl Models {
                     .ok_or_else(|| format!("no model `{name}`; configured: {}", self.names().join(", ")))
             }
         }
+    }
+
+    /// The configured model `model` (the default when `None`) as the OpenAI-compatible planner it
+    /// is, for callers that ask it directly (the evaluation's `llm-direct` baseline).
+    pub fn llm(&self, model: Option<&str>) -> Option<Arc<LlmPlanner>> {
+        self.llms.get(model.unwrap_or(&self.default)).map(|(_, p)| p.clone())
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -15,7 +15,8 @@
 //! it does not hold). Every plan is checked before anything runs: known APIs, known parameters,
 //! required ones present, references only to earlier steps, no invented identifiers.
 
-use super::{ApiView, Context};
+use super::planner::{ApiView, Context};
+pub use super::planner::{Condition, Plan, PlanStep, SolutionView};
 use crate::exec::refs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -163,53 +164,6 @@ impl SolutionLibrary {
     pub fn is_empty(&self) -> bool {
         self.solutions.is_empty()
     }
-}
-
-/// A solution as the planner sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SolutionView {
-    /// Index in the library.
-    pub index: usize,
-    pub score: f64,
-    pub apis: Vec<Arc<ApiView>>,
-}
-
-/// A condition on an earlier output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Condition {
-    /// `$varN.path$`.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    /// `exists`, `nonempty`, `eq`, `ne`, `gt`, `lt`.
-    pub op: String,
-    #[serde(default)]
-    pub value: Value,
-}
-
-/// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanStep {
-    /// API id.
-    pub api: String,
-    /// The arguments; `None`: filled when the step runs (deterministic plans).
-    #[serde(default)]
-    pub arguments: Option<Map<String, Value>>,
-    /// `$varN.path$` of a list: run once per element (`$item.path$` in the arguments).
-    #[serde(default)]
-    pub for_each: Option<String>,
-    /// Run only when this holds.
-    #[serde(default, rename = "if")]
-    pub when: Option<Condition>,
-}
-
-/// A whole plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub steps: Vec<PlanStep>,
-    /// The library solution it came from, when it did.
-    pub solution: Option<usize>,
-    /// Who wrote it: `deterministic` or the planner's name.
-    pub source: String,
 }
 
 const OPS: &[&str] = &["exists", "nonempty", "eq", "ne", "gt", "lt"];

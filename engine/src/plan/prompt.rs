@@ -6,8 +6,8 @@
 //! estimated conservatively as one token per [`CHARS_PER_TOKEN`] characters (real tokenizers
 //! give English and JSON 3.5–4.5).
 
+use super::planner::{ApiView, Candidate, Context, MemoryView, Offer, UnsureMentions};
 use super::program::SolutionView;
-use super::{ApiView, Candidate, Context, MemoryView, Offer, UnsureMentions};
 use serde_json::{Map, Value};
 
 pub const SYSTEM: &str = include_str!("../../prompts/system.prompt.md");
@@ -185,7 +185,7 @@ fn candidate_lines_with(candidates: &[Candidate], description: usize) -> String 
             Some(a) => format!(
                 "[{i}] {} [{}]",
                 compact_api(a, description),
-                if c.source == super::Source::Graph {
+                if c.source == super::planner::Source::Graph {
                     format!("graph {:.2}", c.weight)
                 } else {
                     format!("similarity {:.2}", c.similarity)

@@ -230,6 +230,15 @@ pub(crate) fn mistyped(value: &str, name: &str) -> bool {
     row[b.len()] <= allowed
 }
 
+/// Words that make a request compare options: a call per option.
+const COMPARE: &[&str] =
+    &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
+
+/// Whether the request compares options ("compare", "both", "each", …).
+pub fn compares(request: &str) -> bool {
+    word_list(request).iter().any(|w| COMPARE.contains(&w.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

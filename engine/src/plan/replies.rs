@@ -3,7 +3,7 @@
 //! offered — the candidates, the API's parameters, the path, the remembered chains, the mentions —
 //! before the engine acts on it. A reply that fails its check is never acted on.
 
-use super::{
+use super::planner::{
     ApiView, Candidate, Context, Decision, Filled, Judgement, Offer, ProviderPick, Recollection, Subtask,
     UnsureMentions,
 };

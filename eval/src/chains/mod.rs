@@ -80,6 +80,9 @@ pub struct HarnessOptions {
     pub methods: Vec<EvalMethod>,
     /// Who decides (the deterministic planner when `None`), e.g. a configured LLM.
     pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
+    /// The same model as the OpenAI-compatible endpoint it is, when the planner is an LLM: what
+    /// `llm-direct` asks directly.
+    pub llm: Option<Arc<toolgraph_engine::plan::llm::LlmPlanner>>,
     /// Evaluate at most this many held-out items per fold (all when `None`).
     pub limit: Option<usize>,
     pub run: RunSettings,
@@ -379,14 +382,16 @@ pub async fn run(
         let replay = replay_of(&test, &specs, &mut report.skipped).await?;
         let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
         let direct = Direct::of(&snapshot, &opts.category);
-        let planner = opts.harness.planner();
         let mut scoring =
             Scoring { held_out: &indexed, direct: &direct, replay: &replay, reworded: &reworded, report: &mut report };
         for (mi, method) in opts.harness.methods.iter().enumerate() {
             let llm = match method.direct {
-                true => {
-                    Some(planner.as_llm().ok_or_else(|| input(format!("{LLM_DIRECT} needs an LLM: --planner llm")))?)
-                }
+                true => Some(
+                    opts.harness
+                        .llm
+                        .as_deref()
+                        .ok_or_else(|| input(format!("{LLM_DIRECT} needs an LLM: --planner llm")))?,
+                ),
                 false => None,
             };
             let run_settings = RunSettings {

@@ -1,0 +1,65 @@
+//! What a request requires of a run, one [`Requirement`] at a time, and whether a path covers it;
+//! [`super::coverage`] reads them from the request and the calls.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Date,
+    Time,
+    Name,
+    Count,
+    /// A call per compared option.
+    Each,
+    /// The asked-for quantity (price, duration, …) in some response.
+    Quantity,
+    /// The chain ends where observed chains end.
+    Completion,
+    /// A subtask of the request (a sentence that asks for something) served by one of the APIs
+    /// retrieval finds for it.
+    Subtask,
+    /// A part an LLM judge named as not served.
+    Judged,
+}
+
+/// One requirement of the request and the call that covers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Requirement {
+    pub kind: Kind,
+    /// What is required, as the user would read it (`2024-10-14`, `San Diego`, `price`).
+    pub value: String,
+    /// The label of the call that covers it (`var2`), `None` when nothing does.
+    pub covered_by: Option<String>,
+}
+
+impl Requirement {
+    pub fn covered(&self) -> bool {
+        self.covered_by.is_some()
+    }
+
+    /// How the answer names it when it is missing.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            Kind::Date => format!("the date {}", self.value),
+            Kind::Time => format!("the time {}", self.value),
+            Kind::Name => format!("\"{}\"", self.value),
+            Kind::Count => format!("the count {}", self.value),
+            Kind::Each => self.value.clone(),
+            Kind::Quantity => format!("the {} asked for", self.value),
+            Kind::Subtask => format!("\"{}\"", self.value),
+            Kind::Completion | Kind::Judged => self.value.clone(),
+        }
+    }
+}
+
+/// Whether every requirement is covered.
+pub fn complete(items: &[Requirement]) -> bool {
+    items.iter().all(Requirement::covered)
+}
+
+/// The requirements not covered, described for the answer ("the date 2024-10-15, the price asked for").
+pub fn missing_text(items: &[Requirement]) -> String {
+    items.iter().filter(|r| !r.covered()).map(Requirement::describe).collect::<Vec<_>>().join(", ")
+}
