@@ -5,8 +5,8 @@
 //! it learns from. Either way what a run teaches is counter increments, applied by the
 //! [`ContributionWriter`] in the same atomic write as the run's other counts and ledger key.
 
+use super::engine::{Engine, MAX_ARG_EXAMPLES};
 use super::memory::{recorded_steps, MemoryStep, RecordedCall};
-use super::{Engine, MAX_ARG_EXAMPLES};
 use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
 use crate::plan::learned::{norm, ArgModel, ARGUMENT_COUNTS};

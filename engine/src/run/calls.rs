@@ -1,9 +1,9 @@
 //! Sending one call: approval, the executor, the response check, and the step on the path; in a
 //! dry run, the planned call "returns" the skeleton of its documented output.
 
+use super::engine::{Engine, RunState};
 use super::report::{ApprovalDecision, PendingCall};
 use super::trace::TraceEvent;
-use super::{Engine, RunState};
 use crate::exec::{compress, keep_set, CallError, CallSpec};
 use crate::plan::fill::FieldIndex;
 use crate::plan::{ApiView, DeadEnd, Filled, Step};

@@ -1,11 +1,11 @@
 //! The end of a run: the judgement, the status, the answer (per subtask when searched per subtask),
 //! the long-term memory of a run judged complete, and the report.
 
+use super::engine::{Ended, Engine, RunState};
 use super::memory::MemoryStep;
 use super::report::{ChainCall, RunReport, Status};
 use super::trace::TraceEvent;
 use super::RunSettings;
-use super::{Ended, Engine, RunState};
 use crate::plan::judge::{bad_response, judge_path};
 use crate::plan::Step;
 use crate::Result;

@@ -3,11 +3,27 @@
 //! `invalid`. Thresholds come from [`HealthSettings`]. The tracker only decides; the caller writes
 //! the status changes to the graph (and logs them).
 
-use super::learn::SentCall;
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, RwLock};
 use toolgraph_schema::{GraphSnapshot, HealthSettings, StatusChange, STATUS_ACTIVE, STATUS_DEGRADED, STATUS_INVALID};
+
+/// One call a run sent to a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentCall {
+    pub api: String,
+    pub ok: bool,
+    /// The tool refused it for its arguments (a 4xx answer, or an error-shaped "no result"): the
+    /// caller's mistake, not the API's fault. Only faults of the API (5xx, timeouts, connection
+    /// errors, after retries) count against its health.
+    pub refused: bool,
+    /// The arguments as sent, for a successful call on the final chain (what a health probe can
+    /// replay); `None` otherwise.
+    pub arguments: Option<Map<String, Value>>,
+    /// For a failed call, the arguments it was made with (health tells one request's bad
+    /// arguments from an API that fails for every request); `None` otherwise.
+    pub failed_with: Option<Map<String, Value>>,
+}
 
 /// Now, as the graph records status times.
 pub fn now_rfc3339() -> String {

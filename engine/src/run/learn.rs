@@ -5,32 +5,16 @@
 //! in the same atomic write as the counts, so a replayed or retried run never counts twice. The
 //! weights of every source whose edges changed are recomputed.
 
+use super::args::RunTeaches;
+use super::engine::Engine;
+use super::health::SentCall;
+use super::report::{Learned, RunLearning, RunReport, Status};
 use super::trace::TraceEvent;
-use super::{RunReport, Status};
 use crate::exec::CallError;
 use crate::graph::write::{ContributionWriter, ExampleSink};
-use crate::graph::GraphStore;
+use crate::graph::{weights, GraphStore};
 use crate::Result;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use toolgraph_schema::{Contribution, Example, ExampleCall, ResolvedCall, WeightSettings};
-
-/// One call a run sent to a tool.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SentCall {
-    pub api: String,
-    pub ok: bool,
-    /// The tool refused it for its arguments (a 4xx answer, or an error-shaped "no result"): the
-    /// caller's mistake, not the API's fault. Only faults of the API (5xx, timeouts, connection
-    /// errors, after retries) count against its health.
-    pub refused: bool,
-    /// The arguments as sent, for a successful call on the final chain (what a health probe can
-    /// replay); `None` otherwise.
-    pub arguments: Option<Map<String, Value>>,
-    /// For a failed call, the arguments it was made with (health tells one request's bad
-    /// arguments from an API that fails for every request); `None` otherwise.
-    pub failed_with: Option<Map<String, Value>>,
-}
 
 /// The calls `report`'s run sent, in order. Calls refused before sending (invalid arguments, an
 /// unresolvable reference, an uncallable URL) say nothing about the API and are left out.
@@ -96,22 +80,6 @@ pub fn ledger_key(run_id: &str) -> String {
     format!("run:{run_id}")
 }
 
-/// What learning from one run did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Learned {
-    /// False when the run had been learned before (nothing changed).
-    pub applied: bool,
-    pub calls: u64,
-    pub successes: u64,
-    /// NEXT edge increments (0 unless the run was answered).
-    pub edges: u64,
-    /// Edges whose weights were recomputed.
-    pub weights_recomputed: u64,
-    /// Counters of the argument model the run added to (0 unless it taught the model).
-    #[serde(default)]
-    pub model_counts: u64,
-}
-
 /// Edges per weight write when a run's sources are recomputed (a chain touches a few sources).
 const WEIGHT_BATCH_ROWS: usize = 1000;
 
@@ -145,4 +113,79 @@ pub async fn learn_run(
         weights_recomputed: recomputed as u64,
         model_counts: batch.counts.len() as u64,
     })
+}
+
+/// Learning from the engine's own runs.
+impl Engine {
+    /// Learn from run `run_id` (its report): API health first (an API that keeps failing is
+    /// marked `degraded` in the graph, logged), then — with `run.learn` — calls, successes, the
+    /// answered chain and the argument model's counts (a run judged complete) into the graph,
+    /// once per run id ([`learn_run`]).
+    pub async fn learn_from(&self, run_id: &str, report: &RunReport) -> Result<RunLearning> {
+        self.learn_from_caller(run_id, report, None).await
+    }
+
+    /// [`Engine::learn_from`] a run made for `caller` (a daemon's user): API health weighs
+    /// callers apart, so one caller's failures do not take an API away from the others.
+    pub async fn learn_from_caller(
+        &self,
+        run_id: &str,
+        report: &RunReport,
+        caller: Option<&str>,
+    ) -> Result<RunLearning> {
+        let mut out = RunLearning::default();
+        // A planned-only run sent nothing: there is nothing to learn from.
+        if report.stats.dry_run {
+            return Ok(out);
+        }
+        let Some(store) = &self.store else {
+            if self.settings.learn && teaches(report) {
+                let chain: Vec<super::memory::MemoryStep> = report
+                    .chain
+                    .iter()
+                    .map(|c| super::memory::MemoryStep {
+                        api: c.api.clone(),
+                        arguments: c.arguments.clone(),
+                        sources: Default::default(),
+                    })
+                    .collect();
+                self.learn_args_in_place(&report.request, &chain);
+            }
+            return Ok(out);
+        };
+        let _one = self.learning.lock().await;
+        if let Some(h) = &self.health {
+            for change in h.observe(&sent_calls(report), caller) {
+                if store.set_api_status(&change).await? {
+                    tracing::warn!(api = %change.id, status = %change.status, reason = %change.reason, "API status changed");
+                    out.status_changes.push(change);
+                }
+            }
+        }
+        if self.settings.learn {
+            // The argument model in use learns too (read first: its increments are relative to it).
+            if teaches(report) {
+                if let Err(e) = self.arg_model().await {
+                    tracing::warn!(error = %e, "reading the argument model failed: this run teaches the graph's counts only");
+                }
+            }
+            let teaches = RunTeaches(self);
+            out.learned = learn_run(store.as_ref(), run_id, report, self.weights, Some(&teaches)).await?;
+            // The judgement's evaluation moves the dynamic weights (once: with the run's counts).
+            if out.learned.applied && !report.stats.recalled {
+                if let Some(j) = &report.judgement {
+                    let deltas: Vec<(String, f64)> =
+                        j.deltas.iter().filter(|(id, _)| self.apis.contains_key(id)).cloned().collect();
+                    weights::apply_evaluation(store.as_ref(), &deltas, self.weights).await?;
+                }
+            }
+            // Retrieval learns too: the request joins the usage vectors of the chain's APIs.
+            if out.learned.applied && report.status == Status::Answered {
+                let v = self.retriever.embedder().embed(vec![report.request.clone()]).await?.pop().unwrap_or_default();
+                let apis: Vec<String> = report.chain.iter().map(|c| c.api.clone()).collect();
+                self.retriever.add_usage(&apis, &v).await?;
+            }
+        }
+        Ok(out)
+    }
 }

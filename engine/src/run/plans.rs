@@ -2,9 +2,9 @@
 //! closest solutions of the library; it runs step by step (`for_each`, `if`, `$varN.field$`
 //! references) and a failing step hands over to the graph search from where it stopped.
 
+use super::engine::{Ended, Engine, RunState};
 use super::report::{RunOptions, RunReport, Status};
 use super::trace::TraceEvent;
-use super::{Ended, Engine, RunState};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::program::{Plan, SolutionLibrary, SolutionView};

@@ -6,9 +6,9 @@
 //! remembered request said replaced by this request's counterpart, the rest from the shared
 //! filler); the memories below the replay threshold still vote for the steps their chains made.
 
+use super::engine::{Engine, RunState};
 use super::memory::{MemoryStep, Recalled};
 use super::trace::TraceEvent;
-use super::{Engine, RunState};
 use crate::plan::analogy::{Analogy, Transfer};
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;

@@ -4,8 +4,8 @@
 //! end), or restarted without the tools judged irrelevant — for `run.reflection_rounds` rounds.
 //! A failed reflection ends with the best path seen.
 
+use super::engine::{Ended, Engine, RunState};
 use super::trace::TraceEvent;
-use super::{Ended, Engine, RunState};
 use crate::plan::judge::{bad_response, judge_path};
 use crate::plan::{Context, DeadEnd, Judgement};
 use crate::Result;

@@ -1,8 +1,8 @@
 //! What a run takes and gives: per-request options, the approval port, and the report (status,
 //! answer, chain, judgement, trace, stats).
 
-use super::learn;
 use super::trace::TraceEvent;
+pub use super::trace::{ApprovalDecision, PendingCall};
 use crate::plan::{Judgement, ModelUsage, Planner};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -46,22 +46,6 @@ pub struct RunOptions {
     /// plan mode run as usual and the chain comes back with its data flow as references. Nothing
     /// is remembered or learned from such a run.
     pub dry_run: bool,
-}
-
-/// A call waiting for a person's approval: the API and its resolved arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingCall {
-    pub api: String,
-    pub name: String,
-    pub arguments: Map<String, Value>,
-}
-
-/// A person's decision on a [`PendingCall`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-pub enum ApprovalDecision {
-    Approved { by: String },
-    Rejected { by: String, reason: String },
 }
 
 /// Decides whether calls to APIs that require approval may be sent. `decide` may wait as long as
@@ -184,7 +168,7 @@ impl RunReport {
 /// What the graph took from one run: counts and edges, and status changes of failing APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunLearning {
-    pub learned: learn::Learned,
+    pub learned: Learned,
     pub status_changes: Vec<toolgraph_schema::StatusChange>,
 }
 
@@ -280,4 +264,20 @@ mod tests {
         assert!(r.calls.iter().all(|c| c.response.is_none()));
         assert_eq!(report(Status::GaveUp, false).recorded(None, &graph()).outcome, Outcome::GaveUp);
     }
+}
+
+/// What learning from one run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    /// False when the run had been learned before (nothing changed).
+    pub applied: bool,
+    pub calls: u64,
+    pub successes: u64,
+    /// NEXT edge increments (0 unless the run was answered).
+    pub edges: u64,
+    /// Edges whose weights were recomputed.
+    pub weights_recomputed: u64,
+    /// Counters of the argument model the run added to (0 unless it taught the model).
+    #[serde(default)]
+    pub model_counts: u64,
 }

@@ -2,8 +2,9 @@
 //! output has the field (a FEEDS edge first) — called before it, nested up to `run.reverse_depth`;
 //! what nothing provides ends in `needs_input` naming exactly those parameters.
 
+use super::engine::{Engine, RunState};
+use super::report::NeedsInput;
 use super::trace::TraceEvent;
-use super::{report::NeedsInput, Engine, RunState};
 use crate::plan::fill::fill_arguments;
 use crate::plan::{ApiView, DeadEnd, Filled, Offer};
 use crate::Result;

@@ -3,8 +3,8 @@
 //! filled up to K from the retriever), the planner's choice, backtracking, budgets; target-first
 //! (Reverse Chain) at the root; one search per subtask on a shared path.
 
+use super::engine::{Ended, Engine, RunState};
 use super::trace::{Offered, TraceEvent};
-use super::{Ended, Engine, RunState};
 use crate::plan::fill::{canonical, fill_arguments};
 use crate::plan::{ApiView, Candidate, DeadEnd, Decision, Source};
 use crate::Result;

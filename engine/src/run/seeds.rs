@@ -2,8 +2,8 @@
 //! the APIs retrieval finds for the request and each subtask — similarity is the best
 //! max-normalized score; per-subtask seeds when each subtask is searched on its own.
 
+use super::engine::{Engine, RunState};
 use super::trace::TraceEvent;
-use super::{Engine, RunState};
 use crate::plan::decompose::subtasks_of;
 use crate::plan::Subtask;
 use crate::retrieval::hybrid::Method;

@@ -86,12 +86,12 @@ pub enum TraceEvent {
     /// The run waits for a person to approve this call (APIs that require approval).
     AwaitingApproval {
         label: String,
-        call: super::PendingCall,
+        call: PendingCall,
     },
     /// The decision on it (a rejection fails the branch; the search goes on).
     Approval {
         api: String,
-        decision: super::ApprovalDecision,
+        decision: ApprovalDecision,
     },
     /// Its response: `observation` is what the planner sees; `response` is the full body;
     /// `sent` the arguments as they went out (references resolved, types coerced to the API's
@@ -150,4 +150,20 @@ pub enum TraceEvent {
     GiveUp {
         reason: String,
     },
+}
+
+/// A call waiting for a person's approval: the API and its resolved arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub api: String,
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+/// A person's decision on a [`PendingCall`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    Approved { by: String },
+    Rejected { by: String, reason: String },
 }

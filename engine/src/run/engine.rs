@@ -1,0 +1,323 @@
+use super::memory::Memory;
+use super::report::{Approver, NeedsInput, RunOptions, RunReport, RunStats};
+use super::trace::TraceEvent;
+use crate::exec::Executor;
+use crate::graph::GraphStore;
+use crate::plan::learned::ArgModel;
+use crate::plan::program::SolutionLibrary;
+use crate::plan::values::RequestValues;
+use crate::plan::{ApiView, Context, Planner};
+use crate::retrieval::hybrid::Retriever;
+use crate::Result;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use toolgraph_schema::{GraphSnapshot, WeightSettings, END_ID, STATUS_ACTIVE};
+use toolgraph_schema::{Mode, RunSettings};
+
+/// Memory entries the argument model learns from when the store holds none (the newest are not
+/// preferred: a memory lists in its own order).
+pub const MAX_ARG_EXAMPLES: usize = 50_000;
+
+/// The orchestration engine over one loaded graph.
+pub struct Engine {
+    pub(super) graph: Arc<GraphSnapshot>,
+    pub(super) apis: HashMap<String, Arc<ApiView>>,
+    pub(super) providers: super::providers::Providers,
+    pub(super) store: Option<Arc<dyn GraphStore>>,
+    pub(super) retriever: Arc<Retriever>,
+    pub(super) memory: Option<Arc<Memory>>,
+    pub(super) executor: Executor,
+    pub(super) planner: Arc<dyn Planner>,
+    pub(super) settings: RunSettings,
+    pub(super) weights: WeightSettings,
+    pub(super) health: Option<Arc<super::health::Health>>,
+    /// Learning from runs is serialized (ledger check, counts, weights).
+    pub(super) learning: tokio::sync::Mutex<()>,
+    /// Plan mode's solution library, derived from the graph when first needed.
+    pub(super) solutions: std::sync::OnceLock<SolutionLibrary>,
+    /// Where arguments come from: the model stored with the graph (trained by `ingest`, updated
+    /// by every run remembered), read when the first run needs it; see [`args`].
+    pub(super) args: std::sync::RwLock<Option<Arc<ArgModel>>>,
+}
+
+/// Where a run stands while it searches.
+pub(super) struct RunState<'a> {
+    pub(super) ctx: Context,
+    pub(super) trace: Vec<TraceEvent>,
+    pub(super) sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+    pub(super) stats: RunStats,
+    pub(super) sims: HashMap<String, f64>,
+    /// (from, to) steps of recalled memories' chains (START for the first) → best recall score.
+    pub(super) hints: HashMap<(String, String), f64>,
+    pub(super) seeds: Vec<String>,
+    pub(super) started: Instant,
+    pub(super) calls_made: usize,
+    pub(super) next_label: usize,
+    pub(super) needs_input: Option<NeedsInput>,
+    pub(super) sent: HashMap<String, Map<String, Value>>,
+    /// Calls that failed in this run — API id and arguments as sent — with why: never sent again.
+    pub(super) failed: HashMap<String, String>,
+    /// Who decides, and how candidates are found, in this run.
+    pub(super) planner: Arc<dyn Planner>,
+    pub(super) mode: Mode,
+    pub(super) backward: bool,
+    /// APIs whose arguments Reverse Chain is completing now (no provider loops).
+    pub(super) inserting: Vec<String>,
+    /// Seeds of each subtask (per-subtask search), and their similarities to it.
+    pub(super) subtask_seeds: Vec<Vec<String>>,
+    pub(super) subtask_sims: Vec<HashMap<String, f64>>,
+    /// Judge and answer without the planner (memory replays, plans that passed).
+    pub(super) deterministic_judge: bool,
+    pub(super) approver: Option<Arc<dyn Approver>>,
+    pub(super) dry_run: bool,
+    /// The judgement of a memory replayed by analogy (its requirements weighed against the
+    /// remembered request's).
+    pub(super) recalled_judgement: Option<crate::plan::Judgement>,
+}
+
+impl RunState<'_> {
+    /// Similarities to what is being searched now: the focused subtask, else the request.
+    pub(super) fn sims(&self) -> &HashMap<String, f64> {
+        match self.ctx.focus {
+            Some(i) if i < self.subtask_sims.len() => &self.subtask_sims[i],
+            _ => &self.sims,
+        }
+    }
+
+    pub(super) async fn emit(&mut self, e: TraceEvent) {
+        if let Some(s) = self.sink {
+            let _ = s.send(e.clone()).await;
+        }
+        self.trace.push(e);
+    }
+}
+
+pub(super) enum Ended {
+    Finished,
+    GaveUp(String),
+}
+
+/// What an [`Engine`] is made of.
+pub struct EngineParts {
+    /// The tool graph, loaded once (search reads it in memory).
+    pub graph: Arc<GraphSnapshot>,
+    /// Where dynamic-weight updates go (`None`: never learn).
+    pub store: Option<Arc<dyn GraphStore>>,
+    pub retriever: Arc<Retriever>,
+    pub memory: Option<Arc<Memory>>,
+    pub executor: Executor,
+    pub planner: Arc<dyn Planner>,
+    pub settings: RunSettings,
+    pub weights: WeightSettings,
+    /// API health shared across engines (`None`: no API is ever degraded).
+    pub health: Option<Arc<super::health::Health>>,
+}
+
+impl Engine {
+    pub fn new(p: EngineParts) -> Self {
+        let apis = p
+            .graph
+            .apis
+            .values()
+            .filter(|a| a.status == STATUS_ACTIVE)
+            .map(|a| {
+                let mut v = ApiView::from_node(a);
+                // How often observed chains stop after it (when any went through it).
+                let seen = !p.graph.successors(&a.id, 1).is_empty();
+                v.ends = seen.then(|| {
+                    p.graph.next.get(&(a.id.clone(), END_ID.to_string())).map(|e| e.static_weight).unwrap_or(0.0)
+                });
+                (a.id.clone(), Arc::new(v))
+            })
+            .collect();
+        let providers = super::providers::Providers::build(&apis, &p.graph.feeds);
+        Engine {
+            graph: p.graph,
+            apis,
+            providers,
+            store: p.store,
+            retriever: p.retriever,
+            memory: p.memory,
+            executor: p.executor,
+            planner: p.planner,
+            settings: p.settings,
+            weights: p.weights,
+            health: p.health,
+            learning: tokio::sync::Mutex::new(()),
+            solutions: std::sync::OnceLock::new(),
+            args: std::sync::RwLock::new(None),
+        }
+    }
+
+    /// The same engine over a newer graph (counts, weights and statuses learned since).
+    pub fn rebuilt(&self, graph: Arc<GraphSnapshot>) -> Engine {
+        let e = self.rebuilt_parts(graph);
+        *e.args.write().unwrap_or_else(|p| p.into_inner()) =
+            self.args.read().unwrap_or_else(|p| p.into_inner()).clone();
+        e
+    }
+
+    pub(super) fn rebuilt_parts(&self, graph: Arc<GraphSnapshot>) -> Engine {
+        Engine::new(EngineParts {
+            graph,
+            store: self.store.clone(),
+            retriever: self.retriever.clone(),
+            memory: self.memory.clone(),
+            executor: self.executor.clone(),
+            planner: self.planner.clone(),
+            settings: self.settings.clone(),
+            weights: self.weights,
+            health: self.health.clone(),
+        })
+    }
+
+    pub fn health(&self) -> Option<&Arc<super::health::Health>> {
+        self.health.as_ref()
+    }
+
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    pub fn planner(&self) -> &Arc<dyn Planner> {
+        &self.planner
+    }
+
+    /// The graph the engine searches (loaded when it was built).
+    pub fn graph(&self) -> &Arc<GraphSnapshot> {
+        &self.graph
+    }
+
+    pub fn retriever(&self) -> &Arc<Retriever> {
+        &self.retriever
+    }
+
+    /// Run `request` to an answer, a give-up or a `needs_input`. `given` holds values the user
+    /// supplied for parameters (the answer to an earlier `needs_input`).
+    pub async fn run(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+    ) -> Result<RunReport> {
+        self.run_turn(request, given, Vec::new(), sink).await
+    }
+
+    /// [`Engine::run`] as one turn of a conversation: `earlier` holds outputs of the session's
+    /// earlier turns, which may fill arguments this request gives no value for.
+    pub async fn run_turn(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+    ) -> Result<RunReport> {
+        self.run_with(request, given, earlier, sink, RunOptions::default()).await
+    }
+
+    /// [`Engine::run_turn`] with per-request choices (planner, mode, target-first). LLM calls and
+    /// tokens of this run are counted per model into its stats.
+    pub async fn run_with(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: RunOptions,
+    ) -> Result<RunReport> {
+        let usage: crate::plan::RunUsage = Default::default();
+        let mut r =
+            crate::plan::RUN_USAGE.scope(usage.clone(), self.run_inner(request, given, earlier, sink, opts)).await?;
+        r.stats.llm = usage.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(r)
+    }
+
+    /// A fresh run's state: the request's context with the given values and earlier turns.
+    pub(super) fn new_state<'a>(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: &RunOptions,
+    ) -> RunState<'a> {
+        let started = Instant::now();
+        let today = chrono::Utc::now().date_naive();
+        let mut ctx = Context::new(request, RequestValues::extract(request, today));
+        ctx.given = given;
+        let mut turns: Vec<(usize, &str)> = earlier.iter().map(|e| (e.turn, e.request.as_str())).collect();
+        turns.dedup();
+        for (turn, req) in turns {
+            ctx.notes.push(format!("earlier turn {turn} of this conversation asked: {req}"));
+        }
+        ctx.earlier = earlier;
+        RunState {
+            ctx,
+            trace: Vec::new(),
+            sink,
+            stats: RunStats::default(),
+            sims: HashMap::new(),
+            hints: HashMap::new(),
+            seeds: Vec::new(),
+            started,
+            calls_made: 0,
+            next_label: 1,
+            needs_input: None,
+            sent: HashMap::new(),
+            failed: HashMap::new(),
+            planner: opts.planner.clone().unwrap_or_else(|| self.planner.clone()),
+            mode: opts.mode.unwrap_or(self.settings.mode),
+            backward: opts.backward.unwrap_or(self.settings.backward),
+            inserting: Vec::new(),
+            subtask_seeds: Vec::new(),
+            subtask_sims: Vec::new(),
+            deterministic_judge: false,
+            approver: opts.approver.clone(),
+            dry_run: opts.dry_run,
+            recalled_judgement: None,
+        }
+    }
+
+    pub(super) async fn run_inner(
+        &self,
+        request: &str,
+        given: Map<String, Value>,
+        earlier: Vec<crate::plan::Earlier>,
+        sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
+        opts: RunOptions,
+    ) -> Result<RunReport> {
+        let mut st = self.new_state(request, given, earlier, sink, &opts);
+        if self.settings.learned_arguments {
+            st.ctx.args = self.arg_model().await?;
+        }
+        st.stats.dry_run = st.dry_run;
+        let t = Instant::now();
+        // The request's words (what retrieval reads) and its meaning, mentions masked (what the
+        // long-term memory compares), embedded together.
+        let mut both = self
+            .retriever
+            .embedder()
+            .embed(vec![request.to_string(), crate::plan::reading::meaning_text(request)])
+            .await?
+            .into_iter();
+        let (vector, meaning) = (both.next().unwrap_or_default(), both.next().unwrap_or_default());
+        st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
+        // Long-term memory: a close enough hit is replayed with zero planning calls.
+        if self.recall(&mut st, &meaning).await? {
+            return self.conclude(st, Ended::Finished, &meaning, true).await;
+        }
+        // After a replay that went part of the way, one search goes on from its calls (the
+        // subtasks' own searches would start over around them).
+        let per_subtask = self.retrieve_seeds(&mut st, &vector).await? && st.ctx.path.is_empty();
+        // Plan mode plans from the solution library unless a remembered plan already went part
+        // of the way (the search goes on from its calls).
+        if st.mode == Mode::Plan && st.ctx.path.is_empty() && self.run_plan(&mut st).await? {
+            st.deterministic_judge = true;
+            return self.conclude(st, Ended::Finished, &meaning, false).await;
+        }
+        let ended = self.search_and_reflect(&mut st, per_subtask).await?;
+        self.conclude(st, ended, &meaning, false).await
+    }
+}
