@@ -1,6 +1,7 @@
 //! Approvals: APIs whose calls wait for a person, and the decisions given.
 
-use super::*;
+use super::store::{err, now_ms, Result, StateStore};
+use sqlx::Row;
 
 impl StateStore {
     pub async fn requires_approval(&self) -> Result<Vec<String>> {

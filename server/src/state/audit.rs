@@ -1,6 +1,9 @@
 //! The audit log, retention and row counts.
 
-use super::*;
+use super::store::{err, json_of, now_ms, random_id, Result, StateStore};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use sqlx::Row;
 
 /// One entry of the audit log: who did what to what, when (never a secret).
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]

@@ -1,6 +1,10 @@
 //! Saved chains: a person's chains, re-runnable.
 
-use super::*;
+use super::store::{err, json_of, like_literal, Result, StateStore};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::Row;
 
 /// A saved chain (template).
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]

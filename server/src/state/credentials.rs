@@ -1,6 +1,7 @@
 //! Tool credentials: sealed values or references (`env:` / `file:`), per scope.
 
-use super::*;
+use super::store::{err, Result, StateStore};
+use sqlx::Row;
 
 /// A stored credential entry (the value sealed, or a reference to where it lives).
 #[derive(Debug, Clone, PartialEq)]

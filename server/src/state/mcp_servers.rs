@@ -1,6 +1,8 @@
 //! MCP servers whose tools are APIs: how to reach each one.
 
-use super::*;
+use super::store::{err, now_ms, Result, StateStore};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
 
 /// How to reach one MCP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

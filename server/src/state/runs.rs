@@ -1,6 +1,11 @@
 //! Runs: the request, owner, status, chain, trace and answer; leases of paused runs.
 
-use super::*;
+use super::sessions::put_session_on;
+use super::store::{err, json_of, like_literal, now_ms, tools_text, Result, StateStore};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::any::AnyRow;
+use sqlx::Row;
 
 /// A stored run.
 #[derive(Debug, Clone, PartialEq)]

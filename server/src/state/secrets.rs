@@ -3,7 +3,7 @@
 //! associated data so a sealed value cannot be moved to another scope), or only referenced
 //! (`env:NAME`, `file:PATH`: the value never enters the database).
 
-use super::CredentialRow;
+use super::credentials::CredentialRow;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use secrecy::{ExposeSecret, SecretString};
@@ -49,7 +49,7 @@ impl SealingKey {
         let ct = ChaCha20Poly1305::new(&self.0)
             .encrypt(Nonce::from_slice(&nonce), Payload { msg: value.as_bytes(), aad: &aad })
             .map_err(|_| "sealing failed".to_string())?;
-        Ok(format!("v1:{}:{}", super::hex(&nonce), super::hex(&ct)))
+        Ok(format!("v1:{}:{}", super::store::hex(&nonce), super::store::hex(&ct)))
     }
 
     pub fn open(&self, scope: &str, name: &str, sealed: &str) -> Result<SecretString, String> {

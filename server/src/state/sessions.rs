@@ -1,6 +1,8 @@
 //! Conversational sessions: each one's carried-over state, owned by a user.
 
-use super::*;
+use super::store::{err, json_of, now_ms, Result, StateStore};
+use serde_json::Value;
+use sqlx::Row;
 
 pub(super) async fn put_session_on<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(
     e: E,

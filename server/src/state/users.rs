@@ -1,6 +1,9 @@
 //! Users, their API keys (digests only) and console logins.
 
-use super::*;
+use super::store::{err, key_digest, now_ms, random_id, Result, StateError, StateStore};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::Row;
 
 /// Roles: admins manage tools, statuses, Cypher, credentials and users; users run requests and
 /// see only their own runs, sessions and saved chains.
