@@ -19,6 +19,8 @@ cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets -- -D warnings
 # And the house's sizes: no file over 700 lines, no function over 120, after rustfmt (issue 37).
 python3 scripts/sizes.py 10 --check
+# And no import circle between the files of one crate (issue 37).
+python3 scripts/circles.py --check
 bash scripts/setup.sh
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT

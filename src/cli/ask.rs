@@ -1,6 +1,10 @@
 //! `toolgraph ask`: plan and execute one request from the command line.
 
-use super::*;
+use super::support::{load_settings, mode_parser, pairs, rewrites_of, Global, PlannerArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::process::ExitCode;
+use toolgraph_schema::{Mode, Settings};
 
 #[derive(Args)]
 pub(super) struct AskArgs {
@@ -32,7 +36,7 @@ pub(super) struct AskArgs {
     json: bool,
 }
 
-pub(super) async fn ask(cli: &Cli, args: &AskArgs) -> Result<ExitCode> {
+pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     let run_settings = toolgraph_engine::run::RunSettings {
         mode: args.mode.unwrap_or(s.run.mode),

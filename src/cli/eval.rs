@@ -1,6 +1,15 @@
 //! `toolgraph eval`: retrieval, chains, and the public benchmarks with their own metrics.
 
-use super::*;
+use super::support::{load_embedder, load_settings, open_store, write_json, Global, PlannerArgs};
+use anyhow::{Context, Result};
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use toolgraph_schema::{Mode, PlannerKind, Settings};
 
 #[derive(Subcommand)]
 pub(super) enum EvalCmd {
@@ -220,7 +229,7 @@ impl HowArgs {
     }
 }
 
-pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
+pub(super) async fn run(cli: &Global, cmd: &EvalCmd) -> Result<ExitCode> {
     match cmd {
         EvalCmd::Retrieval { tools, queries, report, cache, vectors } => {
             retrieval(cli, tools, queries, report, cache.as_deref(), vectors).await
@@ -299,7 +308,7 @@ pub(super) async fn run(cli: &Cli, cmd: &EvalCmd) -> Result<ExitCode> {
 
 /// `eval retrieval`: seed-tool retrieval against labelled queries.
 async fn retrieval(
-    cli: &Cli,
+    cli: &Global,
     tools: &[PathBuf],
     queries: &[PathBuf],
     report: &Path,
@@ -368,7 +377,7 @@ fn score(chains: &Path, spec: &Path, predictions: &Path, report: &Path) -> Resul
 }
 
 /// `eval all`: every benchmark, one report.
-async fn all(cli: &Cli, data: &Path, out: &Path, how: &HowArgs) -> Result<ExitCode> {
+async fn all(cli: &Global, data: &Path, out: &Path, how: &HowArgs) -> Result<ExitCode> {
     if how.methods.iter().any(|m| m == toolgraph_eval::chains::LLM_DIRECT) {
         anyhow::bail!("--methods {}: `eval all` runs benchmarks that compare the engine's methods only; run the model-alone baseline with `eval complexfuncbench`", toolgraph_eval::chains::LLM_DIRECT);
     }

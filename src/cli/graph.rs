@@ -1,6 +1,19 @@
 //! Building and inspecting the tool graph: `ingest`, `index`, `search`, `graph`, `convert`.
 
-use super::*;
+use super::support::{load_embedder, load_settings, open_store, write_json, Global};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use toolgraph_engine::graph::CypherLimits;
+use toolgraph_engine::{store, GraphStore};
+use toolgraph_ingest::{complexfuncbench, Inputs, Progress};
+use toolgraph_schema::Settings;
 
 #[derive(Args)]
 pub(super) struct IngestArgs {
@@ -120,7 +133,7 @@ pub(super) async fn index(s: &Settings, graph: &dyn GraphStore, rebuild: bool) -
     Ok(())
 }
 
-pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
+pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     if args.toolbench.is_empty() && args.queries.is_empty() && args.tools.is_empty() && args.trajectories.is_empty() {
         bail!("nothing to ingest: give --toolbench, --queries, --tools and/or --trajectories");
@@ -197,7 +210,7 @@ pub(super) async fn ingest(cli: &Cli, args: &IngestArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) async fn graph(cli: &Cli, cmd: &GraphCmd) -> Result<ExitCode> {
+pub(super) async fn graph(cli: &Global, cmd: &GraphCmd) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     if let GraphCmd::Args { id } = cmd {
         let stack = toolgraph_engine::stack::Stack::open(s.clone(), &Default::default(), Vec::new())
@@ -348,7 +361,7 @@ pub(super) struct SearchArgs {
 }
 
 /// `toolgraph search`: rank APIs for a request.
-pub(super) async fn search(cli: &Cli, a: &SearchArgs) -> Result<ExitCode> {
+pub(super) async fn search(cli: &Global, a: &SearchArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     let vectors = store::open_vectors(&s.vectors)?;
     let embedder = load_embedder(&s).await?;

@@ -1,6 +1,13 @@
 //! `toolgraph serve` (the daemon), `toolgraph mcp` (MCP over stdio) and `toolgraph sandbox` (the replay sandbox).
 
-use super::*;
+use super::support::{load_settings, rewrites_of, Global, PlannerArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use toolgraph_ingest::complexfuncbench;
+use toolgraph_schema::Settings;
 
 #[derive(Args)]
 pub(super) struct ServeArgs {
@@ -94,7 +101,7 @@ pub(super) async fn build_daemon(
 
 /// `toolgraph mcp`: the daemon's MCP server on stdin/stdout, for the local operator.
 #[cfg(feature = "mcp")]
-pub(super) async fn mcp_stdio(cli: &Cli, args: &McpArgs) -> Result<ExitCode> {
+pub(super) async fn mcp_stdio(cli: &Global, args: &McpArgs) -> Result<ExitCode> {
     let s = load_settings(cli)?;
     let (daemon, _) = build_daemon(&s, &args.rewrites, &args.planner, Default::default()).await?;
     eprintln!(
@@ -107,7 +114,7 @@ pub(super) async fn mcp_stdio(cli: &Cli, args: &McpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) async fn serve(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
+pub(super) async fn serve(cli: &Global, args: &ServeArgs) -> Result<ExitCode> {
     use toolgraph_server::daemon::limits::ApiKeys;
     let mut s = load_settings(cli)?;
     if let Some(p) = args.port {

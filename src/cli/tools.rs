@@ -1,6 +1,9 @@
 //! `toolgraph tools`: tool sources beyond trajectories and docs (MCP servers).
 
-use super::*;
+use super::support::{load_settings, open_store, Global};
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use std::process::ExitCode;
 
 #[derive(Subcommand)]
 pub(super) enum ToolsCmd {
@@ -21,7 +24,7 @@ pub(super) enum ToolsCmd {
 }
 
 #[cfg(feature = "mcp")]
-pub(super) async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
+pub(super) async fn tools(cli: &Global, cmd: &ToolsCmd) -> Result<ExitCode> {
     use toolgraph_server::mcp::{import, McpHub, McpServer};
     let s = load_settings(cli)?;
     let state = toolgraph_server::state::StateStore::open(&s.state.url, s.state.max_connections)
@@ -67,6 +70,6 @@ pub(super) async fn tools(cli: &Cli, cmd: &ToolsCmd) -> Result<ExitCode> {
 }
 
 #[cfg(not(feature = "mcp"))]
-pub(super) async fn tools(_cli: &Cli, _cmd: &ToolsCmd) -> Result<ExitCode> {
+pub(super) async fn tools(_cli: &Global, _cmd: &ToolsCmd) -> Result<ExitCode> {
     bail!("this toolgraph was built without the `mcp` feature")
 }

@@ -2,7 +2,7 @@
 
 use super::auth::require_admin;
 use super::error::{ApiError, ApiJson};
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::{now_ms, AuditEntry, Caller, CredentialRow, KeyInfo, Role, User};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};

@@ -1,7 +1,7 @@
 //! Authentication: API keys and console logins become a [`Caller`] on every `/v1` request.
 use super::console;
 use super::error::ApiError;
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::{Caller, Role};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};

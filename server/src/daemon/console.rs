@@ -3,7 +3,7 @@
 //! whose state-changing requests must echo a CSRF token. Its read views are in [`super::views`].
 
 use super::error::{ApiError, ApiJson};
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::{now_ms, random_id, Caller, Role};
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Path, State};

@@ -2,9 +2,10 @@
 //! (templates) and executing a chain a person wrote.
 
 use super::error::{ApiError, ApiJson};
+use super::runs::OrchestrateRequest;
 use super::runs::{run_options, start_run, visible_run, wants_stream, Job, Work};
 use super::sessions::SessionState;
-use super::{Daemon, OrchestrateRequest};
+use super::shared::Daemon;
 use crate::state::{now_ms, random_id, Caller, RunFilter, RunSummary, SavedChain};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};

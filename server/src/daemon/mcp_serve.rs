@@ -12,7 +12,9 @@
 //! `needs_input` result to answer with `given`.
 
 use super::console::ConsoleLogin;
-use super::{api_routes, Daemon, Upkeep};
+use super::routes::api_routes;
+use super::shared::Daemon;
+use super::upkeep::Upkeep;
 use crate::state::{Caller, Role};
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};

@@ -1,7 +1,7 @@
 //! `/v1/mcp-servers`: MCP servers whose tools become APIs.
 use super::auth::require_admin;
 use super::error::{ApiError, ApiJson};
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::Caller;
 use axum::extract::State;
 use axum::http::StatusCode;

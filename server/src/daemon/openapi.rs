@@ -8,10 +8,7 @@
 //! time limit) — and the security schemes.
 
 use super::error::ErrorBody;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use std::sync::OnceLock;
 use utoipa::{OpenApi, PartialSchema};
 
 /// The operations of the two wildcard routes (`/v1/tools/{*id}`, `/v1/credentials/{*scope}`):
@@ -25,20 +22,9 @@ use utoipa::{OpenApi, PartialSchema};
 ))]
 struct WildcardRoutes;
 
-/// The document, built once.
-pub(super) fn spec() -> &'static Value {
-    static DOC: OnceLock<Value> = OnceLock::new();
-    DOC.get_or_init(build)
-}
-
-/// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations", security(()), responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
-pub(super) async fn document() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(spec()).unwrap_or_default()).into_response()
-}
-
-fn build() -> Value {
-    let (_, mut doc) = super::app::documented_public().merge(super::app::documented_api()).split_for_parts();
+/// The document of the routes' operations (`doc`, from [`super::routes`]), completed: the wildcard
+/// routes, the layers' errors, the security schemes.
+pub(super) fn build(mut doc: utoipa::openapi::OpenApi) -> Value {
     doc.merge(WildcardRoutes::openapi());
     let mut doc = serde_json::to_value(&doc).unwrap_or_default();
     doc["info"] = json!({
@@ -130,6 +116,7 @@ fn add_layer_errors(path: &str, method: &str, op: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::routes::spec;
 
     const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 

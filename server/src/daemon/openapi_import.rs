@@ -3,8 +3,8 @@
 //! (validated, SSRF-checked, test-called).
 
 use super::error::ApiError;
+use super::shared::Daemon;
 use super::tools::{admit, Registration};
-use super::Daemon;
 use crate::state::Caller;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};

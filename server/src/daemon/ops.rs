@@ -1,6 +1,6 @@
 //! Operations: `/healthz`, `/readyz`, `/metrics` and `/v1/models`.
 use super::error::ApiError;
-use super::Daemon;
+use super::shared::Daemon;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;

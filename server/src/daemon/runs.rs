@@ -1,13 +1,13 @@
 //! Runs: `/v1/orchestrate`, a run's life (started, streamed, paused, stored, learned from) and
 //! `/v1/runs/{id}`.
-use super::approvals;
 use super::auth::presented_key;
 use super::error::{ApiError, ApiJson};
+use super::pause::RunApprover;
 use super::sessions::EarlierRecord;
 use super::sessions::SessionState;
 use super::sessions::MAX_SESSION_GIVEN;
 use super::sessions::MAX_SESSION_TURNS;
-use super::Daemon;
+use super::shared::{take_slots, Daemon};
 use crate::state::{Caller, RunRecord};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -335,12 +335,6 @@ pub(crate) enum Work {
     Chain { chain: Value, given: Map<String, Value>, opts: toolgraph_engine::run::RunOptions },
 }
 
-/// A run's place among those in flight: one of the daemon's slots and one of its user's.
-pub(crate) struct Slot {
-    pub _all: tokio::sync::OwnedSemaphorePermit,
-    pub _own: tokio::sync::OwnedSemaphorePermit,
-}
-
 /// One run to execute, with whom and where it belongs.
 pub(crate) struct Job {
     pub run_id: String,
@@ -356,33 +350,6 @@ pub(crate) struct Job {
     /// `awaiting_approval`, with the call it waits on) stays as it is until the run pauses again
     /// or ends, so a decision given meanwhile is taken.
     pub resumed: bool,
-}
-
-/// A run's place: one of the daemon's in-flight slots, then one of the user's share.
-fn take_slots(d: &Daemon, user_id: &str) -> Result<Slot, ApiError> {
-    let permit = d.in_flight.clone().try_acquire_owned().map_err(|_| {
-        d.metrics.busy.fetch_add(1, Ordering::Relaxed);
-        ApiError::unavailable(
-            "busy",
-            format!("{} runs are in flight; retry shortly", d.settings().server.max_in_flight),
-            d.settings().server.retry_after_s,
-        )
-    })?;
-    // Then the user's share: one user's runs never take every slot from the others (a full
-    // daemon answers `busy` first, whoever asks).
-    let own = d.user_slots(user_id).try_acquire_owned().map_err(|_| {
-        d.metrics.busy.fetch_add(1, Ordering::Relaxed);
-        ApiError::new(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "too_many_runs",
-            format!(
-                "you have {} runs in flight (server.max_in_flight_per_user); retry when one ends",
-                d.settings().server.max_in_flight_per_user
-            ),
-        )
-        .with_retry_after(d.settings().server.retry_after_s)
-    })?;
-    Ok(Slot { _all: permit, _own: own })
 }
 
 /// Record the run, then execute it: plainly (the result, or 202 when it pauses for approval) or
@@ -434,7 +401,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             .await?;
     }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
-    let approver = approvals::RunApprover::new(&d, &job, pause_tx, slot);
+    let approver = RunApprover::new(&d, &job.run_id, pause_tx, slot);
     if !stream {
         let dd = d.clone();
         let mut task = tokio::spawn(async move {
@@ -518,7 +485,7 @@ pub(super) async fn execute(
     d: &Daemon,
     job: Job,
     sink: Option<mpsc::Sender<TraceEvent>>,
-    approver: Arc<approvals::RunApprover>,
+    approver: Arc<RunApprover>,
 ) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     let span = tracing::info_span!("run", run_id = %job.run_id, user = %job.caller.name);
     async move {
@@ -547,7 +514,7 @@ pub(super) async fn execute_inner(
     d: &Daemon,
     job: &Job,
     sink: Option<mpsc::Sender<TraceEvent>>,
-    approver: Arc<approvals::RunApprover>,
+    approver: Arc<RunApprover>,
 ) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
     let engine = d.engine();
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);

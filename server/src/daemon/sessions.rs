@@ -1,6 +1,6 @@
 //! Conversational sessions: what a session carries from turn to turn, and `/v1/sessions`.
 use super::error::ApiError;
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::Caller;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

@@ -3,7 +3,7 @@
 //! use it are deleted); OpenAPI 3 import, through the same admission, is [`super::openapi_import`].
 
 use super::error::{ApiError, ApiJson};
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::Caller;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};

@@ -1,7 +1,7 @@
 //! Background upkeep: the learned graph reloaded, degraded APIs probed, paused runs resumed,
 //! retention kept, imported MCP servers followed; and how it stops with the daemon.
 use super::approvals;
-use super::Daemon;
+use super::shared::{Daemon, ABANDON_WAIT};
 use serde_json::{Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,9 +28,6 @@ impl Upkeep {
         d.abandon_runs().await;
     }
 }
-
-/// How long an aborted run gets to let go of what it holds.
-pub(super) const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
 pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 

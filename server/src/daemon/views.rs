@@ -3,7 +3,7 @@
 
 use super::auth::require_admin;
 use super::error::{ApiError, ApiJson};
-use super::Daemon;
+use super::shared::Daemon;
 use crate::state::Caller;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
