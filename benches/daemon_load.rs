@@ -174,7 +174,7 @@ fn main() {
         s.server.rate_per_s = 0.0;
         let emb: Arc<dyn Embedder> = Arc::new(toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model (run scripts/setup.sh)"));
         let dir = tempfile::tempdir().unwrap();
-        let Learned { store, vectors, memory, .. } = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
+        let learned: Learned = learn(dir.path(), &train, &specs, &s, emb.clone(), None).await.unwrap();
         let (recs, _) = recordings(&chains, &specs);
         let q = fault_rate / 4.0;
         let faults = Faults { timeout_rate: q, hang_ms: 400, server_error_rate: q, throttle_rate: q, retry_after_s: 1, garbage_rate: q, seed: 7, ..Faults::default() };
@@ -201,7 +201,7 @@ fn main() {
         for (name, state_url) in &stores {
             // postgres-sync: run records wait for the WAL flush too (state.synchronous_runs).
             let state = Arc::new(StateStore::open(state_url, 16).await.unwrap().with_synchronous_runs(name == "postgres-sync"));
-            let stack = Stack { settings: Settings { run: run.clone(), ..s.clone() }, store: store.clone(), vectors: vectors.clone(), embedder: emb.clone(), cache: None, memory: memory.clone(), executor: exec.clone(), planner: Arc::new(DeterministicPlanner::default()), models: None };
+            let stack = Stack { settings: Settings { run: run.clone(), ..s.clone() }, ..learned.stack(exec.clone(), Arc::new(DeterministicPlanner::default())) };
             let daemon = Daemon::new(stack, Some(state), ApiKeys::default()).await.unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());
@@ -254,7 +254,7 @@ fn main() {
             let _ = server.await;
             drop(daemon);
         }
-        drop((store, vectors, memory));
+        drop(learned);
         drop(dir);
     });
 }

@@ -78,7 +78,9 @@ impl PlannerChoice {
 }
 
 /// What a toolgraph process runs on. Fields are public so a harness can assemble one over stores
-/// it opened itself ([`Stack::over`]); [`Stack::open`] opens them from the settings.
+/// it opened itself ([`Stack::over`]); [`Stack::open`] opens them from the settings,
+/// [`Stack::embedded_in`] on embedded stores of its own in a folder.
+#[derive(Clone)]
 pub struct Stack {
     pub settings: Settings,
     pub store: Arc<dyn GraphStore>,
@@ -86,7 +88,7 @@ pub struct Stack {
     /// Embeds API texts (indexing) and, unless an engine is given another, requests.
     pub embedder: Arc<dyn Embedder>,
     /// Embeddings kept across runs of the indexer (`embed.cache`), when configured.
-    pub cache: Option<EmbeddingCache>,
+    pub cache: Option<Arc<EmbeddingCache>>,
     pub memory: Arc<Memory>,
     pub executor: Executor,
     /// The planner runs use unless a request picks another from `models`.
@@ -108,7 +110,7 @@ impl Stack {
         let cache = if settings.embed.cache.is_empty() {
             None
         } else {
-            Some(EmbeddingCache::open(Path::new(&settings.embed.cache))?)
+            Some(Arc::new(EmbeddingCache::open(Path::new(&settings.embed.cache))?))
         };
         let executor = Executor::new(exec_settings(&settings, rewrites))?;
         let categories: Vec<String> =
@@ -145,6 +147,35 @@ impl Stack {
         })
     }
 
+    /// A stack on embedded stores of its own under `dir` (an evaluation fold's, a test's): the
+    /// graph in `dir/graph.redb` (schema set up) and the vectors in `dir/vectors`, with the rest
+    /// of `settings`; APIs and requests embedded by `embedder`, API embeddings kept in `cache`;
+    /// calls sent as `settings` says (an evaluation gives each fold its replay executor).
+    pub async fn embedded_in(
+        dir: &Path,
+        settings: &Settings,
+        embedder: Arc<dyn Embedder>,
+        cache: Option<Arc<EmbeddingCache>>,
+    ) -> Result<Stack> {
+        let mut settings = settings.clone();
+        settings.store.uri = format!("embedded:{}", dir.join("graph.redb").display());
+        settings.vectors.uri = format!("embedded:{}", dir.join("vectors").display());
+        let store = crate::store::open(&settings.store).await?;
+        store.setup().await?;
+        let vectors = crate::store::open_vectors(&settings.vectors)?;
+        let executor = Executor::new(exec_settings(&settings, Vec::new()))?;
+        let mut stack = Stack::over(settings, store, vectors, embedder, executor).await?;
+        stack.cache = cache;
+        Ok(stack)
+    }
+
+    /// The retriever over this stack's API index, requests embedded by the stack's embedder.
+    pub async fn retriever(&self) -> Result<Arc<Retriever>> {
+        Ok(Arc::new(
+            Retriever::load(self.vectors.clone(), self.embedder.clone(), None, self.settings.retrieval.clone()).await?,
+        ))
+    }
+
     /// The same stack deciding with `planner`.
     pub fn with_planner(mut self, planner: Arc<dyn Planner>) -> Self {
         self.planner = planner;
@@ -157,7 +188,7 @@ impl Stack {
             self.store.as_ref(),
             self.vectors.as_ref(),
             self.embedder.as_ref(),
-            self.cache.as_ref(),
+            self.cache.as_deref(),
             self.settings.retrieval.index_chunk,
             rebuild,
             |_, _| {},

@@ -75,9 +75,9 @@ pub async fn plan_folds(
             .prefix(&format!("toolgraph-plan-eval-fold{f}-"))
             .tempdir()
             .map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
-        let learned = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.as_ref()).await?;
-        let snapshot = Arc::new(learned.store.snapshot().await?);
-        let stack = learned.stack(settings, exec.clone(), opts.planner());
+        let learned = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.clone()).await?;
+        let snapshot = Arc::new(learned.stack.store.snapshot().await?);
+        let stack = learned.stack(exec.clone(), opts.planner());
         for (mi, method) in opts.methods.iter().enumerate() {
             let run_settings = RunSettings {
                 mode: method.mode,

@@ -205,7 +205,8 @@ fn graph_prior(g: &toolgraph_schema::GraphSnapshot) -> GraphPrior {
     p
 }
 
-/// Run the evaluation. `cache` keeps corpus embeddings between runs.
+/// Run the evaluation. `cache` keeps corpus embeddings between runs; `progress` gets (embedded,
+/// to embed) while the corpus is embedded.
 pub async fn run(
     tools: &[PathBuf],
     query_files: &[PathBuf],
@@ -213,7 +214,7 @@ pub async fn run(
     cache: &EmbeddingCache,
     vectors: &dyn VectorStore,
     options: EvalOptions<'_>,
-    progress: impl FnMut(usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<RetrievalReport, toolgraph_ingest::IngestError> {
     let EvalOptions { lexical_weight, tool_boost: boost, graph } = options;
     let started = Instant::now();

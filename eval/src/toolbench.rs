@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::retrieval::hybrid::Retriever;
-use toolgraph_engine::retrieval::index::index_graph;
 use toolgraph_engine::run::{RunSettings, Status};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::catalog::{Catalog, Resolution};
@@ -214,35 +212,19 @@ async fn learn_fold(
     tools_path: &std::path::Path,
     settings: &Settings,
     embedder: &Arc<dyn Embedder>,
-    cache: Option<&toolgraph_engine::retrieval::cache::EmbeddingCache>,
-) -> Result<(Arc<dyn GraphStore>, Arc<dyn toolgraph_engine::vector::VectorStore>, Arc<Retriever>), IngestError> {
-    let store: Arc<dyn GraphStore> =
-        Arc::new(toolgraph_engine::adapters::embedded::EmbeddedStore::open(&fold.join("graph.redb"))?);
-    store.setup().await?;
+    cache: Option<Arc<toolgraph_engine::retrieval::cache::EmbeddingCache>>,
+) -> Result<(Stack, Arc<Retriever>), IngestError> {
+    let stack = Stack::embedded_in(fold, settings, embedder.clone(), cache).await?;
     toolgraph_engine::ingest::ingest(
-        store.clone(),
+        stack.store.clone(),
         Inputs { toolbench: train, tools: vec![tools_path.to_path_buf()], ..Inputs::default() },
         settings,
         Arc::new(NoProgress),
     )
     .await?;
-    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
-        uri: format!("embedded:{}", fold.join("vectors").display()),
-        ..settings.vectors.clone()
-    })?;
-    index_graph(
-        store.as_ref(),
-        vectors.as_ref(),
-        embedder.as_ref(),
-        cache,
-        settings.retrieval.index_chunk,
-        false,
-        |_, _| {},
-    )
-    .await?;
-    let retriever =
-        Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
-    Ok((store, vectors, retriever))
+    stack.index(false).await?;
+    let retriever = stack.retriever().await?;
+    Ok((stack, retriever))
 }
 
 /// The recorded observations of one query, on the routes of the APIs they came from.
@@ -344,19 +326,10 @@ pub async fn run(
             files.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, a)| a.path.clone()).collect();
         let fold = dir.path().join(format!("fold{f}"));
         std::fs::create_dir_all(&fold).map_err(|e| IngestError::Input(format!("{}: {e}", fold.display())))?;
-        let (store, vectors, retriever) =
-            learn_fold(&fold, train, &tools_path, settings, &embedder, cache.as_ref()).await?;
-        let snapshot = Arc::new(store.snapshot().await?);
+        let (stack, retriever) = learn_fold(&fold, train, &tools_path, settings, &embedder, cache.clone()).await?;
+        let snapshot = Arc::new(stack.store.snapshot().await?);
         // Memory stays off (use_memory: false); the executor is each query's own.
-        let mut stack = Stack::over(
-            settings.clone(),
-            store.clone(),
-            vectors.clone(),
-            embedder.clone(),
-            Executor::new(ExecSettings::default())?,
-        )
-        .await?
-        .with_planner(opts.harness.planner());
+        let mut stack = stack.with_planner(opts.harness.planner());
         let catalog = Catalog::from_snapshot(&snapshot);
         for a in &test {
             let recs = recordings_of(a, &catalog, &snapshot, &mut report.skipped);

@@ -327,7 +327,6 @@ async fn retrieval(
         Some(_) => Some(open_store(&s).await?.node_snapshot().await?),
         None => None,
     };
-    let mut last = Instant::now();
     let r = toolgraph_eval::retrieval::run(
         tools,
         queries,
@@ -339,12 +338,7 @@ async fn retrieval(
             tool_boost: s.retrieval.tool_boost,
             graph: graph.as_ref().map(|g| (g, s.retrieval.graph_prior)),
         },
-        |n| {
-            if last.elapsed() >= Duration::from_secs(5) {
-                tracing::info!("embedded {n} corpus texts");
-                last = Instant::now();
-            }
-        },
+        progress_log("retrieval", "embedded"),
     )
     .await?;
     write_json(report, &r)?;
@@ -483,7 +477,7 @@ async fn toolbench(
         harness: engine_only(harness(s, how)?, "toolbench")?,
     };
     let embedder = load_embedder(s).await?;
-    let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench")).await?;
+    let r = toolgraph_eval::toolbench::run(&opts, s, embedder, progress_log("ToolBench", "planned")).await?;
     write_json(report, &r)?;
     std::fs::write(report.with_extension("md"), toolgraph_eval::toolbench::markdown(&r))?;
     Ok(r)
@@ -505,7 +499,7 @@ async fn apibank(
         harness: engine_only(harness(s, how)?, "apibank")?,
     };
     let embedder = load_embedder(s).await?;
-    let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank")).await?;
+    let r = toolgraph_eval::apibank::run(data, opts, s, embedder, progress_log("API-Bank", "planned")).await?;
     write_json(report, &r)?;
     std::fs::write(report.with_extension("md"), toolgraph_eval::apibank::markdown(&r))?;
     Ok(r)
@@ -550,7 +544,7 @@ fn engine_only(
 
 /// An evaluation's progress: on a terminal a bar with the rate and the time left, else a log line
 /// every 5 s.
-fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
+fn progress_log(what: &'static str, verb: &'static str) -> impl FnMut(usize, usize) {
     let bar = if std::io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
     bar.set_style(
         ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
@@ -566,7 +560,7 @@ fn progress_log(what: &'static str) -> impl FnMut(usize, usize) {
                 bar.finish_and_clear();
             }
         } else if last.elapsed() >= Duration::from_secs(5) {
-            tracing::info!("{what}: planned {done}/{total}");
+            tracing::info!("{what}: {verb} {done}/{total}");
             last = Instant::now();
         }
     }
@@ -580,7 +574,7 @@ async fn nestful(
 ) -> Result<toolgraph_eval::nestful::NestfulReport> {
     let opts = engine_only(harness(s, how)?, "nestful")?;
     let embedder = load_embedder(s).await?;
-    let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL")).await?;
+    let r = toolgraph_eval::nestful::run(data, &opts, s, embedder, progress_log("NESTFUL", "planned")).await?;
     write_json(report, &r)?;
     std::fs::write(report.with_extension("md"), toolgraph_eval::nestful::markdown(&r))?;
     Ok(r)
@@ -594,7 +588,7 @@ async fn taskbench(
 ) -> Result<toolgraph_eval::taskbench::TaskBenchReport> {
     let opts = engine_only(harness(s, how)?, "taskbench")?;
     let embedder = load_embedder(s).await?;
-    let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench")).await?;
+    let r = toolgraph_eval::taskbench::run(data, &opts, s, embedder, progress_log("TaskBench", "planned")).await?;
     write_json(report, &r)?;
     std::fs::write(report.with_extension("md"), toolgraph_eval::taskbench::markdown(&r))?;
     Ok(r)
@@ -629,7 +623,7 @@ async fn chains(s: &Settings, job: ChainsJob<'_>) -> Result<toolgraph_eval::chai
         category: toolgraph_eval::chains::CATEGORY.into(),
         harness,
     };
-    let r = toolgraph_eval::chains::run(&opts, s, embedder, progress_log("chains")).await?;
+    let r = toolgraph_eval::chains::run(&opts, s, embedder, progress_log("chains", "planned")).await?;
     write_json(job.report, &r)?;
     std::fs::write(job.report.with_extension("md"), toolgraph_eval::chains::markdown(&r))?;
     Ok(r)

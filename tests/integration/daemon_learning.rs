@@ -162,8 +162,8 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: true, remember: false, ..RunSettings::default() };
     s.run = run;
-    let store = learned.store.clone();
-    let backends: Stack = learned.stack(&s, exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
+    let store = learned.stack.store.clone();
+    let backends: Stack = learned.stack(exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 

@@ -63,7 +63,7 @@ async fn learn_world() -> World {
     let dir = tmp.join(format!("engine_runs_world_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let learned = learn(&dir, &train, &specs, &s, embedder, None).await.unwrap();
-    let snapshot = Arc::new(learned.store.snapshot().await.unwrap());
+    let snapshot = Arc::new(learned.stack.store.snapshot().await.unwrap());
     let test: Vec<Chain> = test.into_iter().map(|i| chains[i].clone()).collect();
     World { graph: snapshot, learned, test, specs }
 }
@@ -96,7 +96,7 @@ async fn engine_with(
         ..exec
     })
     .unwrap();
-    let stack = w.learned.stack(&settings(), exec, Arc::new(DeterministicPlanner::default()));
+    let stack = w.learned.stack(exec, Arc::new(DeterministicPlanner::default()));
     (stack.engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None), stop, sb)
 }
 

@@ -143,7 +143,7 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let train: Vec<&Chain> = chains.iter().collect();
     let learned = learn(dir.path(), &train, &specs, &s, embedder, None).await.unwrap();
-    let graph = Arc::new(learned.store.snapshot().await.unwrap());
+    let graph = Arc::new(learned.stack.store.snapshot().await.unwrap());
     let (recs, errors) = recordings(&chains, &specs);
     assert!(errors.is_empty(), "{errors:?}");
     let sandbox = Sandbox::new(Library::new(recs), Faults::default());
@@ -164,7 +164,7 @@ fn engine(w: &World, planner: Arc<dyn Planner>, run: RunSettings) -> Engine {
         ..ExecSettings::default()
     })
     .unwrap();
-    w.learned.stack(&settings(), exec, planner).engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None)
+    w.learned.stack(exec, planner).engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None)
 }
 
 fn names(r: &toolgraph_engine::run::RunReport) -> Vec<&str> {
@@ -656,7 +656,7 @@ async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
     assert!(r.answer.contains("guest_id=$var1.data.guest_id$"), "{}", r.answer);
     // A planned-only chain is never remembered as a good plan.
     let v = w.learned.retriever.embedder().embed(vec![request.to_string()]).await.unwrap().pop().unwrap();
-    let before = w.learned.memory.recall(&v, 1000).await.unwrap().len();
+    let before = w.learned.stack.memory.recall(&v, 1000).await.unwrap().len();
     assert!(before < 1000, "every memory is counted");
     let fresh = "Book a room at a hotel in Paris for the guest anna@example.com on 2024-09-01.";
     let again = e
@@ -670,5 +670,5 @@ async fn a_dry_run_plans_the_chain_with_its_data_flow_and_sends_nothing() {
         .await
         .unwrap();
     assert_eq!(again.status, Status::Answered, "{:#?}", again.trace);
-    assert_eq!(w.learned.memory.recall(&v, 1000).await.unwrap().len(), before);
+    assert_eq!(w.learned.stack.memory.recall(&v, 1000).await.unwrap().len(), before);
 }

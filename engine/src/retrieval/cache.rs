@@ -38,13 +38,13 @@ impl EmbeddingCache {
     }
 
     /// Vectors for `texts`, embedding (in chunks of `chunk`) only those not cached; returns the
-    /// vectors in order and how many were embedded now. `progress` gets the running count.
+    /// vectors in order and how many were embedded now. `progress` gets (embedded so far, to embed).
     pub async fn embed_all(
         &self,
         embedder: &dyn Embedder,
         texts: &[String],
         chunk: usize,
-        mut progress: impl FnMut(usize),
+        mut progress: impl FnMut(usize, usize),
     ) -> Result<(Vec<Vec<f32>>, usize)> {
         let model = embedder.model().to_string();
         let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
@@ -74,7 +74,7 @@ impl EmbeddingCache {
             }
             tx.commit().map_err(err)?;
             done += part.len();
-            progress(done);
+            progress(done, missing.len());
         }
         Ok((out.into_iter().map(|v| v.unwrap_or_default()).collect(), missing.len()))
     }

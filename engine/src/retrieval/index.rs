@@ -142,7 +142,7 @@ pub async fn sync_collection(
         let t = Instant::now();
         let vectors = match cache {
             Some(c) => {
-                let (v, now) = c.embed_all(embedder, &texts, texts.len(), |_| {}).await?;
+                let (v, now) = c.embed_all(embedder, &texts, texts.len(), |_, _| {}).await?;
                 report.embedded_by_model += now;
                 v
             }

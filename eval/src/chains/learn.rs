@@ -6,14 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use toolgraph_engine::adapters::embedded::EmbeddedStore;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::Executor;
-use toolgraph_engine::graph::GraphStore;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
-use toolgraph_engine::retrieval::index::index_graph;
-use toolgraph_engine::run::memory::{recorded_steps, Memory, RecordedCall};
+use toolgraph_engine::run::memory::{recorded_steps, RecordedCall};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::complexfuncbench::{run_of_chain, tool_of_host, tools_lines, Chain, Spec};
 use toolgraph_ingest::pipeline::{Inputs, NoProgress};
@@ -22,34 +19,18 @@ use toolgraph_schema::Settings;
 /// The category ComplexFuncBench APIs are filed under.
 pub const CATEGORY: &str = "Travel";
 
-/// What [`learn`] built.
+/// What [`learn`] built: the fold's [`Stack`] (its stores, learned) and the retriever over its
+/// API index.
 pub struct Learned {
-    pub store: Arc<dyn GraphStore>,
-    pub vectors: Arc<dyn toolgraph_engine::vector::VectorStore>,
+    pub stack: Stack,
     pub retriever: Arc<Retriever>,
-    pub memory: Arc<Memory>,
-    pub embedder: Arc<dyn Embedder>,
 }
 
 impl Learned {
-    /// The fold's stack: these stores, calls sent through `executor`, `planner` deciding.
-    pub fn stack(
-        &self,
-        settings: &Settings,
-        executor: Executor,
-        planner: Arc<dyn toolgraph_engine::plan::Planner>,
-    ) -> Stack {
-        Stack {
-            settings: settings.clone(),
-            store: self.store.clone(),
-            vectors: self.vectors.clone(),
-            embedder: self.embedder.clone(),
-            cache: None,
-            memory: self.memory.clone(),
-            executor,
-            planner,
-            models: None,
-        }
+    /// The fold's stack with calls sent through `executor` (the fold's replay) and `planner`
+    /// deciding.
+    pub fn stack(&self, executor: Executor, planner: Arc<dyn toolgraph_engine::plan::Planner>) -> Stack {
+        Stack { executor, planner, ..self.stack.clone() }
     }
 }
 
@@ -60,7 +41,7 @@ pub async fn learn(
     specs: &[Spec],
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
-    cache: Option<&EmbeddingCache>,
+    cache: Option<Arc<EmbeddingCache>>,
 ) -> Result<Learned, toolgraph_ingest::IngestError> {
     learn_in(dir, train, specs, CATEGORY, settings, embedder, cache).await
 }
@@ -73,7 +54,7 @@ pub async fn learn_in(
     category: &str,
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
-    cache: Option<&EmbeddingCache>,
+    cache: Option<Arc<EmbeddingCache>>,
 ) -> Result<Learned, toolgraph_ingest::IngestError> {
     let io = |e: std::io::Error| toolgraph_ingest::IngestError::Input(format!("writing under {}: {e}", dir.display()));
     let tools_path = dir.join("tools.jsonl");
@@ -92,27 +73,13 @@ pub async fn learn_in(
     }
     rw.flush().map_err(io)?;
     drop(rw);
-    let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(&dir.join("graph.redb"))?);
-    store.setup().await?;
+    let stack = Stack::embedded_in(dir, settings, embedder.clone(), cache).await?;
+    let store = stack.store.clone();
     let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], ..Inputs::default() };
     toolgraph_engine::ingest::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
-    let vectors = toolgraph_engine::store::open_vectors(&toolgraph_schema::VectorSettings {
-        uri: format!("embedded:{}", dir.join("vectors").display()),
-        ..settings.vectors.clone()
-    })?;
-    index_graph(
-        store.as_ref(),
-        vectors.as_ref(),
-        embedder.as_ref(),
-        cache,
-        settings.retrieval.index_chunk,
-        false,
-        |_, _| {},
-    )
-    .await?;
-    let retriever =
-        Arc::new(Retriever::load(vectors.clone(), embedder.clone(), None, settings.retrieval.clone()).await?);
-    let memory = Arc::new(Memory::open(vectors.clone(), embedder.dim()).await?);
+    stack.index(false).await?;
+    let retriever = stack.retriever().await?;
+    let memory = stack.memory.clone();
     // Long-term memory: every training request with its chain (arguments that reference an
     // earlier output keep the reference; the rest are re-filled when replayed).
     let snapshot = store.node_snapshot().await?;
@@ -147,5 +114,5 @@ pub async fn learn_in(
         let steps = recorded_steps(req, &calls);
         memory.remember(req, meaning, steps).await?;
     }
-    Ok(Learned { store, vectors, retriever, memory, embedder })
+    Ok(Learned { stack, retriever })
 }

@@ -97,9 +97,9 @@ impl HarnessOptions {
     }
 
     /// The embedding cache, opened (none when not configured).
-    pub fn open_cache(&self) -> Result<Option<EmbeddingCache>, toolgraph_ingest::IngestError> {
+    pub fn open_cache(&self) -> Result<Option<Arc<EmbeddingCache>>, toolgraph_ingest::IngestError> {
         Ok(match &self.cache {
-            Some(p) => Some(EmbeddingCache::open(p)?),
+            Some(p) => Some(Arc::new(EmbeddingCache::open(p)?)),
             None => None,
         })
     }
@@ -374,13 +374,13 @@ pub async fn run(
             .tempdir()
             .map_err(|e| input(format!("cannot create a temporary folder: {e}")))?;
         let learned =
-            learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.as_ref()).await?;
-        let snapshot = Arc::new(learned.store.snapshot().await?);
+            learn_in(dir.path(), train, &specs, &opts.category, settings, embedder.clone(), cache.clone()).await?;
+        let snapshot = Arc::new(learned.stack.store.snapshot().await?);
         let indexed = held_out(test, only, opts.harness.limit);
         let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         tally_seed_recall(&test, &snapshot, &learned.retriever, embedder.as_ref(), settings, &mut seed_tallies).await?;
         let replay = replay_of(&test, &specs, &mut report.skipped).await?;
-        let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
+        let stack = learned.stack(replay.exec.clone(), opts.harness.planner());
         let direct = Direct::of(&snapshot, &opts.category);
         let mut scoring =
             Scoring { held_out: &indexed, direct: &direct, replay: &replay, reworded: &reworded, report: &mut report };

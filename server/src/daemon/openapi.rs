@@ -1,7 +1,7 @@
 //! `GET /openapi.json`: the daemon's HTTP API as OpenAPI 3.1, generated from the handlers.
 //!
 //! Every operation comes from its handler's `#[utoipa::path]` (registered with its route in
-//! [`super::app`]), its bodies from the request and response types the handler takes and returns.
+//! [`super::routes`]), its bodies from the request and response types the handler takes and returns.
 //! This module adds what the layers in front of every handler answer — the error contract's
 //! statuses (401 and 403 from `authorize`, 413 from the body limit, 415 and 400 from the JSON and
 //! query extractors, 429 from the rate limiter, 503 when busy or a store is down, 504 from the
