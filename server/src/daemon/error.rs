@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, OptionalFromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct ApiError {
 }
 
 /// Every error answer's body.
-#[derive(Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorBody {
     /// What went wrong, for a person (never a secret or an internal address).
@@ -64,12 +64,12 @@ impl ApiError {
 
     /// The contract's body (also what a stream's `error` event carries).
     pub fn body(&self) -> serde_json::Value {
-        serde_json::to_value(ErrorBody {
-            message: self.message.clone(),
-            code: self.code.into(),
-            kind: self.kind().into(),
-        })
-        .unwrap_or_default()
+        serde_json::to_value(self.error_body()).unwrap_or_default()
+    }
+
+    /// The contract's body of this error.
+    pub fn error_body(&self) -> ErrorBody {
+        ErrorBody { message: self.message.clone(), code: self.code.into(), kind: self.kind().into() }
     }
 
     /// The error class (`type`): who has to act.

@@ -227,10 +227,25 @@ mod tests {
             stats: RunStats::default(),
             responses: Vec::new(),
         };
-        let mut body: std::collections::BTreeSet<String> =
-            super::super::runs::result_body("run_1", "ses_1", &report).keys().cloned().collect();
-        // The stored run adds these (runs.rs: execute, run_view) and errors add `error`.
-        body.extend(["request", "trace", "user_id", "created_ms", "pending", "error"].map(String::from));
-        assert_eq!(props, body);
+        use super::super::runs::{result_body, RunResult};
+        let keys = |v: Value| v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<String>>();
+        // A finished run's body has the fields every run has, `null` when empty.
+        let body = result_body("run_1", "ses_1", &report);
+        let always = ["run_id", "session_id", "status", "answer", "chain", "needs_input", "judgement", "stats"];
+        assert_eq!(keys(body.to_value()), always.map(String::from).into_iter().collect());
+        // With everything set (the stored run, a paused one, an error), exactly the contract's.
+        let full = RunResult {
+            request: Some("r".into()),
+            trace: Some(Vec::new()),
+            pending: Some(json!({"call_key": "k"})),
+            error: Some(super::super::error::ApiError::invalid("x").error_body()),
+            user_id: Some("u".into()),
+            created_ms: Some(1),
+            ..body
+        };
+        assert_eq!(props, keys(full.to_value()));
+        // And what is stored reads back as the same run.
+        let back: RunResult = serde_json::from_value(full.to_value()).unwrap();
+        assert_eq!(back.to_value(), full.to_value());
     }
 }

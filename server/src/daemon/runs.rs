@@ -24,8 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use toolgraph_engine::plan::Earlier;
+use toolgraph_engine::plan::Judgement;
 use toolgraph_engine::run::trace::TraceEvent;
-use toolgraph_engine::run::RunReport;
+use toolgraph_engine::run::{ChainCall, NeedsInput, RunReport, RunStats};
 use tracing::Instrument;
 
 /// `POST /v1/orchestrate`.
@@ -125,33 +126,89 @@ impl RunStatus {
 
 /// A run as the API shows it: a plain answer (with its trace), `GET /v1/runs/{id}`, a paused run
 /// (202, with the call it waits on) and the body of a stream's `result` event (without the trace).
-/// The body is assembled as JSON by [`result_body`] and the run's record; this type is its
-/// contract (a test keeps the two equal, and the contract tests validate every answer against it).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+/// One type for all of them: the daemon stores a run's body as this type serialized, streams it,
+/// and documents it; [`run_view`] adds the record's columns (status, owner, creation, pending call).
+/// The fields a finished run always has are present (`null` when empty); the others only when set.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunResult {
     pub run_id: String,
     pub session_id: String,
     pub status: RunStatus,
     /// The request (or, for a chain, what it is for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    #[serde(default)]
     pub answer: Option<String>,
     /// The calls made: API, arguments and what each returned (compressed).
-    pub chain: Option<Vec<Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub chain: Option<Vec<ChainCall>>,
     /// When the run needs a value only the user has: which parameter, of which API, and why.
-    pub needs_input: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub needs_input: Option<NeedsInput>,
     /// The judge's verdict on the answer.
-    pub judgement: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub judgement: Option<Judgement>,
     /// Counts and timings: calls, planner decisions, LLM calls and tokens, milliseconds.
-    pub stats: Option<Map<String, Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub stats: Option<RunStats>,
     /// Every step of the search, in order.
-    pub trace: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub trace: Option<Vec<TraceEvent>>,
     /// While `awaiting_approval`: the call (api, name, arguments, call_key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Value>,
     /// For a run that ended in an error: the error contract's body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<super::error::ErrorBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_ms: Option<i64>,
+}
+
+impl RunResult {
+    /// Run `run_id` of session `session_id`, as it stands (`status`), asked `request`; nothing
+    /// else known yet.
+    pub fn of(run_id: &str, session_id: &str, status: RunStatus, request: &str) -> Self {
+        RunResult {
+            run_id: run_id.to_string(),
+            session_id: session_id.to_string(),
+            status,
+            request: Some(request.to_string()),
+            answer: None,
+            chain: None,
+            needs_input: None,
+            judgement: None,
+            stats: None,
+            trace: None,
+            pending: None,
+            error: None,
+            user_id: None,
+            created_ms: None,
+        }
+    }
+
+    /// As JSON (what the record stores, the stream sends, the API answers).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+impl From<toolgraph_engine::run::Status> for RunStatus {
+    fn from(s: toolgraph_engine::run::Status) -> Self {
+        use toolgraph_engine::run::Status;
+        match s {
+            Status::Answered => RunStatus::Answered,
+            Status::Partial => RunStatus::Partial,
+            Status::GaveUp => RunStatus::GaveUp,
+            Status::NeedsInput => RunStatus::NeedsInput,
+        }
+    }
 }
 
 /// One Server-Sent Event of a streamed run: `run` (its ids), then a `step` per trace event, then
@@ -226,17 +283,16 @@ pub(super) fn validate_request(r: &OrchestrateRequest, max_chars: usize) -> Resu
 }
 
 /// The answer body: everything but the trace (which streams, or is added for plain answers).
-pub(super) fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("run_id".into(), json!(run_id));
-    m.insert("session_id".into(), json!(session_id));
-    m.insert("status".into(), json!(r.status));
-    m.insert("answer".into(), json!(r.answer));
-    m.insert("chain".into(), json!(r.chain));
-    m.insert("needs_input".into(), json!(r.needs_input));
-    m.insert("judgement".into(), json!(r.judgement));
-    m.insert("stats".into(), json!(r.stats));
-    m
+pub(super) fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> RunResult {
+    RunResult {
+        request: None,
+        answer: Some(r.answer.clone()),
+        chain: Some(r.chain.clone()),
+        needs_input: r.needs_input.clone(),
+        judgement: r.judgement.clone(),
+        stats: Some(r.stats.clone()),
+        ..RunResult::of(run_id, session_id, r.status.into(), "")
+    }
 }
 
 /// Plan and execute a request.
@@ -388,7 +444,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
                     options: job.options.clone(),
                     status: "running".into(),
                     tools: Vec::new(),
-                    body: json!({"run_id": rid, "session_id": sid, "status": "running", "request": job.request}),
+                    body: RunResult::of(&rid, &sid, RunStatus::Running, &job.request).to_value(),
                     pending: None,
                     // Held by this daemon while it runs (upkeep renews it); lapsed: the run is interrupted.
                     lease_until_ms: Some(now + d.settings().server.approval_lease_ms.max(100) as i64),
@@ -447,7 +503,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
         };
         let (result, ()) = tokio::join!(run, forward);
         let last = match result {
-            Ok((body, _)) => Event::default().event("result").data(Value::Object(body).to_string()),
+            Ok((body, _)) => Event::default().event("result").data(body.to_value().to_string()),
             Err(e) => Event::default().event("error").data(e.body().to_string()),
         };
         let _ = tx.send(Ok(last)).await;
@@ -486,7 +542,7 @@ pub(super) async fn execute(
     job: Job,
     sink: Option<mpsc::Sender<TraceEvent>>,
     approver: Arc<RunApprover>,
-) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+) -> Result<(RunResult, Arc<Value>), ApiError> {
     let span = tracing::info_span!("run", run_id = %job.run_id, user = %job.caller.name);
     async move {
         d.active_runs.lock().unwrap_or_else(|p| p.into_inner()).insert(job.run_id.clone());
@@ -495,7 +551,11 @@ pub(super) async fn execute(
         d.run_tasks.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.run_id);
         if let Err(e) = &out {
             // The run's record says how it ended, even when it ended in an error.
-            let body = json!({"run_id": job.run_id, "session_id": job.session_id, "status": "error", "request": job.request, "error": e.body()});
+            let body = RunResult {
+                error: Some(e.error_body()),
+                ..RunResult::of(&job.run_id, &job.session_id, RunStatus::Error, &job.request)
+            }
+            .to_value();
             if let Ok(Some(mut r)) = d.state.run(&job.run_id).await {
                 r.status = "error".into();
                 r.body = body;
@@ -515,7 +575,7 @@ pub(super) async fn execute_inner(
     job: &Job,
     sink: Option<mpsc::Sender<TraceEvent>>,
     approver: Arc<RunApprover>,
-) -> Result<(Map<String, Value>, Arc<Value>), ApiError> {
+) -> Result<(RunResult, Arc<Value>), ApiError> {
     let engine = d.engine();
     d.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
@@ -559,10 +619,9 @@ pub(super) async fn execute_inner(
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
     d.metrics.llm(&report.stats.llm);
     let body = result_body(&job.run_id, &job.session_id, &report);
-    let mut stored = body.clone();
-    stored.insert("request".into(), json!(job.request));
-    stored.insert("trace".into(), json!(report.trace));
-    let stored = Arc::new(Value::Object(stored));
+    let stored = Arc::new(
+        RunResult { request: Some(job.request.clone()), trace: Some(report.trace.clone()), ..body.clone() }.to_value(),
+    );
     let record = RunRecord {
         id: job.run_id.clone(),
         user_id: job.caller.user_id.clone(),
