@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::plan::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_eval::chains::{learn, recordings, Learned};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};

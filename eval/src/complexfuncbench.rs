@@ -58,7 +58,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use toolgraph_engine::exec::refs;
 use toolgraph_engine::exec::CallError;
-use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::run::TraceEvent;
 use toolgraph_ingest::complexfuncbench::Spec;
 use toolgraph_sandbox::{normalize, Library, Match, Recording};
 

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolgraph_engine::exec::{compress, keep_set, kind, CallSpec, Executor};
 use toolgraph_engine::plan::llm::LlmPlanner;
-use toolgraph_engine::run::report::{ChainCall, RunStats};
-use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::run::TraceEvent;
+use toolgraph_engine::run::{ChainCall, RunStats};
 use toolgraph_engine::run::{RunReport, Status};
 use toolgraph_schema::{ApiNode, ParamDoc};
 

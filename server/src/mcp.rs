@@ -402,7 +402,7 @@ pub async fn import(hub: &McpHub, server: &str, store: &dyn toolgraph_engine::Gr
     let listed: HashMap<&str, ()> = ups.iter().map(|u| (u.id.as_str(), ())).collect();
     let snapshot = store.snapshot().await.map_err(|e| e.to_string())?;
     let tid = tool_id(MCP_CATEGORY, server);
-    let since = toolgraph_engine::run::health::now_rfc3339();
+    let since = toolgraph_engine::run::now_rfc3339();
     let mut out = Imported { server: server.to_string(), ..Default::default() };
     for a in snapshot.apis.values().filter(|a| a.tool == tid || a.url.starts_with(&format!("{MCP_SCHEME}{server}/"))) {
         let (status, reason) = if listed.contains_key(a.id.as_str()) {

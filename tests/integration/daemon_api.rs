@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::plan::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_eval::chains::{gold_of, learn, recordings};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain};

@@ -6,7 +6,7 @@ use crate::daemon_common::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::plan::DeterministicPlanner;
 use toolgraph_engine::run::RunSettings;
 use toolgraph_eval::chains::{gold_of, learn, recordings};
 use toolgraph_ingest::complexfuncbench::Chain;

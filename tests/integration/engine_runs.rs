@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
-use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::plan::DeterministicPlanner;
+use toolgraph_engine::run::TraceEvent;
 use toolgraph_engine::run::{Engine, Mode, RunSettings, Status};
 use toolgraph_eval::chains::{gold_of, learn, recordings};
 use toolgraph_ingest::complexfuncbench::{read_chains, read_specs, Chain, Spec};
@@ -132,7 +132,7 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     // Judged complete, and the answer is an answer: each compared day priced, the cheaper named.
     let j = r.judgement.clone().unwrap();
     assert!(
-        j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::coverage::Kind::Each),
+        j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::RequirementKind::Each),
         "{j:#?}"
     );
     assert!(
@@ -476,8 +476,8 @@ async fn a_call_that_failed_is_never_sent_again_with_the_same_arguments() {
 /// first, end the next) and right in most cases.
 #[test]
 fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs() {
-    use toolgraph_engine::plan::learned::{mentions, ArgModel, Kind};
-    use toolgraph_engine::plan::values::{is_end_param, RequestValues};
+    use toolgraph_engine::plan::{is_end_param, RequestValues};
+    use toolgraph_engine::plan::{mentions, ArgModel, MentionKind as Kind};
     let chains = read_chains(&data().join("complexfuncbench/data.json.gz"), 1 << 30).unwrap();
     let today = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
     let mut model = ArgModel::default();

@@ -5,7 +5,7 @@
 
 mod compress;
 pub mod credentials;
-pub mod guard;
+pub(crate) mod guard;
 pub mod refs;
 
 pub use compress::{compress, keep_set};

@@ -62,11 +62,13 @@ fn kind_index(kind: Kind) -> usize {
 }
 
 impl Analogy {
+    #[cfg(test)]
     pub fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
         Self::with_roles(old_request, new_request, new, today, None)
     }
 
-    /// [`Analogy::new`], mentions aligned by the roles the old ones played where `roles` knows them.
+    /// The analogy of `old_request` to `new_request` (`new` its values): mentions aligned by the
+    /// roles the old ones played where `roles` knows them.
     pub fn with_roles(
         old_request: &str,
         new_request: &str,

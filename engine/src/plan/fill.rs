@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
 pub use super::fields::FieldIndex;
+pub use super::outputs::option_count;
 use super::outputs::{find_field, newest_producer, next_item};
-pub use super::outputs::{option_count, MAX_OPTIONS};
 
 /// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
 /// `toId`, `drop_off_*`, `destination`): with two producers, the start takes the earlier one.

@@ -11,36 +11,44 @@
 //! then earlier turns, then schema defaults), [`judge`] (usable responses and coverage),
 //! [`decompose`] (rule-based subtasks), [`answer`] (the answer composed from the results).
 
-pub mod align;
-pub mod analogy;
-pub mod answer;
-pub mod coverage;
+pub(crate) mod align;
+pub(crate) mod analogy;
+pub(crate) mod answer;
+pub(crate) mod coverage;
 mod dates;
-pub mod decompose;
-pub mod deterministic;
+pub(crate) mod decompose;
+pub(crate) mod deterministic;
 mod fields;
-pub mod fill;
-pub mod judge;
-pub mod learned;
+pub(crate) mod fill;
+pub(crate) mod judge;
+pub(crate) mod learned;
 pub mod llm;
 pub mod models;
 mod names;
 mod outputs;
-pub mod program;
-pub mod prompt;
-pub mod reading;
-pub mod replies;
+pub(crate) mod program;
+pub(crate) mod prompt;
+pub(crate) mod reading;
+pub(crate) mod replies;
 mod requirement;
 mod scan;
 mod slots;
-pub mod values;
+pub(crate) mod values;
 
 mod planner;
 pub use planner::{
-    clamp_delta, run_llm_ms, ApiView, ArgSource, Candidate, Context, DeadEnd, Decision, Earlier, Filled, Judgement,
-    MemoryView, ModelUsage, Offer, Planner, ProviderPick, Recollection, RunUsage, Source, Step, Subtask,
-    UnsureMentions, Usage, RUN_USAGE,
+    clamp_delta, run_llm_ms, ApiView, ArgSource, Candidate, Condition, Context, DeadEnd, Decision, Earlier, Filled,
+    Judgement, MemoryView, ModelUsage, Offer, Plan, PlanStep, Planner, ProviderPick, Recollection, RunUsage,
+    SolutionView, Source, Step, Subtask, UnsureMentions, Usage, RUN_USAGE,
 };
+
+// The planner's front door for the rest of the system: what other crates use of its parts.
+pub use decompose::subtasks_of;
+pub use deterministic::DeterministicPlanner;
+pub use learned::{mentions, ArgModel, Kind as MentionKind};
+pub use reading::meaning_text;
+pub use requirement::{missing_text, Kind as RequirementKind, Requirement};
+pub use values::{is_end_param, RequestValues};
 
 /// Builders the planner modules' unit tests share.
 #[cfg(test)]

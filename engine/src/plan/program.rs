@@ -156,14 +156,6 @@ impl SolutionLibrary {
         scored.truncate(k);
         scored
     }
-
-    pub fn len(&self) -> usize {
-        self.solutions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.solutions.is_empty()
-    }
 }
 
 const OPS: &[&str] = &["exists", "nonempty", "eq", "ne", "gt", "lt"];

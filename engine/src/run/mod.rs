@@ -12,21 +12,21 @@
 //! [`Planner`](crate::plan::Planner) port; the rules every planner shares live in `plan::{fill,
 //! judge, decompose, answer}`.
 
-pub mod args;
+pub(crate) mod args;
 mod calls;
 mod conclude;
-pub mod health;
-pub mod learn;
-pub mod memory;
+pub(crate) mod health;
+pub(crate) mod learn;
+pub(crate) mod memory;
 mod plans;
 mod providers;
 mod recall;
 mod reflect;
-pub mod report;
+pub(crate) mod report;
 mod reverse;
 mod search;
 mod seeds;
-pub mod trace;
+pub(crate) mod trace;
 
 mod engine;
 pub use engine::{Engine, EngineParts, MAX_ARG_EXAMPLES};
@@ -37,3 +37,9 @@ pub use report::{
     Status,
 };
 pub use toolgraph_schema::{Mode, RunSettings};
+
+// The engine's front door for the rest of the system: what other crates use of a run's parts.
+pub use args::{stored_model, ArgTrainer};
+pub use health::{now_rfc3339, Health};
+pub use memory::{recorded_steps, Memory, RecordedCall};
+pub use trace::TraceEvent;

@@ -10,7 +10,7 @@ use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::Executor;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
-use toolgraph_engine::run::memory::{recorded_steps, RecordedCall};
+use toolgraph_engine::run::{recorded_steps, RecordedCall};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::complexfuncbench::{run_of_chain, tool_of_host, tools_lines, Chain, Spec};
 use toolgraph_ingest::pipeline::{Inputs, NoProgress};
@@ -87,8 +87,7 @@ pub async fn learn_in(
     let requests: Vec<String> = train.iter().map(|c| c.input.trim().to_string()).collect();
     let vecs = embedder.embed(requests.clone()).await?;
     // The memory compares requests by meaning (mentions masked), as the engine does.
-    let meanings =
-        embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::reading::meaning_text(r)).collect()).await?;
+    let meanings = embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::meaning_text(r)).collect()).await?;
     for ((c, (req, v)), meaning) in train.iter().zip(requests.iter().zip(vecs)).zip(meanings) {
         // Usage vectors: the request joins every API of its chain.
         let used: Vec<String> =

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::{ExecSettings, Executor};
-use toolgraph_engine::plan::deterministic::DeterministicPlanner;
+use toolgraph_engine::plan::DeterministicPlanner;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
 use toolgraph_engine::run::{Mode, RunSettings};

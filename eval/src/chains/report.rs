@@ -10,7 +10,7 @@ pub(super) fn detail(
     gold: &Gold,
     r: &RunReport,
 ) -> ChainDetail {
-    use toolgraph_engine::run::trace::TraceEvent;
+    use toolgraph_engine::run::TraceEvent;
     let recall = r.trace.iter().find_map(|t| match t {
         TraceEvent::Recall { score, replayed, .. } => Some((*score, *replayed)),
         _ => None,
@@ -41,11 +41,7 @@ pub(super) fn detail(
         recalled,
         first_failure,
         success: succeeded(gold, r),
-        missing: r
-            .judgement
-            .as_ref()
-            .map(|j| toolgraph_engine::plan::coverage::missing_text(&j.coverage))
-            .unwrap_or_default(),
+        missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::missing_text(&j.coverage)).unwrap_or_default(),
         // The run's plan is the last one it made (a remembered plan may have failed before it).
         plan: r
             .trace

@@ -282,7 +282,7 @@ fn values_through_references_are_typed_by_the_spec() {
 fn sent_calls_are_what_went_out_and_calls_refused_before_sending_are_none() {
     use std::sync::Arc;
     use toolgraph_engine::exec::{ArgProblem, CallError};
-    use toolgraph_engine::run::trace::TraceEvent;
+    use toolgraph_engine::run::TraceEvent;
     let args = |v: Value| v.as_object().unwrap().clone();
     let call = |label: &str, api: &str, a: Value| TraceEvent::Call {
         label: label.into(),

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use toolgraph_engine::plan::Earlier;
 use toolgraph_engine::plan::Judgement;
-use toolgraph_engine::run::trace::TraceEvent;
+use toolgraph_engine::run::TraceEvent;
 use toolgraph_engine::run::{ChainCall, NeedsInput, RunReport, RunStats};
 use tracing::Instrument;
 

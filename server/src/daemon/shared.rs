@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::plan::models::Models;
-use toolgraph_engine::run::health::Health;
 use toolgraph_engine::run::Engine;
+use toolgraph_engine::run::Health;
 use toolgraph_engine::stack::Stack;
 use toolgraph_schema::Settings;
 

@@ -17,7 +17,7 @@ use toolgraph_engine::exec::{kind, response_problem, CallSpec};
 use toolgraph_engine::graph::ApiUpsert;
 use toolgraph_engine::retrieval::hybrid::Method;
 use toolgraph_engine::retrieval::Filter;
-use toolgraph_engine::run::health::now_rfc3339;
+use toolgraph_engine::run::now_rfc3339;
 use toolgraph_schema::{api_id, output_fields, ApiDoc, ParamDoc, StatusChange, STATUS_ACTIVE, STATUS_INVALID};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
