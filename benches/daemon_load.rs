@@ -201,7 +201,7 @@ fn main() {
         for (name, state_url) in &stores {
             // postgres-sync: run records wait for the WAL flush too (state.synchronous_runs).
             let state = Arc::new(StateStore::open(state_url, 16).await.unwrap().with_synchronous_runs(name == "postgres-sync"));
-            let stack = Stack { settings: Settings { run: run.clone(), ..s.clone() }, ..learned.stack(exec.clone(), Arc::new(DeterministicPlanner::default())) };
+            let stack = Stack { settings: Settings { run: run.clone(), ..s.clone() }, ..learned.stack(&s, exec.clone(), Arc::new(DeterministicPlanner::default())) };
             let daemon = Daemon::new(stack, Some(state), ApiKeys::default()).await.unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}/v1/orchestrate", listener.local_addr().unwrap());

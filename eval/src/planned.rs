@@ -77,7 +77,7 @@ pub async fn plan_folds(
             .map_err(|e| IngestError::Input(format!("cannot create a temporary folder: {e}")))?;
         let learned = learn_in(dir.path(), &train, specs, category, settings, embedder.clone(), cache.clone()).await?;
         let snapshot = Arc::new(learned.stack.store.snapshot().await?);
-        let stack = learned.stack(exec.clone(), opts.planner());
+        let stack = learned.stack(settings, exec.clone(), opts.planner());
         for (mi, method) in opts.methods.iter().enumerate() {
             let run_settings = RunSettings {
                 mode: method.mode,

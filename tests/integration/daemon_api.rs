@@ -269,7 +269,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
     let run = RunSettings { use_memory: false, learn: false, remember: false, ..RunSettings::default() };
     s.run = run;
-    let backends: Stack = learned.stack(exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
+    let backends: Stack = learned.stack(&s, exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 

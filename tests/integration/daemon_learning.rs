@@ -163,7 +163,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let run = RunSettings { use_memory: false, learn: true, remember: false, ..RunSettings::default() };
     s.run = run;
     let store = learned.stack.store.clone();
-    let backends: Stack = learned.stack(exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
+    let backends: Stack = learned.stack(&s, exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
     let http = reqwest::Client::new();
 

@@ -96,7 +96,7 @@ async fn engine_with(
         ..exec
     })
     .unwrap();
-    let stack = w.learned.stack(exec, Arc::new(DeterministicPlanner::default()));
+    let stack = w.learned.stack(&settings(), exec, Arc::new(DeterministicPlanner::default()));
     (stack.engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None), stop, sb)
 }
 

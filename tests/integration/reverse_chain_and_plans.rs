@@ -164,7 +164,7 @@ fn engine(w: &World, planner: Arc<dyn Planner>, run: RunSettings) -> Engine {
         ..ExecSettings::default()
     })
     .unwrap();
-    w.learned.stack(exec, planner).engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None)
+    w.learned.stack(&settings(), exec, planner).engine_over(w.graph.clone(), w.learned.retriever.clone(), run, None)
 }
 
 fn names(r: &toolgraph_engine::run::RunReport) -> Vec<&str> {

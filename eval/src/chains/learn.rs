@@ -27,10 +27,15 @@ pub struct Learned {
 }
 
 impl Learned {
-    /// The fold's stack with calls sent through `executor` (the fold's replay) and `planner`
-    /// deciding.
-    pub fn stack(&self, executor: Executor, planner: Arc<dyn toolgraph_engine::plan::Planner>) -> Stack {
-        Stack { executor, planner, ..self.stack.clone() }
+    /// The fold's stores under `settings` (a caller's run, server or LLM choices), calls sent
+    /// through `executor` (the fold's replay) and `planner` deciding.
+    pub fn stack(
+        &self,
+        settings: &Settings,
+        executor: Executor,
+        planner: Arc<dyn toolgraph_engine::plan::Planner>,
+    ) -> Stack {
+        Stack { settings: settings.clone(), executor, planner, ..self.stack.clone() }
     }
 }
 

@@ -380,7 +380,7 @@ pub async fn run(
         let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         tally_seed_recall(&test, &snapshot, &learned.retriever, embedder.as_ref(), settings, &mut seed_tallies).await?;
         let replay = replay_of(&test, &specs, &mut report.skipped).await?;
-        let stack = learned.stack(replay.exec.clone(), opts.harness.planner());
+        let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
         let direct = Direct::of(&snapshot, &opts.category);
         let mut scoring =
             Scoring { held_out: &indexed, direct: &direct, replay: &replay, reworded: &reworded, report: &mut report };
