@@ -27,6 +27,8 @@ pub mod mcp_serve;
 mod mcp_servers;
 #[cfg(feature = "mcp")]
 mod mcp_sessions;
+#[cfg(feature = "mcp")]
+mod mcp_tools;
 pub mod metrics;
 mod openapi;
 mod openapi_import;
