@@ -14,7 +14,7 @@ use toolgraph_schema::{Mode, PlannerKind, Settings};
 pub(super) struct Global {
     /// Config file (TOML), layered over the built-in defaults and under TOOLGRAPH__* variables.
     #[arg(long, global = true, env = "TOOLGRAPH_CONFIG")]
-    pub config: Option<PathBuf>,
+    config: Option<PathBuf>,
     /// Graph store: embedded:PATH | neo4j://HOST:PORT | falkordb://HOST:PORT (overrides config).
     #[arg(long, global = true)]
     pub store: Option<String>,
@@ -28,14 +28,14 @@ pub(super) struct PlannerArgs {
     pub planner: PlannerKind,
     /// For --planner llm: a model configured under [llm.models.NAME] (default: llm.default).
     #[arg(long, value_name = "NAME")]
-    pub llm_model: Option<String>,
+    llm_model: Option<String>,
     /// For --planner llm: an OpenAI-compatible base URL used instead of the configured models
     /// (key from TOOLGRAPH_LLM_API_KEY or TOOLGRAPH_LLM_API_KEY_FILE).
     #[arg(long, env = "TOOLGRAPH_LLM_URL", value_name = "URL")]
-    pub llm_url: Option<String>,
+    llm_url: Option<String>,
     /// With --llm-url: the model name the endpoint expects.
     #[arg(long, env = "TOOLGRAPH_LLM_MODEL", default_value = "local", value_name = "MODEL")]
-    pub llm_endpoint_model: String,
+    llm_endpoint_model: String,
 }
 
 pub(super) fn load_settings(cli: &Global) -> Result<Settings> {

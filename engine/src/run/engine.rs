@@ -159,7 +159,7 @@ impl Engine {
         e
     }
 
-    pub(super) fn rebuilt_parts(&self, graph: Arc<GraphSnapshot>) -> Engine {
+    fn rebuilt_parts(&self, graph: Arc<GraphSnapshot>) -> Engine {
         Engine::new(EngineParts {
             graph,
             store: self.store.clone(),
@@ -280,7 +280,7 @@ impl Engine {
         }
     }
 
-    pub(super) async fn run_inner(
+    async fn run_inner(
         &self,
         request: &str,
         given: Map<String, Value>,

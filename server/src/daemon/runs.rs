@@ -172,14 +172,13 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    /// Run `run_id` of session `session_id`, as it stands (`status`), asked `request`; nothing
-    /// else known yet.
-    pub fn of(run_id: &str, session_id: &str, status: RunStatus, request: &str) -> Self {
+    /// Run `run_id` of session `session_id`, as it stands (`status`); nothing else known yet.
+    pub fn of(run_id: &str, session_id: &str, status: RunStatus) -> Self {
         RunResult {
             run_id: run_id.to_string(),
             session_id: session_id.to_string(),
             status,
-            request: Some(request.to_string()),
+            request: None,
             answer: None,
             chain: None,
             needs_input: None,
@@ -285,13 +284,12 @@ pub(super) fn validate_request(r: &OrchestrateRequest, max_chars: usize) -> Resu
 /// The answer body: everything but the trace (which streams, or is added for plain answers).
 pub(super) fn result_body(run_id: &str, session_id: &str, r: &RunReport) -> RunResult {
     RunResult {
-        request: None,
         answer: Some(r.answer.clone()),
         chain: Some(r.chain.clone()),
         needs_input: r.needs_input.clone(),
         judgement: r.judgement.clone(),
         stats: Some(r.stats.clone()),
-        ..RunResult::of(run_id, session_id, r.status.into(), "")
+        ..RunResult::of(run_id, session_id, r.status.into())
     }
 }
 
@@ -444,7 +442,11 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
                     options: job.options.clone(),
                     status: "running".into(),
                     tools: Vec::new(),
-                    body: RunResult::of(&rid, &sid, RunStatus::Running, &job.request).to_value(),
+                    body: RunResult {
+                        request: Some(job.request.clone()),
+                        ..RunResult::of(&rid, &sid, RunStatus::Running)
+                    }
+                    .to_value(),
                     pending: None,
                     // Held by this daemon while it runs (upkeep renews it); lapsed: the run is interrupted.
                     lease_until_ms: Some(now + d.settings().server.approval_lease_ms.max(100) as i64),
@@ -552,8 +554,9 @@ pub(super) async fn execute(
         if let Err(e) = &out {
             // The run's record says how it ended, even when it ended in an error.
             let body = RunResult {
+                request: Some(job.request.clone()),
                 error: Some(e.error_body()),
-                ..RunResult::of(&job.run_id, &job.session_id, RunStatus::Error, &job.request)
+                ..RunResult::of(&job.run_id, &job.session_id, RunStatus::Error)
             }
             .to_value();
             if let Ok(Some(mut r)) = d.state.run(&job.run_id).await {

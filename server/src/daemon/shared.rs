@@ -25,7 +25,7 @@ pub(super) const ABANDON_WAIT: Duration = Duration::from_secs(5);
 /// The daemon's shared state.
 pub struct Daemon {
     pub(super) stack: Stack,
-    pub(super) queries: Arc<dyn Embedder>,
+    queries: Arc<dyn Embedder>,
     pub(super) engine: RwLock<Arc<Engine>>,
     /// Serializes registrations, invalidations and imports (each re-indexes and reloads).
     pub(super) admin: tokio::sync::Mutex<()>,
@@ -43,7 +43,7 @@ pub struct Daemon {
     /// Keys are required: bootstrap keys are configured or users have keys.
     pub(super) auth_required: AtomicBool,
     /// (count, newest change) of the stored credentials the executor holds.
-    pub(super) credentials_version: Mutex<(i64, i64)>,
+    credentials_version: Mutex<(i64, i64)>,
     /// Runs this daemon is executing now (a paused run it holds is not resumed twice).
     pub(super) active_runs: Mutex<HashSet<String>>,
     /// Their tasks: what shutdown stops (paused runs are handed to the other replicas).
@@ -56,14 +56,14 @@ pub struct Daemon {
     pub(super) login_backoff: LoginBackoff,
     pub(super) in_flight: Arc<Semaphore>,
     /// Each user's share of the in-flight slots (`server.max_in_flight_per_user` each).
-    pub(super) user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
+    user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub metrics: Metrics,
     pub(super) draining: AtomicBool,
-    pub(super) ids: AtomicU64,
-    pub(super) id_seed: u64,
-    pub(super) started: Instant,
+    ids: AtomicU64,
+    id_seed: u64,
+    started: Instant,
     /// When the graph store last answered (ms since `started`; 0: never checked).
-    pub(super) graph_ok_at_ms: AtomicU64,
+    graph_ok_at_ms: AtomicU64,
     /// API health across runs (and engine rebuilds).
     pub health: Arc<Health>,
     /// The store's generation the engine's graph and argument model were loaded at (`u64::MAX`:
@@ -173,7 +173,7 @@ impl Daemon {
 
     /// Load the stored credentials into the executor; entries that cannot be opened are logged by
     /// scope and name (never a value) and left out.
-    pub(super) async fn reload_credentials(&self) -> Result<(), ApiError> {
+    async fn reload_credentials(&self) -> Result<(), ApiError> {
         let rows = self.state.credentials().await?;
         let (set, problems) = crate::state::secrets::credential_set(&rows, self.sealing.as_ref(), &self.references);
         for p in problems {
@@ -291,7 +291,7 @@ impl Daemon {
     /// Runs executing now.
     /// `user`'s share of the in-flight slots (created on first use; users with nothing in flight
     /// are forgotten once there are many).
-    pub(super) fn user_slots(&self, user: &str) -> Arc<Semaphore> {
+    fn user_slots(&self, user: &str) -> Arc<Semaphore> {
         let per_user =
             self.settings().server.max_in_flight_per_user.clamp(1, self.settings().server.max_in_flight.max(1));
         let mut m = self.user_in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -308,8 +308,8 @@ impl Daemon {
 
 /// A run's place among those in flight: one of the daemon's slots and one of its user's.
 pub(crate) struct Slot {
-    pub _all: tokio::sync::OwnedSemaphorePermit,
-    pub _own: tokio::sync::OwnedSemaphorePermit,
+    _all: tokio::sync::OwnedSemaphorePermit,
+    _own: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// A run's place: one of the daemon's in-flight slots, then one of the user's share.

@@ -28,7 +28,7 @@ pub(super) fn err(what: &str) -> impl Fn(sqlx::Error) -> StateError + '_ {
 }
 
 /// Error texts never carry a connection URL's password.
-pub(super) fn without_secrets(s: &str) -> String {
+fn without_secrets(s: &str) -> String {
     match (s.find("://"), s.find('@')) {
         (Some(a), Some(b)) if b > a => format!("{}://…@{}", &s[..a], &s[b + 1..]),
         _ => s.to_string(),
@@ -56,7 +56,7 @@ pub fn key_digest(key: &str) -> String {
     hex(&Sha256::digest(key.trim().as_bytes()))
 }
 
-pub(super) fn migrator() -> Migrator {
+fn migrator() -> Migrator {
     Migrator {
         migrations: Cow::Owned(vec![
             Migration::new(
