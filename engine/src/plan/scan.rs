@@ -5,11 +5,56 @@
 use super::reading::Token;
 use chrono::NaiveDate;
 
-/// A number and the word after it (`2 adults` → (2, "adults")).
+/// A number and the word after it (`2 adults` → (2, "adults")); an amount of money has its
+/// currency's code for a word (`$400` → (400, "usd")), as one written with it after (`900 USD`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Counted {
     pub value: f64,
     pub word: String,
+}
+
+/// Currency signs and the code of the currency each leads (`US$` before `$`).
+const CURRENCY_SIGNS: [(&str, &str); 6] =
+    [("US$", "usd"), ("$", "usd"), ("€", "eur"), ("£", "gbp"), ("¥", "jpy"), ("₹", "inr")];
+
+/// Codes and words of currencies an amount is said in.
+const CURRENCIES: [&str; 18] = [
+    "usd", "eur", "gbp", "jpy", "cny", "rmb", "aud", "cad", "inr", "dollar", "dollars", "euro", "euros", "pound",
+    "pounds", "yen", "yuan", "bucks",
+];
+
+impl Counted {
+    /// Whether it is an amount of money (`$400`, `900 USD`, `50 euros`).
+    pub fn is_money(&self) -> bool {
+        CURRENCIES.contains(&self.word.as_str())
+    }
+}
+
+/// A number as written, with its thousands grouped (`1,200.50`) and a currency sign before it
+/// (`$400`, `€1,200`): its value and the sign's currency code.
+pub(super) fn amount(word: &str) -> Option<(f64, Option<&'static str>)> {
+    let (digits, currency) = CURRENCY_SIGNS
+        .iter()
+        .find_map(|(sign, code)| word.strip_prefix(sign).map(|rest| (rest, Some(*code))))
+        .unwrap_or((word, None));
+    let plain: String = if digits.contains(',') {
+        let mut groups = digits.split(',');
+        let head = groups.next()?;
+        let grouped = (1..=3).contains(&head.len())
+            && head.bytes().all(|b| b.is_ascii_digit())
+            && groups.all(|g| {
+                let whole = g.split_once('.').map_or(g, |(w, _)| w);
+                whole.len() == 3 && whole.bytes().all(|b| b.is_ascii_digit())
+            });
+        if !grouped {
+            return None;
+        }
+        digits.replace(',', "")
+    } else {
+        digits.to_string()
+    };
+    let value = plain.parse::<f64>().ok().filter(|f| f.is_finite())?;
+    (currency.is_none() || value >= 0.0).then_some((value, currency))
 }
 
 /// Everything typed a request holds, each list in order of appearance.

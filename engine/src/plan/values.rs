@@ -8,7 +8,7 @@ use super::names::{self, is_capitalised};
 use super::reading::{key, tokens, word_list, Token};
 use chrono::NaiveDate;
 
-pub(super) use super::scan::{cues_at, small_number, Scan};
+pub(super) use super::scan::{amount, cues_at, small_number, Scan};
 pub use super::scan::{Counted, RequestValues};
 
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless
@@ -89,13 +89,13 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         if used[i] || toks[i].text.contains(':') {
             continue;
         }
-        let n = toks[i]
-            .text
-            .parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .or_else(|| small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an"));
-        let Some(n) = n else { continue };
+        let (n, currency) = match amount(toks[i].text) {
+            Some(a) => a,
+            None => match small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an") {
+                Some(n) => (n, None),
+                None => continue,
+            },
+        };
         let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
         if matches!(next, "am" | "pm" | "a.m." | "p.m.")
             || year_number(toks[i].text).is_some() && next.is_empty()
@@ -103,7 +103,11 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         {
             continue;
         }
-        let word = if toks[i].punct.is_some() { String::new() } else { next.to_string() };
+        let word = match currency {
+            Some(code) => code.to_string(),
+            None if toks[i].punct.is_some() => String::new(),
+            None => next.to_string(),
+        };
         v.numbers.push(Counted { value: n, word });
         v.number_cues.push(cues_at(toks, lower, i, i));
     }
@@ -319,6 +323,30 @@ mod tests {
             d(2024, 6, 1),
         );
         assert_eq!(v.dates, vec![d(2024, 12, 24), d(2025, 1, 1), d(2024, 12, 25)]);
+    }
+
+    #[test]
+    fn amounts_of_money_are_numbers_in_their_currency() {
+        let v = RequestValues::extract(
+            "Find a hotel under $400 near the Colosseum, between 600 and 900 USD a night, or €1,200.50 in all for 2 adults.",
+            d(2024, 6, 1),
+        );
+        let read: Vec<(f64, &str, bool)> = v.numbers.iter().map(|c| (c.value, c.word.as_str(), c.is_money())).collect();
+        assert_eq!(
+            read,
+            vec![
+                (400.0, "usd", true),
+                (600.0, "and", false),
+                (900.0, "usd", true),
+                (1200.5, "eur", true),
+                (2.0, "adults", false)
+            ]
+        );
+        assert_eq!(v.number_cues[0][..2], ["under".to_string(), "hotel".to_string()], "the words around $400");
+        assert_eq!(amount("1,2,3"), None, "not thousands");
+        assert_eq!(amount("12,345"), Some((12345.0, None)));
+        assert_eq!(amount("US$15"), Some((15.0, Some("usd"))));
+        assert_eq!(amount("$"), None);
     }
 
     #[test]
