@@ -7,7 +7,7 @@ use super::report::{ChainCall, RunReport, Status};
 use super::trace::TraceEvent;
 use super::RunSettings;
 use crate::plan::judge::{bad_response, judge_path};
-use crate::plan::Step;
+use crate::plan::{Context, Judgement, Requirement, RequirementKind as Kind, Step};
 use crate::Result;
 
 /// What decides a finished run's status.
@@ -17,6 +17,17 @@ struct Outcome {
     usable_steps: usize,
     needs_input: bool,
     failed_calls: u64,
+}
+
+/// The API a run gave up on: it ran out of guesses (`run.max_failed_calls` failed calls) and its
+/// last failed call's API has no call on the path. The run needed that call: it is not done,
+/// whatever the calls it made cover.
+fn gave_up_on(ctx: &Context, failed_calls: u64, max_failed_calls: usize) -> Option<&str> {
+    if (failed_calls as usize) < max_failed_calls.max(1) {
+        return None;
+    }
+    let last = ctx.dead_ends.last()?;
+    (!ctx.path.iter().any(|s| s.api.id == last.api)).then_some(last.api.as_str())
 }
 
 /// Answered only when judged complete. Only a missing value blocked the run (no tool failed): ask
@@ -116,6 +127,18 @@ impl Engine {
         Ok(())
     }
 
+    /// A run out of guesses on a call it never made work ([`gave_up_on`]) is not done: the
+    /// judgement fails and names that call.
+    fn out_of_guesses(&self, st: &RunState<'_>, settings: &RunSettings, j: &mut Judgement) {
+        if let Some(id) = gave_up_on(&st.ctx, st.stats.failed_calls, settings.max_failed_calls) {
+            let name = self.apis.get(id).map_or(id, |a| a.name.as_str());
+            let what = format!("a call of {name} that works ({} calls failed)", st.stats.failed_calls);
+            j.pass = false;
+            j.reason = format!("the run ran out of guesses before {what}");
+            j.coverage.push(Requirement { kind: Kind::Completion, value: what, covered_by: None });
+        }
+    }
+
     pub(super) async fn conclude_with(
         &self,
         mut st: RunState<'_>,
@@ -134,7 +157,9 @@ impl Engine {
             st.stats.planner_calls += 1;
             Some(st.planner.judge(&st.ctx).await?)
         };
-        if let Some(j) = &judgement {
+        let mut judgement = judgement;
+        if let Some(j) = judgement.as_mut() {
+            self.out_of_guesses(&st, settings, j);
             st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
         }
         let status = status_of(&Outcome {
@@ -262,5 +287,39 @@ mod tests {
         );
         assert_eq!(status_of(&outcome(1, true, 1, true, 0)), Status::Answered, "a path judged complete wins");
         assert_eq!(status_of(&outcome(0, false, 0, false, 0)), Status::GaveUp);
+    }
+
+    #[test]
+    fn a_run_out_of_guesses_on_a_call_it_never_made_work_is_not_done() {
+        use crate::plan::{ApiView, DeadEnd};
+        let api = |id: &str| {
+            std::sync::Arc::new(ApiView {
+                id: id.into(),
+                name: id.into(),
+                tool: "t".into(),
+                category: String::new(),
+                description: String::new(),
+                params: vec![],
+                output_fields: vec![],
+                availability: None,
+                ends: None,
+            })
+        };
+        let mut c = Context::new("fly and show the seat map", Default::default());
+        c.path.push(Step {
+            api: api("flights"),
+            label: "var1".into(),
+            arguments: Default::default(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: std::sync::Arc::new(serde_json::json!({"token": "t"})),
+            repeat: 0,
+        });
+        let dead = |a: &str| DeadEnd { api: a.into(), arguments: Default::default(), reason: "no result".into() };
+        c.dead_ends = vec![dead("flights"), dead("seats"), dead("seats")];
+        assert_eq!(gave_up_on(&c, 3, 3), Some("seats"), "three failed calls, the last of an API never made");
+        assert_eq!(gave_up_on(&c, 2, 3), None, "guesses left: the search decided to stop");
+        c.dead_ends.push(dead("flights"));
+        assert_eq!(gave_up_on(&c, 4, 3), None, "the last failed API has a call that worked");
     }
 }
