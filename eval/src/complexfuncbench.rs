@@ -51,12 +51,13 @@
 //! The parameter lists and function lists are facts of the benchmark, kept with their source in
 //! `eval/data/complexfuncbench-protocol.json`.
 
-use crate::gold::{labels_in, Gold};
+use crate::gold::Gold;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use toolgraph_engine::exec::refs;
+use toolgraph_engine::exec::refs::labels_in;
 use toolgraph_engine::exec::CallError;
 use toolgraph_engine::run::TraceEvent;
 use toolgraph_ingest::complexfuncbench::Spec;

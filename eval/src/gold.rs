@@ -85,18 +85,6 @@ pub fn recordings(chains: &[Chain], specs: &[Spec]) -> (Vec<Recording>, Vec<Stri
     (out, errors)
 }
 
-/// Labels an argument value references (`$var1.x$` → `var1`).
-pub(crate) fn labels_in(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => {
-            refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()).collect()
-        }
-        Value::Array(a) => a.iter().flat_map(labels_in).collect(),
-        Value::Object(m) => m.values().flat_map(labels_in).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// The benchmark's success: the final gold call made with the gold arguments.
 pub fn succeeded(gold: &Gold, run: &RunReport) -> bool {
     gold.calls.last().is_some_and(|last| {

@@ -186,8 +186,8 @@ pub fn graph_of(calls: &[PlannedCall]) -> TaskGraph {
         let mut from: BTreeSet<&str> = BTreeSet::new();
         for v in c.arguments.values() {
             if let Some(s) = v.as_str() {
-                for r in refs::references(s) {
-                    if let Some(n) = by_label.get(r.split('.').next().unwrap_or_default()) {
+                for r in refs::Reference::all_in(s) {
+                    if let Some(n) = by_label.get(r.label.as_str()) {
                         from.insert(n);
                     }
                 }

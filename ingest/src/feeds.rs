@@ -5,22 +5,17 @@
 
 use crate::catalog::Catalog;
 use std::collections::{BTreeMap, BTreeSet};
+use toolgraph_schema::fields::{field_key, link, Link};
 use toolgraph_schema::{ApiDoc, FeedsRow};
 
-/// Normalized name for matching: lower-case alphanumerics; ToolBench's `is_` prefix on keyword
-/// parameter names (`is_id`) is removed.
-pub fn norm(name: &str) -> String {
-    let last = name.rsplit('.').next().unwrap_or(name);
-    let n: String = last.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
-    match n.strip_prefix("is") {
-        Some(rest) if ["from", "class", "return", "false", "true", "id", "and"].contains(&rest) => rest.to_string(),
-        _ => n,
-    }
-}
-
+/// The parameters of `b` an output field of `a` fills exactly ([`link`]: the same key).
 fn shared(a: &ApiDoc, b: &ApiDoc) -> Vec<String> {
-    let outs: BTreeSet<String> = a.output_fields.iter().map(|f| norm(f)).filter(|f| !f.is_empty()).collect();
-    let mut fields: Vec<String> = b.params.iter().map(|p| p.name.clone()).filter(|p| outs.contains(&norm(p))).collect();
+    let outs: BTreeSet<String> = a.output_fields.iter().map(|f| field_key(f)).filter(|f| !f.is_empty()).collect();
+    let exact = |p: &str| {
+        let want = field_key(p);
+        outs.iter().any(|o| link(o, &want) == Some(Link::Exact))
+    };
+    let mut fields: Vec<String> = b.params.iter().map(|p| p.name.clone()).filter(|p| exact(p)).collect();
     fields.sort();
     fields.dedup();
     fields

@@ -3,20 +3,44 @@
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// A field's or parameter's comparable form for Reverse Chain's match: its last path segment,
-/// lower-cased, without `_` and `-` (`coordinates.pick_up-Latitude` → `pickuplatitude`).
+/// A field's or parameter's comparable form: its last path segment, its letters and digits
+/// lower-cased (`coordinates.pick_up-Latitude` → `pickuplatitude`), without ToolBench's `is_`
+/// on a parameter named after a keyword (`is_id` → `id`, `is_from` → `from`).
 pub fn field_key(name: &str) -> String {
     let leaf = name.rsplit('.').next().unwrap_or(name);
-    leaf.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+    let key: String = leaf.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+    match key.strip_prefix("is") {
+        Some(rest) if ["from", "class", "return", "false", "true", "id", "and"].contains(&rest) => rest.to_string(),
+        _ => key,
+    }
 }
 
-/// Whether a field keyed `leaf` ([`field_key`]) provides a parameter keyed `want`: the same key,
-/// a suffix of it of 3+ characters (`pick_up_latitude` ← `coordinates.latitude`), or `id` for a
-/// parameter ending in `id` (`hotel_id` ← `id`).
-pub fn key_provides(leaf: &str, want: &str) -> bool {
-    leaf == want
-        || (leaf.len() >= 3 && want.ends_with(leaf))
-        || (leaf == "id" && want.len() > 2 && want.ends_with("id"))
+/// How an output field fills a parameter by name ([`link`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// The same key.
+    Exact,
+    /// One key ends the other.
+    Part,
+}
+
+/// Whether a field keyed `field` fills a parameter keyed `param` (both [`field_key`]s), and how.
+/// The one rule of "this output feeds that parameter": the graph's FEEDS edges keep its exact
+/// links, Reverse Chain's providers and the argument filler take any (exact first). A part: the
+/// field's key ends the parameter's, 3+ characters (`pickuplatitude` ← `coordinates.latitude`);
+/// `id` for a parameter ending in `id` (`hotelid` ← `id`); or the parameter's key, 4+
+/// characters, ends the field's (`name` ← `hotel_name`).
+pub fn link(field: &str, param: &str) -> Option<Link> {
+    if param.is_empty() || field.is_empty() {
+        return None;
+    }
+    if field == param {
+        return Some(Link::Exact);
+    }
+    let part = (field == "id" && param.len() > 2 && param.ends_with("id"))
+        || (field.len() >= 3 && param.ends_with(field))
+        || (param.len() >= 4 && field.ends_with(param));
+    part.then_some(Link::Part)
 }
 
 /// The first character of `s` that shows nothing or reorders what is shown — control characters,
@@ -130,5 +154,26 @@ mod hidden_tests {
         for s in ["current_weather", "Booking.com — hotels", "Café Ñandú", "東京 weather"] {
             assert_eq!(hidden_char(s), None, "{s:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+
+    #[test]
+    fn one_rule_links_an_output_field_to_a_parameter() {
+        let l = |f: &str, p: &str| link(&field_key(f), &field_key(p));
+        assert_eq!(field_key("coordinates.pick_up-Latitude"), "pickuplatitude");
+        assert_eq!(field_key("is_id"), "id", "ToolBench's keyword parameters");
+        assert_eq!(field_key("island"), "island");
+        assert_eq!(l("data.dest_id", "dest_id"), Some(Link::Exact));
+        assert_eq!(l("coordinates.latitude", "pick_up_latitude"), Some(Link::Part));
+        assert_eq!(l("data.id", "hotel_id"), Some(Link::Part));
+        assert_eq!(l("hotel_name", "name"), Some(Link::Part));
+        assert_eq!(l("lat", "latitude"), None, "a field's key ends the parameter's, not begins it");
+        assert_eq!(l("to", "photo"), None, "two characters are too few to be a part");
+        assert_eq!(l("id", "id"), Some(Link::Exact));
+        assert_eq!(l("", "id"), None);
     }
 }

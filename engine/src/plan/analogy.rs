@@ -254,7 +254,7 @@ impl Analogy {
                 .map(|(k, x)| self.transfer_deep(x, mention_kinds).map(|v| (k.clone(), v)))
                 .collect::<Result<serde_json::Map<_, _>, _>>()
                 .map(Value::Object),
-            Value::String(s) if s.contains('$') => Ok(value.clone()),
+            Value::String(s) if crate::exec::refs::holds_reference(s) => Ok(value.clone()),
             _ => match self.transfer(value, mention_kinds) {
                 Transfer::Mapped(v) => Ok(v),
                 Transfer::Unmatched(k) => Err(k),

@@ -25,7 +25,7 @@
 use super::planner::Context;
 use super::reading::{compares, key, word_list as words};
 pub use super::requirement::{complete, missing_text, Kind, Requirement};
-use crate::exec::refs;
+use crate::exec::refs::{self, Reference};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -132,13 +132,11 @@ pub fn asks_for_every_item(request: &str) -> bool {
 /// The list an argument of `step` reads one item of (`$var2.result.0.hotel_id$` → producer
 /// `var2`, list path `result`), and that item's index.
 fn item_reference(step: &super::planner::Step) -> Option<(String, Vec<String>, usize)> {
-    step.arguments.values().filter_map(Value::as_str).flat_map(refs::references).find_map(|r| {
-        let mut parts = r.split('.');
-        let label = parts.next()?.to_string();
+    step.arguments.values().filter_map(Value::as_str).flat_map(Reference::all_in).find_map(|r| {
         let mut path = Vec::new();
-        for p in parts {
+        for p in r.segments() {
             if let Ok(i) = p.parse::<usize>() {
-                return Some((label, path, i));
+                return Some((r.label, path, i));
             }
             path.push(p.to_string());
         }
@@ -303,14 +301,8 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     }
     // A step whose output feeds nothing later must be one observed chains stop after (a location
     // lookup nobody used is an unfinished branch).
-    let fed: std::collections::HashSet<&str> = ctx
-        .path
-        .iter()
-        .flat_map(|s| s.arguments.values())
-        .filter_map(Value::as_str)
-        .flat_map(refs::references)
-        .map(|r| r.split('.').next().unwrap_or_default())
-        .collect();
+    let fed: std::collections::HashSet<String> =
+        ctx.path.iter().flat_map(|s| s.arguments.values()).flat_map(refs::labels_in).collect();
     for s in &ctx.path {
         if !fed.contains(s.label.as_str()) && s.api.ends.is_some_and(|w| w < MIN_END_WEIGHT) {
             push(&mut out, Kind::Completion, format!("observed chains go on after {}", s.api.name), None);
@@ -396,6 +388,21 @@ mod tests {
         }
         let items = assess(&c);
         assert!(items.iter().filter(|r| r.kind == Kind::Each).all(|r| r.covered()), "{}", missing_text(&items));
+    }
+
+    #[test]
+    fn a_reference_inside_an_array_argument_feeds_its_producer() {
+        let text = "Fly from Tokyo to Los Angeles via London on January 10, 2025 and get the seat map.";
+        let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2024, 12, 1).unwrap()));
+        let (loc, multi) = (api("loc", Some(0.0)), api("multi", Some(0.0)));
+        for q in ["Tokyo", "Los Angeles", "London"] {
+            step(&mut c, &loc, json!({ "query": q }), json!({"data": [{"id": format!("{q}.CITY")}]}));
+        }
+        // The legs take the three lookups inside an array: each is fed.
+        let legs = json!({"legs": [{"fromId": "$var1.data.0.id$", "toId": "$var3.data.0.id$"},
+                                   {"fromId": "$var3.data.0.id$", "toId": "$var2.data.0.id$"}]});
+        step(&mut c, &multi, legs, json!({"data": {"flightOffers": [{"token": "t1"}]}}));
+        assert!(!missing_text(&assess(&c)).contains("go on after loc"), "{}", missing_text(&assess(&c)));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! A response's scalar fields by name ([`FieldIndex`]): where argument filling looks up what an
 //! earlier call returned.
 
-use super::reading::key as norm;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
+use toolgraph_schema::fields::{field_key, link};
 
 /// The scalar fields of a response in breadth-first order, normalized name → path; arrays are
 /// entered at their first element and the index left out of the path (references take the first
@@ -39,7 +39,7 @@ impl FieldIndex {
                         if sub.is_object() || sub.is_array() {
                             queue.push_back((sub, p, depth + 1));
                         } else if !sub.is_null() {
-                            let nk = norm(k);
+                            let nk = field_key(k);
                             idx.first.entry(nk.clone()).or_insert(idx.entries.len());
                             idx.entries.push((nk, p));
                         }
@@ -56,8 +56,9 @@ impl FieldIndex {
         idx
     }
 
-    /// A field for `param`: `(path, exact)`: the same name, else the first whose name the
-    /// parameter ends with (`pick_up_latitude` ← `latitude`, `fromId` ← `id`) or that ends with it.
+    /// A field for `param`: `(path, exact)`: the first with the same key, else the first the
+    /// schema's rule links to it ([`link`]: `pick_up_latitude` ← `latitude`, `fromId` ← `id`,
+    /// `name` ← `hotel_name`).
     pub fn find(&self, param: &str) -> Option<(String, bool)> {
         if let Some(hit) = self.memo.lock().ok().and_then(|m| m.get(param).cloned()) {
             return hit;
@@ -70,19 +71,13 @@ impl FieldIndex {
     }
 
     fn search(&self, param: &str) -> Option<(String, bool)> {
-        let want = norm(param);
+        let want = field_key(param);
         if want.is_empty() {
             return None;
         }
         if let Some(&i) = self.first.get(&want) {
             return Some((self.entries[i].1.clone(), true));
         }
-        self.entries
-            .iter()
-            .find(|(nk, _)| {
-                let id_link = nk == "id" && want.len() > 2 && want.ends_with("id");
-                id_link || nk.len() >= 3 && (want.ends_with(nk.as_str()) || (want.len() >= 4 && nk.ends_with(&want)))
-            })
-            .map(|(_, p)| (p.clone(), false))
+        self.entries.iter().find(|(nk, _)| link(nk, &want).is_some()).map(|(_, p)| (p.clone(), false))
     }
 }

@@ -9,6 +9,7 @@ use super::learned::{mentions, ArgModel, Kind, Repeat};
 use super::planner::{ApiView, ArgSource, Context, Filled};
 use super::reading::key as norm;
 use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
+use crate::exec::refs::Reference;
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -258,7 +259,7 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         }
         let earlier = repeated_source(ctx, api, &p.name, options);
         if let Some((label, path)) = earlier {
-            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.arguments.insert(p.name.clone(), Reference::new(&label, &path).into());
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
             continue;
         }
@@ -281,7 +282,7 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             || (is_time_param(&p.name) && !ctx.values.times.is_empty())
             || labelled(&ctx.values, p, repeat).is_some();
         if let Some((label, path, _)) = found.filter(|_| !literal_first) {
-            out.arguments.insert(p.name.clone(), Value::String(format!("${label}.{path}$")));
+            out.arguments.insert(p.name.clone(), Reference::new(&label, &path).into());
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
             continue;
         }
@@ -563,11 +564,12 @@ mod tests {
     /// details call, not the first one's output again.
     #[test]
     fn a_call_per_option_reads_the_newest_producer_where_recorded_runs_did() {
-        assert_eq!(Repeat::of("$var4.hotel_id$", "$var6.hotel_id$"), Repeat::Newest);
-        assert_eq!(Repeat::of("$var2.result.0.id$", "$var2.result.1.id$"), Repeat::Next);
-        assert_eq!(Repeat::of("$var2.result.id$", "$var2.result.1.id$"), Repeat::Next, "a left-out index is the first");
-        assert_eq!(Repeat::of("$var1.lat$", "$var1.lat$"), Repeat::Same);
-        assert_eq!(Repeat::of("$var1.lat$", "$var1.lon$"), Repeat::Other);
+        let repeat = |a: &str, b: &str| Repeat::of(&Reference::whole(a).unwrap(), &Reference::whole(b).unwrap());
+        assert_eq!(repeat("$var4.hotel_id$", "$var6.hotel_id$"), Repeat::Newest);
+        assert_eq!(repeat("$var2.result.0.id$", "$var2.result.1.id$"), Repeat::Next);
+        assert_eq!(repeat("$var2.result.id$", "$var2.result.1.id$"), Repeat::Next, "a left-out index is the first");
+        assert_eq!(repeat("$var1.lat$", "$var1.lat$"), Repeat::Same);
+        assert_eq!(repeat("$var1.lat$", "$var1.lon$"), Repeat::Other);
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
         let mut model = super::super::learned::ArgModel::default();
         for req in [

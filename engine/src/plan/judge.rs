@@ -51,16 +51,8 @@ pub fn bad_response(v: &Value) -> Option<String> {
 /// The deterministic judgement of `ctx`'s path (also the fallback when an LLM's answer is invalid).
 pub fn judge_path(ctx: &Context) -> Judgement {
     let mut bad = Vec::new();
-    let mut fed: HashSet<&str> = HashSet::new();
-    for s in &ctx.path {
-        for v in s.arguments.values() {
-            if let Some(t) = v.as_str() {
-                for r in crate::exec::refs::references(t) {
-                    fed.insert(r.split('.').next().unwrap_or_default());
-                }
-            }
-        }
-    }
+    let fed: HashSet<String> =
+        ctx.path.iter().flat_map(|s| s.arguments.values()).flat_map(crate::exec::refs::labels_in).collect();
     let coverage = super::coverage::assess(ctx);
     let complete = super::coverage::complete(&coverage);
     let mut deltas: BTreeMap<String, f64> = BTreeMap::new();

@@ -15,6 +15,7 @@
 //! the store adds with the run's other counts, never a part read, changed and written back.
 
 use super::values::RequestValues;
+use crate::exec::refs::{holds_reference, Reference};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,14 +82,14 @@ impl ArgModel {
         self.examples += 1;
         let mut touched = Touched::default();
         // The last reference each (API, parameter) took in this run, and the calls per API.
-        let mut last_ref: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+        let mut last_ref: BTreeMap<(&str, &str), Reference> = BTreeMap::new();
         let mut calls_per_api: BTreeMap<&str, u32> = BTreeMap::new();
         for (api, args) in calls {
             *calls_per_api.entry(api).or_default() += 1;
             for (param, value) in args {
-                if let Some(r) = value.as_str().filter(|s| s.len() > 2 && s.starts_with('$') && s.ends_with('$')) {
-                    if let Some(before) = last_ref.insert((api, param.as_str()), r) {
-                        let how = Repeat::of(before, r) as usize;
+                if let Some(r) = value.as_str().and_then(Reference::whole) {
+                    if let Some(before) = last_ref.insert((api, param.as_str()), r.clone()) {
+                        let how = Repeat::of(&before, &r) as usize;
                         self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat
                             [how] += 1;
                         self.by_name.entry(norm(param)).or_default().on_repeat[how] += 1;
@@ -98,7 +99,7 @@ impl ArgModel {
                     continue;
                 }
                 if value.is_null()
-                    || value.as_str().is_some_and(|s| s.contains('$'))
+                    || value.as_str().is_some_and(holds_reference)
                     || value.is_object()
                     || value.is_array()
                 {

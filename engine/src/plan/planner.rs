@@ -112,9 +112,8 @@ pub enum ArgSource {
 impl ArgSource {
     /// The source of a value that references an earlier output (`$label.path$`), if it does.
     pub fn of_reference(v: &Value) -> Option<ArgSource> {
-        let r = v.as_str().map(crate::exec::refs::references).and_then(|r| r.first().copied())?;
-        let (label, path) = r.split_once('.').unwrap_or((r, ""));
-        Some(ArgSource::Output { label: label.to_string(), path: path.to_string() })
+        let r = crate::exec::refs::Reference::all_in(v.as_str()?).into_iter().next()?;
+        Some(ArgSource::Output { label: r.label, path: r.path })
     }
 }
 

@@ -17,11 +17,12 @@
 
 use super::planner::{ApiView, Context};
 pub use super::planner::{Condition, Plan, PlanStep, SolutionView};
-use crate::exec::refs;
+use crate::exec::refs::{self, Reference};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use toolgraph_schema::fields::{field_key, link};
 use toolgraph_schema::{GraphSnapshot, START_ID};
 
 /// A `for_each` step runs at most this many times.
@@ -71,11 +72,10 @@ impl SolutionLibrary {
             if a == b || pairs.contains(&(a.as_str(), b.as_str())) {
                 continue;
             }
-            let leaves: HashSet<String> =
-                x.output_fields.iter().map(|f| toolgraph_schema::fields::field_key(f)).collect();
+            let leaves: HashSet<String> = x.output_fields.iter().map(|f| field_key(f)).collect();
             let coupled = y.params.iter().any(|p| {
-                let want = toolgraph_schema::fields::field_key(&p.name);
-                leaves.iter().any(|l| toolgraph_schema::fields::key_provides(l, &want))
+                let want = field_key(&p.name);
+                leaves.iter().any(|l| link(l, &want).is_some())
             });
             if coupled {
                 pairs.insert((a.as_str(), b.as_str()));
@@ -162,12 +162,10 @@ const OPS: &[&str] = &["exists", "nonempty", "eq", "ne", "gt", "lt"];
 
 /// Whether a condition holds on `outputs` (plan label → output).
 pub fn holds(c: &Condition, outputs: &HashMap<String, &Value>) -> Result<bool, String> {
-    let inner = c.reference.trim_matches('$');
-    let mut parts = inner.split('.');
-    let label = parts.next().unwrap_or_default();
-    let path: Vec<&str> = parts.collect();
+    let r = Reference::whole(&c.reference).ok_or_else(|| format!("condition `{}` is not a reference", c.reference))?;
+    let label = &r.label;
     let out = outputs.get(label).ok_or_else(|| format!("condition refers to `{label}`, which did not run"))?;
-    let v = refs::lookup(out, &path);
+    let v = refs::lookup(out, &r.segments());
     let num = |x: &Value| x.as_f64().or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()));
     Ok(match c.op.as_str() {
         "exists" => v.is_some_and(|v| !v.is_null()),
@@ -200,7 +198,7 @@ fn loosely_equal(a: &Value, b: &Value) -> bool {
 
 /// Whether a parameter name holds an identifier (`hotel_id`, `id`, `dest_ids`).
 pub fn id_like(param: &str) -> bool {
-    let n = toolgraph_schema::fields::field_key(param);
+    let n = field_key(param);
     n == "id" || n == "ids" || (n.len() > 2 && (n.ends_with("id") || n.ends_with("ids")))
 }
 
@@ -226,7 +224,7 @@ pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> 
         return None;
     }
     let text = match value {
-        Value::String(s) if !refs::references(s).is_empty() => return None,
+        Value::String(s) if !Reference::all_in(s).is_empty() => return None,
         Value::String(s) => s.trim().to_string(),
         Value::Number(n) => n.to_string(),
         Value::Array(items) => return items.iter().find_map(|x| invented_id(ctx, param, x)),
@@ -245,18 +243,6 @@ pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> 
         return None;
     }
     Some(format!("`{param}` = {value} appears in neither the request nor any earlier output (an invented identifier)"))
-}
-
-/// Labels (the part before the first `.`) a value references.
-fn labels_of(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => {
-            out.extend(refs::references(s).into_iter().map(|r| r.split('.').next().unwrap_or_default().to_string()))
-        }
-        Value::Array(a) => a.iter().for_each(|x| labels_of(x, out)),
-        Value::Object(m) => m.values().for_each(|x| labels_of(x, out)),
-        _ => {}
-    }
 }
 
 /// Check a plan an LLM wrote against the APIs offered (the solutions' APIs and `extra`), their
@@ -302,7 +288,7 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
             label.strip_prefix("var").and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= 1 && n <= i)
         };
         let mut labels = Vec::new();
-        labels_of(&Value::Object(args.clone()), &mut labels);
+        labels.extend(refs::labels_in(&Value::Object(args.clone())));
         for l in &labels {
             if l == "item" {
                 if for_each.is_none() {
@@ -313,11 +299,7 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
             }
         }
         if let Some(r) = &for_each {
-            let refs_in = refs::references(r);
-            let ok = r.starts_with('$')
-                && r.ends_with('$')
-                && refs_in.len() == 1
-                && earlier(refs_in[0].split('.').next().unwrap_or_default());
+            let ok = Reference::whole(r).is_some_and(|r| earlier(&r.label));
             if !ok {
                 return Err(format!(
                     "{at}: `for_each` must reference a list of an earlier step, like $var1.data$ (got {r})"
@@ -328,7 +310,7 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
             if !OPS.contains(&c.op.as_str()) {
                 return Err(format!("{at}: condition `{}` is not one of {}", c.op, OPS.join(", ")));
             }
-            if !earlier(c.reference.trim_matches('$').split('.').next().unwrap_or_default()) {
+            if !Reference::whole(&c.reference).is_some_and(|r| earlier(&r.label)) {
                 return Err(format!("{at}: the condition must refer to an earlier step, like $var1.data$"));
             }
         }
@@ -344,22 +326,19 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
 
 /// Rewrite plan references (`$var2.x$` → `$<label of step 2>.x$`; `$item.y$` → the element's
 /// path) into references the executor resolves against the run's path.
-pub fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&str>) -> Result<Value, String> {
+pub fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&Reference>) -> Result<Value, String> {
     Ok(match v {
-        Value::String(s) if !refs::references(s).is_empty() => {
+        Value::String(s) if !Reference::all_in(s).is_empty() => {
             let mut text = s.clone();
-            for r in refs::references(s) {
-                let (head, rest) = r.split_once('.').map(|(h, t)| (h, Some(t))).unwrap_or((r, None));
-                let base = if head == "item" {
-                    item.ok_or("`$item$` outside a for_each step")?.to_string()
+            for r in Reference::all_in(s) {
+                let head = r.label.as_str();
+                let new = if head == "item" {
+                    item.ok_or("`$item$` outside a for_each step")?.join(&r.path)
                 } else {
-                    labels.get(head).cloned().ok_or_else(|| format!("`{head}` did not run (skipped or failed)"))?
+                    let label = labels.get(head).ok_or_else(|| format!("`{head}` did not run (skipped or failed)"))?;
+                    Reference::new(label.clone(), r.path.clone())
                 };
-                let new = match rest {
-                    Some(t) => format!("{base}.{t}"),
-                    None => base,
-                };
-                text = text.replacen(&format!("${r}$"), &format!("${new}$"), 1);
+                text = text.replacen(&r.to_string(), &new.to_string(), 1);
             }
             Value::String(text)
         }
@@ -446,7 +425,7 @@ mod tests {
             rewrite(
                 &json!({"a": "$var1.data.0.hotel_id$", "b": "$item.x$ and $var1.count$"}),
                 &labels,
-                Some("var3.data.1")
+                Some(&Reference::new("var3", "data.1"))
             )
             .unwrap(),
             json!({"a": "$var3.data.0.hotel_id$", "b": "$var3.data.1.x$ and $var3.count$"})

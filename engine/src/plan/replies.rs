@@ -245,8 +245,8 @@ pub fn parse_fill(v: &Value, api: &ApiView, ctx: &Context, offers: &[Offer]) -> 
     let mut f = Filled::default();
     for (k, val) in m.iter().filter(|(_, v)| !v.is_null()) {
         if let Some(t) = val.as_str() {
-            for r in crate::exec::refs::references(t) {
-                let l = r.split('.').next().unwrap_or_default();
+            for r in crate::exec::refs::Reference::all_in(t) {
+                let l = r.label.as_str();
                 if !labels.contains(l) {
                     problems.push(format!("`{k}` references `{l}`, which is no earlier output"));
                 }

@@ -3,6 +3,7 @@
 //! statistics the argument model ([`super::learned::ArgModel`]) keeps and chooses by.
 
 use super::values::RequestValues;
+use crate::exec::refs::{holds_reference, Reference};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -142,18 +143,16 @@ pub enum Repeat {
 impl Repeat {
     pub(super) const ALL: [Repeat; 4] = [Repeat::Same, Repeat::Next, Repeat::Newest, Repeat::Other];
 
-    /// How reference `now` compares with `before` (both `$label.path$`).
-    pub fn of(before: &str, now: &str) -> Repeat {
+    /// How reference `now` compares with `before`: the same, the next item of the same list, the
+    /// same field of a newer producer, or another field.
+    pub fn of(before: &Reference, now: &Reference) -> Repeat {
         if before == now {
             return Repeat::Same;
         }
-        let split = |r: &str| -> (String, String) {
-            let r = r.trim_matches('$');
-            let (label, path) = r.split_once('.').unwrap_or((r, ""));
-            (label.to_string(), path.split('.').filter(|s| s.parse::<usize>().is_err()).collect::<Vec<_>>().join("."))
-        };
-        let ((l0, f0), (l1, f1)) = (split(before), split(now));
-        match (f0 == f1, l0 == l1) {
+        fn field(r: &Reference) -> Vec<&str> {
+            r.segments().into_iter().filter(|s| s.parse::<usize>().is_err()).collect()
+        }
+        match (field(before) == field(now), before.label == now.label) {
             (true, true) => Repeat::Next,
             (true, false) => Repeat::Newest,
             _ => Repeat::Other,
@@ -182,7 +181,7 @@ pub(super) fn word_value(v: &Value, request: &RequestValues) -> bool {
     let s = s.trim();
     !s.is_empty()
         && s.len() <= 40
-        && !s.contains('$')
+        && !holds_reference(s)
         && s.chars().any(char::is_alphabetic)
         && super::reading::word_count(s) <= 3
         && !Kind::ALL

@@ -4,6 +4,7 @@
 use super::engine::{Engine, RunState};
 use super::report::{ApprovalDecision, PendingCall};
 use super::trace::TraceEvent;
+use crate::exec::refs::Reference;
 use crate::exec::{compress, keep_set, CallError, CallSpec};
 use crate::plan::fill::FieldIndex;
 use crate::plan::{ApiView, DeadEnd, Filled, Step};
@@ -20,7 +21,7 @@ pub fn skeleton(fields: &[String], label: &str) -> Value {
     fn put(m: &mut Map<String, Value>, parts: &[&str], full: &str, label: &str) {
         let Some((head, rest)) = parts.split_first() else { return };
         if rest.is_empty() {
-            m.entry(head.to_string()).or_insert_with(|| Value::String(format!("${label}.{full}$")));
+            m.entry(head.to_string()).or_insert_with(|| Reference::new(label, full).into());
             return;
         }
         let e = m.entry(head.to_string()).or_insert_with(|| Value::Object(Map::new()));
@@ -40,7 +41,7 @@ pub fn skeleton(fields: &[String], label: &str) -> Value {
         put(&mut root, &parts, f, label);
     }
     if root.is_empty() {
-        root.insert("result".into(), Value::String(format!("${label}.result$")));
+        root.insert("result".into(), Reference::new(label, "result").into());
     }
     Value::Object(root)
 }
@@ -216,7 +217,7 @@ impl Engine {
         let literal: Map<String, Value> = filled
             .arguments
             .iter()
-            .filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains('$')))
+            .filter(|(_, v)| !v.as_str().is_some_and(crate::exec::refs::holds_reference))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let params: Vec<toolgraph_schema::ParamDoc> = api

@@ -2,6 +2,7 @@
 //! `memory` collection. The same request replaces its old entry; invalidating an API deletes the
 //! entries that use it; a new request recalls the nearest entries.
 
+use crate::exec::refs::Reference;
 use crate::plan::ArgSource;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
@@ -151,7 +152,9 @@ pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemorySt
 /// characters, or a number that is not a small count; neither said in the request.
 fn traceable(v: &Value, said: &str) -> Option<String> {
     let text = match v {
-        Value::String(s) if s.trim().chars().count() >= 3 && !s.contains('$') => s.trim().to_string(),
+        Value::String(s) if s.trim().chars().count() >= 3 && !crate::exec::refs::holds_reference(s) => {
+            s.trim().to_string()
+        }
         Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0 || f.abs() >= 100.0) => n.to_string(),
         _ => return None,
     };
@@ -168,15 +171,7 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
             earlier
                 .iter()
                 .rev()
-                .find_map(|c| {
-                    field_holding(c.response?, &text).map(|path| {
-                        Value::String(if path.is_empty() {
-                            format!("${}$", c.label)
-                        } else {
-                            format!("${}.{path}$", c.label)
-                        })
-                    })
-                })
+                .find_map(|c| field_holding(c.response?, &text).map(|path| Reference::new(c.label, path).into()))
                 .unwrap_or_else(|| v.clone())
         }
     }

@@ -5,6 +5,7 @@
 use super::engine::{Ended, Engine, RunState};
 use super::report::{RunOptions, RunReport, Status};
 use super::trace::TraceEvent;
+use crate::exec::refs::Reference;
 use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::program::{Plan, SolutionLibrary, SolutionView};
@@ -39,7 +40,7 @@ impl Engine {
         for (i, step) in plan.steps.iter().enumerate() {
             let Some(api) = self.apis.get(&step.api) else { continue };
             for (k, v) in step.arguments.iter().flatten() {
-                let literal = !v.to_string().contains('$');
+                let literal = crate::exec::refs::labels_in(v).is_empty();
                 if let (true, Some(p)) = (literal, api.params.iter().find(|p| &p.name == k)) {
                     let mut one = p.clone();
                     one.required = false;
@@ -225,25 +226,26 @@ impl Engine {
                     Err(e) => return Ok(Err((n, e))),
                 }
             }
-            let items: Vec<Option<String>> = match &step.for_each {
+            let items: Vec<Option<Reference>> = match &step.for_each {
                 None => vec![None],
                 Some(r) => {
-                    let inner = match crate::plan::program::rewrite(&Value::String(r.clone()), &labels, None) {
-                        Ok(Value::String(x)) => x.trim_matches('$').to_string(),
+                    let list_ref = match crate::plan::program::rewrite(&Value::String(r.clone()), &labels, None) {
+                        Ok(Value::String(x)) => match Reference::whole(&x) {
+                            Some(list_ref) => list_ref,
+                            None => return Ok(Err((n, "for_each is not a reference".into()))),
+                        },
                         Ok(_) => return Ok(Err((n, "for_each is not a reference".into()))),
                         Err(e) => return Ok(Err((n, e))),
                     };
-                    let (label, path) = inner.split_once('.').unwrap_or((inner.as_str(), ""));
-                    let parts: Vec<&str> = if path.is_empty() { Vec::new() } else { path.split('.').collect() };
                     let list = st
                         .ctx
                         .path
                         .iter()
-                        .find(|s| s.label == label)
-                        .and_then(|s| crate::exec::refs::lookup(&s.response, &parts).cloned());
+                        .find(|s| s.label == list_ref.label)
+                        .and_then(|s| crate::exec::refs::lookup(&s.response, &list_ref.segments()).cloned());
                     match list {
                         Some(Value::Array(a)) if !a.is_empty() => (0..a.len().min(crate::plan::program::MAX_ITEMS))
-                            .map(|k| Some(format!("{inner}.{k}")))
+                            .map(|k| Some(list_ref.join(&k.to_string())))
                             .collect(),
                         _ => return Ok(Err((n, format!("for_each {r} is not a non-empty list")))),
                     }
@@ -256,8 +258,7 @@ impl Engine {
                     None => self.call_api(st, &api, 0, true).await?,
                     Some(args) => {
                         let arguments =
-                            match crate::plan::program::rewrite(&Value::Object(args.clone()), &labels, item.as_deref())
-                            {
+                            match crate::plan::program::rewrite(&Value::Object(args.clone()), &labels, item.as_ref()) {
                                 Ok(Value::Object(m)) => m,
                                 Ok(_) => Map::new(),
                                 Err(e) => return Ok(Err((n, e))),

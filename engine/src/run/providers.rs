@@ -1,15 +1,14 @@
 //! Which APIs can provide a parameter (Reverse Chain), indexed once per engine so a missing
 //! argument costs a few hash lookups instead of a scan of every API.
 //!
-//! A field provides parameter `p` when its last path segment, lower-cased without `_`/`-`, equals
-//! `p` so normalized, or is a suffix of it of 3+ characters (`pick_up_latitude` ← `coordinates.latitude`),
-//! or is `id` and `p` ends with `id` (`hotel_id` ← `id`).
+//! A field provides parameter `p` where the one rule of the schema crate links them
+//! ([`toolgraph_schema::fields::link`]): the filler and the graph's FEEDS edges use the same.
 
 use crate::plan::ApiView;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use toolgraph_schema::fields::{field_key as normalize, key_provides as provides};
+use toolgraph_schema::fields::{field_key as normalize, link, Link};
 
 /// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
 fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
@@ -19,6 +18,11 @@ fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
     suffixes.chain(id)
 }
 
+/// The proper suffixes of a leaf a parameter's key may be (4+ bytes): `name` for `hotelname`.
+fn tails_of(leaf: &str) -> impl Iterator<Item = &str> {
+    leaf.char_indices().skip(1).map(move |(i, _)| &leaf[i..]).filter(|s| s.len() >= 4)
+}
+
 /// Source APIs with the normalized fields their FEEDS edge carries, by target id.
 type FeedsInto = HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>>;
 
@@ -26,6 +30,8 @@ type FeedsInto = HashMap<String, Vec<(Arc<ApiView>, Vec<String>)>>;
 #[derive(Default)]
 pub(crate) struct Providers {
     by_leaf: HashMap<String, Vec<Arc<ApiView>>>,
+    /// APIs by the proper tails of their leaves (a parameter whose key ends a leaf).
+    by_tail: HashMap<String, Vec<Arc<ApiView>>>,
     /// Target id → (source API, normalized fields that edge carries).
     feeds_into: FeedsInto,
 }
@@ -33,10 +39,17 @@ pub(crate) struct Providers {
 impl Providers {
     pub(crate) fn build(apis: &HashMap<String, Arc<ApiView>>, feeds: &BTreeMap<(String, String), Vec<String>>) -> Self {
         let mut by_leaf: HashMap<String, Vec<Arc<ApiView>>> = HashMap::new();
+        let mut by_tail: HashMap<String, Vec<Arc<ApiView>>> = HashMap::new();
         for api in apis.values() {
             let mut leaves: Vec<String> = api.output_fields.iter().map(|f| normalize(f)).collect();
             leaves.sort();
             leaves.dedup();
+            let mut tails: Vec<&str> = leaves.iter().flat_map(|l| tails_of(l)).collect();
+            tails.sort();
+            tails.dedup();
+            for t in tails {
+                by_tail.entry(t.to_string()).or_default().push(api.clone());
+            }
             for l in leaves {
                 by_leaf.entry(l).or_default().push(api.clone());
             }
@@ -50,7 +63,7 @@ impl Providers {
                     .push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));
             }
         }
-        Providers { by_leaf, feeds_into }
+        Providers { by_leaf, by_tail, feeds_into }
     }
 
     /// Every API (other than `target`) that can provide parameter `param` of `target`, with
@@ -59,15 +72,15 @@ impl Providers {
         let want = normalize(param);
         let mut out: HashMap<&str, (Arc<ApiView>, bool)> = HashMap::new();
         for (src, fields) in self.feeds_into.get(target).into_iter().flatten() {
-            if src.id != target && fields.iter().any(|l| provides(l, &want)) {
+            if src.id != target && fields.iter().any(|l| link(l, &want) == Some(Link::Exact)) {
                 out.insert(src.id.as_str(), (src.clone(), true));
             }
         }
-        for leaf in leaves_for(&want) {
-            for api in self.by_leaf.get(leaf).into_iter().flatten() {
-                if api.id != target {
-                    out.entry(api.id.as_str()).or_insert_with(|| (api.clone(), false));
-                }
+        let by_leaf = leaves_for(&want).flat_map(|leaf| self.by_leaf.get(leaf).into_iter().flatten());
+        let by_tail = self.by_tail.get(&want).into_iter().flatten();
+        for api in by_leaf.chain(by_tail) {
+            if api.id != target {
+                out.entry(api.id.as_str()).or_insert_with(|| (api.clone(), false));
             }
         }
         out.into_values().collect()
@@ -100,6 +113,7 @@ mod tests {
             api("hotels", &["data.id"]),
             api("lat", &["lat"]),
             api("target", &["latitude"]),
+            api("hname", &["hotel_name"]),
         ] {
             apis.insert(a.id.clone(), a);
         }
@@ -119,5 +133,14 @@ mod tests {
         assert_eq!(ids("target", "lat"), vec![("lat".to_string(), true)]);
         // Two-character leaves other than `id` are never suffix matches.
         assert!(ids("target", "xyz").is_empty());
+        // A parameter whose key ends a field's: `name` ← `hotel_name`.
+        assert_eq!(ids("target", "name"), vec![("geo".to_string(), false), ("hname".to_string(), false)]);
+        // Every candidate is one the schema's rule links.
+        for param in ["pick_up_latitude", "hotel_id", "lat", "name"] {
+            for (a, _) in p.candidates("target", param) {
+                let want = normalize(param);
+                assert!(a.output_fields.iter().any(|f| link(&normalize(f), &want).is_some()), "{} {param}", a.id);
+            }
+        }
     }
 }

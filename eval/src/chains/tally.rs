@@ -2,9 +2,10 @@
 //! benchmark's own protocol, and the run's costs.
 
 use super::scores::MethodScores;
-use crate::gold::{args_equal, labels_in, succeeded, Gold};
+use crate::gold::{args_equal, succeeded, Gold};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
+use toolgraph_engine::exec::refs::labels_in;
 use toolgraph_engine::retrieval::metrics::quantile;
 use toolgraph_engine::run::{RunReport, Status};
 
