@@ -5,17 +5,15 @@
 
 use crate::catalog::Catalog;
 use std::collections::{BTreeMap, BTreeSet};
-use toolgraph_schema::fields::{field_key, link, Link};
+use toolgraph_schema::fields::field_key;
 use toolgraph_schema::{ApiDoc, FeedsRow};
 
-/// The parameters of `b` an output field of `a` fills exactly ([`link`]: the same key).
+/// The parameters of `b` an output field of `a` fills exactly (the exact links of
+/// [`toolgraph_schema::fields::link`]: the same [`field_key`]).
 fn shared(a: &ApiDoc, b: &ApiDoc) -> Vec<String> {
     let outs: BTreeSet<String> = a.output_fields.iter().map(|f| field_key(f)).filter(|f| !f.is_empty()).collect();
-    let exact = |p: &str| {
-        let want = field_key(p);
-        outs.iter().any(|o| link(o, &want) == Some(Link::Exact))
-    };
-    let mut fields: Vec<String> = b.params.iter().map(|p| p.name.clone()).filter(|p| exact(p)).collect();
+    let mut fields: Vec<String> =
+        b.params.iter().map(|p| p.name.clone()).filter(|p| outs.contains(&field_key(p))).collect();
     fields.sort();
     fields.dedup();
     fields

@@ -328,7 +328,7 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
 /// path) into references the executor resolves against the run's path.
 pub fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&Reference>) -> Result<Value, String> {
     Ok(match v {
-        Value::String(s) if !Reference::all_in(s).is_empty() => {
+        Value::String(s) => {
             let mut text = s.clone();
             for r in Reference::all_in(s) {
                 let head = r.label.as_str();

@@ -291,23 +291,11 @@ mod tests {
 
     #[test]
     fn a_run_out_of_guesses_on_a_call_it_never_made_work_is_not_done() {
-        use crate::plan::{ApiView, DeadEnd};
-        let api = |id: &str| {
-            std::sync::Arc::new(ApiView {
-                id: id.into(),
-                name: id.into(),
-                tool: "t".into(),
-                category: String::new(),
-                description: String::new(),
-                params: vec![],
-                output_fields: vec![],
-                availability: None,
-                ends: None,
-            })
-        };
+        use crate::plan::test_support::api;
+        use crate::plan::DeadEnd;
         let mut c = Context::new("fly and show the seat map", Default::default());
         c.path.push(Step {
-            api: api("flights"),
+            api: api("flights", vec![]),
             label: "var1".into(),
             arguments: Default::default(),
             sources: Default::default(),

@@ -230,12 +230,11 @@ impl Engine {
                 None => vec![None],
                 Some(r) => {
                     let list_ref = match crate::plan::program::rewrite(&Value::String(r.clone()), &labels, None) {
-                        Ok(Value::String(x)) => match Reference::whole(&x) {
-                            Some(list_ref) => list_ref,
-                            None => return Ok(Err((n, "for_each is not a reference".into()))),
-                        },
-                        Ok(_) => return Ok(Err((n, "for_each is not a reference".into()))),
+                        Ok(x) => x.as_str().and_then(Reference::whole),
                         Err(e) => return Ok(Err((n, e))),
+                    };
+                    let Some(list_ref) = list_ref else {
+                        return Ok(Err((n, "for_each is not a reference".into())));
                     };
                     let list = st
                         .ctx

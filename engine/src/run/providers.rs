@@ -8,7 +8,7 @@ use crate::plan::ApiView;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use toolgraph_schema::fields::{field_key as normalize, link, Link};
+use toolgraph_schema::fields::field_key as normalize;
 
 /// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
 fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
@@ -72,7 +72,8 @@ impl Providers {
         let want = normalize(param);
         let mut out: HashMap<&str, (Arc<ApiView>, bool)> = HashMap::new();
         for (src, fields) in self.feeds_into.get(target).into_iter().flatten() {
-            if src.id != target && fields.iter().any(|l| link(l, &want) == Some(Link::Exact)) {
+            // The edge's fields are the exact links ingest found: the same key.
+            if src.id != target && !want.is_empty() && fields.contains(&want) {
                 out.insert(src.id.as_str(), (src.clone(), true));
             }
         }
@@ -90,6 +91,7 @@ impl Providers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgraph_schema::fields::link;
 
     fn api(id: &str, outputs: &[&str]) -> Arc<ApiView> {
         Arc::new(ApiView {
