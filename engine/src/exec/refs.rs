@@ -6,6 +6,11 @@
 //!
 //! [`Reference`] is the one type for such a reference: the planner writes its arguments with it,
 //! the learned model and the scorers read recorded arguments with it, and the executor resolves it.
+//!
+//! A reference may end in a [`Derive`]: `$var3.segments.0.arrivalTime@time+60$` is the time of
+//! day one hour after the date-time the field holds ("pick the car up one hour after I land"),
+//! `@date` its day. Written by the memory where a recorded value was such a field shifted by what
+//! the request said; nothing else writes it.
 
 use serde_json::{Map, Value};
 use std::borrow::Borrow;
@@ -19,20 +24,90 @@ pub struct Reference {
     pub label: String,
     /// Dotted keys and indexes (`data.hotels.1.hotel_id`); empty for the whole output.
     pub path: String,
+    /// A part of the date-time the field holds, shifted (`@time+60`); `None`: the value itself.
+    pub derive: Option<Derive>,
+}
+
+/// Which part of a date-time a derived reference takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    /// `HH:MM`.
+    Time,
+    /// `YYYY-MM-DD`.
+    Date,
+}
+
+/// A part of a date-time field, shifted by some minutes first (`@time-180`: three hours before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Derive {
+    pub part: Part,
+    pub minutes: i64,
+}
+
+impl Derive {
+    /// `time+60`, `date`, `time-180`.
+    fn parse(s: &str) -> Option<Self> {
+        let (part, rest) =
+            if let Some(r) = s.strip_prefix("time") { (Part::Time, r) } else { (Part::Date, s.strip_prefix("date")?) };
+        let minutes = match rest {
+            "" => 0,
+            r if r.starts_with(['+', '-']) && r.len() > 1 && r[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                r.parse::<i64>().ok().filter(|m| m.abs() <= 60 * 24 * 366)?
+            }
+            _ => return None,
+        };
+        Some(Derive { part, minutes })
+    }
+
+    /// The part of `v` (a date-time, `2024-12-01T09:10:00` or with a space, seconds optional)
+    /// after the shift.
+    pub fn apply(&self, v: &Value) -> Result<Value, String> {
+        let text = v.as_str().map(str::trim).unwrap_or_default();
+        let head = text.get(..16).unwrap_or(text).replace(' ', "T");
+        let at = chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M")
+            .map_err(|_| format!("holds {v}, not a date and time"))?;
+        let at = at + chrono::Duration::minutes(self.minutes);
+        Ok(Value::String(match self.part {
+            Part::Time => at.format("%H:%M").to_string(),
+            Part::Date => at.format("%Y-%m-%d").to_string(),
+        }))
+    }
+}
+
+impl std::fmt::Display for Derive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.part {
+            Part::Time => "time",
+            Part::Date => "date",
+        })?;
+        match self.minutes {
+            0 => Ok(()),
+            m => write!(f, "{m:+}"),
+        }
+    }
 }
 
 impl Reference {
     pub fn new(label: impl Into<String>, path: impl Into<String>) -> Self {
-        Reference { label: label.into(), path: path.into() }
+        Reference { label: label.into(), path: path.into(), derive: None }
     }
 
-    /// The text between the dollars (`var2.data.id`), if it is a reference.
+    /// The same reference, taking `derive` of the date-time it holds.
+    pub fn derived(self, derive: Derive) -> Self {
+        Reference { derive: Some(derive), ..self }
+    }
+
+    /// The text between the dollars (`var2.data.id`, `var3.at@time+60`), if it is a reference.
     fn parse(inner: &str) -> Option<Self> {
-        if inner.is_empty() || inner.contains([' ', '$']) || inner.split('.').any(str::is_empty) {
+        let (inner, derive) = match inner.rsplit_once('@') {
+            Some((head, tail)) => (head, Some(Derive::parse(tail)?)),
+            None => (inner, None),
+        };
+        if inner.is_empty() || inner.contains([' ', '$', '@']) || inner.split('.').any(str::is_empty) {
             return None;
         }
         let (label, path) = inner.split_once('.').unwrap_or((inner, ""));
-        Some(Reference::new(label, path))
+        Some(Reference { derive, ..Reference::new(label, path) })
     }
 
     /// `s` is exactly one reference (`"$var1.id$"`, not `"near $var1.city$"`).
@@ -75,28 +150,34 @@ impl Reference {
             (true, false) => path.to_string(),
             (false, false) => format!("{}.{path}", self.path),
         };
-        Reference::new(self.label.clone(), path)
+        Reference { derive: self.derive, ..Reference::new(self.label.clone(), path) }
     }
 
-    /// The referenced value in `outputs` (call label → output).
+    /// The referenced value in `outputs` (call label → output), derived where it says so.
     pub fn resolve<V: Borrow<Value>>(&self, outputs: &HashMap<String, V>) -> Result<Value, String> {
         let label = &self.label;
         let out = outputs
             .get(label)
             .map(Borrow::borrow)
             .ok_or_else(|| format!("names `{label}`, which no earlier call produced"))?;
-        lookup(out, &self.segments())
-            .cloned()
-            .ok_or_else(|| format!("has no value at `{}` in the output of `{label}`", self.path))
+        let value = lookup(out, &self.segments())
+            .ok_or_else(|| format!("has no value at `{}` in the output of `{label}`", self.path))?;
+        match &self.derive {
+            None => Ok(value.clone()),
+            Some(d) => d.apply(value).map_err(|e| format!("at `{}` in the output of `{label}` {e}", self.path)),
+        }
     }
 }
 
 impl std::fmt::Display for Reference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "${}$", self.label)
-        } else {
-            write!(f, "${}.{}$", self.label, self.path)
+        write!(f, "${}", self.label)?;
+        if !self.path.is_empty() {
+            write!(f, ".{}", self.path)?;
+        }
+        match &self.derive {
+            Some(d) => write!(f, "@{d}$"),
+            None => f.write_str("$"),
         }
     }
 }
@@ -258,5 +339,36 @@ mod tests {
         assert_eq!(labels_in(&json!({"a": ["$x.y$", {"b": "$z$ and $5"}], "c": 3})), vec!["x", "z"]);
         let v: Value = Reference::new("var3", "id").into();
         assert_eq!(v, json!("$var3.id$"));
+    }
+
+    #[test]
+    fn a_derived_reference_takes_a_shifted_part_of_a_date_time() {
+        let outputs: HashMap<String, Value> = [(
+            "var3".to_string(),
+            json!({"segments": [{"arrivalTime": "2024-12-01T23:10:00"}, {"departureTime": "2024-12-08 10:00"}]}),
+        )]
+        .into_iter()
+        .collect();
+        let r = Reference::whole("$var3.segments.0.arrivalTime@time+60$").unwrap();
+        assert_eq!(r.derive, Some(Derive { part: Part::Time, minutes: 60 }));
+        assert_eq!(r.path, "segments.0.arrivalTime");
+        assert_eq!(r.to_string(), "$var3.segments.0.arrivalTime@time+60$", "written back as read");
+        let args = json!({
+            "pick_up_time": "$var3.segments.0.arrivalTime@time+60$",
+            "pick_up_date": "$var3.segments.0.arrivalTime@date+60$",
+            "drop_off_time": "$var3.segments.1.departureTime@time-180$",
+            "landed": "$var3.segments.0.arrivalTime@time$",
+        });
+        let r = resolve(args.as_object().unwrap(), &outputs).unwrap();
+        assert_eq!(r["pick_up_time"], json!("00:10"));
+        assert_eq!(r["pick_up_date"], json!("2024-12-02"), "an hour after 23:10 is the next day");
+        assert_eq!(r["drop_off_time"], json!("07:00"));
+        assert_eq!(r["landed"], json!("23:10"));
+        let e = resolve(json!({"x": "$var3.segments@time$"}).as_object().unwrap(), &outputs).unwrap_err();
+        assert!(e.to_string().contains("not a date and time"), "{e}");
+        for not in ["$var3.at@hour+1$", "$var3.at@time+$", "$var3.at@time+1h$", "$@time$", "$a@b@time$"] {
+            assert_eq!(Reference::whole(not), None, "{not}");
+        }
+        assert_eq!(Reference::new("v", "a").derived(Derive { part: Part::Date, minutes: 0 }).to_string(), "$v.a@date$");
     }
 }

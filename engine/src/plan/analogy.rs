@@ -24,6 +24,7 @@ use super::learned::{mentions, Kind, Mention};
 use super::names::is_stop_name;
 use super::planner::UnsureMentions;
 use super::reading::{mistyped, says, tokens, words, Token};
+use super::spans;
 use super::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
@@ -254,13 +255,18 @@ impl Analogy {
                 .map(|(k, x)| self.transfer_deep(x, mention_kinds).map(|v| (k.clone(), v)))
                 .collect::<Result<serde_json::Map<_, _>, _>>()
                 .map(Value::Object),
-            Value::String(s) if crate::exec::refs::holds_reference(s) => Ok(value.clone()),
+            Value::String(s) if crate::exec::refs::holds_reference(s) => Ok(Value::String(self.reshift(s))),
             _ => match self.transfer(value, mention_kinds) {
                 Transfer::Mapped(v) => Ok(v),
                 Transfer::Unmatched(k) => Err(k),
                 Transfer::Unsaid => Ok(value.clone()),
             },
         }
+    }
+
+    /// `s` with each derived reference's span the new request's counterpart (see [`spans`]).
+    pub fn reshift(&self, s: &str) -> String {
+        spans::reshift(s, &self.old.shifts, &self.new.shifts)
     }
 
     fn transfer_date(&self, s: &str) -> Option<Transfer> {
@@ -307,11 +313,27 @@ impl Analogy {
         }
         let key = format!("{h:02}:{m:02}");
         let rest = &s.trim()[s.trim().find(':')? + 3..];
-        let i = self.old_mentions(Kind::Time).iter().position(|x| x.value == key)?;
-        Some(match self.counterpart(Kind::Time, i) {
-            Some(x) => Transfer::Mapped(Value::String(format!("{}{rest}", x.value))),
-            None => Transfer::Unmatched(Kind::Time),
-        })
+        let olds = self.old_mentions(Kind::Time);
+        if let Some(i) = olds.iter().position(|x| x.value == key) {
+            return Some(match self.counterpart(Kind::Time, i) {
+                Some(x) => Transfer::Mapped(Value::String(format!("{}{rest}", x.value))),
+                None => Transfer::Unmatched(Kind::Time),
+            });
+        }
+        // Derived: a time the old request said, shifted by a span it said ("at 11:15 … a taxi 35
+        // minutes after my train gets there" → 11:50): the counterpart time by the counterpart span.
+        let time_of = |t: &str| chrono::NaiveTime::parse_from_str(t, "%H:%M").ok();
+        let at = time_of(&key)?;
+        let (i, shift) = olds.iter().enumerate().find_map(|(i, x)| {
+            let said = time_of(&x.value)?;
+            let s = self.old.shifts.iter().find(|s| **s != 0 && said + Duration::minutes(**s) == at)?;
+            Some((i, *s))
+        })?;
+        let new_time = self.counterpart(Kind::Time, i).and_then(|x| time_of(&x.value));
+        let shifted = new_time.zip(spans::counterpart(&self.old.shifts, &self.new.shifts, shift));
+        Some(shifted.map_or(Transfer::Unmatched(Kind::Time), |(t, s)| {
+            Transfer::Mapped(Value::String(format!("{}{rest}", (t + Duration::minutes(s)).format("%H:%M"))))
+        }))
     }
 
     fn transfer_number(&self, n: f64) -> Transfer {

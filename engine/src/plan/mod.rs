@@ -33,6 +33,7 @@ pub(crate) mod replies;
 mod requirement;
 mod scan;
 mod slots;
+pub(crate) mod spans;
 pub(crate) mod values;
 
 mod planner;

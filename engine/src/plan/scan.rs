@@ -66,6 +66,9 @@ pub struct RequestValues {
     /// `HH:MM`, 24-hour.
     pub times: Vec<String>,
     pub numbers: Vec<Counted>,
+    /// Spans of time said relative to an event, in signed minutes and in order ("one hour after
+    /// I land" → 60, "three hours before my flight" → -180, "half an hour after" → 30).
+    pub shifts: Vec<i64>,
     pub quoted: Vec<String>,
     pub names: Vec<String>,
     pub emails: Vec<String>,

@@ -6,6 +6,7 @@
 use super::dates::{self, date_like, spoken_time, year_number};
 use super::names::{self, is_capitalised};
 use super::reading::{key, tokens, word_list, Token};
+use super::spans;
 use chrono::NaiveDate;
 
 pub(super) use super::scan::{amount, cues_at, small_number, Scan};
@@ -60,6 +61,7 @@ impl RequestValues {
         dates::dates(&mut scan, absolute, fallback_today, &mut v);
         dates::times(&scan, &mut v);
         counts(&scan, &mut v);
+        spans::read(&scan, &mut v);
         quoted(text, &mut v);
         labelled(&mut scan, &mut v);
         contacts(&scan, &mut v);

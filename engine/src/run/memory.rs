@@ -2,7 +2,7 @@
 //! `memory` collection. The same request replaces its old entry; invalidating an API deletes the
 //! entries that use it; a new request recalls the nearest entries.
 
-use crate::exec::refs::Reference;
+use crate::exec::refs::{Derive, Part, Reference};
 use crate::plan::ArgSource;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
@@ -126,17 +126,23 @@ pub struct RecordedCall<'a> {
 /// Memory steps of a recorded chain, with where each value came from made explicit: a literal
 /// the request never says but an earlier call's response holds (an id, coordinates, a name the
 /// annotator copied from a result) becomes a reference to that field (`$var3.result.1.hotel_id$`,
-/// indexes kept), wherever it stands — inside arrays and objects too. What the request says stays
-/// literal (the replay maps it to the new request's mention).
+/// indexes kept), wherever it stands — inside arrays and objects too. A time of day the request
+/// never says that is a response's date-time shifted by a span the request says ("one hour after
+/// I land": the flight's arrival + 60 minutes) becomes a derived reference
+/// (`$var3.….arrivalTime@time+60$`), and the same call's date that is that moment's day
+/// (`@date+60`). What the request says stays literal (the replay maps it to the new request's
+/// mention).
 pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
     let said = request.to_lowercase();
+    let read = crate::plan::RequestValues::extract(request, chrono::NaiveDate::default());
     calls
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let earlier = &calls[..i];
-            let arguments: Map<String, Value> =
+            let mut arguments: Map<String, Value> =
                 c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
+            derive_times(&mut arguments, &read, earlier);
             let sources = arguments
                 .iter()
                 .map(|(k, v)| {
@@ -177,6 +183,79 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
     }
 }
 
+/// `HH:MM` of a recorded time argument (`10:10`, `10:10:00`).
+fn time_of_day(v: &Value) -> Option<chrono::NaiveTime> {
+    let s = v.as_str()?.trim();
+    chrono::NaiveTime::parse_from_str(s.get(..5)?, "%H:%M").ok().filter(|_| s.len() == 5 || s.len() == 8)
+}
+
+/// A date-time a response holds (`2024-12-01T09:10:00`, `2024-12-01 09:10`).
+fn date_time(v: &Value) -> Option<chrono::NaiveDateTime> {
+    let s = v.as_str()?.trim();
+    let head = s.get(..16)?.replace(' ', "T");
+    chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M").ok()
+}
+
+/// Times of day the request never says, traced to an earlier response's date-time shifted by a
+/// span the request says (or by none): `$label.path@time±M$`; then the date argument named like
+/// it (`pick_up_date` for `pick_up_time`) where it is the traced moment's day,
+/// `$label.path@date±M$`. The most recent producer first, its shallowest date-time first.
+fn derive_times(arguments: &mut Map<String, Value>, read: &crate::plan::RequestValues, earlier: &[RecordedCall<'_>]) {
+    let shifts: Vec<i64> = read.shifts.iter().copied().chain([0]).collect();
+    let mut traced: Vec<(String, Reference, chrono::NaiveDateTime)> = Vec::new();
+    for (k, v) in arguments.iter_mut() {
+        let Some(t) = time_of_day(v) else { continue };
+        if read.times.contains(&t.format("%H:%M").to_string()) {
+            continue;
+        }
+        let found = earlier.iter().rev().find_map(|c| {
+            date_times(c.response?).into_iter().find_map(|(path, at)| {
+                let m = *shifts.iter().find(|m| (at + chrono::Duration::minutes(**m)).time() == t)?;
+                Some((Reference::new(c.label, path).derived(Derive { part: Part::Time, minutes: m }), at, m))
+            })
+        });
+        if let Some((r, at, m)) = found {
+            *v = r.clone().into();
+            traced.push((k.replace("time", "date"), r, at + chrono::Duration::minutes(m)));
+        }
+    }
+    for (date_param, r, moment) in traced {
+        let Some(v) = arguments.get_mut(&date_param) else { continue };
+        let day = v.as_str().and_then(|s| chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").ok());
+        if day == Some(moment.date()) {
+            let minutes = r.derive.map_or(0, |d| d.minutes);
+            *v = r.derived(Derive { part: Part::Date, minutes }).into();
+        }
+    }
+}
+
+/// Every date-time a response holds, breadth first (shallowest first), with its path.
+fn date_times(response: &Value) -> Vec<(String, chrono::NaiveDateTime)> {
+    let mut out = Vec::new();
+    let mut queue: std::collections::VecDeque<(&Value, String)> =
+        std::collections::VecDeque::from([(response, String::new())]);
+    let join = |p: &str, k: &str| if p.is_empty() { k.to_string() } else { format!("{p}.{k}") };
+    let mut seen = 0;
+    while let Some((node, path)) = queue.pop_front() {
+        seen += 1;
+        if seen > 20_000 {
+            break;
+        }
+        match node {
+            Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
+            Value::Array(items) => {
+                items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string()))))
+            }
+            v => {
+                if let Some(at) = date_time(v) {
+                    out.push((path, at));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The path (keys and indexes, dot-separated) of the first scalar equal to `text`, breadth first.
 fn field_holding(response: &Value, text: &str) -> Option<String> {
     let mut queue: std::collections::VecDeque<(&Value, String)> =
@@ -203,4 +282,44 @@ fn field_holding(response: &Value, text: &str) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_time_derived_from_an_output_by_a_said_span_is_remembered_as_a_derived_reference() {
+        let request = "Find the cheapest flight from Amsterdam to Rome on December 1st, 2024. I'll pick up a car \
+                       at the airport one hour after I land and return it at 8 AM on December 8th.";
+        let flights = json!({"flightOffers": [{"segments": [
+            {"departureTime": "2024-12-01T20:55:00", "arrivalTime": "2024-12-01T23:10:00"}
+        ]}]});
+        let search = json!({"fromId": "AMS.AIRPORT", "departDate": "2024-12-01"});
+        let rent = json!({"pick_up_time": "00:10", "pick_up_date": "2024-12-02", "drop_off_time": "08:00",
+                          "drop_off_date": "2024-12-08", "landed": "23:10"});
+        let calls = [
+            RecordedCall {
+                api: "flights",
+                label: "var1",
+                arguments: search.as_object().unwrap(),
+                response: Some(&flights),
+            },
+            RecordedCall { api: "cars", label: "var2", arguments: rent.as_object().unwrap(), response: None },
+        ];
+        let steps = recorded_steps(request, &calls);
+        let args = &steps[1].arguments;
+        assert_eq!(args["pick_up_time"], json!("$var1.flightOffers.0.segments.0.arrivalTime@time+60$"));
+        assert_eq!(args["pick_up_date"], json!("$var1.flightOffers.0.segments.0.arrivalTime@date+60$"), "the next day");
+        assert_eq!(
+            args["landed"],
+            json!("$var1.flightOffers.0.segments.0.arrivalTime@time$"),
+            "no span: the time itself"
+        );
+        assert_eq!(args["drop_off_time"], json!("08:00"), "a time the request says stays the request's");
+        assert_eq!(args["drop_off_date"], json!("2024-12-08"));
+        assert_eq!(steps[0].arguments["departDate"], json!("2024-12-01"), "nothing earlier to derive from");
+        assert!(matches!(steps[1].sources["pick_up_time"], ArgSource::Output { .. }));
+    }
 }

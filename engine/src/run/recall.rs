@@ -301,7 +301,11 @@ impl Engine {
                 if let Some(source @ ArgSource::Output { .. }) =
                     step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
                 {
-                    f.arguments.insert(name.clone(), recorded.clone());
+                    let reshifted = match recorded.as_str() {
+                        Some(s) => Value::String(analogy.reshift(s)),
+                        None => recorded.clone(),
+                    };
+                    f.arguments.insert(name.clone(), reshifted);
                     f.sources.insert(name.clone(), source);
                     continue;
                 }

@@ -1,0 +1,146 @@
+//! Spans of time said relative to an event ("one hour after I land", "three hours before my
+//! flight takes off", "half an hour after the tour ends"): read as signed minutes
+//! ([`RequestValues::shifts`]), and carried from a remembered request to a new one — the old
+//! request's span becomes the new one's counterpart: the same sign (after / before) and the same
+//! place among the spans of that sign. The memory writes a value derived from an output by such a
+//! span as a derived reference (`$var3.….arrivalTime@time+60$`, see [`crate::exec::refs`]); the
+//! replay gives it the new request's span.
+
+use super::scan::{amount, small_number, RequestValues, Scan};
+use crate::exec::refs::Reference;
+
+/// Spans of time before or after an event: a number (`one`, `2`, `1.5`, `an`, `half an`), a
+/// unit (hours, minutes), maybe `and a half`, then `after` / `later` (+) or `before` / `earlier` /
+/// `prior` (-).
+pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
+    let Scan { toks, lower, .. } = scan;
+    let word = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
+    for i in 0..toks.len() {
+        let unit = match word(i + 1) {
+            "hour" | "hours" | "hr" | "hrs" => 60.0,
+            "minute" | "minutes" | "min" | "mins" => 1.0,
+            _ => continue,
+        };
+        let n = if word(i) == "an" && word(i.wrapping_sub(1)) == "half" {
+            0.5
+        } else {
+            match amount(toks[i].text).filter(|(_, c)| c.is_none()).map(|(n, _)| n).or_else(|| small_number(&lower[i]))
+            {
+                Some(n) if n > 0.0 => n,
+                _ => continue,
+            }
+        };
+        let (half, k) =
+            if toks[i + 1].punct.is_none() && [word(i + 2), word(i + 3), word(i + 4)] == ["and", "a", "half"] {
+                (0.5, i + 5)
+            } else {
+                (0.0, i + 2)
+            };
+        let sign = match word(k) {
+            "after" | "later" => 1.0,
+            "before" | "earlier" | "prior" => -1.0,
+            _ => continue,
+        };
+        if toks[k - 1].punct.is_some() {
+            continue;
+        }
+        let minutes = sign * (n + half) * unit;
+        if minutes.fract() == 0.0 && minutes.abs() <= 60.0 * 24.0 * 31.0 {
+            v.shifts.push(minutes as i64);
+        }
+    }
+}
+
+/// The new request's span for the old request's span of `minutes`: the same sign, the same place
+/// among the spans of that sign. `None`: the old request said no such span (or none: 0), or the
+/// new one has no counterpart.
+pub fn counterpart(old: &[i64], new: &[i64], minutes: i64) -> Option<i64> {
+    let i = old.iter().position(|m| *m == minutes).filter(|_| minutes != 0)?;
+    let same_sign = |m: &&i64| m.signum() == minutes.signum();
+    let rank = old[..i].iter().filter(same_sign).count();
+    new.iter().filter(same_sign).nth(rank).copied()
+}
+
+/// `s` with each derived reference's span replaced by its counterpart ([`counterpart`]); a span
+/// with no counterpart is kept.
+pub fn reshift(s: &str, old: &[i64], new: &[i64]) -> String {
+    let mut out = s.to_string();
+    for r in Reference::all_in(s) {
+        let Some(mut d) = r.derive else { continue };
+        if let Some(m) = counterpart(old, new, d.minutes) {
+            d.minutes = m;
+            out = out.replacen(&r.to_string(), &r.clone().derived(d).to_string(), 1);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::analogy::{Analogy, Transfer};
+    use chrono::NaiveDate;
+    use serde_json::json;
+
+    fn day() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2024, 6, 1).unwrap()
+    }
+
+    #[test]
+    fn spans_before_and_after_an_event_are_signed_minutes() {
+        let read = |t: &str| RequestValues::extract(t, day()).shifts;
+        assert_eq!(
+            read(
+                "Pick up the car one hour after arriving in Rome and return it three hours before my flight takes off."
+            ),
+            vec![60, -180]
+        );
+        assert_eq!(
+            read("A taxi half an hour after the plane lands, another 45 minutes before the tour."),
+            vec![30, -45]
+        );
+        assert_eq!(read("Collect it an hour and a half after I land; return it 26 hours later."), vec![90, 1560]);
+        assert_eq!(read("Book 2 hours of tennis after lunch. Two hours. After that, rest."), Vec::<i64>::new());
+        assert_eq!(read("It takes 1.5 hours before noon"), vec![-90]);
+    }
+
+    #[test]
+    fn a_span_takes_the_counterpart_of_its_sign_and_place() {
+        assert_eq!(counterpart(&[60, -180], &[-120, 30], 60), Some(30));
+        assert_eq!(counterpart(&[60, -180], &[-120, 30], -180), Some(-120));
+        assert_eq!(counterpart(&[60, 90], &[45], 90), None, "no second span after");
+        assert_eq!(counterpart(&[60], &[45], 0), None, "no span is no span");
+        assert_eq!(counterpart(&[60], &[45], 15), None, "a span the old request did not say");
+    }
+
+    #[test]
+    fn a_time_derived_from_an_output_takes_the_span_the_new_request_says() {
+        let old = "Pick up the car one hour after I land in Rome and return it three hours before my flight back.";
+        let new = "Return the car two hours before the flight home; collect it 30 minutes after landing in Oslo.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        let args = json!({
+            "pick_up_time": "$var3.segments.0.arrivalTime@time+60$",
+            "pick_up_date": "$var3.segments.0.arrivalTime@date+60$",
+            "drop_off_time": "$var3.segments.1.departureTime@time-180$",
+            "id": "$var4.id$",
+        });
+        assert_eq!(
+            a.transfer_deep(&args, None).unwrap(),
+            json!({
+                "pick_up_time": "$var3.segments.0.arrivalTime@time+30$",
+                "pick_up_date": "$var3.segments.0.arrivalTime@date+30$",
+                "drop_off_time": "$var3.segments.1.departureTime@time-120$",
+                "id": "$var4.id$",
+            })
+        );
+    }
+
+    #[test]
+    fn a_time_said_then_shifted_by_a_span_takes_the_new_time_and_span() {
+        let old = "I arrive at Bruxelles-Central at 11:15am. Book a taxi 35 minutes after my train gets there.";
+        let new = "Taxi needed 20 minutes after my train reaches Gare du Nord, which is at 9:40am.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer(&json!("11:50"), None), Transfer::Mapped(json!("10:00")));
+        assert_eq!(a.transfer(&json!("11:15"), None), Transfer::Mapped(json!("09:40")));
+    }
+}
