@@ -231,57 +231,47 @@ fn derive_times(arguments: &mut Map<String, Value>, read: &crate::plan::RequestV
 
 /// Every date-time a response holds, breadth first (shallowest first), with its path.
 fn date_times(response: &Value) -> Vec<(String, chrono::NaiveDateTime)> {
-    let mut out = Vec::new();
-    let mut queue: std::collections::VecDeque<(&Value, String)> =
-        std::collections::VecDeque::from([(response, String::new())]);
-    let join = |p: &str, k: &str| if p.is_empty() { k.to_string() } else { format!("{p}.{k}") };
-    let mut seen = 0;
-    while let Some((node, path)) = queue.pop_front() {
-        seen += 1;
-        if seen > 20_000 {
-            break;
-        }
-        match node {
-            Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
-            Value::Array(items) => {
-                items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string()))))
-            }
-            v => {
-                if let Some(at) = date_time(v) {
-                    out.push((path, at));
-                }
-            }
-        }
-    }
-    out
+    breadth_first(response).filter_map(|(path, v)| date_time(v).map(|at| (path, at))).collect()
 }
 
 /// The path (keys and indexes, dot-separated) of the first scalar equal to `text`, breadth first.
 fn field_holding(response: &Value, text: &str) -> Option<String> {
+    breadth_first(response).find_map(|(path, v)| {
+        let equal = match v {
+            Value::String(s) => s.trim() == text,
+            Value::Number(n) => {
+                n.to_string() == text || n.as_f64().zip(text.parse::<f64>().ok()).is_some_and(|(a, b)| a == b)
+            }
+            _ => false,
+        };
+        equal.then_some(path)
+    })
+}
+
+/// A response's scalars with their paths (keys and indexes, dot-separated), breadth first:
+/// shallowest first, and in a list the first element's before the next's. At most 20,000 nodes
+/// are visited.
+fn breadth_first(response: &Value) -> impl Iterator<Item = (String, &Value)> {
     let mut queue: std::collections::VecDeque<(&Value, String)> =
         std::collections::VecDeque::from([(response, String::new())]);
-    let mut seen = 0;
     let join = |p: &str, k: &str| if p.is_empty() { k.to_string() } else { format!("{p}.{k}") };
-    while let Some((node, path)) = queue.pop_front() {
-        seen += 1;
-        if seen > 20_000 {
-            return None;
-        }
-        match node {
-            Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
-            Value::Array(items) => {
-                items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string()))))
+    let mut seen = 0;
+    std::iter::from_fn(move || {
+        while let Some((node, path)) = queue.pop_front() {
+            seen += 1;
+            if seen > 20_000 {
+                return None;
             }
-            Value::String(s) if s.trim() == text => return Some(path),
-            Value::Number(n)
-                if n.to_string() == text || n.as_f64().zip(text.parse::<f64>().ok()).is_some_and(|(a, b)| a == b) =>
-            {
-                return Some(path)
+            match node {
+                Value::Object(m) => m.iter().for_each(|(k, x)| queue.push_back((x, join(&path, k)))),
+                Value::Array(items) => {
+                    items.iter().enumerate().for_each(|(i, x)| queue.push_back((x, join(&path, &i.to_string()))))
+                }
+                v => return Some((path, v)),
             }
-            _ => {}
         }
-    }
-    None
+        None
+    })
 }
 
 #[cfg(test)]
