@@ -218,18 +218,62 @@ impl std::fmt::Display for RefError {
     }
 }
 
-/// Follow `path` (dot-separated keys / indexes) into `v`.
+/// Follow `path` (dot-separated keys / indexes) into `v`. On a list, a segment
+/// `min(price:units)` / `max(…)` takes the element whose field at that path (`:`-separated) is
+/// the least / the greatest number ([`Extreme`]).
 pub fn lookup<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let Some((first, rest)) = path.split_first() else {
         return Some(v);
     };
     match v {
         Value::Object(m) => lookup(m.get(*first)?, rest),
-        Value::Array(items) => match first.parse::<usize>() {
-            Ok(i) => lookup(items.get(i)?, rest),
-            Err(_) => lookup(items.first()?, path),
+        Value::Array(items) => match (first.parse::<usize>(), Extreme::parse(first)) {
+            (Ok(i), _) => lookup(items.get(i)?, rest),
+            (_, Some(e)) => lookup(e.pick(items)?, rest),
+            _ => lookup(items.first()?, path),
         },
         _ => None,
+    }
+}
+
+/// A list element chosen by the least or the greatest value of one of its numeric fields: the
+/// path segment `min(price:units)` ("the cheapest day" of a price calendar), written by the
+/// memory where a recorded run took the one element of a list that was such an extreme.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extreme {
+    pub least: bool,
+    /// The field inside each element, as path segments.
+    pub field: Vec<String>,
+}
+
+impl Extreme {
+    pub fn parse(segment: &str) -> Option<Self> {
+        let (least, inner) = match segment.strip_prefix("min(") {
+            Some(i) => (true, i),
+            None => (false, segment.strip_prefix("max(")?),
+        };
+        let field: Vec<String> = inner.strip_suffix(')')?.split(':').map(str::to_string).collect();
+        field.iter().all(|f| !f.is_empty() && !f.contains(['(', ')'])).then_some(Extreme { least, field })
+    }
+
+    /// The element of `items` it chooses (the first of equals; elements without the field are
+    /// passed over).
+    pub fn pick<'a>(&self, items: &'a [Value]) -> Option<&'a Value> {
+        let field: Vec<&str> = self.field.iter().map(String::as_str).collect();
+        let mut best: Option<(&Value, f64)> = None;
+        for item in items {
+            let Some(x) = lookup(item, &field).and_then(Value::as_f64) else { continue };
+            if best.is_none_or(|(_, b)| if self.least { x < b } else { x > b }) {
+                best = Some((item, x));
+            }
+        }
+        best.map(|(item, _)| item)
+    }
+}
+
+impl std::fmt::Display for Extreme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", if self.least { "min" } else { "max" }, self.field.join(":"))
     }
 }
 
@@ -339,6 +383,30 @@ mod tests {
         assert_eq!(labels_in(&json!({"a": ["$x.y$", {"b": "$z$ and $5"}], "c": 3})), vec!["x", "z"]);
         let v: Value = Reference::new("var3", "id").into();
         assert_eq!(v, json!("$var3.id$"));
+    }
+
+    #[test]
+    fn an_extreme_segment_takes_the_element_with_the_least_or_greatest_field() {
+        let outputs: HashMap<String, Value> = [(
+            "var3".to_string(),
+            json!([
+                {"day": "2024-11-05", "price": {"units": 652}},
+                {"day": "2024-11-06", "price": {"units": 498}},
+                {"day": "2024-11-07"},
+                {"day": "2024-11-08", "price": {"units": 498}},
+                {"day": "2024-11-09", "price": {"units": 700}},
+            ]),
+        )]
+        .into_iter()
+        .collect();
+        let r = Reference::whole("$var3.min(price:units).day$").unwrap();
+        assert_eq!(r.to_string(), "$var3.min(price:units).day$");
+        assert_eq!(r.resolve(&outputs).unwrap(), json!("2024-11-06"), "the first of equals");
+        assert_eq!(Reference::new("var3", "max(price:units).day").resolve(&outputs).unwrap(), json!("2024-11-09"));
+        assert!(Reference::new("var3", "min(nothing).day").resolve(&outputs).is_err());
+        assert_eq!(Extreme::parse("min()"), None);
+        assert_eq!(Extreme::parse("least(price)"), None);
+        assert_eq!(Extreme::parse("max(a:b)").unwrap().to_string(), "max(a:b)");
     }
 
     #[test]

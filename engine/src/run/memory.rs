@@ -130,12 +130,14 @@ pub struct RecordedCall<'a> {
 /// never says that is a response's date-time shifted by a span the request says ("one hour after
 /// I land": the flight's arrival + 60 minutes) becomes a derived reference
 /// (`$var3.….arrivalTime@time+60$`), and the same call's date that is that moment's day
-/// (`@date+60`). What the request says stays literal (the replay maps it to the new request's
-/// mention).
+/// (`@date+60`). Where the request asks for a superlative ("the cheapest day") and the chain
+/// took one element of a list (not the first) that holds the least or greatest value of a field,
+/// the index becomes that choice (`$var3.min(price:units).departureDate$`). What the request says
+/// stays literal (the replay maps it to the new request's mention).
 pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
     let said = request.to_lowercase();
     let read = crate::plan::RequestValues::extract(request, chrono::NaiveDate::default());
-    calls
+    let mut all: Vec<Map<String, Value>> = calls
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -143,6 +145,17 @@ pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemorySt
             let mut arguments: Map<String, Value> =
                 c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
             derive_times(&mut arguments, &read, earlier);
+            arguments
+        })
+        .collect();
+    if !crate::plan::reading::ordering_words(request).is_empty() {
+        let responses: Vec<(&str, Option<&Value>)> = calls.iter().map(|c| (c.label, c.response)).collect();
+        super::extremes::choose_extremes(&mut all, &responses, field_holding);
+    }
+    calls
+        .iter()
+        .zip(all)
+        .map(|(c, arguments)| {
             let sources = arguments
                 .iter()
                 .map(|(k, v)| {

@@ -15,6 +15,7 @@
 pub(crate) mod args;
 mod calls;
 mod conclude;
+mod extremes;
 pub(crate) mod health;
 pub(crate) mod learn;
 pub(crate) mod memory;
