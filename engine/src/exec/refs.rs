@@ -62,16 +62,19 @@ impl Derive {
     /// The part of `v` (a date-time, `2024-12-01T09:10:00` or with a space, seconds optional)
     /// after the shift.
     pub fn apply(&self, v: &Value) -> Result<Value, String> {
-        let text = v.as_str().map(str::trim).unwrap_or_default();
-        let head = text.get(..16).unwrap_or(text).replace(' ', "T");
-        let at = chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M")
-            .map_err(|_| format!("holds {v}, not a date and time"))?;
+        let at = date_time(v).ok_or_else(|| format!("holds {v}, not a date and time"))?;
         let at = at + chrono::Duration::minutes(self.minutes);
         Ok(Value::String(match self.part {
             Part::Time => at.format("%H:%M").to_string(),
             Part::Date => at.format("%Y-%m-%d").to_string(),
         }))
     }
+}
+
+/// The date-time a value holds (`2024-12-01T09:10:00`, `2024-12-01 09:10`), to the minute.
+pub fn date_time(v: &Value) -> Option<chrono::NaiveDateTime> {
+    let head = v.as_str()?.trim().get(..16)?.replace(' ', "T");
+    chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M").ok()
 }
 
 impl std::fmt::Display for Derive {

@@ -2,7 +2,7 @@
 //! `memory` collection. The same request replaces its old entry; invalidating an API deletes the
 //! entries that use it; a new request recalls the nearest entries.
 
-use crate::exec::refs::{Derive, Part, Reference};
+use crate::exec::refs::{date_time, Derive, Part, Reference};
 use crate::plan::ArgSource;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
@@ -200,13 +200,6 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
 fn time_of_day(v: &Value) -> Option<chrono::NaiveTime> {
     let s = v.as_str()?.trim();
     chrono::NaiveTime::parse_from_str(s.get(..5)?, "%H:%M").ok().filter(|_| s.len() == 5 || s.len() == 8)
-}
-
-/// A date-time a response holds (`2024-12-01T09:10:00`, `2024-12-01 09:10`).
-fn date_time(v: &Value) -> Option<chrono::NaiveDateTime> {
-    let s = v.as_str()?.trim();
-    let head = s.get(..16)?.replace(' ', "T");
-    chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M").ok()
 }
 
 /// Times of day the request never says, traced to an earlier response's date-time shifted by a
