@@ -28,6 +28,13 @@
 //!   exactly the call's arguments ([`toolgraph_sandbox::Library::exact`]): its nearest-recording
 //!   answer (same required arguments, most optional ones shared) is what the API would likely
 //!   answer, not what it answered, and never makes a call right.
+//! - **Each sample's own responses.** The published runner answers a call that matches a golden
+//!   call with *that sample's* recorded observation (`success_map[t] = golden_obs`). Samples
+//!   recorded on other days share calls whose responses differ (prices, offer tokens, a
+//!   coordinate widened from f32 in one recording and not in another), so the replay sandbox
+//!   answers a run's calls from its own sample's recordings first
+//!   ([`toolgraph_sandbox::Sandbox::answer_first`]), and from the other held-out samples' only
+//!   for calls its sample never made.
 //! - **The end.** A turn with no correct call (and no format error) ends the sample. When the
 //!   model stops, the sample succeeds if its last turn had no incorrect call, every golden turn
 //!   was reached and every golden call left is a location search (or the hotel search) dropped

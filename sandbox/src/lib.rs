@@ -237,6 +237,11 @@ pub struct Sandbox {
     /// without it, or with another value, answers 401 and echoes what it got (as some real APIs
     /// do: the daemon must not let the echo reach a trace).
     required_header: std::sync::RwLock<Option<(String, String)>>,
+    /// The recordings of the sample being replayed, answered first for exactly their arguments:
+    /// ComplexFuncBench's runner answers a call that matches a golden call with *that sample's*
+    /// recorded response, while the library keeps one response per call (the same call recorded
+    /// by two samples, say coordinates in another precision, keeps the later).
+    first: std::sync::RwLock<Library>,
 }
 
 /// `POST /_sandbox/outage`: take a route prefix down or bring it back.
@@ -272,7 +277,27 @@ impl Sandbox {
             faulted: AtomicU64::new(0),
             outages: Default::default(),
             required_header: Default::default(),
+            first: Default::default(),
         })
+    }
+
+    /// Answer calls that have exactly the arguments of one of these recordings with its response,
+    /// before the library (the sample being replayed; an empty list stops it).
+    pub fn answer_first(&self, recordings: impl IntoIterator<Item = Recording>) {
+        *self.first.write().unwrap_or_else(|p| p.into_inner()) = Library::new(recordings);
+    }
+
+    /// The sample's own recording for exactly these arguments, else the library's answer.
+    fn answer(
+        &self,
+        route: &str,
+        args: &Map<String, Value>,
+    ) -> std::result::Result<(Arc<Value>, Match), Option<String>> {
+        let first = self.first.read().unwrap_or_else(|p| p.into_inner()).exact(route, args);
+        match first {
+            Some(v) => Ok((v, Match::Exact)),
+            None => self.library.answer(route, args),
+        }
     }
 
     /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
@@ -438,7 +463,7 @@ async fn answer(
             }
         }
     }
-    match sb.library.answer(path, &args) {
+    match sb.answer(path, &args) {
         Ok((v, how)) => {
             sb.served.fetch_add(1, Ordering::Relaxed);
             if how == Match::Nearest {
@@ -582,6 +607,30 @@ mod tests {
             *lib.exact("h.example/api/search", &m(json!({"query": "Rome", "page": 2}))).unwrap(),
             json!({"id": 2})
         );
+    }
+
+    #[test]
+    fn the_replayed_samples_own_recordings_answer_first() {
+        // Two samples recorded the same call; the real API answered one in another precision.
+        let lib = Library::new([
+            rec(json!({"query": "LAX"}), json!({"longitude": -118.402})),
+            rec(json!({"query": "LAX"}), json!({"longitude": -118.402000427246})),
+            rec(json!({"query": "SFO"}), json!({"longitude": -122.375})),
+        ]);
+        let sb = Sandbox::new(lib, Faults::default());
+        let m = |v: Value| v.as_object().unwrap().clone();
+        let route = "h.example/api/search";
+        assert_eq!(*sb.answer(route, &m(json!({"query": "LAX"}))).unwrap().0, json!({"longitude": -118.402000427246}));
+        sb.answer_first([rec(json!({"query": "LAX"}), json!({"longitude": -118.402}))]);
+        assert_eq!(
+            sb.answer(route, &m(json!({"query": "lax"}))).unwrap(),
+            (Arc::new(json!({"longitude": -118.402})), Match::Exact)
+        );
+        // A call the sample never made is the library's to answer, nearest ones included.
+        assert_eq!(*sb.answer(route, &m(json!({"query": "SFO"}))).unwrap().0, json!({"longitude": -122.375}));
+        assert_eq!(sb.answer(route, &m(json!({"query": "SFO", "page": 2}))).unwrap().1, Match::Nearest);
+        sb.answer_first([]);
+        assert_eq!(*sb.answer(route, &m(json!({"query": "LAX"}))).unwrap().0, json!({"longitude": -118.402000427246}));
     }
 
     #[test]

@@ -223,6 +223,11 @@ struct Replay {
     protocol: crate::complexfuncbench::Protocol,
     exec: Executor,
     stop: tokio::sync::oneshot::Sender<()>,
+    sandbox: Arc<Sandbox>,
+    /// Each held-out chain's own recordings, in the order of the fold's held-out chains: the
+    /// sandbox answers a run's calls from its sample's recordings first, as the benchmark's runner
+    /// answers a call matching a golden one with that sample's recorded response.
+    own: Vec<Vec<toolgraph_sandbox::Recording>>,
 }
 
 async fn replay_of(test: &[&Chain], specs: &[Spec], skipped: &mut Vec<String>) -> Result<Replay, Failed> {
@@ -232,9 +237,11 @@ async fn replay_of(test: &[&Chain], specs: &[Spec], skipped: &mut Vec<String>) -
     // Scored against what the sandbox recorded for exactly a call's arguments (its nearest
     // answers never make a call right).
     let protocol = crate::complexfuncbench::Protocol::new(specs, &recs);
+    let own = test.iter().map(|c| recordings(std::slice::from_ref(*c), specs).0).collect();
     let sb = Sandbox::new(Library::new(recs), Faults::default());
-    let (addr, stop) =
-        sandbox::spawn("127.0.0.1:0", sb).await.map_err(|e| input(format!("cannot start the replay sandbox: {e}")))?;
+    let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone())
+        .await
+        .map_err(|e| input(format!("cannot start the replay sandbox: {e}")))?;
     let exec = Executor::new(ExecSettings {
         rewrites: vec![("https://".into(), format!("http://{addr}/"))],
         timeout_ms: 5_000,
@@ -243,7 +250,7 @@ async fn replay_of(test: &[&Chain], specs: &[Spec], skipped: &mut Vec<String>) -
         allow_private: vec!["127.0.0.1/32".into()],
         ..ExecSettings::default()
     })?;
-    Ok(Replay { protocol, exec, stop })
+    Ok(Replay { protocol, exec, stop, sandbox: sb, own })
 }
 
 /// `llm-direct`'s view of a fold: every API of the domain as the model's tools, in a stable order.
@@ -303,7 +310,8 @@ async fn run_method(
             None => engine.run(&request, Map::new(), None).await?,
         })
     };
-    for (index, chain) in scoring.held_out {
+    for (i, (index, chain)) in scoring.held_out.iter().enumerate() {
+        scoring.replay.sandbox.answer_first(scoring.replay.own.get(i).cloned().unwrap_or_default());
         let gold = match gold_of(chain) {
             Ok(g) => g,
             Err(e) => {
