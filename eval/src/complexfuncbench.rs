@@ -68,7 +68,11 @@ use toolgraph_engine::exec::refs::labels_in;
 use toolgraph_engine::exec::CallError;
 use toolgraph_engine::run::TraceEvent;
 use toolgraph_ingest::complexfuncbench::Spec;
-use toolgraph_sandbox::{normalize, Library, Match, Recording};
+use toolgraph_sandbox::{normalize, Match, Recording};
+
+mod recorded;
+use recorded::same;
+pub use recorded::{api_key, Recorded};
 
 /// The benchmark's lists, as published (see the file's `source`).
 const PROTOCOL_FILE: &str = include_str!("../data/complexfuncbench-protocol.json");
@@ -116,33 +120,6 @@ struct Format {
     types: HashMap<String, String>,
 }
 
-/// The responses recorded for exactly a call's arguments: what the real API answered.
-#[derive(Default)]
-pub struct Recorded {
-    library: Library,
-    /// API slug → route in the library.
-    routes: HashMap<String, String>,
-}
-
-impl Recorded {
-    pub fn new(recordings: &[Recording]) -> Self {
-        let routes =
-            recordings.iter().map(|r| (api_key(&r.api), r.route.trim_start_matches('/').to_string())).collect();
-        Recorded { library: Library::new(recordings.iter().cloned()), routes }
-    }
-
-    /// The response recorded for exactly these arguments of `api` (a slug or a name).
-    pub fn exact(&self, api: &str, args: &Map<String, Value>) -> Option<Arc<Value>> {
-        self.routes.get(&api_key(api)).and_then(|route| self.library.exact(route, args))
-    }
-
-    /// What the replay sandbox answers to this call, and how it found it (`None`: no recording
-    /// of the API answers these arguments, or the API has none).
-    pub fn answer(&self, api: &str, args: &Map<String, Value>) -> Option<(Arc<Value>, Match)> {
-        self.routes.get(&api_key(api)).and_then(|route| self.library.answer(route, args).ok())
-    }
-}
-
 /// The protocol's facts for one run of the scorer: the benchmark's lists, the APIs' specs (the
 /// format check; none for an API without a spec) and the exact recordings (response match).
 pub struct Protocol {
@@ -182,8 +159,8 @@ impl Protocol {
         self.recorded.answer(api, args)
     }
 
-    /// The response recorded for exactly this call, if any.
-    pub fn exact_response(&self, api: &str, args: &Map<String, Value>) -> Option<Arc<Value>> {
+    /// Every response recorded for exactly this call (none: the API was never asked it).
+    pub fn exact_responses(&self, api: &str, args: &Map<String, Value>) -> &[Arc<Value>] {
         self.recorded.exact(api, args)
     }
 
@@ -240,10 +217,9 @@ impl Protocol {
                 Some(_) => {}
             }
         }
-        let by_response = match (self.recorded.exact(&pred.api, &pred.arguments), &gold.response) {
-            (Some(p), Some(g)) => !is_empty_object(&p) && same(&p, g),
-            _ => false,
-        };
+        let by_response = gold.response.as_ref().is_some_and(|g| {
+            self.recorded.exact(&pred.api, &pred.arguments).iter().any(|p| !is_empty_object(p) && same(p, g))
+        });
         if by_response {
             return Ok(());
         }
@@ -268,27 +244,6 @@ impl Call {
         self.api == other.api
             && self.arguments.len() == other.arguments.len()
             && self.arguments.iter().all(|(k, v)| other.arguments.get(k).is_some_and(|o| same(v, o)))
-    }
-}
-
-/// The API part of an id (`travel/booking_com15/search_car_location` → `search_car_location`) or
-/// a golden name's slug (`Search_Car_Location` → `search_car_location`).
-pub fn api_key(name: &str) -> String {
-    toolgraph_schema::slug(name.rsplit('/').next().unwrap_or(name))
-}
-
-/// Python's `==` on JSON values: numbers by value, everything else exactly.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => x == y,
-        },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
     }
 }
 
@@ -665,11 +620,11 @@ pub fn correct_calls(protocol: &Protocol, gold: &Gold, sent: &[SentCall]) -> usi
         if used[n] {
             continue;
         }
-        let Some(r) = protocol.exact_response(&call.api, &call.arguments) else { continue };
+        let answers = protocol.exact_responses(&call.api, &call.arguments);
         if let Some(i) = (0..gold.calls.len()).find(|&i| {
             !matched[i]
                 && keys[i] == call.api
-                && gold.calls[i].response.as_ref().is_some_and(|g| normalize(g) == normalize(&r))
+                && gold.calls[i].response.as_ref().is_some_and(|g| answers.iter().any(|r| normalize(g) == normalize(r)))
         }) {
             matched[i] = true;
             used[n] = true;

@@ -230,15 +230,24 @@ struct Replay {
     own: Vec<Vec<toolgraph_sandbox::Recording>>,
 }
 
-async fn replay_of(test: &[&Chain], specs: &[Spec], skipped: &mut Vec<String>) -> Result<Replay, Failed> {
+async fn replay_of(
+    test: &[&Chain],
+    every: &[toolgraph_sandbox::Recording],
+    specs: &[Spec],
+    skipped: &mut Vec<String>,
+) -> Result<Replay, Failed> {
     let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
     let (recs, errors) = recordings(&owned, specs);
     skipped.extend(errors);
-    // Scored against what the sandbox recorded for exactly a call's arguments (its nearest
-    // answers never make a call right).
-    let protocol = crate::complexfuncbench::Protocol::new(specs, &recs);
+    // Scored against what was recorded for exactly a call's arguments, in any chain of the data
+    // (the stand-in for the live API the published scorer asks; the sandbox's nearest answers
+    // never make a call right).
+    let protocol = crate::complexfuncbench::Protocol::new(specs, every);
     let own = test.iter().map(|c| recordings(std::slice::from_ref(*c), specs).0).collect();
-    let sb = Sandbox::new(Library::new(recs), Faults::default());
+    // The sandbox answers every call recorded in the data, the held-out chains last (a call
+    // recorded twice keeps the later) and each run its own sample's first (below),
+    // as the live API would have.
+    let sb = Sandbox::new(Library::new(every.iter().cloned().chain(recs)), Faults::default());
     let (addr, stop) = sandbox::spawn("127.0.0.1:0", sb.clone())
         .await
         .map_err(|e| input(format!("cannot start the replay sandbox: {e}")))?;
@@ -358,6 +367,9 @@ pub async fn run(
     // Folds: the training chains, and the test chains with their index in the file they come
     // from (what a reworded request names).
     let folds = folds_of(&train_all, test_all.as_deref(), opts.harness.folds);
+    // Every recorded call of the data, what the scorer's response match asks (a chain's errors
+    // are reported where it is held out).
+    let every = recordings(&[train_all.as_slice(), test_all.as_deref().unwrap_or_default()].concat(), &specs).0;
     // Requests reworded by hand, by the index of the chain they reword (never learned from).
     let (reworded, reworded_skipped) = match &opts.reworded {
         Some(path) => crate::reworded::read(path, test_all.as_deref().unwrap_or(&train_all))?,
@@ -387,7 +399,7 @@ pub async fn run(
         let indexed = held_out(test, only, opts.harness.limit);
         let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         tally_seed_recall(&test, &snapshot, &learned.retriever, embedder.as_ref(), settings, &mut seed_tallies).await?;
-        let replay = replay_of(&test, &specs, &mut report.skipped).await?;
+        let replay = replay_of(&test, &every, &specs, &mut report.skipped).await?;
         let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
         let direct = Direct::of(&snapshot, &opts.category);
         let mut scoring =

@@ -127,7 +127,7 @@ fn one_optional_argument_dropped_is_no_success_though_the_sandbox_answers_alike(
     let call = sent("Search_Car_Rentals", without(rentals(), "driver_age"));
     // The sandbox's nearest recording gives the golden response: not what the API answered
     // to this call, so it never makes the call right.
-    assert!(p.exact_response("search_car_rentals", &call.arguments).is_none());
+    assert!(p.exact_responses("search_car_rentals", &call.arguments).is_empty());
     let s = score(&p, &g, &[as_sent(&g)[0].clone(), call]);
     assert_eq!((s.correct, s.success), (1, false), "{s:?}");
     assert!(s.first_error.as_deref().unwrap().contains("driver_age missing"), "{s:?}");
@@ -147,6 +147,25 @@ fn an_extra_argument_fails_the_rule_match_and_counts_only_by_an_exact_response()
     let other = recording("Search_Car_Rentals", &extra.arguments, json!({"data": {"cars": [9]}}));
     let s = score(&protocol(&g, vec![other]), &g, &[as_sent(&g)[0].clone(), extra]);
     assert_eq!((s.correct, s.success), (1, false), "{s:?}");
+}
+
+#[test]
+fn a_place_worded_otherwise_is_right_when_any_recording_of_it_gave_the_golden_answer() {
+    let g = car_gold();
+    let other_words = sent("Search_Car_Location", json!({"query": "Marriott La Jolla, San Diego"}));
+    let calls = |first: &SentCall| vec![first.clone(), as_sent(&g)[1].clone()];
+    // Never recorded: what the API would answer is unknown (the published scorer would ask it).
+    let s = score(&protocol(&g, vec![]), &g, &calls(&other_words));
+    assert!(!s.success && s.first_error.as_deref().unwrap().contains("no match"), "{s:?}");
+    // Two samples recorded that query on other days; one answer is the golden one.
+    let asked = |r: Value| recording("Search_Car_Location", &other_words.arguments, r);
+    let p = protocol(&g, vec![asked(json!([{"city": "La Jolla"}])), asked(json!([{"city": "San Diego"}]))]);
+    assert_eq!(p.exact_responses("search_car_location", &other_words.arguments).len(), 2);
+    let s = score(&p, &g, &calls(&other_words));
+    assert_eq!((s.correct, s.success), (2, true), "{s:?}");
+    // Recorded only with another answer: still no match.
+    let s = score(&protocol(&g, vec![asked(json!([{"city": "La Jolla"}]))]), &g, &calls(&other_words));
+    assert!(!s.success, "{s:?}");
 }
 
 #[test]
