@@ -50,8 +50,8 @@ pub struct Analogy {
     /// The two requests' words, lower-case (enumeration words are looked up in them).
     old_words: String,
     new_words: String,
-    old: RequestValues,
-    new: RequestValues,
+    pub(super) old: RequestValues,
+    pub(super) new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<Aligned>,
     /// Per kind: the reading is unsure of its alignment (see [`Analogy::unsure`]).
@@ -171,12 +171,12 @@ impl Analogy {
     }
 
     /// The counterpart of the old request's mention `i` of `kind`.
-    fn counterpart(&self, kind: Kind, i: usize) -> Option<&Mention> {
+    pub(super) fn counterpart(&self, kind: Kind, i: usize) -> Option<&Mention> {
         let (_, new, map) = &self.kinds[kind_index(kind)];
         map.get(i).copied().flatten().and_then(|j| new.get(j))
     }
 
-    fn old_mentions(&self, kind: Kind) -> &[Mention] {
+    pub(super) fn old_mentions(&self, kind: Kind) -> &[Mention] {
         &self.kinds[kind_index(kind)].0
     }
 
@@ -187,6 +187,10 @@ impl Analogy {
         let allows = |k: Kind| mention_kinds.is_none_or(|ks| ks.contains(&k));
         match value {
             Value::String(s) => {
+                // A list of numbers each said (children's ages), whatever the parameter took before.
+                if let Some(t) = self.transfer_numbers(s) {
+                    return t;
+                }
                 if allows(Kind::Date) {
                     if let Some(t) = self.transfer_date(s) {
                         return t;
@@ -293,7 +297,7 @@ impl Analogy {
             let base =
                 self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
             return Some(match base {
-                Some(b) => render(b + Duration::days((d - o).num_days())),
+                Some(b) => render(spans::shift_date(o, d, b, says(&self.old_words, "month"))?),
                 None => Transfer::Unmatched(Kind::Date),
             });
         }
@@ -334,20 +338,6 @@ impl Analogy {
         Some(shifted.map_or(Transfer::Unmatched(Kind::Time), |(t, s)| {
             Transfer::Mapped(Value::String(format!("{}{rest}", (t + Duration::minutes(s)).format("%H:%M"))))
         }))
-    }
-
-    fn transfer_number(&self, n: f64) -> Transfer {
-        let olds = self.old_mentions(Kind::Number);
-        let Some(i) = olds.iter().position(|m| m.value.parse::<f64>().is_ok_and(|v| v == n)) else {
-            return Transfer::Unsaid;
-        };
-        match self.counterpart(Kind::Number, i).and_then(|m| m.value.parse::<f64>().ok()) {
-            Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => Transfer::Mapped(Value::from(v as i64)),
-            Some(v) => {
-                serde_json::Number::from_f64(v).map(|x| Transfer::Mapped(Value::Number(x))).unwrap_or(Transfer::Unsaid)
-            }
-            None => Transfer::Unmatched(Kind::Number),
-        }
     }
 
     /// The new request's word for `w`, a word the old request said and the new one does not: the

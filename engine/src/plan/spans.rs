@@ -8,6 +8,7 @@
 
 use super::scan::{amount, small_number, RequestValues, Scan};
 use crate::exec::refs::Reference;
+use chrono::{Datelike, Months, NaiveDate};
 
 /// Spans of time before or after an event: a number (`one`, `2`, `1.5`, `an`, `half an`), a
 /// unit (hours, minutes), maybe `and a half`, then `after` / `later` (+) or `before` / `earlier` /
@@ -49,6 +50,19 @@ pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
             v.shifts.push(minutes as i64);
         }
     }
+}
+
+/// The day `d` is after `o`, taken from `base`: the same day of a later month where the request
+/// counts in months ("return on the same day of the next month": December 25 → January 25 is one
+/// month, so November 10 → December 10, not 31 days later), else as many days.
+pub fn shift_date(o: NaiveDate, d: NaiveDate, base: NaiveDate, in_months: bool) -> Option<NaiveDate> {
+    let months = (d.year() * 12 + d.month() as i32) - (o.year() * 12 + o.month() as i32);
+    if in_months && months > 0 && d.day() == o.day() {
+        if let Some(n) = base.checked_add_months(Months::new(months as u32)) {
+            return Some(n);
+        }
+    }
+    base.checked_add_signed(d - o)
 }
 
 /// The new request's span for the old request's span of `minutes`: the same sign, the same place
@@ -142,5 +156,21 @@ mod tests {
         let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
         assert_eq!(a.transfer(&json!("11:50"), None), Transfer::Mapped(json!("10:00")));
         assert_eq!(a.transfer(&json!("11:15"), None), Transfer::Mapped(json!("09:40")));
+    }
+
+    #[test]
+    fn the_same_day_of_the_next_month_is_a_month_later_not_as_many_days() {
+        let old = "Fly from Vancouver to Amsterdam on December 25, 2024, and return on the same day of the next month.";
+        let new = "Out from Miami to Berlin on November 10, 2024; back the same day of the next month.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer(&json!("2025-01-25"), None), Transfer::Mapped(json!("2024-12-10")));
+        // Counted in days: as many days.
+        let old = "Fly from Vancouver to Amsterdam on December 25, 2024, and return 31 days later.";
+        let new = "Out from Miami to Berlin on November 10, 2024; back 31 days later.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer(&json!("2025-01-25"), None), Transfer::Mapped(json!("2024-12-11")));
+        let d = |m, d| NaiveDate::from_ymd_opt(2024, m, d).unwrap();
+        assert_eq!(shift_date(d(1, 31), d(2, 29), d(3, 31), true), Some(d(4, 29)), "not the same day: days");
+        assert_eq!(shift_date(d(10, 15), d(12, 15), d(12, 31), true), NaiveDate::from_ymd_opt(2025, 2, 28));
     }
 }

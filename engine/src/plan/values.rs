@@ -91,14 +91,27 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         if used[i] || toks[i].text.contains(':') {
             continue;
         }
+        // A number joined to what it counts ("3-year-old", "10-day"): the number, counting its
+        // first word.
+        let joined = toks[i].text.split_once('-').and_then(|(n, w)| {
+            let word = w.split('-').next().filter(|w| w.len() >= 3 && w.chars().all(char::is_alphabetic))?;
+            let n = amount(n).filter(|(_, currency)| currency.is_none()).map(|(x, _)| x).or_else(|| small_number(n))?;
+            Some((n, word.to_lowercase()))
+        });
         let (n, currency) = match amount(toks[i].text) {
             Some(a) => a,
             None => match small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an") {
                 Some(n) => (n, None),
-                None => continue,
+                None => match &joined {
+                    Some((n, _)) => (*n, None),
+                    None => continue,
+                },
             },
         };
-        let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
+        let next = match &joined {
+            Some((_, w)) => w.as_str(),
+            None => lower.get(i + 1).map(String::as_str).unwrap_or(""),
+        };
         if matches!(next, "am" | "pm" | "a.m." | "p.m.")
             || year_number(toks[i].text).is_some() && next.is_empty()
             || spoken_time(lower, i).is_some()
@@ -107,7 +120,7 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         }
         let word = match currency {
             Some(code) => code.to_string(),
-            None if toks[i].punct.is_some() => String::new(),
+            None if toks[i].punct.is_some() && joined.is_none() => String::new(),
             None => next.to_string(),
         };
         v.numbers.push(Counted { value: n, word });

@@ -297,6 +297,7 @@ impl Engine {
                 .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
             let filled = fill_arguments(&st.ctx, &api);
             let mut f = Filled::default();
+            let moments = analogy.moments_after(&step.arguments);
             for (name, recorded) in &step.arguments {
                 if let Some(source @ ArgSource::Output { .. }) =
                     step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
@@ -322,7 +323,10 @@ impl Engine {
                     continue;
                 }
                 let kinds = self.mention_kinds(st, &api.id, name);
-                let transfer = if recorded.is_array() || recorded.is_object() {
+                // A moment said as another shifted by a span: the new moment by the new span.
+                let transfer = if let Some(v) = moments.get(name) {
+                    Transfer::Mapped(v.clone())
+                } else if recorded.is_array() || recorded.is_object() {
                     analogy.transfer_deep(recorded, kinds.as_deref()).map_or_else(Transfer::Unmatched, Transfer::Mapped)
                 } else {
                     analogy.transfer(recorded, kinds.as_deref())
