@@ -139,8 +139,11 @@ fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
 /// holidays, bare days continuing a month. The tokens they use are marked in `scan.used`.
 pub(super) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> Vec<(usize, NaiveDate)> {
     let mut absolute = Vec::new();
-    written_dates(scan, &mut absolute, fallback_today);
-    holidays(scan, &mut absolute, fallback_today);
+    // A date said without its year, and no dated date before it, is in the year the request
+    // says ("the 2024 Christmas holiday … tickets for December 26"), else in today's.
+    let year = scan.toks.iter().find_map(|t| year_number(t.text)).unwrap_or(fallback_today.year());
+    written_dates(scan, &mut absolute, year);
+    holidays(scan, &mut absolute, year);
     bare_days(scan, &mut absolute);
     absolute.sort_by_key(|(p, _)| *p);
     absolute
@@ -148,8 +151,8 @@ pub(super) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> 
 
 /// "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" / "November
 /// 10-13, 2024" (a range: two dates) / ISO dates. The year, when not said, is the date
-/// before's, else `fallback_today`'s.
-fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fallback_today: NaiveDate) {
+/// before's, else `default_year`.
+fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default_year: i32) {
     let Scan { toks, used, .. } = scan;
     for i in 0..toks.len() {
         if let Some(d) = iso_date(toks[i].text) {
@@ -167,7 +170,7 @@ fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fa
             {
                 let y = (i + 2..(i + 5).min(toks.len()))
                     .find_map(|j| year_number(toks[j].text))
-                    .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+                    .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(default_year));
                 if let (Some(d1), Some(d2)) = (NaiveDate::from_ymd_opt(y, m, a), NaiveDate::from_ymd_opt(y, m, b)) {
                     absolute.push((i, d1));
                     absolute.push((i + 1, d2));
@@ -190,9 +193,7 @@ fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fa
             let last = if year.is_some() { last + 1 } else { last };
             // "October 5th to 12th, 2024": the year may come a few words later.
             let ahead = (last + 1..(last + 5).min(toks.len())).find_map(|j| year_number(toks[j].text));
-            let y = year
-                .or(ahead)
-                .unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(fallback_today.year()));
+            let y = year.or(ahead).unwrap_or_else(|| absolute.last().map(|(_, d)| d.year()).unwrap_or(default_year));
             if let Some(d) = NaiveDate::from_ymd_opt(y, m, day) {
                 absolute.push((first, d));
                 for u in used.iter_mut().take(last + 1).skip(first) {
@@ -204,8 +205,8 @@ fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fa
 }
 
 /// Holidays: "Christmas (Eve)", "New Year's Eve", "New Year's Day", in the year said near them,
-/// else the year of the date before, else `fallback_today`'s.
-fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fallback_today: NaiveDate) {
+/// else the year of the date before, else `default_year`.
+fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default_year: i32) {
     let Scan { toks, lower, used } = scan;
     for i in 0..toks.len() {
         let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
@@ -227,7 +228,7 @@ fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, fallbac
         let year = said.unwrap_or_else(|| match before {
             Some(b) if month == 1 && b.month() == 12 => b.year() + 1,
             Some(b) => b.year(),
-            None => fallback_today.year(),
+            None => default_year,
         });
         if let Some(d) = NaiveDate::from_ymd_opt(year, month, day) {
             absolute.push((i, d));

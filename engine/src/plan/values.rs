@@ -338,6 +338,16 @@ mod tests {
             d(2024, 6, 1),
         );
         assert_eq!(v.dates, vec![d(2024, 12, 24), d(2025, 1, 1), d(2024, 12, 25)]);
+        // A date said without a year is in the year the request says, not today's.
+        let v = RequestValues::extract(
+            "With the 2024 Christmas holiday coming up, check ticket availability for December 26.",
+            d(2026, 11, 27),
+        );
+        assert_eq!(v.dates, vec![d(2024, 12, 25), d(2024, 12, 26)]);
+        // Ages joined to what they count are numbers.
+        let v = RequestValues::extract("Fly with my 3-year-old and 8-year-old kids.", d(2024, 6, 1));
+        let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
+        assert_eq!(read, vec![(3.0, "year"), (8.0, "year")]);
     }
 
     #[test]
