@@ -286,14 +286,14 @@ impl Analogy {
                 None => Transfer::Unmatched(Kind::Date),
             });
         }
-        // Derived: the offset from the nearest earlier date mention, else from "today".
-        let earlier = olds
+        // Derived: the offset from the nearest earlier date mention, else from the nearest later
+        // one ("arrive the day before" the conference), else from "today".
+        let nearest = olds
             .iter()
             .enumerate()
             .filter_map(|(i, m)| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok().map(|o| (i, o)))
-            .filter(|(_, o)| *o <= d)
-            .max_by_key(|(_, o)| *o);
-        if let Some((i, o)) = earlier.filter(|(_, o)| (d - *o).num_days() <= 31) {
+            .min_by_key(|(_, o)| (*o > d, (d - *o).num_days().abs()));
+        if let Some((i, o)) = nearest.filter(|(_, o)| (d - *o).num_days().abs() <= 31) {
             let base =
                 self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
             return Some(match base {
@@ -520,6 +520,8 @@ mod tests {
         );
         // A date two days after the last one said: two days after its counterpart.
         assert_eq!(a.transfer(&json!("2024-12-10"), None), Transfer::Mapped(json!("2024-11-15")));
+        // The day before the first one said ("arrive the day before"): the day before its counterpart.
+        assert_eq!(a.transfer(&json!("2024-11-29"), None), Transfer::Mapped(json!("2024-11-04")));
         assert_eq!(a.transfer(&json!("distance"), None), Transfer::Unsaid);
         assert_eq!(a.transfer(&json!(50), None), Transfer::Unsaid);
         // Every mention here has a counterpart; one the old request lacks has none.
