@@ -114,13 +114,45 @@ pub(super) fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: 
     out
 }
 
-const SMALL: [&str; 13] =
-    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+const SMALL: [&str; 20] = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+];
+const TENS: [&str; 8] = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
 
+/// A number spelled out, up to ninety-nine ("three", "thirty", "forty-five"), or "a", "couple"…
 pub(super) fn small_number(w: &str) -> Option<f64> {
     let w = w.to_ascii_lowercase();
     if let Some(i) = SMALL.iter().position(|s| *s == w) {
         return Some(i as f64);
+    }
+    let tens = |t: &str| TENS.iter().position(|s| *s == t).map(|i| 20.0 + 10.0 * i as f64);
+    if let Some(n) = tens(&w) {
+        return Some(n);
+    }
+    if let Some((t, u)) = w.split_once('-') {
+        let unit = SMALL[1..10].iter().position(|s| *s == u).map(|i| i as f64 + 1.0);
+        if let (Some(t), Some(u)) = (tens(t), unit) {
+            return Some(t + u);
+        }
     }
     match w.as_str() {
         "a" | "an" | "single" => Some(1.0),

@@ -93,11 +93,13 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
         }
         // A number joined to what it counts ("3-year-old", "10-day"): the number, counting its
         // first word.
-        let joined = toks[i].text.split_once('-').and_then(|(n, w)| {
-            let word = w.split('-').next().filter(|w| w.len() >= 3 && w.chars().all(char::is_alphabetic))?;
-            let n = amount(n).filter(|(_, currency)| currency.is_none()).map(|(x, _)| x).or_else(|| small_number(n))?;
-            Some((n, word.to_lowercase()))
-        });
+        let joined =
+            toks[i].text.split_once('-').filter(|_| small_number(toks[i].text).is_none()).and_then(|(n, w)| {
+                let word = w.split('-').next().filter(|w| w.len() >= 3 && w.chars().all(char::is_alphabetic))?;
+                let n =
+                    amount(n).filter(|(_, currency)| currency.is_none()).map(|(x, _)| x).or_else(|| small_number(n))?;
+                Some((n, word.to_lowercase()))
+            });
         let (n, currency) = match amount(toks[i].text) {
             Some(a) => a,
             None => match small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an") {
@@ -348,6 +350,10 @@ mod tests {
         let v = RequestValues::extract("Fly with my 3-year-old and 8-year-old kids.", d(2024, 6, 1));
         let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
         assert_eq!(read, vec![(3.0, "year"), (8.0, "year")]);
+        // Tens spelled out, alone or with a unit.
+        let v = RequestValues::extract("Hotels within thirty kilometers, forty-five minutes away.", d(2024, 6, 1));
+        let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
+        assert_eq!(read, vec![(30.0, "kilometers"), (45.0, "minutes")]);
     }
 
     #[test]
