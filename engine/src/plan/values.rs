@@ -346,6 +346,8 @@ mod tests {
             d(2026, 11, 27),
         );
         assert_eq!(v.dates, vec![d(2024, 12, 25), d(2024, 12, 26)]);
+        let v = RequestValues::extract("A car for Halloween in 2024, and Valentine's Day 2025.", d(2024, 6, 1));
+        assert_eq!(v.dates, vec![d(2024, 10, 31), d(2025, 2, 14)]);
         // Ages joined to what they count are numbers.
         let v = RequestValues::extract("Fly with my 3-year-old and 8-year-old kids.", d(2024, 6, 1));
         let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
