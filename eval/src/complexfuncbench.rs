@@ -33,8 +33,8 @@
 //!   recorded on other days share calls whose responses differ (prices, offer tokens, a
 //!   coordinate widened from f32 in one recording and not in another), so the replay sandbox
 //!   answers a run's calls from its own sample's recordings first
-//!   ([`toolgraph_sandbox::Sandbox::answer_first`]), and from the other held-out samples' only
-//!   for calls its sample never made.
+//!   ([`toolgraph_sandbox::Sandbox::answer_first`]), and a call its sample never made from
+//!   every call recorded in the data.
 //! - **The end.** A turn with no correct call (and no format error) ends the sample. When the
 //!   model stops, the sample succeeds if its last turn had no incorrect call, every golden turn
 //!   was reached and every golden call left is a location search (or the hotel search) dropped

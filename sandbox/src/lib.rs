@@ -98,7 +98,8 @@ pub fn normalize(v: &Value) -> String {
     }
 }
 
-fn normalized_args(m: &Map<String, Value>) -> BTreeMap<String, String> {
+/// A call's arguments as recordings are keyed: each value normalized ([`normalize`]), nulls left out.
+pub fn normalized_args(m: &Map<String, Value>) -> BTreeMap<String, String> {
     m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), normalize(v))).collect()
 }
 

@@ -349,13 +349,18 @@ mod tests {
         let v = RequestValues::extract("A car for Halloween in 2024, and Valentine's Day 2025.", d(2024, 6, 1));
         assert_eq!(v.dates, vec![d(2024, 10, 31), d(2025, 2, 14)]);
         // Ages joined to what they count are numbers.
-        let v = RequestValues::extract("Fly with my 3-year-old and 8-year-old kids.", d(2024, 6, 1));
-        let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
-        assert_eq!(read, vec![(3.0, "year"), (8.0, "year")]);
+        let counted = |t: &str| -> Vec<(f64, String)> {
+            RequestValues::extract(t, d(2024, 6, 1)).numbers.into_iter().map(|c| (c.value, c.word)).collect()
+        };
+        assert_eq!(
+            counted("Fly with my 3-year-old and 8-year-old kids."),
+            [(3.0, "year".into()), (8.0, "year".into())]
+        );
         // Tens spelled out, alone or with a unit.
-        let v = RequestValues::extract("Hotels within thirty kilometers, forty-five minutes away.", d(2024, 6, 1));
-        let read: Vec<(f64, &str)> = v.numbers.iter().map(|c| (c.value, c.word.as_str())).collect();
-        assert_eq!(read, vec![(30.0, "kilometers"), (45.0, "minutes")]);
+        assert_eq!(
+            counted("Hotels within thirty kilometers, forty-five minutes away."),
+            [(30.0, "kilometers".into()), (45.0, "minutes".into())]
+        );
     }
 
     #[test]

@@ -220,7 +220,7 @@ async fn tally_seed_recall(
 /// The replay sandbox of one fold: the held-out chains' recorded responses, the protocol that
 /// scores against them, an executor whose calls reach it, and the sandbox's stop switch.
 struct Replay {
-    protocol: crate::complexfuncbench::Protocol,
+    protocol: Arc<crate::complexfuncbench::Protocol>,
     exec: Executor,
     stop: tokio::sync::oneshot::Sender<()>,
     sandbox: Arc<Sandbox>,
@@ -233,16 +233,13 @@ struct Replay {
 async fn replay_of(
     test: &[&Chain],
     every: &[toolgraph_sandbox::Recording],
+    protocol: Arc<crate::complexfuncbench::Protocol>,
     specs: &[Spec],
     skipped: &mut Vec<String>,
 ) -> Result<Replay, Failed> {
     let owned: Vec<Chain> = test.iter().map(|c| (*c).clone()).collect();
     let (recs, errors) = recordings(&owned, specs);
     skipped.extend(errors);
-    // Scored against what was recorded for exactly a call's arguments, in any chain of the data
-    // (the stand-in for the live API the published scorer asks; the sandbox's nearest answers
-    // never make a call right).
-    let protocol = crate::complexfuncbench::Protocol::new(specs, every);
     let own = test.iter().map(|c| recordings(std::slice::from_ref(*c), specs).0).collect();
     // The sandbox answers every call recorded in the data, the held-out chains last (a call
     // recorded twice keeps the later) and each run its own sample's first (below),
@@ -370,6 +367,10 @@ pub async fn run(
     // Every recorded call of the data, what the scorer's response match asks (a chain's errors
     // are reported where it is held out).
     let every = recordings(&[train_all.as_slice(), test_all.as_deref().unwrap_or_default()].concat(), &specs).0;
+    // Scored against what was recorded for exactly a call's arguments, in any chain of the data
+    // (the stand-in for the live API the published scorer asks; the sandbox's nearest answers
+    // never make a call right): the same for every fold.
+    let protocol = Arc::new(crate::complexfuncbench::Protocol::new(&specs, &every));
     // Requests reworded by hand, by the index of the chain they reword (never learned from).
     let (reworded, reworded_skipped) = match &opts.reworded {
         Some(path) => crate::reworded::read(path, test_all.as_deref().unwrap_or(&train_all))?,
@@ -399,7 +400,7 @@ pub async fn run(
         let indexed = held_out(test, only, opts.harness.limit);
         let test: Vec<&Chain> = indexed.iter().map(|(_, c)| *c).collect();
         tally_seed_recall(&test, &snapshot, &learned.retriever, embedder.as_ref(), settings, &mut seed_tallies).await?;
-        let replay = replay_of(&test, &every, &specs, &mut report.skipped).await?;
+        let replay = replay_of(&test, &every, protocol.clone(), &specs, &mut report.skipped).await?;
         let stack = learned.stack(settings, replay.exec.clone(), opts.harness.planner());
         let direct = Direct::of(&snapshot, &opts.category);
         let mut scoring =

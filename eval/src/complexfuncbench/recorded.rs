@@ -1,9 +1,9 @@
 //! What the API answered: every response recorded for exactly a call's arguments (the scorer's
 //! stand-in for the live API) and the replay sandbox's answers.
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use toolgraph_sandbox::{normalize, Library, Match, Recording};
+use toolgraph_sandbox::{normalized_args, Library, Match, Recording};
 
 /// The responses recorded for exactly a call's arguments: what the real API answered.
 #[derive(Default)]
@@ -18,15 +18,7 @@ pub struct Recorded {
 }
 
 /// A call's arguments (normalized) → every response recorded for them.
-type Answers = HashMap<Vec<(String, String)>, Vec<Arc<Value>>>;
-
-/// A call's arguments as the recordings key them (normalized, nulls left out, sorted).
-fn call_key(args: &Map<String, Value>) -> Vec<(String, String)> {
-    let mut key: Vec<(String, String)> =
-        args.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), normalize(v))).collect();
-    key.sort();
-    key
-}
+type Answers = HashMap<BTreeMap<String, String>, Vec<Arc<Value>>>;
 
 impl Recorded {
     pub fn new(recordings: &[Recording]) -> Self {
@@ -34,7 +26,7 @@ impl Recorded {
             recordings.iter().map(|r| (api_key(&r.api), r.route.trim_start_matches('/').to_string())).collect();
         let mut every: HashMap<String, Answers> = HashMap::new();
         for r in recordings {
-            let answers = every.entry(api_key(&r.api)).or_default().entry(call_key(&r.arguments)).or_default();
+            let answers = every.entry(api_key(&r.api)).or_default().entry(normalized_args(&r.arguments)).or_default();
             if !answers.iter().any(|a| same(a, &r.response)) {
                 answers.push(Arc::new(r.response.clone()));
             }
@@ -46,7 +38,7 @@ impl Recorded {
     pub fn exact(&self, api: &str, args: &Map<String, Value>) -> &[Arc<Value>] {
         self.every
             .get(&api_key(api))
-            .and_then(|calls| calls.get(&call_key(args)))
+            .and_then(|calls| calls.get(&normalized_args(args)))
             .map(Vec::as_slice)
             .unwrap_or_default()
     }
