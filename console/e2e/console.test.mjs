@@ -15,6 +15,7 @@ mkdirSync(SHOTS, { recursive: true });
 
 let browser, context, page;
 const requested = [];
+const refused = [];
 let askRunId = null;
 
 before(async () => {
@@ -24,6 +25,9 @@ before(async () => {
   });
   context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   context.on('request', (r) => requested.push(r.url()));
+  context.on('response', (r) => {
+    if (r.status() >= 400) refused.push(`${r.status()} ${r.request().method()} ${r.url()}`);
+  });
   page = await context.newPage();
   page.setDefaultTimeout(60_000);
 });
@@ -33,6 +37,17 @@ after(async () => {
 });
 
 const shot = (name) => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+
+/** Wait for `locator`; on a timeout, fail saying what the page shows and which requests were refused. */
+async function see(locator, what) {
+  try {
+    await locator.waitFor();
+  } catch (e) {
+    const shown = await page.locator('main').innerText({ timeout: 2_000 }).catch(() => '(no main element)');
+    await page.screenshot({ path: `${SHOTS}/failed-${what.replace(/\W+/g, '-')}.png`, fullPage: true }).catch(() => {});
+    throw new Error(`${what} did not appear at ${page.url()}; the page shows ${JSON.stringify(shown.slice(0, 600))}; refused requests: ${JSON.stringify(refused.slice(-5))}\n${e.message}`);
+  }
+}
 
 test('the login page turns a name and password into a cookie session (keyboard only)', async () => {
   const r = await page.goto(BASE + '/');
@@ -174,8 +189,29 @@ test('register an API: the test call is shown before admission', async () => {
   await page.getByRole('button', { name: 'Admit' }).click();
   await page.getByText('Admitted:').waitFor();
   await page.getByRole('link', { name: 'travel/console_test/car_location_lookup' }).click();
-  await page.getByRole('heading', { name: /Car_Location_Lookup/ }).waitFor();
+  await see(page.getByRole('heading', { name: /Car_Location_Lookup/ }), 'the admitted API page');
   await page.locator('table.args code', { hasText: 'query' }).waitFor();
+});
+
+test('a page whose read is answered "busy" asks again after Retry-After and loads', async () => {
+  let answeredBusy = 0;
+  await page.route('**/v1/tools/travel/**', async (route) => {
+    if (route.request().method() === 'GET' && answeredBusy === 0) {
+      answeredBusy += 1;
+      // A stand-in for the daemon under load (429 with Retry-After), answered by the browser itself.
+      await route.fulfill({ status: 429, headers: { 'retry-after': '1', 'content-type': 'application/json' }, body: JSON.stringify({ code: 'busy', message: 'the daemon is busy' }) });
+    } else await route.continue();
+  });
+  try {
+    const t0 = Date.now();
+    await page.goto(BASE + '/#/tools');
+    await page.goto(BASE + '/#/tools/api?id=' + encodeURIComponent('travel/console_test/car_location_lookup'));
+    await see(page.getByRole('heading', { name: /Car_Location_Lookup/ }), 'the API page after a busy answer');
+    assert.equal(answeredBusy, 1);
+    assert.ok(Date.now() - t0 >= 900, 'it waited for Retry-After');
+  } finally {
+    await page.unroute('**/v1/tools/travel/**');
+  }
 });
 
 test('the chain editor opens a run, edits a step, validates, executes and saves a template', async () => {

@@ -2,7 +2,7 @@
 // the login's cookie and, on state-changing requests, its CSRF token.
 
 export class ApiError extends Error {
-  constructor(public status: number, public code: string, message: string) {
+  constructor(public status: number, public code: string, message: string, public retryAfter?: number) {
     super(message);
   }
 }
@@ -37,7 +37,8 @@ async function failure(r: Response): Promise<ApiError> {
     /* not JSON */
   }
   if (r.status === 401 && code !== 'invalid_login') unauthorized.forEach((f) => f());
-  return new ApiError(r.status, code, message);
+  const after = Number.parseInt(r.headers.get('retry-after') ?? '', 10);
+  return new ApiError(r.status, code, message, Number.isFinite(after) ? after : undefined);
 }
 
 /** A JSON request; resolves to the body (null for 204), rejects with an ApiError. */
@@ -61,7 +62,27 @@ export async function api<T = any>(method: string, path: string, body?: unknown,
   return (await r.json()) as T;
 }
 
-export const get = <T = any>(path: string) => api<T>('GET', path);
+/** A status worth asking again for a read: no answer, busy (429) or a gateway's / the daemon's 502–504. */
+const transient = (e: unknown) => e instanceof ApiError && (e.status === 0 || e.status === 429 || (e.status >= 502 && e.status <= 504));
+const GET_TRIES = 4;
+
+/**
+ * A read: asked again, up to 4 times in all, where the daemon did not answer or said it is busy
+ * (it answers 429 / 503 with Retry-After under load); waits Retry-After (1–5 s), else 0.5, 1, 2 s.
+ * Writes are never repeated: a second POST could act twice.
+ */
+export async function get<T = any>(path: string): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await api<T>('GET', path);
+    } catch (e) {
+      if (attempt >= GET_TRIES || !transient(e)) throw e;
+      const after = (e as ApiError).retryAfter;
+      const wait = after !== undefined ? Math.min(Math.max(after, 1), 5) * 1000 : 500 * 2 ** (attempt - 1);
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
 export const post = <T = any>(path: string, body?: unknown) => api<T>('POST', path, body ?? {});
 
 /** A query string from the defined values. */
