@@ -296,7 +296,10 @@ impl Analogy {
         if let Some((i, o)) = nearest.filter(|(_, o)| (d - *o).num_days().abs() <= 31) {
             let base =
                 self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
+            let (old_days, new_days) = (spans::day_counts(&self.old), spans::day_counts(&self.new));
+            let stays = spans::days_counterpart(&old_days, &new_days, (d - o).num_days());
             return Some(match base {
+                Some(b) if stays.is_some() => render(b + Duration::days(stays?)),
                 Some(b) => render(spans::shift_date(o, d, b, says(&self.old_words, "month"))?),
                 None => Transfer::Unmatched(Kind::Date),
             });

@@ -65,6 +65,32 @@ pub fn shift_date(o: NaiveDate, d: NaiveDate, base: NaiveDate, in_months: bool) 
     base.checked_add_signed(d - o)
 }
 
+/// The days a request counts, in order: "a four-day business trip", "five days of fun",
+/// "3 nights" → 4, 5, 3.
+pub fn day_counts(v: &RequestValues) -> Vec<i64> {
+    v.numbers
+        .iter()
+        .filter(|c| c.value.fract() == 0.0 && c.value > 0.0 && c.value <= 366.0)
+        .filter(|c| matches!(c.word.as_str(), "day" | "days" | "night" | "nights"))
+        .map(|c| c.value as i64)
+        .collect()
+}
+
+/// The new request's days for an offset of `days` the old request said as consecutive day counts
+/// (one, or several summed: "a four-day trip, then five days of fun" is 9 days to the flight
+/// home): the sum of the new request's counts in the same places. `None` where the two requests
+/// count days differently often or no run of the old counts makes `days`.
+pub fn days_counterpart(old: &[i64], new: &[i64], days: i64) -> Option<i64> {
+    if days <= 0 || old.len() != new.len() {
+        return None;
+    }
+    (1..=old.len()).find_map(|len| {
+        (0..=old.len() - len)
+            .find(|&s| old[s..s + len].iter().sum::<i64>() == days)
+            .map(|s| new[s..s + len].iter().sum())
+    })
+}
+
 /// The new request's span for the old request's span of `minutes`: the same sign, the same place
 /// among the spans of that sign. `None`: the old request said no such span (or none: 0), or the
 /// new one has no counterpart.
@@ -156,6 +182,18 @@ mod tests {
         let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
         assert_eq!(a.transfer(&json!("11:50"), None), Transfer::Mapped(json!("10:00")));
         assert_eq!(a.transfer(&json!("11:15"), None), Transfer::Mapped(json!("09:40")));
+    }
+
+    #[test]
+    fn a_date_after_two_stays_takes_the_new_stays_summed() {
+        let old = "I'm flying to San Francisco for a four-day business trip on November 15, 2024. After my work is done, I'll travel to a nearby city for five days of fun, then fly back to Seattle.";
+        let new = "Multi-stop flights, please: I fly to Madrid on December 5, 2024 for a seven-day business trip, then go to a nearby city for four days of fun, and from there fly straight back to Rome.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+        assert_eq!(a.transfer(&json!("2024-11-24"), None), Transfer::Mapped(json!("2024-12-16")));
+        // One stay: its own counterpart; a date no count explains keeps its offset.
+        assert_eq!(a.transfer(&json!("2024-11-19"), None), Transfer::Mapped(json!("2024-12-12")));
+        assert_eq!(a.transfer(&json!("2024-11-17"), None), Transfer::Mapped(json!("2024-12-07")));
+        assert_eq!(days_counterpart(&[4, 5], &[7], 9), None);
     }
 
     #[test]

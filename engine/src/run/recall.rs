@@ -14,7 +14,7 @@ use crate::plan::fill::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::learned::{normalized, Kind, Mention};
 use crate::plan::reading::words;
-use crate::plan::{ArgSource, Filled, Judgement, MemoryView, Recollection};
+use crate::plan::{ApiView, ArgSource, Filled, Judgement, MemoryView, Recollection};
 use crate::Result;
 use serde_json::Value;
 use toolgraph_schema::{Mode, END_ID, START_ID};
@@ -344,7 +344,7 @@ impl Engine {
                         // it says went with in recorded runs ("the quickest" → FASTEST).
                         let word = recorded
                             .as_str()
-                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api.id, name)))
+                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api, name)))
                             .or_else(|| {
                                 st.ctx
                                     .args
@@ -396,12 +396,21 @@ impl Engine {
         Ok(())
     }
 
-    /// The string values `api`'s `param` took in recorded runs (an enumeration's known words).
-    fn vocabulary(&self, st: &RunState<'_>, api: &str, param: &str) -> Vec<String> {
-        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(api)).and_then(|s| s.get(param)) else {
+    /// The string values `api`'s `param` took in recorded runs (an enumeration's known words),
+    /// and, where its description lists them in capitals ("either ECONOMY, PREMIUM_ECONOMY,
+    /// BUSINESS or FIRST") with a recorded one among them, the values it lists: a value no
+    /// recorded run of this API sent is still one of its words.
+    fn vocabulary(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<String> {
+        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param)) else {
             return Vec::new();
         };
-        slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect()
+        let mut words: Vec<String> =
+            slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect();
+        let listed = api.params.iter().find(|p| p.name == param).map(|p| listed_values(&p.description));
+        if let Some(listed) = listed.filter(|l| l.iter().any(|v| words.contains(v))) {
+            words.extend(listed.into_iter().filter(|v| !words.contains(v)).collect::<Vec<_>>());
+        }
+        words
     }
 
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
@@ -411,5 +420,31 @@ impl Engine {
         let slot = st.ctx.args.as_ref()?.slots.get(api)?.get(param)?;
         (slot.support >= 3)
             .then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
+    }
+}
+
+/// The values a parameter's description lists in capitals (`ECONOMY`, `PREMIUM_ECONOMY`): words
+/// of two or more capital letters, digits or underscores.
+fn listed_values(description: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in description.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        let caps = w.len() >= 2 && w.starts_with(|c: char| c.is_ascii_uppercase());
+        if caps
+            && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            && !out.iter().any(|o| o == w)
+        {
+            out.push(w.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_description_lists_its_values_in_capitals() {
+        let d = "Search for flights that match the cabin class specified. Cabin call can be either ECONOMY, PREMIUM_ECONOMY, BUSINESS or FIRST.";
+        assert_eq!(super::listed_values(d), ["ECONOMY", "PREMIUM_ECONOMY", "BUSINESS", "FIRST"]);
+        assert!(super::listed_values("The id of the hotel (e.g. from a search).").is_empty());
     }
 }
