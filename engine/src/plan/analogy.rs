@@ -475,7 +475,8 @@ impl Analogy {
             }
             out.push_str(&self.spelled(new));
             at = end;
-            if n == last && said(&s[at..]) {
+            // A tail of signs alone ("St." of "717 Bay St.") was the old name's spelling.
+            if n == last && said(&s[at..]) && s[at..].chars().any(char::is_alphanumeric) {
                 out.push_str(&self.reworded_part(&s[at..]));
             }
         }

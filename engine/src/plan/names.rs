@@ -6,9 +6,10 @@ use super::dates::{month_of, WEEKDAYS};
 use super::reading::Token;
 use super::scan::{cues_at, RequestValues, Scan};
 
-/// Whether a name ends like a street's ("Pine St", "Bay St.", "Fifth Avenue", "Abbey Road").
+/// Whether a name ends like a street's ("Pine St", "Bay St.", "Fifth Avenue", "Abbey Road",
+/// "Dallas Parkway").
 fn is_street(w: &str) -> bool {
-    const STREETS: [&str; 16] = [
+    const STREETS: [&str; 22] = [
         "st",
         "street",
         "ave",
@@ -25,8 +26,21 @@ fn is_street(w: &str) -> bool {
         "pl",
         "place",
         "w",
+        "parkway",
+        "pkwy",
+        "highway",
+        "hwy",
+        "court",
+        "ct",
     ];
     STREETS.contains(&w.trim_end_matches('.').to_lowercase().as_str())
+}
+
+/// Whether a name opens like a street's in the languages that put the word first ("Rue
+/// Durocher", "Via Roma", "Calle Mayor", "Avenida Paulista", "Boulevard Saint-Germain").
+fn opens_street(w: &str) -> bool {
+    const STREETS: [&str; 9] = ["rue", "via", "calle", "avenida", "rua", "avenue", "boulevard", "viale", "strada"];
+    STREETS.contains(&w.to_lowercase().as_str())
 }
 
 pub(super) fn is_capitalised(w: &str) -> bool {
@@ -195,7 +209,8 @@ pub(super) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
             .collect::<Vec<_>>()
             .join(" ");
         let lone_sentence_start = starts_sentence && words.len() == 1;
-        let (name, first) = if numbered && words.len() >= 2 && is_street(words.last().copied().unwrap_or_default()) {
+        let street = is_street(words.last().copied().unwrap_or_default()) || opens_street(words[0]);
+        let (name, first) = if numbered && words.len() >= 2 && street {
             (format!("{} {name}", toks[i - 1].text), i - 1)
         } else {
             (name, i)
@@ -206,5 +221,24 @@ pub(super) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
             v.name_at.push(first);
         }
         i = j + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::analogy::{Analogy, Transfer};
+    use crate::plan::RequestValues;
+    use chrono::NaiveDate;
+    use serde_json::json;
+
+    #[test]
+    fn a_street_address_takes_the_new_address_whole_with_its_house_number() {
+        let d = NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        let old = "I want to take a taxi from 717 Bay St. to York University in 10 minutes.";
+        let new = "I want to take a taxi from 5815 Rue Durocher to McGill University in 15 minutes.";
+        let a = Analogy::new(old, new, &RequestValues::extract(new, d), d);
+        assert_eq!(a.transfer(&json!("717 Bay St."), None), Transfer::Mapped(json!("5815 Rue Durocher")));
+        let b = Analogy::new(new, old, &RequestValues::extract(old, d), d);
+        assert_eq!(b.transfer(&json!("5815 Rue Durocher"), None), Transfer::Mapped(json!("717 Bay St")));
     }
 }

@@ -12,7 +12,7 @@ use chrono::{Datelike, Months, NaiveDate};
 
 /// Spans of time before or after an event: a number (`one`, `2`, `1.5`, `an`, `half an`), a
 /// unit (hours, minutes), maybe `and a half`, then `after` / `later` (+) or `before` / `earlier` /
-/// `prior` (-).
+/// `prior` (-); or after `in` ("a taxi in 40 minutes": +).
 pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, .. } = scan;
     let word = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
@@ -40,9 +40,11 @@ pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
         let sign = match word(k) {
             "after" | "later" => 1.0,
             "before" | "earlier" | "prior" => -1.0,
+            // "a taxi in 15 minutes": that long after the moment said.
+            _ if word(i.wrapping_sub(1)) == "in" => 1.0,
             _ => continue,
         };
-        if toks[k - 1].punct.is_some() {
+        if toks[k - 1].punct.is_some() && word(i.wrapping_sub(1)) != "in" {
             continue;
         }
         let minutes = sign * (n + half) * unit;
@@ -142,6 +144,7 @@ mod tests {
         assert_eq!(read("Collect it an hour and a half after I land; return it 26 hours later."), vec![90, 1560]);
         assert_eq!(read("Book 2 hours of tennis after lunch. Two hours. After that, rest."), Vec::<i64>::new());
         assert_eq!(read("It takes 1.5 hours before noon"), vec![-90]);
+        assert_eq!(read("It's 9 o'clock. I want a taxi from 887 Springer Ave in 40 minutes."), vec![40]);
     }
 
     #[test]

@@ -452,6 +452,8 @@ mod tests {
         let v =
             RequestValues::extract("A taxi from 2405 Pine St to the University of Utah, then back to 717 Bay St.", d);
         assert_eq!(v.names, ["2405 Pine St", "University of Utah", "717 Bay St"]);
+        let v = RequestValues::extract("A taxi from 5815 Rue Durocher; my address is 13350 Dallas Parkway.", d);
+        assert_eq!(v.names, ["5815 Rue Durocher", "13350 Dallas Parkway"]);
         let v = RequestValues::extract("Book 2 Hilton rooms.", d);
         assert_eq!(v.names, ["Hilton"]);
     }

@@ -137,13 +137,14 @@ pub struct RecordedCall<'a> {
 pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
     let said = request.to_lowercase();
     let read = crate::plan::RequestValues::extract(request, chrono::NaiveDate::default());
+    let names: Vec<String> = read.names.iter().map(|n| n.to_lowercase()).collect();
     let mut all: Vec<Map<String, Value>> = calls
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let earlier = &calls[..i];
             let mut arguments: Map<String, Value> =
-                c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
+                c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, &names, earlier))).collect();
             derive_times(&mut arguments, &read, earlier);
             arguments
         })
@@ -180,10 +181,12 @@ fn traceable(v: &Value, said: &str) -> Option<String> {
     (!said.contains(&text.to_lowercase())).then_some(text)
 }
 
-fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
+fn provenance(v: &Value, said: &str, names: &[String], earlier: &[RecordedCall<'_>]) -> Value {
     match v {
-        Value::Array(items) => Value::Array(items.iter().map(|x| provenance(x, said, earlier)).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), provenance(x, said, earlier))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(|x| provenance(x, said, names, earlier)).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, x)| (k.clone(), provenance(x, said, names, earlier))).collect())
+        }
         _ => {
             let Some(text) = traceable(v, said) else { return v.clone() };
             // The most recent producer first, its shallowest field holding the value.
@@ -191,9 +194,46 @@ fn provenance(v: &Value, said: &str, earlier: &[RecordedCall<'_>]) -> Value {
                 .iter()
                 .rev()
                 .find_map(|c| field_holding(c.response?, &text).map(|path| Reference::new(c.label, path).into()))
+                .or_else(|| spliced(&text, said, names, earlier).map(Value::String))
                 .unwrap_or_else(|| v.clone())
         }
     }
+}
+
+/// A phrase the annotator composed of an earlier output and words of its own ("Longueuil Shopping
+/// Mall": the nearby city a call found, then "Shopping Mall"): the output's part spliced in as a
+/// reference (`$var4.data.0.name$ Shopping Mall`), so that a replay names its own run's city. The
+/// longest word-bounded part of four or more characters that an earlier response holds as a
+/// whole string and the request never says; the rest must hold a word and no name the request
+/// says ("Paris, France" stays: "Paris" is the request's).
+fn spliced(text: &str, said: &str, names: &[String], earlier: &[RecordedCall<'_>]) -> Option<String> {
+    if !text.contains(' ') {
+        return None;
+    }
+    let bounded = |at: usize, len: usize| {
+        text[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+            && text[at + len..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+    };
+    let mut best: Option<(usize, String, Reference)> = None;
+    for c in earlier.iter().rev() {
+        let Some(response) = c.response else { continue };
+        for (path, x) in breadth_first(response) {
+            let Value::String(part) = x else { continue };
+            let part = part.trim();
+            let longer = best.as_ref().is_none_or(|(_, b, _)| part.len() > b.len());
+            if part.len() < 4 || part.len() >= text.len() || !longer || said.contains(&part.to_lowercase()) {
+                continue;
+            }
+            if let Some(at) = text.find(part).filter(|at| bounded(*at, part.len())) {
+                best = Some((at, part.to_string(), Reference::new(c.label, path)));
+            }
+        }
+    }
+    let (at, part, reference) = best?;
+    let rest = format!("{} {}", &text[..at], &text[at + part.len()..]).to_lowercase();
+    let names_one = names.iter().any(|n| rest.contains(n.as_str()));
+    (rest.chars().any(char::is_alphabetic) && !names_one)
+        .then(|| format!("{}{reference}{}", &text[..at], &text[at + part.len()..]))
 }
 
 /// `HH:MM` of a recorded time argument (`10:10`, `10:10:00`).
@@ -284,6 +324,35 @@ fn breadth_first(response: &Value) -> impl Iterator<Item = (String, &Value)> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_phrase_composed_of_an_output_and_words_splices_the_output_in_as_a_reference() {
+        let request = "At 2 PM, we'll take a taxi to a shopping mall in a nearby city around McGill University.";
+        let nearby = json!({"data": [{"name": "Longueuil", "country": "Canada"}]});
+        let (find, taxi, paris) = (
+            json!({"query": "McGill University"}),
+            json!({"query": "Longueuil Shopping Mall"}),
+            json!({"query": "McGill University, Canada"}),
+        );
+        let calls = [
+            RecordedCall {
+                api: "nearby",
+                label: "var1",
+                arguments: find.as_object().unwrap(),
+                response: Some(&nearby),
+            },
+            RecordedCall { api: "taxi", label: "var2", arguments: taxi.as_object().unwrap(), response: None },
+            RecordedCall { api: "taxi", label: "var3", arguments: paris.as_object().unwrap(), response: None },
+        ];
+        let steps = recorded_steps(request, &calls);
+        assert_eq!(steps[1].arguments["query"], json!("$var1.data.0.name$ Shopping Mall"));
+        assert!(matches!(&steps[1].sources["query"], ArgSource::Output { label, .. } if label == "var1"));
+        // The rest names a place the request says: the phrase stays the request's.
+        assert_eq!(steps[2].arguments["query"], json!("McGill University, Canada"));
+        let outputs = std::collections::HashMap::from([("var1".to_string(), &nearby)]);
+        let resolved = crate::exec::refs::resolve(&steps[1].arguments, &outputs);
+        assert_eq!(resolved.unwrap()["query"], json!("Longueuil Shopping Mall"));
+    }
 
     #[test]
     fn a_time_derived_from_an_output_by_a_said_span_is_remembered_as_a_derived_reference() {
