@@ -23,7 +23,7 @@ pub use super::align::Roles;
 use super::learned::{mentions, Kind, Mention};
 use super::names::is_stop_name;
 use super::planner::UnsureMentions;
-use super::reading::{mistyped, says, tokens, words, Token};
+use super::reading::{mistyped, says, tokens, whole_at, words, Token};
 use super::spans;
 use super::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
@@ -298,10 +298,10 @@ impl Analogy {
                 self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
             let (old_days, new_days) = (spans::day_counts(&self.old), spans::day_counts(&self.new));
             let stays = spans::days_counterpart(&old_days, &new_days, (d - o).num_days());
-            return Some(match base {
-                Some(b) if stays.is_some() => render(b + Duration::days(stays?)),
-                Some(b) => render(spans::shift_date(o, d, b, says(&self.old_words, "month"))?),
-                None => Transfer::Unmatched(Kind::Date),
+            return Some(match (base, stays) {
+                (Some(b), Some(days)) => render(b + Duration::days(days)),
+                (Some(b), None) => render(spans::shift_date(o, d, b, says(&self.old_words, "month"))?),
+                (None, _) => Transfer::Unmatched(Kind::Date),
             });
         }
         match (self.old.today, self.new.today) {
@@ -427,11 +427,9 @@ impl Analogy {
                 continue;
             }
             let mut from = 0;
-            while let Some(at) = lower[from..].find(name.as_str()).map(|p| p + from) {
+            while let Some(at) = whole_at(&lower, name, from) {
                 let end = at + name.len();
-                let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
-                    && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-                if bounded && !found.iter().any(|(a, b, _)| at < *b && *a < end) {
+                if !found.iter().any(|(a, b, _)| at < *b && *a < end) {
                     found.push((at, end, i));
                 }
                 from = end;

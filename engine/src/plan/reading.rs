@@ -60,6 +60,25 @@ pub fn says(text: &str, value: &str) -> bool {
     !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
 }
 
+/// Where `needle` next stands in `hay` as written, from byte `from` on, with no letter or digit
+/// touching it on either side ("Paris" in "Paris, France", not in "Parisian"); an occurrence
+/// that is part of a longer word is skipped whole.
+pub fn whole_at(hay: &str, needle: &str, mut from: usize) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    while let Some(at) = hay.get(from..)?.find(needle).map(|p| p + from) {
+        let end = at + needle.len();
+        let bounded = hay[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+            && hay[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        if bounded {
+            return Some(at);
+        }
+        from = end;
+    }
+    None
+}
+
 /// The one name normalizer: letters and digits, lower-case (`pick_up_time`, `pickUpTime`,
 /// `Pick-up time` → `pickuptime`). Parameter names, response fields and labels compare by it.
 pub fn key(name: &str) -> String {
@@ -242,6 +261,14 @@ pub fn compares(request: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_word_occurrence_skips_those_inside_longer_words() {
+        assert_eq!(whole_at("Parisian Paris, France", "Paris", 0), Some(9));
+        assert_eq!(whole_at("Paris, France", "Paris", 1), None);
+        assert_eq!(whole_at("Longueuil Shopping Mall", "Longueuil", 0), Some(0));
+        assert_eq!(whole_at("anything", "", 0), None);
+    }
 
     #[test]
     fn ordering_words_are_superlatives_and_the_word_they_lead() {

@@ -37,14 +37,15 @@ pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
             } else {
                 (0.0, i + 2)
             };
+        // "a taxi in 15 minutes": that long after the moment said.
+        let after_in = word(i.wrapping_sub(1)) == "in";
         let sign = match word(k) {
             "after" | "later" => 1.0,
             "before" | "earlier" | "prior" => -1.0,
-            // "a taxi in 15 minutes": that long after the moment said.
-            _ if word(i.wrapping_sub(1)) == "in" => 1.0,
+            _ if after_in => 1.0,
             _ => continue,
         };
-        if toks[k - 1].punct.is_some() && word(i.wrapping_sub(1)) != "in" {
+        if toks[k - 1].punct.is_some() && !after_in {
             continue;
         }
         let minutes = sign * (n + half) * unit;

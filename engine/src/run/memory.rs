@@ -3,6 +3,7 @@
 //! entries that use it; a new request recalls the nearest entries.
 
 use crate::exec::refs::{date_time, Derive, Part, Reference};
+use crate::plan::reading::whole_at;
 use crate::plan::ArgSource;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
@@ -210,10 +211,6 @@ fn spliced(text: &str, said: &str, names: &[String], earlier: &[RecordedCall<'_>
     if !text.contains(' ') {
         return None;
     }
-    let bounded = |at: usize, len: usize| {
-        text[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
-            && text[at + len..].chars().next().is_none_or(|c| !c.is_alphanumeric())
-    };
     let mut best: Option<(usize, String, Reference)> = None;
     for c in earlier.iter().rev() {
         let Some(response) = c.response else { continue };
@@ -221,10 +218,10 @@ fn spliced(text: &str, said: &str, names: &[String], earlier: &[RecordedCall<'_>
             let Value::String(part) = x else { continue };
             let part = part.trim();
             let longer = best.as_ref().is_none_or(|(_, b, _)| part.len() > b.len());
-            if part.len() < 4 || part.len() >= text.len() || !longer || said.contains(&part.to_lowercase()) {
+            if part.len() < 4 || part.len() >= text.len() || !longer {
                 continue;
             }
-            if let Some(at) = text.find(part).filter(|at| bounded(*at, part.len())) {
+            if let Some(at) = whole_at(text, part, 0).filter(|_| !said.contains(&part.to_lowercase())) {
                 best = Some((at, part.to_string(), Reference::new(c.label, path)));
             }
         }
