@@ -26,7 +26,8 @@ echo "seed tools for a request (hybrid retrieval over every API):"
 $BIN search "what will the weather be in Paris tomorrow" -k 5
 
 # Plan and execute: learn the ComplexFuncBench chains (real recorded responses) into their own
-# embedded stores, serve those responses from the replay sandbox, and ask for a chain.
+# embedded stores — ingest teaches the graph, the argument model, the long-term memory and the
+# usage vectors —, serve those responses from the replay sandbox, and ask for a chain.
 CFB="$DATA/complexfuncbench"
 $BIN convert complexfuncbench --data "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" \
   --out .tgdata/cfb.jsonl --tools-out .tgdata/cfb-tools.jsonl >/dev/null
@@ -38,15 +39,18 @@ $BIN sandbox --chains "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --port "$PO
 SANDBOX=$!
 trap 'kill $SANDBOX 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-echo "plan and execute a request (replay sandbox on 127.0.0.1:$PORT):"
-$BIN --store "$CFB_STORE" ask --rewrite "https://=http://127.0.0.1:$PORT/" \
-  "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?"
+# A request that is not among the chains ingested: the engine recalls the ingested trajectory of
+# the same kind and replays it by analogy (`recalled … and replayed: "<the ingested request>"`).
+REQUEST="Today is December 2nd, 2024. I need a rental car for one day at Los Angeles International Airport. How do the prices compare between picking it up at 9 AM tomorrow and at 9 AM the day after tomorrow, for 24 hours each time?"
+echo "plan and execute a request no ingested chain holds (replay sandbox on 127.0.0.1:$PORT):"
+$BIN --store "$CFB_STORE" ask --no-learn --rewrite "https://=http://127.0.0.1:$PORT/" "$REQUEST" | tee .tgdata/ask.txt || true
+grep -q '^recalled' .tgdata/ask.txt && echo "  ↑ recalled from a trajectory that ingest taught the memory"
 echo "the daemon: the same request over HTTP, then streamed as Server-Sent Events:"
 DPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 $BIN --store "$CFB_STORE" serve --port "$DPORT" --rewrite "https://=http://127.0.0.1:$PORT/" 2>/dev/null &
 DAEMON=$!
 trap 'kill $SANDBOX $DAEMON 2>/dev/null || true' EXIT
-python3 - "$DPORT" <<'PY'
+python3 - "$DPORT" "$REQUEST" <<'PY'
 import json, sys, time, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}"
 for _ in range(300):
@@ -55,12 +59,13 @@ for _ in range(300):
         break
     except Exception:
         time.sleep(0.2)
-req = {"request": "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?"}
+req = {"request": sys.argv[2]}
 def post(path):
     r = urllib.request.Request(base + path, data=json.dumps(req).encode(), headers={"content-type": "application/json"})
     return urllib.request.urlopen(r, timeout=120).read().decode()
 r = json.loads(post("/v1/orchestrate"))
-print("  status:", r["status"], "| chain:", " -> ".join(c["name"] for c in r["chain"]), "| run", r["run_id"])
+print("  status:", r["status"], "| chain:", " -> ".join(c["name"] for c in r["chain"]), "| run", r["run_id"],
+      "| recalled from memory" if r["stats"]["recalled"] else "")
 events = [l[7:] for l in post("/v1/orchestrate?stream=true").splitlines() if l.startswith("event: ")]
 print("  streamed events:", len(events), "(" + events[0], "…", events[-1] + ")")
 PY

@@ -9,6 +9,8 @@
 //! answered in order by the replay sandbox's lookup over the chains' recordings (what the report
 //! shows for each: `exact`, `nearest` or `none`), and the sample is scored. A line that cannot be
 //! read, or names no chain of the data, is skipped with its line number and the rest goes on.
+//! A line may also be a toolgraph run as `ask --json` prints it or `/v1/orchestrate` answers it
+//! (it has a `trace`): its calls are those the run sent.
 
 use crate::chains::{gold_of, recordings};
 use crate::complexfuncbench::{api_key, score_turns, Protocol, SampleScore, SentCall};
@@ -57,6 +59,34 @@ pub struct ScoredRequest {
     pub answers: Vec<String>,
 }
 
+/// A toolgraph run as `ask --json` prints it and the daemon answers it: its request and trace,
+/// the rest ignored.
+#[derive(Debug, Deserialize)]
+struct RunLine {
+    request: String,
+    trace: Vec<toolgraph_engine::run::TraceEvent>,
+}
+
+/// A predictions line: calls or turns as documented, or a toolgraph run (it has a `trace`), whose
+/// calls are those it sent, in order, with their arguments as they went out — the evaluation's
+/// own reading of a run ([`crate::complexfuncbench::sent_calls`]).
+fn prediction_of(text: &str) -> Result<PredictionLine, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        trace: Option<serde::de::IgnoredAny>,
+    }
+    if serde_json::from_str::<Probe>(text).is_ok_and(|p| p.trace.is_some()) {
+        let run: RunLine = serde_json::from_str(text)?;
+        let calls = crate::complexfuncbench::sent_calls(&run.trace)
+            .into_iter()
+            .map(|c| PredictedCall { name: c.api, arguments: c.arguments })
+            .collect();
+        return Ok(PredictionLine { request: run.request, calls: Some(calls), turns: None });
+    }
+    serde_json::from_str(text)
+}
+
 /// The report of `toolgraph eval score`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScoreReport {
@@ -98,7 +128,7 @@ pub fn score_predictions(chains: &[Chain], specs: &[Spec], lines: impl BufRead) 
         if text.trim().is_empty() {
             continue;
         }
-        let p: PredictionLine = match serde_json::from_str(&text) {
+        let p: PredictionLine = match prediction_of(&text) {
             Ok(p) => p,
             Err(e) => {
                 report.skipped.push(format!("line {n}: not a prediction ({e}): expected {{\"request\": \"...\", \"calls\": [{{\"name\": \"...\", \"arguments\": {{...}}}}]}}"));

@@ -216,9 +216,8 @@ async fn learn_fold(
 ) -> Result<(Stack, Arc<Retriever>), IngestError> {
     let stack = Stack::embedded_in(fold, settings, embedder.clone(), cache).await?;
     toolgraph_engine::ingest::ingest(
-        stack.store.clone(),
+        &stack,
         Inputs { toolbench: train, tools: vec![tools_path.to_path_buf()], ..Inputs::default() },
-        settings,
         Arc::new(NoProgress),
     )
     .await?;

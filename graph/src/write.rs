@@ -14,6 +14,7 @@ use toolgraph_schema::{Contribution, WeightSettings, END_ID, START_ID};
 /// comes back as counter increments, which the writer applies in the same atomic write as the
 /// run's other counts and its ledger key: a run the ledger holds teaches nothing twice, and two
 /// processes learning at once both count.
+#[async_trait::async_trait]
 pub trait ExampleSink: Send + Sync {
     /// Learn a batch's `examples` (into the sink's own copy of the model too) and return the
     /// increments they made together (one diff a batch: what the learned parts hold after, less
@@ -21,6 +22,15 @@ pub trait ExampleSink: Send + Sync {
     fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta>;
     /// How many examples it has learned.
     fn learned(&self) -> u64;
+    /// Teach what lives outside the graph store (the engine's long-term memory and usage
+    /// vectors) the new runs of a batch, each with its ledger key: called once per batch, before
+    /// the batch's counts and keys are written. A process stopped between the two teaches the
+    /// batch again at the next ingest, so what it writes is keyed to replace itself (memory
+    /// entries) or counted at most one batch twice (usage sums). Nothing by default.
+    async fn remember(&self, fresh: &[(&str, &toolgraph_schema::Example)]) -> Result<()> {
+        let _ = fresh;
+        Ok(())
+    }
 }
 
 /// Writes contributions into one store; see the [module](self).
@@ -92,8 +102,11 @@ impl<'s> ContributionWriter<'s> {
         }
         let mut batch = aggregate(&fresh);
         if let Some(sink) = self.sink {
-            let examples: Vec<&toolgraph_schema::Example> = fresh.iter().filter_map(|c| c.example.as_ref()).collect();
-            if !examples.is_empty() {
+            let keyed: Vec<(&str, &toolgraph_schema::Example)> =
+                fresh.iter().filter_map(|c| Some((c.key.as_str(), c.example.as_ref()?))).collect();
+            if !keyed.is_empty() {
+                sink.remember(&keyed).await?;
+                let examples: Vec<&toolgraph_schema::Example> = keyed.iter().map(|(_, e)| *e).collect();
                 batch.counts = counts::summed(sink.learn(&examples));
             }
         }

@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod read;
 pub mod report;
 pub mod runs;
+pub mod transcripts;
 
 pub use error::{IngestError, RecordError};
 pub use pipeline::{ingest, Inputs, NoProgress, Progress};

@@ -12,6 +12,7 @@ use crate::feeds;
 use crate::read::{self, Line};
 use crate::report::{EdgeCounts, IngestReport, NodeCounts, Tally};
 use crate::runs::{self, Sink};
+use crate::transcripts;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +31,7 @@ pub struct Inputs {
     pub queries: Vec<PathBuf>,
     /// Tool docs: `tools.jsonl(.gz)` or a ToolBench `tools/` folder.
     pub tools: Vec<PathBuf>,
-    /// toolgraph JSONL runs.
+    /// JSONL trajectories: toolgraph runs and OpenAI-style chat transcripts, line by line.
     pub trajectories: Vec<PathBuf>,
     /// Set to stop early (Ctrl-C): reading stops, what was read is written and finished.
     pub stop: Arc<AtomicBool>,
@@ -216,7 +217,12 @@ impl Reader {
                 }
                 Ok(Line::Record { number, bytes }) => {
                     any = true;
-                    self.record(|cat, sink| runs::jsonl_run(path, number, &bytes, cat, sink))
+                    // A line is a toolgraph run or a chat transcript (it has `messages`).
+                    if transcripts::is_transcript(&bytes) {
+                        self.record(|cat, sink| transcripts::transcript(path, number, &bytes, cat, sink))
+                    } else {
+                        self.record(|cat, sink| runs::jsonl_run(path, number, &bytes, cat, sink))
+                    }
                 }
             };
             if !ok {
@@ -390,6 +396,7 @@ pub async fn ingest(
         weights_recomputed: weights_recomputed as u64,
         feeds_written: feeds_rows.len() as u64,
         arg_examples,
+        memories: 0,
         elapsed_s: elapsed,
         errors_total: read.errors_total,
         errors: read.errors,

@@ -101,6 +101,10 @@ pub struct IngestReport {
     /// Answered runs the argument model learned from (their requests and call arguments), when
     /// the ingest trained one (`toolgraph ingest` does; it is stored with the graph).
     pub arg_examples: u64,
+    /// Answered runs remembered in the long-term memory (request → chain, recalled for like
+    /// requests), when the ingest teaches one (`toolgraph ingest` does).
+    #[serde(default)]
+    pub memories: u64,
     pub elapsed_s: f64,
     pub runs_per_s: f64,
     pub errors_total: u64,

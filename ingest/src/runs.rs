@@ -201,6 +201,28 @@ fn schema_api_description(desc: &str) -> String {
     }
 }
 
+/// The parameters a function's JSON Schema (`{"type": "object", "properties": …, "required": […]}`)
+/// declares; a property's `example_value` (ToolBench) or `default` is its default.
+pub(crate) fn params_of_schema(schema: &Value) -> Vec<ParamDoc> {
+    let Some(p) = schema.as_object() else { return Vec::new() };
+    let required: BTreeSet<&str> = p
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = p.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    props
+        .iter()
+        .map(|(pname, spec)| ParamDoc {
+            name: pname.clone(),
+            ty: spec.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
+            description: spec.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+            required: required.contains(pname.as_str()),
+            default: spec.get("example_value").or_else(|| spec.get("default")).cloned().filter(|v| !v.is_null()),
+        })
+        .collect()
+}
+
 /// An API defined only by a trajectory's function schema (its tool is missing from the docs).
 fn doc_from_schema(name: &str, schema: &FunctionSchema, catalog: &Catalog) -> Option<ApiDoc> {
     let desc = schema.description.clone().unwrap_or_default();
@@ -208,25 +230,7 @@ fn doc_from_schema(name: &str, schema: &FunctionSchema, catalog: &Catalog) -> Op
     let suffix = format!("_for_{tool}");
     let api = name.strip_suffix(&suffix).filter(|a| !a.is_empty()).unwrap_or(name).to_string();
     let category = catalog.category_of_tool(&tool).unwrap_or_else(|| UNKNOWN_CATEGORY.to_string());
-    let mut params = Vec::new();
-    if let Some(p) = schema.parameters.as_ref().and_then(Value::as_object) {
-        let required: BTreeSet<&str> = p
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if let Some(props) = p.get("properties").and_then(Value::as_object) {
-            for (pname, spec) in props {
-                params.push(ParamDoc {
-                    name: pname.clone(),
-                    ty: spec.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    description: spec.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    required: required.contains(pname.as_str()),
-                    default: spec.get("example_value").cloned().filter(|v| !v.is_null()),
-                });
-            }
-        }
-    }
+    let params = schema.parameters.as_ref().map(params_of_schema).unwrap_or_default();
     Some(ApiDoc {
         category,
         tool,

@@ -243,6 +243,19 @@ pub struct Sandbox {
     /// recorded response, while the library keeps one response per call (the same call recorded
     /// by two samples, say coordinates in another precision, keeps the later).
     first: std::sync::RwLock<Library>,
+    /// Each recorded sample's request and recordings, which `POST /_sandbox/sample` answers first.
+    samples: std::sync::RwLock<Vec<(String, Vec<Recording>)>>,
+}
+
+/// `POST /_sandbox/sample`: answer one recorded sample's calls first (by its request or its
+/// index), or none (`{}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SampleRequest {
+    #[serde(default)]
+    request: Option<String>,
+    #[serde(default)]
+    sample: Option<usize>,
 }
 
 /// `POST /_sandbox/outage`: take a route prefix down or bring it back.
@@ -279,6 +292,7 @@ impl Sandbox {
             outages: Default::default(),
             required_header: Default::default(),
             first: Default::default(),
+            samples: Default::default(),
         })
     }
 
@@ -299,6 +313,11 @@ impl Sandbox {
             Some(v) => Ok((v, Match::Exact)),
             None => self.library.answer(route, args),
         }
+    }
+
+    /// The recorded samples (request, recordings) `POST /_sandbox/sample` may name.
+    pub fn set_samples(&self, samples: Vec<(String, Vec<Recording>)>) {
+        *self.samples.write().unwrap_or_else(|p| p.into_inner()) = samples;
     }
 
     /// Take every route starting with `route` (`/host/path`) down (`true`) or back up.
@@ -409,6 +428,9 @@ async fn answer(
             ),
         };
     }
+    if path == "/_sandbox/sample" && method == Method::POST {
+        return sample_reply(sb, body);
+    }
     let required = sb.required_header.read().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some((name, want)) = required {
         let got = headers.get(name.as_str()).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
@@ -491,8 +513,33 @@ async fn answer(
     }
 }
 
+/// `POST /_sandbox/sample`: answer a recorded sample's calls first (see [`SampleRequest`]).
+fn sample_reply(sb: &Sandbox, body: &Bytes) -> Reply {
+    let pick = serde_json::from_slice::<SampleRequest>(body).ok().map(|q| {
+        let samples = sb.samples.read().unwrap_or_else(|p| p.into_inner());
+        let i = q
+            .sample
+            .or_else(|| samples.iter().position(|(r, _)| Some(r.trim()) == q.request.as_deref().map(str::trim)));
+        (q.sample.is_none() && q.request.is_none(), i.and_then(|i| samples.get(i).map(|(_, rs)| (i, rs.clone()))))
+    });
+    match pick {
+        Some((true, _)) => {
+            sb.answer_first([]);
+            json_response(StatusCode::OK, &json!({"sample": null}))
+        }
+        Some((false, Some((i, recordings)))) => {
+            sb.answer_first(recordings);
+            json_response(StatusCode::OK, &json!({"sample": i}))
+        }
+        _ => json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"status": false, "message": "body: {\"request\": \"a recorded request\"} or {\"sample\": INDEX} (of a recorded sample), or {} for none"}),
+        ),
+    }
+}
+
 /// Serve until `shutdown` resolves, then let the requests in flight finish. Every path is a tool
-/// route, plus `GET /_sandbox/stats` and `POST /_sandbox/outage`.
+/// route, plus `GET /_sandbox/stats`, `POST /_sandbox/outage` and `POST /_sandbox/sample`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     sandbox: Arc<Sandbox>,
@@ -553,106 +600,4 @@ pub async fn spawn(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(args: Value, response: Value) -> Recording {
-        Recording {
-            api: "Search".into(),
-            route: "h.example/api/search".into(),
-            required: vec!["query".into()],
-            arguments: args.as_object().unwrap().clone(),
-            response,
-        }
-    }
-
-    #[test]
-    fn normalization_matches_what_travels_as_text() {
-        assert_eq!(normalize(&json!(32.8730)), normalize(&json!("32.873")));
-        assert_eq!(normalize(&json!(" Paris ")), normalize(&json!("paris")));
-        assert_eq!(normalize(&json!([{"b": 1, "a": "X"}])), normalize(&json!("[{\"a\": \"x\", \"b\": 1.0}]")));
-        assert_ne!(normalize(&json!("2024-10-14")), normalize(&json!("2024-10-15")));
-    }
-
-    #[test]
-    fn lookup_exact_then_by_required_arguments() {
-        let lib = Library::new([
-            rec(json!({"query": "Paris"}), json!({"id": 1})),
-            rec(json!({"query": "Rome", "page": 2}), json!({"id": 2})),
-            rec(json!({"query": "Rome"}), json!({"id": 3})),
-        ]);
-        let m = |v: Value| v.as_object().unwrap().clone();
-        assert_eq!(*lib.lookup("/h.example/api/search", &m(json!({"query": "paris"}))).unwrap(), json!({"id": 1}));
-        assert_eq!(
-            *lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "page": "2"}))).unwrap(),
-            json!({"id": 2})
-        );
-        assert_eq!(
-            *lib.lookup("h.example/api/search", &m(json!({"query": "Rome", "lang": "en"}))).unwrap(),
-            json!({"id": 3})
-        );
-        assert_eq!(
-            lib.lookup("h.example/api/search", &m(json!({"query": "Oslo"}))).unwrap_err(),
-            Some("Search".into())
-        );
-        assert_eq!(lib.lookup("h.example/nope", &m(json!({}))).unwrap_err(), None);
-        // Only a recording of exactly these arguments (normalized) is exact.
-        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": " PARIS "}))).unwrap().1, Match::Exact);
-        assert_eq!(lib.answer("h.example/api/search", &m(json!({"query": "Rome"}))).unwrap().1, Match::Exact);
-        assert_eq!(
-            lib.answer("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).unwrap().1,
-            Match::Nearest
-        );
-        assert!(lib.exact("h.example/api/search", &m(json!({"query": "Rome", "lang": "de"}))).is_none());
-        assert_eq!(
-            *lib.exact("h.example/api/search", &m(json!({"query": "Rome", "page": 2}))).unwrap(),
-            json!({"id": 2})
-        );
-    }
-
-    #[test]
-    fn the_replayed_samples_own_recordings_answer_first() {
-        // Two samples recorded the same call; the real API answered one in another precision.
-        let lib = Library::new([
-            rec(json!({"query": "LAX"}), json!({"longitude": -118.402})),
-            rec(json!({"query": "LAX"}), json!({"longitude": -118.402000427246})),
-            rec(json!({"query": "SFO"}), json!({"longitude": -122.375})),
-        ]);
-        let sb = Sandbox::new(lib, Faults::default());
-        let m = |v: Value| v.as_object().unwrap().clone();
-        let route = "h.example/api/search";
-        assert_eq!(*sb.answer(route, &m(json!({"query": "LAX"}))).unwrap().0, json!({"longitude": -118.402000427246}));
-        sb.answer_first([rec(json!({"query": "LAX"}), json!({"longitude": -118.402}))]);
-        assert_eq!(
-            sb.answer(route, &m(json!({"query": "lax"}))).unwrap(),
-            (Arc::new(json!({"longitude": -118.402})), Match::Exact)
-        );
-        // A call the sample never made is the library's to answer, nearest ones included.
-        assert_eq!(*sb.answer(route, &m(json!({"query": "SFO"}))).unwrap().0, json!({"longitude": -122.375}));
-        assert_eq!(sb.answer(route, &m(json!({"query": "SFO", "page": 2}))).unwrap().1, Match::Nearest);
-        sb.answer_first([]);
-        assert_eq!(*sb.answer(route, &m(json!({"query": "LAX"}))).unwrap().0, json!({"longitude": -118.402000427246}));
-    }
-
-    #[test]
-    fn faults_follow_their_rates() {
-        let sb = Sandbox::new(
-            Library::default(),
-            Faults {
-                server_error_rate: 0.1,
-                throttle_rate: 0.1,
-                garbage_rate: 0.1,
-                timeout_rate: 0.1,
-                seed: 7,
-                ..Default::default()
-            },
-        );
-        let n = 10_000;
-        let drawn: Vec<Option<Fault>> = (0..n).map(|i| sb.draw(i)).collect();
-        for f in [Fault::Timeout, Fault::ServerError, Fault::Throttle, Fault::Garbage] {
-            let share = drawn.iter().filter(|d| **d == Some(f)).count() as f64 / n as f64;
-            assert!((share - 0.1).abs() < 0.02, "{f:?}: {share}");
-        }
-        assert_eq!(drawn, (0..n).map(|i| sb.draw(i)).collect::<Vec<_>>(), "same seed, same faults");
-    }
-}
+mod tests;

@@ -83,6 +83,13 @@ pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
             let _ = writeln!(out, "  {} = {}({})", c.label, c.name, serde_json::Value::Object(c.arguments.clone()));
         }
         let _ = writeln!(out, "answer: {}", r.answer);
+        // Where the chain came from: a remembered request (an ingested trajectory or an earlier
+        // answered run) replayed by analogy.
+        for e in &r.trace {
+            if let toolgraph_engine::run::TraceEvent::Recall { request, score, replayed: true, .. } = e {
+                let _ = writeln!(out, "recalled (similarity {score:.2}) and replayed: \"{request}\"");
+            }
+        }
         let _ = writeln!(
             out,
             "{} calls ({} failed), {} backtracks, {} reflections, {} planner decisions{}; engine {:.1} ms, tools {:.1} ms, embedding {:.1} ms",

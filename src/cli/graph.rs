@@ -10,7 +10,10 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::graph::CypherLimits;
+use toolgraph_engine::stack::Stack;
+use toolgraph_engine::vector::VectorStore;
 use toolgraph_engine::{store, GraphStore};
 use toolgraph_ingest::{complexfuncbench, Inputs, Progress};
 use toolgraph_schema::Settings;
@@ -87,6 +90,17 @@ pub(super) enum ConvertCmd {
 pub(super) async fn index(s: &Settings, graph: &dyn GraphStore, rebuild: bool) -> Result<()> {
     let embedder = load_embedder(s).await?;
     let vectors = store::open_vectors(&s.vectors)?;
+    index_into(s, graph, &vectors, &embedder, rebuild).await
+}
+
+/// [`index`] into `vectors` opened already, the APIs embedded by `embedder`.
+async fn index_into(
+    s: &Settings,
+    graph: &dyn GraphStore,
+    vectors: &Arc<dyn VectorStore>,
+    embedder: &Arc<dyn Embedder>,
+    rebuild: bool,
+) -> Result<()> {
     let cache = if s.embed.cache.is_empty() {
         None
     } else {
@@ -143,14 +157,21 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
             bail!("{} does not exist", p.display());
         }
     }
+    // Everything an ingest teaches: the graph (its store), the long-term memory and the usage
+    // vectors (the vector store, requests embedded by the configured model).
     let store = open_store(&s).await?;
+    let vectors = store::open_vectors(&s.vectors).with_context(|| format!("opening vectors {}", s.vectors.uri))?;
+    let embedder = load_embedder(&s).await?;
+    let executor = toolgraph_engine::exec::Executor::new(toolgraph_engine::stack::exec_settings(&s, Vec::new()))?;
+    let stack = Stack::over(s.clone(), store.clone(), vectors.clone(), embedder.clone(), executor).await?;
     let inputs = Inputs {
         toolbench: args.toolbench.clone(),
         queries: args.queries.clone(),
         tools: args.tools.clone(),
         trajectories: args.trajectories.clone(),
         stop: Arc::new(AtomicBool::new(false)),
-        // The argument model learns from every new answered run (`toolgraph_engine::ingest`).
+        // The argument model, the memory and the usage vectors learn from every new answered
+        // run (`toolgraph_engine::ingest`).
         learner: None,
     };
     // Ctrl-C: stop reading, write and finish what was read. A second Ctrl-C quits at once, which
@@ -167,14 +188,14 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
     });
     let progress: Arc<dyn Progress> =
         if std::io::stderr().is_terminal() { Arc::new(BarProgress::new()) } else { Arc::new(LogProgress::new()) };
-    let report = toolgraph_engine::ingest::ingest(store.clone(), inputs, &s, progress).await?;
+    let report = toolgraph_engine::ingest::ingest(&stack, inputs, progress).await?;
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
     let t = &report.tally;
     eprintln!(
         "ingested into {}: {} runs read, {} kept, {} already ingested, {} dropped {:?}; calls kept {}, dropped {:?}; \
-         graph: {} APIs, {} tools, {} categories, {} NEXT, {} FEEDS; argument model: {} runs learned; {} record errors; {:.2}s ({:.0} runs/s)",
+         graph: {} APIs, {} tools, {} categories, {} NEXT, {} FEEDS; argument model: {} runs learned; memory: {} runs remembered; {} record errors; {:.2}s ({:.0} runs/s)",
         report.store,
         t.runs_read,
         t.runs_kept,
@@ -189,6 +210,7 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
         report.edges.next,
         report.edges.feeds,
         report.arg_examples,
+        report.memories,
         report.errors_total,
         report.elapsed_s,
         report.runs_per_s
@@ -203,7 +225,7 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
         return Ok(ExitCode::from(2));
     }
     if !args.no_index {
-        index(&s, store.as_ref(), false)
+        index_into(&s, store.as_ref(), &vectors, &embedder, false)
             .await
             .context("the graph is ingested, but indexing its APIs failed (fix it, then run `toolgraph index`)")?;
     }

@@ -171,6 +171,9 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
     use toolgraph_sandbox::{Faults, Library, Sandbox};
     let specs = complexfuncbench::read_specs(&args.spec, 1 << 30)?;
     let mut recordings = Vec::new();
+    // Each sample's own recordings, answered first once named (`POST /_sandbox/sample`), as
+    // ComplexFuncBench's runner answers a sample's calls.
+    let mut samples = Vec::new();
     for c in &args.chains {
         let chains = complexfuncbench::read_chains(c, 1 << 30)?;
         let (recs, errors) = toolgraph_eval::chains::recordings(&chains, &specs);
@@ -178,6 +181,10 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
             eprintln!("skipped: {}: {e}", c.display());
         }
         recordings.extend(recs);
+        for chain in &chains {
+            samples
+                .push((chain.input.clone(), toolgraph_eval::chains::recordings(std::slice::from_ref(chain), &specs).0));
+        }
     }
     let lib = Library::new(recordings);
     let faults = Faults {
@@ -192,6 +199,7 @@ pub(super) async fn sandbox(args: &SandboxArgs) -> Result<ExitCode> {
     };
     let (recordings, routes) = (lib.len(), lib.routes());
     let sb = Sandbox::new(lib, faults);
+    sb.set_samples(samples);
     // Bound first, then announced with the port it got (`--port 0` picks a free one).
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await

@@ -26,6 +26,7 @@ mod eval_retrieval;
 mod http_contract;
 mod ingest_idempotency;
 mod ingest_shared_data;
+mod ingest_teaches;
 mod interrupted_ingest;
 mod llm_planner;
 mod malformed_inputs;

@@ -5,9 +5,10 @@
 use super::bm25::Bm25Index;
 use super::fusion::{tool_boost, weighted};
 use super::index::TEXT_KEY;
+use super::usage::UsageVectors;
 use super::{ApiText, Filter, Hit};
 use crate::embed::Embedder;
-use crate::vector::{CollectionSpec, Conditions, VectorPoint, VectorStore, APIS, USAGE};
+use crate::vector::{Conditions, VectorStore, APIS};
 use crate::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -90,8 +91,8 @@ pub struct Retriever {
     embedder: Arc<dyn Embedder>,
     collection: String,
     settings: RetrievalSettings,
-    /// Usage vectors by API: (sum of request embeddings, count); mirrored in the `usage` collection.
-    usage: std::sync::RwLock<HashMap<String, (Vec<f32>, u64)>>,
+    /// Usage vectors by API ([`UsageVectors`]).
+    usage: UsageVectors,
 }
 
 fn str_of(p: &serde_json::Map<String, Value>, k: &str) -> String {
@@ -134,20 +135,8 @@ impl Retriever {
         let bm25 = tokio::task::spawn_blocking(move || Bm25Index::build(&docs))
             .await
             .map_err(|e| crate::EngineError::store("bm25", crate::ErrorClass::Permanent, e))??;
-        vectors.ensure(&CollectionSpec::new(USAGE, embedder.dim(), &[])).await?;
-        let mut usage = HashMap::new();
-        for (id, p) in vectors.scan(USAGE, &["sum", "n"]).await? {
-            let sum: Vec<f32> = p
-                .get("sum")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_f64).map(|x| x as f32).collect())
-                .unwrap_or_default();
-            let n = p.get("n").and_then(Value::as_u64).unwrap_or(0);
-            if n > 0 && sum.len() == embedder.dim() {
-                usage.insert(id, (sum, n));
-            }
-        }
-        Ok(Retriever { bm25, info, vectors, embedder, collection, settings, usage: std::sync::RwLock::new(usage) })
+        let usage = UsageVectors::load(vectors.clone(), embedder.dim()).await?;
+        Ok(Retriever { bm25, info, vectors, embedder, collection, settings, usage })
     }
 
     /// The configured weight of the usage vectors in hybrid search.
@@ -160,27 +149,7 @@ impl Retriever {
         if request.is_empty() {
             return Ok(());
         }
-        let mut ids: Vec<&String> = apis.iter().collect();
-        ids.sort();
-        ids.dedup();
-        let mut points = Vec::with_capacity(ids.len());
-        {
-            let mut usage = self.usage.write().unwrap_or_else(|p| p.into_inner());
-            for id in ids {
-                let e = usage.entry(id.clone()).or_insert_with(|| (vec![0.0; request.len()], 0));
-                if e.0.len() != request.len() {
-                    continue;
-                }
-                e.0.iter_mut().zip(request).for_each(|(s, x)| *s += x);
-                e.1 += 1;
-                let norm = e.0.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
-                let mut payload = serde_json::Map::new();
-                payload.insert("sum".into(), Value::from(e.0.iter().map(|x| *x as f64).collect::<Vec<f64>>()));
-                payload.insert("n".into(), Value::from(e.1));
-                points.push(VectorPoint { id: id.clone(), vector: e.0.iter().map(|x| x / norm).collect(), payload });
-            }
-        }
-        self.vectors.upsert(USAGE, points).await
+        self.usage.add(&[(apis, request)]).await
     }
 
     pub fn len(&self) -> usize {
@@ -273,19 +242,8 @@ impl Retriever {
                     // Candidates whose usage vector is near the request gain up to usage_weight ×
                     // the best fused score (cosine to the usage mean, max-normalized over the
                     // candidates; computed in memory: the candidates are few).
-                    let usage = self.usage.read().unwrap_or_else(|p| p.into_inner());
-                    if !usage.is_empty() {
-                        let qn = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
-                        let sims: Vec<f32> = fused
-                            .iter()
-                            .map(|h| match usage.get(&h.id) {
-                                Some((sum, _)) if sum.len() == vector.len() => {
-                                    let sn = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
-                                    (sum.iter().zip(vector).map(|(a, b)| a * b).sum::<f32>() / (sn * qn)).max(0.0)
-                                }
-                                _ => 0.0,
-                            })
-                            .collect();
+                    if !self.usage.is_empty() {
+                        let sims = self.usage.similarities(fused.iter().map(|h| h.id.as_str()), vector);
                         let best = sims.iter().copied().fold(0.0f32, f32::max);
                         let top = fused.first().map(|h| h.score).unwrap_or(1.0);
                         if best > 0.0 {

@@ -8,6 +8,7 @@ pub mod fusion;
 pub mod hybrid;
 pub mod index;
 pub mod metrics;
+pub mod usage;
 
 use serde::{Deserialize, Serialize};
 

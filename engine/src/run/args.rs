@@ -45,8 +45,8 @@ fn learn_examples(
     })
 }
 
-/// An example's calls as the model learns them (see [`learn_examples`]).
-fn example_steps(example: &toolgraph_schema::Example) -> Vec<MemoryStep> {
+/// An example's calls as the model learns and the memory remembers them (see [`learn_examples`]).
+pub(crate) fn example_steps(example: &toolgraph_schema::Example) -> Vec<MemoryStep> {
     let labels: Vec<String> = (1..=example.calls.len()).map(|i| format!("var{i}")).collect();
     let calls: Vec<RecordedCall<'_>> = example
         .calls
@@ -59,7 +59,7 @@ fn example_steps(example: &toolgraph_schema::Example) -> Vec<MemoryStep> {
             response: c.response.as_ref(),
         })
         .collect();
-    recorded_steps(&example.request, &calls)
+    recorded_steps(example.request.trim(), &calls)
 }
 
 /// Trains the argument model from an ingest's new answered runs ([`ExampleSink`]): it starts

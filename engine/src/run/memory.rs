@@ -51,24 +51,47 @@ impl Memory {
         Ok(Memory { vectors, collection: MEMORY.to_string() })
     }
 
+    /// Remember `request` (embedded by meaning as `vector`) with `chain`: the same request
+    /// replaces its old entry.
     pub async fn remember(&self, request: &str, vector: Vec<f32>, chain: Vec<MemoryStep>) -> Result<()> {
-        let mut payload = Map::new();
-        let apis: Vec<Value> = chain.iter().map(|s| Value::String(s.api.clone())).collect();
-        let entry = MemoryEntry { request: request.to_string(), chain };
-        payload.insert("request".into(), Value::String(request.to_string()));
-        payload.insert("apis".into(), Value::Array(apis));
-        payload.insert(
-            "chain".into(),
-            Value::String(
-                serde_json::to_string(&entry.chain)
-                    .map_err(|e| EngineError::store("memory", ErrorClass::Permanent, e))?,
-            ),
-        );
-        self.vectors.upsert(&self.collection, vec![VectorPoint { id: entry_id(request), vector, payload }]).await
+        self.remember_all(vec![(request.to_string(), vector, chain)]).await
     }
 
+    /// [`Memory::remember`] each (request, vector, chain), in one write.
+    pub async fn remember_all(&self, entries: Vec<(String, Vec<f32>, Vec<MemoryStep>)>) -> Result<()> {
+        let mut points = Vec::with_capacity(entries.len());
+        for (request, vector, chain) in entries {
+            let mut payload = Map::new();
+            let apis: Vec<Value> = chain.iter().map(|s| Value::String(s.api.clone())).collect();
+            payload.insert("request".into(), Value::String(request.clone()));
+            payload.insert("apis".into(), Value::Array(apis));
+            payload.insert(
+                "chain".into(),
+                Value::String(
+                    serde_json::to_string(&chain)
+                        .map_err(|e| EngineError::store("memory", ErrorClass::Permanent, e))?,
+                ),
+            );
+            let id = entry_id(&request);
+            // The same request twice in one write: the later entry stands, as in two writes.
+            points.retain(|p: &VectorPoint| p.id != id);
+            points.push(VectorPoint { id, vector, payload });
+        }
+        if points.is_empty() {
+            return Ok(());
+        }
+        self.vectors.upsert(&self.collection, points).await
+    }
+
+    /// The `k` remembered requests nearest to `vector`, nearest first. Requests equally near (a
+    /// family of requests whose masked meanings are one text) come in the order of their entry
+    /// ids, so a recall does not depend on how the store happened to lay its points out.
     pub async fn recall(&self, vector: &[f32], k: usize) -> Result<Vec<Recalled>> {
-        let hits = self.vectors.search(&self.collection, vector, k, &Conditions::default()).await?;
+        let wider = k.saturating_mul(4).max(k + 32);
+        let mut hits = self.vectors.search(&self.collection, vector, wider, &Conditions::default()).await?;
+        let level = |s: f32| (f64::from(s) * 1e5).round() as i64;
+        hits.sort_by(|a, b| level(b.score).cmp(&level(a.score)).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(k);
         Ok(hits
             .into_iter()
             .filter_map(|h| {

@@ -1,8 +1,8 @@
-//! Learning a fold: the training chains ingested into fresh stores (graph, API vectors, usage
-//! vectors, long-term memory).
+//! Learning a fold: the training chains converted to trajectories and ingested into fresh stores
+//! by the shipped ingest (graph, argument model, long-term memory, usage vectors), then the API
+//! index built — what a user gets from `convert` + `ingest`.
 
-use serde_json::Map;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use toolgraph_engine::embed::Embedder;
 use toolgraph_engine::exec::Executor;
 use toolgraph_engine::retrieval::cache::EmbeddingCache;
 use toolgraph_engine::retrieval::hybrid::Retriever;
-use toolgraph_engine::run::{recorded_steps, RecordedCall};
 use toolgraph_engine::stack::Stack;
 use toolgraph_ingest::complexfuncbench::{run_of_chain, tool_of_host, tools_lines, Chain, Spec};
 use toolgraph_ingest::pipeline::{Inputs, NoProgress};
@@ -39,7 +38,7 @@ impl Learned {
     }
 }
 
-/// Learn from `train` into fresh stores under `dir`: graph (ingest), API vectors, memories.
+/// Learn from `train` into fresh stores under `dir` (see the [module](self)).
 pub async fn learn(
     dir: &Path,
     train: &[&Chain],
@@ -78,45 +77,12 @@ pub async fn learn_in(
     }
     rw.flush().map_err(io)?;
     drop(rw);
-    let stack = Stack::embedded_in(dir, settings, embedder.clone(), cache).await?;
-    let store = stack.store.clone();
+    // The shipped ingest, and nothing else, teaches the fold: graph, argument model, long-term
+    // memory and usage vectors.
+    let stack = Stack::embedded_in(dir, settings, embedder, cache).await?;
     let inputs = Inputs { tools: vec![tools_path], trajectories: vec![runs_path], ..Inputs::default() };
-    toolgraph_engine::ingest::ingest(store.clone(), inputs, settings, Arc::new(NoProgress)).await?;
+    toolgraph_engine::ingest::ingest(&stack, inputs, Arc::new(NoProgress)).await?;
     stack.index(false).await?;
     let retriever = stack.retriever().await?;
-    let memory = stack.memory.clone();
-    // Long-term memory: every training request with its chain (arguments that reference an
-    // earlier output keep the reference; the rest are re-filled when replayed).
-    let snapshot = store.node_snapshot().await?;
-    let id_of: HashMap<&str, &str> = snapshot.apis.values().map(|a| (a.name.as_str(), a.id.as_str())).collect();
-    let requests: Vec<String> = train.iter().map(|c| c.input.trim().to_string()).collect();
-    let vecs = embedder.embed(requests.clone()).await?;
-    // The memory compares requests by meaning (mentions masked), as the engine does.
-    let meanings = embedder.embed(requests.iter().map(|r| toolgraph_engine::plan::meaning_text(r)).collect()).await?;
-    for ((c, (req, v)), meaning) in train.iter().zip(requests.iter().zip(vecs)).zip(meanings) {
-        // Usage vectors: the request joins every API of its chain.
-        let used: Vec<String> =
-            c.output.iter().filter_map(|call| id_of.get(call.name.as_str()).map(|s| s.to_string())).collect();
-        retriever.add_usage(&used, &v).await?;
-        // Literals the request never says but an earlier response holds become references.
-        let labels: Vec<String> = (1..=c.output.len()).map(|i| format!("var{i}")).collect();
-        let empty = Map::new();
-        let calls: Vec<RecordedCall<'_>> = c
-            .output
-            .iter()
-            .zip(&labels)
-            .filter_map(|(call, label)| {
-                let api = id_of.get(call.name.as_str())?;
-                Some(RecordedCall {
-                    api,
-                    label: call.label.as_deref().unwrap_or(label),
-                    arguments: call.arguments.as_object().unwrap_or(&empty),
-                    response: call.response.as_ref(),
-                })
-            })
-            .collect();
-        let steps = recorded_steps(req, &calls);
-        memory.remember(req, meaning, steps).await?;
-    }
     Ok(Learned { stack, retriever })
 }
