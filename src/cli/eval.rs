@@ -175,6 +175,12 @@ pub(super) enum EvalCmd {
 pub(super) struct HowArgs {
     #[arg(long, default_value_t = 5)]
     folds: usize,
+    /// How a fold's held-out chains are drawn (chain files): `chains`, every k-th; `families`,
+    /// whole kinds (the set of APIs a chain calls, pure input providers aside), so every held-out
+    /// request is a kind its fold never learned (a chain calling an API its fold never saw is
+    /// skipped and counted).
+    #[arg(long, default_value = "chains", value_parser = ["chains", "families"])]
+    split: String,
     /// At most this many test chains per fold (eval chains / complexfuncbench: evenly spaced
     /// through the fold, a fixed subset that samples all of it).
     #[arg(long)]
@@ -522,6 +528,7 @@ fn harness(s: &Settings, how: &HowArgs) -> Result<toolgraph_eval::chains::Harnes
     }
     Ok(toolgraph_eval::chains::HarnessOptions {
         folds: how.folds,
+        split: how.split.parse().map_err(anyhow::Error::msg)?,
         methods: how.methods.iter().map(|m| eval_method(m)).collect::<Result<_>>()?,
         planner: chosen,
         llm,

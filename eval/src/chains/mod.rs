@@ -8,6 +8,7 @@
 mod learn;
 mod report;
 mod scores;
+mod split;
 mod tally;
 
 pub use crate::gold::{gold_of, recordings, succeeded, Gold, GoldCall};
@@ -15,6 +16,7 @@ pub use learn::{learn, learn_in, Learned, CATEGORY};
 use report::detail;
 pub use report::{markdown, paper_table, reworded_name};
 pub use scores::{ChainDetail, ChainReport, MethodScores, SeedRecall};
+pub use split::Split;
 use tally::Tally;
 
 use serde_json::{Map, Value};
@@ -77,6 +79,8 @@ pub struct ChainEvalOptions {
 /// held-out items, the run settings and the embedding cache.
 pub struct HarnessOptions {
     pub folds: usize,
+    /// How the held-out chains of a fold are drawn ([`Split`]; chain files only).
+    pub split: Split,
     pub methods: Vec<EvalMethod>,
     /// Who decides (the deterministic planner when `None`), e.g. a configured LLM.
     pub planner: Option<Arc<dyn toolgraph_engine::plan::Planner>>,
@@ -123,20 +127,23 @@ fn input(e: impl std::fmt::Display) -> Failed {
     toolgraph_ingest::IngestError::Input(e.to_string())
 }
 
-/// The folds: `--test` as one fold over all of `--train`, else `k` folds over `--train`.
-fn folds_of<'a>(train: &'a [Chain], test: Option<&'a [Chain]>, k: usize) -> Vec<Fold<'a>> {
-    match test {
-        Some(test) => vec![(train.iter().collect(), test.iter().enumerate().collect())],
-        None => {
+/// The folds: `--test` as one fold over all of `--train`, else `k` folds over `--train` by
+/// `split`; with the held-out chains skipped (families: one calling an API its fold never learned).
+fn folds_of<'a>(train: &'a [Chain], test: Option<&'a [Chain]>, k: usize, split: Split) -> (Vec<Fold<'a>>, Vec<String>) {
+    match (test, split) {
+        (Some(test), _) => (vec![(train.iter().collect(), test.iter().enumerate().collect())], Vec::new()),
+        (None, Split::Families) => split::family_folds(train, k),
+        (None, Split::Chains) => {
             let k = k.max(2);
-            (0..k)
+            let folds = (0..k)
                 .map(|f| {
                     (
                         train.iter().enumerate().filter(|(i, _)| i % k != f).map(|(_, c)| c).collect(),
                         train.iter().enumerate().filter(|(i, _)| i % k == f).collect(),
                     )
                 })
-                .collect()
+                .collect();
+            (folds, Vec::new())
         }
     }
 }
@@ -363,7 +370,7 @@ pub async fn run(
     let cache = opts.harness.open_cache()?;
     // Folds: the training chains, and the test chains with their index in the file they come
     // from (what a reworded request names).
-    let folds = folds_of(&train_all, test_all.as_deref(), opts.harness.folds);
+    let (folds, split_skipped) = folds_of(&train_all, test_all.as_deref(), opts.harness.folds, opts.harness.split);
     // Every recorded call of the data, what the scorer's response match asks (a chain's errors
     // are reported where it is held out).
     let every = recordings(&[train_all.as_slice(), test_all.as_deref().unwrap_or_default()].concat(), &specs).0;
@@ -382,7 +389,10 @@ pub async fn run(
         folds: folds.len(),
         ..Default::default()
     };
+    report.split = opts.harness.split.name().to_string();
     report.skipped.extend(reworded_skipped);
+    report.skipped_held_out = split_skipped.len();
+    report.skipped.extend(split_skipped);
     let mut tallies: Vec<MethodTallies> = opts.harness.methods.iter().map(|_| MethodTallies::default()).collect();
     let only = opts.reworded_only.then_some(&reworded);
     let total: usize = folds.iter().map(|(_, t)| held_out(t, only, opts.harness.limit).len()).sum::<usize>()

@@ -73,8 +73,18 @@ pub fn reworded_name(method: &str) -> String {
 /// The report as a markdown table.
 pub fn markdown(r: &ChainReport) -> String {
     let mut s = format!(
-        "# Chain planning: {} train / {} test chains, {} fold(s)\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 | API calls sent | gold calls |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        r.train_chains, r.test_chains, r.folds
+        "# Chain planning: {} train / {} test chains, {} fold(s){}\n\n| method | call P | call R | call F1 | edge F1 | arg acc | exact | success | answered | partial | gave up | needs input | answered P | answered R | recalled | planner calls (mean) | LLM calls (mean) | plans completed | engine ms p50 | engine ms p99 | of which retrieval p50 | embed ms p50 | sandbox ms p50 | API calls sent | gold calls |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.train_chains,
+        r.test_chains,
+        r.folds,
+        if r.split == "families" {
+            format!(
+                " held out by kind ({} held-out chains skipped: they call an API their fold never learned)",
+                r.skipped_held_out
+            )
+        } else {
+            String::new()
+        }
     );
     for m in &r.methods {
         s.push_str(&format!(

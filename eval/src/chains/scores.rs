@@ -112,6 +112,12 @@ pub struct ChainReport {
     pub train_chains: usize,
     pub test_chains: usize,
     pub folds: usize,
+    /// How held-out chains were drawn: `chains` (every k-th) or `families` (whole kinds).
+    #[serde(default)]
+    pub split: String,
+    /// Held-out chains skipped because they call an API their fold never learned (families).
+    #[serde(default)]
+    pub skipped_held_out: usize,
     pub skipped: Vec<String>,
     pub methods: Vec<MethodScores>,
     pub seconds: f64,
