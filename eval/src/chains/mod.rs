@@ -16,6 +16,7 @@ pub use learn::{learn, learn_in, Learned, CATEGORY};
 use report::detail;
 pub use report::{markdown, paper_table, reworded_name};
 pub use scores::{ChainDetail, ChainReport, MethodScores, SeedRecall};
+use split::Fold;
 pub use split::Split;
 use tally::Tally;
 
@@ -108,9 +109,6 @@ impl HarnessOptions {
         })
     }
 }
-
-/// One fold: the chains learned from, and the held-out chains with their index in their file.
-type Fold<'a> = (Vec<&'a Chain>, Vec<(usize, &'a Chain)>);
 
 /// At most `limit` of `items`, evenly spaced through them (all when `None` or not fewer): a fixed
 /// subset that samples the whole fold rather than its first, often alike, items.

@@ -5,9 +5,11 @@
 //! from. A held-out chain calling an API no training chain of its fold calls cannot be planned by
 //! anything learned: it is skipped and counted.
 
-use super::Fold;
 use std::collections::{BTreeMap, BTreeSet};
 use toolgraph_ingest::complexfuncbench::Chain;
+
+/// One fold: the chains learned from, and the held-out chains with their index in their file.
+pub(super) type Fold<'a> = (Vec<&'a Chain>, Vec<(usize, &'a Chain)>);
 
 /// How held-out chains are drawn (see the [module](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
