@@ -318,6 +318,26 @@ mod tests {
         assert_eq!((r.requests[0].success, r.requests[0].correct_calls, r.overall_call_acc), (false, 1, 50.0), "{r:?}");
     }
 
+    /// A toolgraph run as `ask --json` prints it (other fields ignored) is scored by the calls its
+    /// trace sent, references resolved against the responses it got.
+    #[test]
+    fn a_toolgraph_run_is_scored_by_what_it_sent() {
+        let (chains, specs) = data();
+        let run = json!({"status": "answered", "request": "Find the car rentals at LAX.", "answer": "…", "trace": [
+            {"type": "call", "label": "var1", "api": "travel/h/search_car_location", "arguments": {"query": "LAX"}},
+            {"type": "response", "label": "var1", "api": "travel/h/search_car_location", "status": 200, "attempts": 1, "elapsed_ms": 1.0,
+             "observation": "", "response": [{"coordinates": {"latitude": 33.94, "longitude": -118.4}}]},
+            {"type": "call", "label": "var2", "api": "travel/h/search_car_rentals",
+             "arguments": {"pick_up_latitude": "$var1.0.coordinates.latitude$", "pick_up_longitude": "$var1.0.coordinates.longitude$", "pick_up_date": "2024-10-14"}},
+            {"type": "finish", "answer": "…"}
+        ]});
+        let r = score_predictions(&chains, &specs, run.to_string().as_bytes()).unwrap();
+        assert_eq!((r.scored, r.overall_success, r.overall_call_acc), (1, 100.0, 100.0), "{r:?}");
+        let wrong_day = run.to_string().replace("2024-10-14", "2024-10-15");
+        let r = score_predictions(&chains, &specs, wrong_day.as_bytes()).unwrap();
+        assert_eq!((r.requests[0].success, r.requests[0].correct_calls), (false, 1), "{r:?}");
+    }
+
     #[test]
     fn an_over_long_line_is_skipped_and_the_next_one_read() {
         let mut text = "x".repeat(MAX_LINE + 10);

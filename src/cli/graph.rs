@@ -161,9 +161,19 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
     // vectors (the vector store, requests embedded by the configured model).
     let store = open_store(&s).await?;
     let vectors = store::open_vectors(&s.vectors).with_context(|| format!("opening vectors {}", s.vectors.uri))?;
-    let embedder = load_embedder(&s).await?;
-    let executor = toolgraph_engine::exec::Executor::new(toolgraph_engine::stack::exec_settings(&s, Vec::new()))?;
-    let stack = Stack::over(s.clone(), store.clone(), vectors.clone(), embedder.clone(), executor).await?;
+    // Trajectories teach the memory and the usage vectors, which need the embedding model: without
+    // it nothing is ingested (a re-run would skip the runs the graph holds, never remembering
+    // them). Tool docs alone teach no run: their graph is kept if only the indexing fails.
+    let teaches = !args.toolbench.is_empty() || !args.trajectories.is_empty();
+    let embedder = match load_embedder(&s).await {
+        Ok(e) => Some(e),
+        Err(e) if teaches => {
+            return Err(e.context(
+                "the trajectories teach the long-term memory and the usage vectors, which need the embedding model; nothing was ingested",
+            ))
+        }
+        Err(_) => None,
+    };
     let inputs = Inputs {
         toolbench: args.toolbench.clone(),
         queries: args.queries.clone(),
@@ -188,7 +198,16 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
     });
     let progress: Arc<dyn Progress> =
         if std::io::stderr().is_terminal() { Arc::new(BarProgress::new()) } else { Arc::new(LogProgress::new()) };
-    let report = toolgraph_engine::ingest::ingest(&stack, inputs, progress).await?;
+    let report = match &embedder {
+        Some(embedder) => {
+            let executor =
+                toolgraph_engine::exec::Executor::new(toolgraph_engine::stack::exec_settings(&s, Vec::new()))?;
+            let stack = Stack::over(s.clone(), store.clone(), vectors.clone(), embedder.clone(), executor).await?;
+            toolgraph_engine::ingest::ingest(&stack, inputs, progress).await?
+        }
+        // Docs only: no run to learn from.
+        None => toolgraph_ingest::ingest(store.clone(), inputs, &s, progress).await?,
+    };
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
@@ -225,9 +244,11 @@ pub(super) async fn ingest(cli: &Global, args: &IngestArgs) -> Result<ExitCode> 
         return Ok(ExitCode::from(2));
     }
     if !args.no_index {
-        index_into(&s, store.as_ref(), &vectors, &embedder, false)
-            .await
-            .context("the graph is ingested, but indexing its APIs failed (fix it, then run `toolgraph index`)")?;
+        let indexed = match &embedder {
+            Some(embedder) => index_into(&s, store.as_ref(), &vectors, embedder, false).await,
+            None => index(&s, store.as_ref(), false).await,
+        };
+        indexed.context("the graph is ingested, but indexing its APIs failed (fix it, then run `toolgraph index`)")?;
     }
     Ok(ExitCode::SUCCESS)
 }

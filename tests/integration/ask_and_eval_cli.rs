@@ -13,12 +13,14 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     // Unknown calls get the API's error shape, unknown routes a 404.
     let request = "Today is November 15th, 2024. I want to rent a car for a day at the Los Angeles International Airport. Could you compare the price differences for picking up the car at 8 AM tomorrow and the day after tomorrow at the same place for a 24-hour rental?";
     let rewrite = format!("https://=http://127.0.0.1:{port}/");
-    let ask = |extra: &[&str]| {
+    let ask = |extra: &[&str], memory: bool| {
         let mut c = bin_in(dir.path());
+        c.env("TOOLGRAPH__RUN__USE_MEMORY", memory.to_string());
         c.arg("--store").arg(&store).args(["ask", request, "--rewrite", &rewrite, "--json"]).args(extra);
         c.output().unwrap()
     };
-    let out = ask(&[]);
+    // The ingest remembered this very request: first the graph search alone (memory not used).
+    let out = ask(&[], false);
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["status"], "answered");
@@ -31,8 +33,9 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     for t in ["retrieve", "choose", "call", "response", "judge", "finish"] {
         assert!(types.contains(&t), "trace lacks {t}: {types:?}");
     }
-    // The judged-good run was remembered: asked again, it is replayed with no planner decision.
-    let out = ask(&[]);
+    // The judged-good run was remembered (as the ingest remembered its trajectory): asked again,
+    // it is replayed with no planner decision.
+    let out = ask(&[], true);
     let r2: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r2["stats"]["recalled"], true, "{:#}", r2["trace"][0]);
     assert_eq!(r2["stats"]["planner_calls"], 0);

@@ -35,13 +35,15 @@ fn logged(dirs: &[&Path]) -> String {
 }
 
 /// A daemon over the shared stores, with its own vectors under `dir`. The long-term memory is off
-/// (`run.remember`), so every answered run is planned by the search and teaches the argument model.
+/// (`run.use_memory`: the ingest remembered the chains; `run.remember`), so every answered run is
+/// planned by the search and teaches the argument model.
 fn replica(dir: &Path, store: &str, neo: &Neo4jServer, sandbox: u16, state: &str) -> Replica {
     let mut cmd = bin_in(dir);
     neo.env(&mut cmd);
     cmd.env("TOOLGRAPH__STATE__URL", state)
         .env("TOOLGRAPH__SERVER__APPROVAL_LEASE_MS", "1500")
         .env("TOOLGRAPH__RUN__REMEMBER", "false")
+        .env("TOOLGRAPH__RUN__USE_MEMORY", "false")
         .args(["--store", store, "serve", "--port", "0", "--rewrite"])
         .arg(format!("https://=http://127.0.0.1:{sandbox}/"));
     let (proc, port) = spawn_listening(cmd, "toolgraph daemon on", Some(&dir.join("daemon.log")));

@@ -142,4 +142,24 @@ fn a_missing_model_names_the_setup_command_and_keeps_the_graph() {
     }
     let stats = run_ok(bin().arg("--store").arg(&store).args(["graph", "stats"]));
     assert!(String::from_utf8_lossy(&stats.stdout).contains("\"apis\": 1"), "the graph was kept");
+    // Trajectories teach the memory, which needs the model: nothing is ingested, and the error
+    // says why and what to run.
+    let runs = dir.path().join("runs.jsonl");
+    std::fs::write(&runs, r#"{"request": "weather in Oslo", "calls": [{"tool": "Weather Hub", "api": "Forecast", "category": "Weather"}], "outcome": "answered"}"#).unwrap();
+    let out = bin_in(dir.path())
+        .env("TOOLGRAPH__EMBED__MODEL_DIR", "/nonexistent/model")
+        .arg("--store")
+        .arg(&store)
+        .args(["ingest", "--trajectories"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("scripts/setup.sh") && err.contains("nothing was ingested"), "{err}");
+    let stats = run_ok(bin().arg("--store").arg(&store).args(["graph", "stats"]));
+    assert!(
+        String::from_utf8_lossy(&stats.stdout).contains("\"ingested_runs\": 0"),
+        "no run was counted: {}",
+        String::from_utf8_lossy(&stats.stdout)
+    );
 }
