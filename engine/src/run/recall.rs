@@ -172,8 +172,25 @@ impl Engine {
                 }
             })
             .collect();
+        // Memories equally near by meaning (a family whose masked requests are one text): the
+        // one worded most like this request first.
+        let said: std::collections::HashSet<String> =
+            crate::plan::reading::word_list(&st.ctx.request).into_iter().collect();
+        let overlap = |a: &Analogue| {
+            let theirs: std::collections::HashSet<String> =
+                crate::plan::reading::word_list(&a.hit.entry.request).into_iter().collect();
+            let shared = theirs.intersection(&said).count();
+            shared as f64 / (theirs.len() + said.len() - shared).max(1) as f64
+        };
+        let level = |a: &Analogue| (f64::from(a.hit.score) * 1e5).round() as i64;
         scored.sort_by(|(i, a), (j, b)| {
-            b.fit.transferable.cmp(&a.fit.transferable).then(a.fit.unserved.cmp(&b.fit.unserved)).then(i.cmp(j))
+            b.fit
+                .transferable
+                .cmp(&a.fit.transferable)
+                .then(a.fit.unserved.cmp(&b.fit.unserved))
+                .then(level(b).cmp(&level(a)))
+                .then(overlap(b).total_cmp(&overlap(a)))
+                .then(i.cmp(j))
         });
         let mut ranked: Vec<Analogue> = scored.into_iter().map(|(_, a)| a).collect();
         let offered: Vec<usize> =
