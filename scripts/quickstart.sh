@@ -33,18 +33,21 @@ $BIN convert complexfuncbench --data "$CFB/data.json.gz" --spec "$CFB/spec.json.
   --out .tgdata/cfb.jsonl --tools-out .tgdata/cfb-tools.jsonl >/dev/null
 export TOOLGRAPH__VECTORS__URI=embedded:.tgdata/cfb-vectors
 CFB_STORE=embedded:.tgdata/cfb-graph.redb
-$BIN --store "$CFB_STORE" ingest --tools .tgdata/cfb-tools.jsonl --trajectories .tgdata/cfb.jsonl >/dev/null
+# Every chain but the first is ingested: the first one's request, worded another way, is asked below.
+tail -n +2 .tgdata/cfb.jsonl > .tgdata/cfb-learned.jsonl
+$BIN --store "$CFB_STORE" ingest --tools .tgdata/cfb-tools.jsonl --trajectories .tgdata/cfb-learned.jsonl >/dev/null
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 $BIN sandbox --chains "$CFB/data.json.gz" --spec "$CFB/spec.json.gz" --port "$PORT" 2>/dev/null &
 SANDBOX=$!
 trap 'kill $SANDBOX 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-# A request that is not among the chains ingested: the engine recalls the ingested trajectory of
-# the same kind and replays it by analogy (`recalled … and replayed: "<the ingested request>"`).
-REQUEST="Today is December 2nd, 2024. I need a rental car for one day at Los Angeles International Airport. How do the prices compare between picking it up at 9 AM tomorrow and at 9 AM the day after tomorrow, for 24 hours each time?"
+# A request that is not among the chains ingested (the first chain's, worded another way): the
+# engine recalls an ingested trajectory of the same kind and replays it by analogy with this
+# request's values (`recalled … and replayed: "<the ingested request>"`).
+REQUEST="Compare for me what a 24-hour car rental costs at the San Diego Marriott La Jolla when I pick it up at 8 AM tomorrow versus the day after tomorrow, same place both times. I only need the car for a day. Today is October 13th, 2024."
 echo "plan and execute a request no ingested chain holds (replay sandbox on 127.0.0.1:$PORT):"
 $BIN --store "$CFB_STORE" ask --no-learn --rewrite "https://=http://127.0.0.1:$PORT/" "$REQUEST" | tee .tgdata/ask.txt || true
-grep -q '^recalled' .tgdata/ask.txt && echo "  ↑ recalled from a trajectory that ingest taught the memory"
+grep -q 'and replayed:' .tgdata/ask.txt && echo "  ↑ recalled from a trajectory that ingest taught the memory"
 echo "the daemon: the same request over HTTP, then streamed as Server-Sent Events:"
 DPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 $BIN --store "$CFB_STORE" serve --port "$DPORT" --rewrite "https://=http://127.0.0.1:$PORT/" 2>/dev/null &

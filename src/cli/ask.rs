@@ -85,9 +85,24 @@ pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
         let _ = writeln!(out, "answer: {}", r.answer);
         // Where the chain came from: a remembered request (an ingested trajectory or an earlier
         // answered run) replayed by analogy.
+        use toolgraph_engine::run::TraceEvent;
+        let failed = r.trace.iter().find_map(|e| match e {
+            TraceEvent::RecallFailed { reason } => Some(reason.as_str()),
+            _ => None,
+        });
         for e in &r.trace {
-            if let toolgraph_engine::run::TraceEvent::Recall { request, score, replayed: true, .. } = e {
-                let _ = writeln!(out, "recalled (similarity {score:.2}) and replayed: \"{request}\"");
+            if let TraceEvent::Recall { request, score, replayed: true, .. } = e {
+                match failed {
+                    None => {
+                        let _ = writeln!(out, "recalled (similarity {score:.2}) and replayed: \"{request}\"");
+                    }
+                    Some(why) => {
+                        let _ = writeln!(
+                            out,
+                            "recalled (similarity {score:.2}): \"{request}\"; its replay failed ({why}), the search went on"
+                        );
+                    }
+                }
             }
         }
         let _ = writeln!(
