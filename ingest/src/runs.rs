@@ -46,13 +46,14 @@ struct AnswerGeneration {
     train_messages: Vec<Vec<Message>>,
 }
 
+/// A function as a chat log offers it: name, description, JSON-Schema parameters.
 #[derive(Deserialize)]
-struct FunctionSchema {
-    name: String,
+pub(crate) struct FunctionSchema {
+    pub(crate) name: String,
     #[serde(default)]
-    description: Option<String>,
+    pub(crate) description: Option<String>,
     #[serde(default)]
-    parameters: Option<Value>,
+    pub(crate) parameters: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -64,11 +65,13 @@ struct Message {
     function_call: Option<FunctionCall>,
 }
 
+/// A function call as a chat log records it: the name and the arguments (a JSON text, or an
+/// object as some loggers write it).
 #[derive(Deserialize)]
-struct FunctionCall {
-    name: String,
+pub(crate) struct FunctionCall {
+    pub(crate) name: String,
     #[serde(default)]
-    arguments: Option<Value>,
+    pub(crate) arguments: Option<Value>,
 }
 
 #[derive(Deserialize)]

@@ -23,7 +23,7 @@ use crate::catalog::{Catalog, Resolution};
 use crate::error::RecordError;
 use crate::read::content_key;
 use crate::report::{call_drop, run_drop};
-use crate::runs::{params_of_schema, Sink};
+use crate::runs::{params_of_schema, FunctionCall, FunctionSchema, Sink};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -60,25 +60,8 @@ struct ToolCall {
 }
 
 #[derive(Deserialize)]
-struct FunctionCall {
-    name: String,
-    /// A JSON text (OpenAI) or an object (as some loggers write it).
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
-#[derive(Deserialize)]
 struct ToolDef {
-    function: FunctionDef,
-}
-
-#[derive(Deserialize)]
-struct FunctionDef {
-    name: String,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    parameters: Option<Value>,
+    function: FunctionSchema,
 }
 
 /// Whether a JSONL record is a chat transcript (it has `messages`) rather than a toolgraph run. A
@@ -184,7 +167,8 @@ pub fn transcript(
         sink.tally.drop_run(run_drop::PARSE_ERROR);
         return None;
     };
-    let defs: HashMap<&str, &FunctionDef> = t.tools.iter().map(|d| (d.function.name.as_str(), &d.function)).collect();
+    let defs: HashMap<&str, &FunctionSchema> =
+        t.tools.iter().map(|d| (d.function.name.as_str(), &d.function)).collect();
     let category = t.category.clone().filter(|c| !c.trim().is_empty());
     let mut contribution = Contribution { key: content_key("chat", bytes), ..Default::default() };
     let mut example = Example { request: request.trim().to_string(), calls: Vec::new() };

@@ -190,6 +190,26 @@ impl Drop for Falkor {
     }
 }
 
+/// `toolgraph convert complexfuncbench` of the shared chains into `dir`: the runs (`cfb.jsonl`),
+/// the tool docs (`cfb-tools.jsonl`) and the output of the conversion.
+pub fn convert_complexfuncbench(dir: &Path) -> (PathBuf, PathBuf, Output) {
+    let d = data().join("complexfuncbench");
+    let runs = dir.join("cfb.jsonl");
+    let tools = dir.join("cfb-tools.jsonl");
+    let out = run_ok(
+        bin()
+            .args(["convert", "complexfuncbench", "--data"])
+            .arg(d.join("data.json.gz"))
+            .arg("--spec")
+            .arg(d.join("spec.json.gz"))
+            .arg("--out")
+            .arg(&runs)
+            .arg("--tools-out")
+            .arg(&tools),
+    );
+    (runs, tools, out)
+}
+
 /// Convert the ComplexFuncBench chains and ingest them (docs + runs, APIs embedded) into an
 /// embedded store under `dir`, with the vectors and embedding cache of [`bin_in`]; returns the
 /// store URI and the ingest's output.
@@ -202,20 +222,7 @@ pub fn ingest_complexfuncbench(dir: &Path) -> (String, Output) {
 /// [`ingest_complexfuncbench`] into the store `store` (on `neo`, a Neo4j server, with its
 /// password), vectors and embedding cache under `dir`; returns the ingest's output.
 pub fn ingest_complexfuncbench_into(dir: &Path, store: &str, neo: Option<&Neo4jServer>) -> Output {
-    let d = data().join("complexfuncbench");
-    let runs = dir.join("cfb.jsonl");
-    let tools = dir.join("cfb-tools.jsonl");
-    run_ok(
-        bin()
-            .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
-            .arg("--spec")
-            .arg(d.join("spec.json.gz"))
-            .arg("--out")
-            .arg(&runs)
-            .arg("--tools-out")
-            .arg(&tools),
-    );
+    let (runs, tools, _) = convert_complexfuncbench(dir);
     let mut ingest = bin_in(dir);
     if let Some(n) = neo {
         n.env(&mut ingest);

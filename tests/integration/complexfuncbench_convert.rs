@@ -6,20 +6,7 @@ use crate::common::*;
 #[test]
 fn complexfuncbench_converts_and_ingests() {
     let dir = tempfile::tempdir().unwrap();
-    let d = data().join("complexfuncbench");
-    let runs = dir.path().join("cfb.jsonl");
-    let tools = dir.path().join("cfb-tools.jsonl");
-    let out = run_ok(
-        bin()
-            .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
-            .arg("--spec")
-            .arg(d.join("spec.json.gz"))
-            .arg("--out")
-            .arg(&runs)
-            .arg("--tools-out")
-            .arg(&tools),
-    );
+    let (runs, tools, out) = convert_complexfuncbench(dir.path());
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["runs"], 613);
     assert_eq!(summary["apis"], 40);

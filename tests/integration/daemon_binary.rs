@@ -122,20 +122,7 @@ fn daemon_survives_kill_9(
         }
         c
     };
-    let d = data().join("complexfuncbench");
-    let runs = dir.join("cfb.jsonl");
-    let tools = dir.join("cfb-tools.jsonl");
-    run_ok(
-        bin()
-            .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
-            .arg("--spec")
-            .arg(d.join("spec.json.gz"))
-            .arg("--out")
-            .arg(&runs)
-            .arg("--tools-out")
-            .arg(&tools),
-    );
+    let (runs, tools, _) = convert_complexfuncbench(dir);
     run_ok(
         with_neo(bin_in(dir))
             .arg("--store")

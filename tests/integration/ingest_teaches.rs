@@ -13,20 +13,7 @@ use toolgraph_engine::vector::{MEMORY, USAGE};
 
 /// The ComplexFuncBench chains converted (runs, tool docs) under `dir`, and their requests.
 fn converted(dir: &Path) -> (Vec<String>, PathBuf, Vec<String>) {
-    let d = data().join("complexfuncbench");
-    let runs = dir.join("cfb.jsonl");
-    let tools = dir.join("cfb-tools.jsonl");
-    run_ok(
-        bin()
-            .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
-            .arg("--spec")
-            .arg(d.join("spec.json.gz"))
-            .arg("--out")
-            .arg(&runs)
-            .arg("--tools-out")
-            .arg(&tools),
-    );
+    let (runs, tools, _) = convert_complexfuncbench(dir);
     let lines: Vec<String> = std::fs::read_to_string(&runs).unwrap().lines().map(str::to_string).collect();
     let requests = lines
         .iter()
