@@ -82,11 +82,6 @@ impl UsageVectors {
         self.sums.read().unwrap_or_else(|p| p.into_inner()).is_empty()
     }
 
-    /// How many requests joined `id`'s usage vector.
-    pub fn count(&self, id: &str) -> u64 {
-        self.sums.read().unwrap_or_else(|p| p.into_inner()).get(id).map_or(0, |(_, n)| *n)
-    }
-
     /// The cosine of `vector` to each of `ids`' usage vectors (0 where an API has none).
     pub fn similarities<'a>(&self, ids: impl Iterator<Item = &'a str>, vector: &[f32]) -> Vec<f32> {
         let sums = self.sums.read().unwrap_or_else(|p| p.into_inner());

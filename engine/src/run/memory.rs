@@ -59,7 +59,8 @@ impl Memory {
 
     /// [`Memory::remember`] each (request, vector, chain), in one write.
     pub async fn remember_all(&self, entries: Vec<(String, Vec<f32>, Vec<MemoryStep>)>) -> Result<()> {
-        let mut points = Vec::with_capacity(entries.len());
+        let mut points: Vec<VectorPoint> = Vec::with_capacity(entries.len());
+        let mut at: HashMap<String, usize> = HashMap::new();
         for (request, vector, chain) in entries {
             let mut payload = Map::new();
             let apis: Vec<Value> = chain.iter().map(|s| Value::String(s.api.clone())).collect();
@@ -72,10 +73,15 @@ impl Memory {
                         .map_err(|e| EngineError::store("memory", ErrorClass::Permanent, e))?,
                 ),
             );
-            let id = entry_id(&request);
+            let point = VectorPoint { id: entry_id(&request), vector, payload };
             // The same request twice in one write: the later entry stands, as in two writes.
-            points.retain(|p: &VectorPoint| p.id != id);
-            points.push(VectorPoint { id, vector, payload });
+            match at.get(&point.id) {
+                Some(&i) => points[i] = point,
+                None => {
+                    at.insert(point.id.clone(), points.len());
+                    points.push(point);
+                }
+            }
         }
         if points.is_empty() {
             return Ok(());

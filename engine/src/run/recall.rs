@@ -159,7 +159,7 @@ impl Engine {
     /// chains — the planner is asked which (the deterministic planner leaves the order).
     async fn best_analogue(&self, st: &mut RunState<'_>, hits: Vec<Recalled>) -> Result<Option<Analogue>> {
         let close = |h: &Recalled| h.score >= self.settings.memory_threshold;
-        let mut scored: Vec<(usize, Analogue)> = hits
+        let scored: Vec<(usize, Analogue)> = hits
             .into_iter()
             .enumerate()
             .map(|(i, hit)| {
@@ -173,7 +173,8 @@ impl Engine {
             })
             .collect();
         // Memories equally near by meaning (a family whose masked requests are one text): the
-        // one worded most like this request first.
+        // one worded most like this request first (the share of words the two have in common,
+        // computed once a memory).
         let said: std::collections::HashSet<String> =
             crate::plan::reading::word_list(&st.ctx.request).into_iter().collect();
         let overlap = |a: &Analogue| {
@@ -183,15 +184,18 @@ impl Engine {
             shared as f64 / (theirs.len() + said.len() - shared).max(1) as f64
         };
         let level = |a: &Analogue| (f64::from(a.hit.score) * 1e5).round() as i64;
-        scored.sort_by(|(i, a), (j, b)| {
+        let mut keyed: Vec<(usize, i64, f64, Analogue)> =
+            scored.into_iter().map(|(i, a)| (i, level(&a), overlap(&a), a)).collect();
+        keyed.sort_by(|(i, li, oi, a), (j, lj, oj, b)| {
             b.fit
                 .transferable
                 .cmp(&a.fit.transferable)
                 .then(a.fit.unserved.cmp(&b.fit.unserved))
-                .then(level(b).cmp(&level(a)))
-                .then(overlap(b).total_cmp(&overlap(a)))
+                .then(lj.cmp(li))
+                .then(oj.total_cmp(oi))
                 .then(i.cmp(j))
         });
+        let scored: Vec<(usize, Analogue)> = keyed.into_iter().map(|(i, _, _, a)| (i, a)).collect();
         let mut ranked: Vec<Analogue> = scored.into_iter().map(|(_, a)| a).collect();
         let offered: Vec<usize> =
             (0..ranked.len().min(MEMORIES_OFFERED)).filter(|i| ranked[*i].fit.transferable).collect();
