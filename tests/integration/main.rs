@@ -13,6 +13,7 @@ mod daemon_common;
 
 mod ask_and_eval_cli;
 mod complexfuncbench_convert;
+mod compose_kinds;
 mod console;
 mod console_login;
 mod daemon_api;

@@ -16,6 +16,8 @@
 //!   run that looked at the first result only is `partial`, naming what is missing;
 //! - the asked-for **quantity** (price, duration, rating, distance, availability) appears as a field
 //!   of some response;
+//! - every API the request's words **ask for** (learned from recorded runs, see
+//!   [`super::asks`]) is called;
 //! - the path **ends where chains end**: the graph has seen chains stop after the last API (its
 //!   static `END` weight), when the graph knows the API at all.
 //!
@@ -219,6 +221,11 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
     }
 }
 
+/// How an asked API's requirement reads: `Vehicle_Details (for "vehicle")`.
+pub fn asked_value(name: &str, word: &str) -> String {
+    format!("{name} (for \"{word}\")")
+}
+
 /// The requirements of `ctx.request` and which call of the path covers each.
 pub fn assess(ctx: &Context) -> Vec<Requirement> {
     let sent = sent_arguments(ctx);
@@ -298,6 +305,12 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
                 .and_then(|r| r.covered_by.clone())
         });
         push(&mut out, Kind::Subtask, sub.clone(), by);
+    }
+    // An API the request's words ask for is served by a call of it, or of another API about
+    // the same word (its name or description uses it: one hotel search for another).
+    for (id, name, word) in &ctx.asked_apis {
+        let by = ctx.path.iter().find(|s| s.api.id == *id || s.api.documents(word)).map(|s| s.label.clone());
+        push(&mut out, Kind::Api, asked_value(name, word), by);
     }
     // A step whose output feeds nothing later must be one observed chains stop after (a location
     // lookup nobody used is an unfinished branch).

@@ -37,6 +37,8 @@ pub struct ArgModel {
     pub examples: u64,
     pub slots: BTreeMap<String, BTreeMap<String, SlotStats>>,
     pub by_name: BTreeMap<String, SlotStats>,
+    /// Which words ask for which API (see [`super::asks`]).
+    pub asks: super::asks::Asks,
 }
 
 /// A choice among mentions, and why.
@@ -58,12 +60,15 @@ use toolgraph_graph::CountDelta;
 pub struct Touched {
     pub apis: BTreeSet<String>,
     pub names: BTreeSet<String>,
+    /// Words the ask model counted.
+    pub words: BTreeSet<String>,
 }
 
 impl Touched {
     pub fn extend(&mut self, other: Touched) {
         self.apis.extend(other.apis);
         self.names.extend(other.names);
+        self.words.extend(other.words);
     }
 }
 
@@ -117,6 +122,10 @@ impl ArgModel {
             }
             self.learn_words(api, args, &values, &said, &mut touched);
         }
+        for api in calls_per_api.keys() {
+            touched.apis.insert(api.to_string());
+        }
+        touched.words.extend(self.asks.learn(request, calls_per_api.keys().copied()));
         // How many times the run called an API it called more than once: a counted number of
         // the request ("three hotels", "the two cheapest") or not.
         for (api, n) in calls_per_api.into_iter().filter(|(_, n)| *n >= 2) {
@@ -278,10 +287,10 @@ impl ArgModel {
     /// The model's counters as the store keeps them ([`counts::flatten`] under
     /// [`ARGUMENT_COUNTS`]): every one, or only the slots of these APIs and parameter names (and
     /// the example count).
-    pub fn counts(&self, only: Option<(&BTreeSet<String>, &BTreeSet<String>)>) -> BTreeMap<String, i64> {
+    pub fn counts(&self, only: Option<&Touched>) -> BTreeMap<String, i64> {
         let tree = match only {
             None => serde_json::to_value(self),
-            Some((apis, names)) => serde_json::to_value(ArgModel {
+            Some(Touched { apis, names, words }) => serde_json::to_value(ArgModel {
                 examples: self.examples,
                 slots: self
                     .slots
@@ -295,6 +304,7 @@ impl ArgModel {
                     .filter(|(k, _)| names.contains(*k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
+                asks: self.asks.only(apis, words),
             }),
         };
         counts::flatten(ARGUMENT_COUNTS, &tree.unwrap_or_default())
@@ -314,15 +324,10 @@ impl ArgModel {
     /// only `apis` and parameters whose names normalise to `names`), and return the counter
     /// increments it made: what the store adds (those slots, compared before and after — once for
     /// a whole batch of examples, so a batch costs one pass over the slots it touched).
-    pub fn learn_counted(
-        &mut self,
-        apis: &BTreeSet<String>,
-        names: &BTreeSet<String>,
-        learn: impl FnOnce(&mut ArgModel),
-    ) -> Vec<CountDelta> {
-        let before = self.counts(Some((apis, names)));
+    pub fn learn_counted(&mut self, only: &Touched, learn: impl FnOnce(&mut ArgModel)) -> Vec<CountDelta> {
+        let before = self.counts(Some(only));
         learn(self);
-        counts::delta(&before, &self.counts(Some((apis, names))))
+        counts::delta(&before, &self.counts(Some(only)))
     }
 
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it

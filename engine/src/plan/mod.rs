@@ -14,6 +14,7 @@
 pub(crate) mod align;
 pub(crate) mod analogy;
 pub(crate) mod answer;
+pub(crate) mod asks;
 pub(crate) mod coverage;
 mod dates;
 pub(crate) mod decompose;
@@ -46,6 +47,7 @@ pub use planner::{
 };
 
 // The planner's front door for the rest of the system: what other crates use of its parts.
+pub use asks::Asks;
 pub use decompose::subtasks_of;
 pub use deterministic::DeterministicPlanner;
 pub use learned::{mentions, ArgModel, Kind as MentionKind};

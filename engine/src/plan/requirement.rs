@@ -22,6 +22,9 @@ pub enum Kind {
     Subtask,
     /// A part an LLM judge named as not served.
     Judged,
+    /// An API the request's words ask for (`value`: its name and the word), served by a call of
+    /// it.
+    Api,
 }
 
 /// One requirement of the request and the call that covers it.
@@ -49,6 +52,7 @@ impl Requirement {
             Kind::Each => self.value.clone(),
             Kind::Quantity => format!("the {} asked for", self.value),
             Kind::Subtask => format!("\"{}\"", self.value),
+            Kind::Api => format!("a call of {}", self.value),
             Kind::Completion | Kind::Judged => self.value.clone(),
         }
     }

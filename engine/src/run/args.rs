@@ -38,7 +38,9 @@ fn learn_examples(
     let apis: BTreeSet<String> = steps.iter().flat_map(|(_, s)| s.iter().map(|s| s.api.clone())).collect();
     let names: BTreeSet<String> =
         steps.iter().flat_map(|(_, s)| s.iter().flat_map(|s| s.arguments.keys().map(|k| norm(k)))).collect();
-    model.learn_counted(&apis, &names, |m| {
+    let words: BTreeSet<String> = steps.iter().flat_map(|(request, _)| crate::plan::asks::ask_words(request)).collect();
+    let only = crate::plan::learned::Touched { apis, names, words };
+    model.learn_counted(&only, |m| {
         for (request, steps) in &steps {
             m.learn(request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
         }

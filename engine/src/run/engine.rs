@@ -292,6 +292,21 @@ impl Engine {
         if self.settings.learned_arguments {
             st.ctx.args = self.arg_model().await?;
         }
+        // The APIs the request's words ask for (learned with the argument model).
+        if let Some(m) = st.ctx.args.clone() {
+            st.ctx.asked_apis = m
+                .asks
+                .cues(&crate::plan::asks::ask_words(request), |api, word| {
+                    self.apis.get(api).is_some_and(|a| a.documents(word))
+                })
+                .into_iter()
+                .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
+                // A lookup observed chains always go on from (a location search) is asked for
+                // only through the call that reads it.
+                .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::plan::coverage::MIN_END_WEIGHT))
+                .map(|(c, a)| (c.api, a.name.clone(), c.word))
+                .collect();
+        }
         st.stats.dry_run = st.dry_run;
         let t = Instant::now();
         // The request's words (what retrieval reads) and its meaning, mentions masked (what the

@@ -14,6 +14,7 @@
 
 pub(crate) mod args;
 mod calls;
+mod compose;
 mod conclude;
 mod extremes;
 pub(crate) mod health;

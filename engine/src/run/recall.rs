@@ -24,7 +24,12 @@ use toolgraph_schema::{Mode, END_ID, START_ID};
 /// completion, a subtask) is served as it was there — the remembered chain was judged good for it
 /// — and counts as covered by the recalled example (`covered_by: "recalled"`); a mention only this
 /// request makes must be covered by a call.
-fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
+fn judged_by_analogy(
+    mut j: Judgement,
+    analogy: &Analogy,
+    asked: &[(String, String, String)],
+    old_words: &[String],
+) -> Judgement {
     use crate::plan::coverage::Kind as Req;
     if j.pass || j.first_bad_step.is_some() || j.coverage.is_empty() {
         return j;
@@ -37,6 +42,17 @@ fn judged_by_analogy(mut j: Judgement, analogy: &Analogy) -> Judgement {
             Req::Count => Some(Kind::Number),
             _ => None,
         };
+        if r.kind == Req::Api {
+            // An API the words ask for, said in the remembered request too: its chain served
+            // those words without the API.
+            let said_there = asked.iter().any(|(_, name, word)| {
+                crate::plan::coverage::asked_value(name, word) == r.value && old_words.contains(word)
+            });
+            if said_there {
+                r.covered_by = Some("recalled".into());
+            }
+            continue;
+        }
         let value =
             if r.kind == Req::Count { crate::plan::reading::first_word(&r.value).to_string() } else { r.value.clone() };
         let had_it = kind.is_none_or(|k| analogy.has_counterpart(k, &value) != Some(false));
@@ -133,7 +149,7 @@ impl Engine {
             let steps: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
             st.emit(TraceEvent::Plan { source: "memory".into(), solution: steps.clone(), steps }).await;
         }
-        match self.replay(st, &hit.entry.request, analogy, &hit.entry.chain).await {
+        match self.replay(st, &hit.entry.request, analogy, &hit.entry.chain, meaning).await {
             Ok(()) => {
                 st.stats.recalled = true;
                 Ok(true)
@@ -252,7 +268,7 @@ impl Engine {
 
     /// The analogy between a remembered request and this one, mentions aligned by the roles they
     /// played in the remembered chain (what the argument model learned of each parameter).
-    fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
+    pub(super) fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
         let model = st.ctx.args.clone();
         let roles = move |kind: Kind, old: &Mention, new: &[Mention]| -> Option<Vec<f64>> {
             let model = model.as_ref()?;
@@ -272,6 +288,11 @@ impl Engine {
             None
         };
         Analogy::with_roles(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive(), Some(&roles))
+    }
+
+    /// Whether every value `steps` took from their remembered request has a counterpart here.
+    pub(super) fn fit_steps(&self, st: &RunState<'_>, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
+        self.fit(st, analogy, steps).transferable
     }
 
     /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
@@ -304,117 +325,162 @@ impl Engine {
         old_request: &str,
         mut analogy: Analogy,
         chain: &[MemoryStep],
+        meaning: &[f32],
     ) -> std::result::Result<(), String> {
         if let Err(e) = self.settle(st, old_request, &mut analogy).await {
             // The model could not be asked: the rules' alignment stands.
             tracing::debug!(target: "run.recall", error = %e, "could not ask the planner about unsure mentions");
         }
-        for step in chain {
-            let api = self
-                .apis
-                .get(&step.api)
-                .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
-                .cloned()
-                .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
-            let filled = fill_arguments(&st.ctx, &api);
-            let mut f = Filled::default();
-            let moments = analogy.moments_after(&step.arguments);
-            for (name, recorded) in &step.arguments {
-                if let Some(source @ ArgSource::Output { .. }) =
-                    step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
-                {
-                    let reshifted = match recorded.as_str() {
-                        Some(s) => Value::String(analogy.reshift(s)),
-                        None => recorded.clone(),
-                    };
-                    f.arguments.insert(name.clone(), reshifted);
-                    f.sources.insert(name.clone(), source);
-                    continue;
-                }
-                // A value the user gave or an earlier turn's output is this conversation's, not
-                // the remembered one's: this request must give its own.
-                if matches!(step.sources.get(name), Some(ArgSource::Given | ArgSource::Earlier { .. })) {
-                    take_filled(&filled, name, &mut f);
-                    continue;
-                }
-                // A documented default or a constant stays what it was.
-                if matches!(step.sources.get(name), Some(ArgSource::Default)) {
-                    f.arguments.insert(name.clone(), recorded.clone());
-                    f.sources.insert(name.clone(), ArgSource::Default);
-                    continue;
-                }
-                let kinds = self.mention_kinds(st, &api.id, name);
-                // A moment said as another shifted by a span: the new moment by the new span.
-                let transfer = if let Some(v) = moments.get(name) {
-                    Transfer::Mapped(v.clone())
-                } else if recorded.is_array() || recorded.is_object() {
-                    analogy.transfer_deep(recorded, kinds.as_deref()).map_or_else(Transfer::Unmatched, Transfer::Mapped)
-                } else {
-                    analogy.transfer(recorded, kinds.as_deref())
-                };
-                match transfer {
-                    Transfer::Mapped(v) => {
-                        f.arguments.insert(name.clone(), v);
-                        f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
-                    }
-                    Transfer::Unmatched(kind) => {
-                        return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))
-                    }
-                    Transfer::Unsaid => {
-                        // The known value this request says in words, else the one the words
-                        // it says went with in recorded runs ("the quickest" → FASTEST).
-                        let word = recorded
-                            .as_str()
-                            .and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, &api, name)))
-                            .or_else(|| {
-                                st.ctx
-                                    .args
-                                    .as_deref()
-                                    .and_then(|m| m.cued_value(&api.id, name, &st.ctx.request))
-                                    .filter(|v| recorded.is_string() && v != recorded)
-                                    .and_then(|v| v.as_str().map(str::to_string))
-                            });
-                        // An earlier output of this run provides it, or a run's own memory says the
-                        // value came from its request (a quoted string, an email…): the filler's.
-                        let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
-                            || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
-                        if let Some(word) = word {
-                            f.arguments.insert(name.clone(), Value::String(word));
-                            f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
-                        } else if refill {
-                            take_filled(&filled, name, &mut f);
-                        } else {
-                            f.arguments.insert(name.clone(), recorded.clone());
-                            f.sources.insert(name.clone(), ArgSource::Default);
-                        }
-                    }
-                }
-            }
-            // What the remembered call did not send but this API requires: the shared filler's.
-            // (An optional one it did not send stays unsent: a chain that sorts its first search
-            // and not the second did so on purpose.)
-            let lacking: Vec<String> = api
-                .params
-                .iter()
-                .filter(|p| p.required && !f.arguments.contains_key(&p.name))
-                .map(|p| p.name.clone())
-                .collect();
-            for name in &lacking {
-                take_filled(&filled, name, &mut f);
-            }
-            if !f.missing.is_empty() {
-                return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
-            }
-            if !self.execute(st, &api, f).await {
-                return Err(format!("the call to {} failed", api.name));
-            }
+        let mut labels = std::collections::HashMap::new();
+        for (i, step) in chain.iter().enumerate() {
+            let label = self.replay_step(st, &analogy, step, &labels, false).await?;
+            labels.insert(format!("var{}", i + 1), label);
         }
-        let j = judged_by_analogy(judge_path(&st.ctx), &analogy);
-        if !j.pass {
+        // What this request's words ask for beyond the remembered request's: composed from the
+        // fragments of other memories that served it.
+        let old_words = crate::plan::asks::ask_words(old_request);
+        self.compose_missing(st, &old_words, meaning).await;
+        let j = judged_by_analogy(judge_path(&st.ctx), &analogy, &st.ctx.asked_apis, &old_words);
+        // Every call went through and all the request asks is served but an API its words ask
+        // for that no memory served: the replay stands and the run ends partial, naming it (a
+        // search from here would only add calls nothing remembered asks for).
+        let only_asks = j.first_bad_step.is_none()
+            && j.coverage.iter().filter(|r| !r.covered()).all(|r| r.kind == crate::plan::coverage::Kind::Api);
+        if !j.pass && !only_asks {
             return Err(j.reason);
         }
         st.recalled_judgement = Some(j);
         Ok(())
+    }
+
+    /// Replay one remembered step by analogy (its references relabelled by `labels`, the
+    /// remembered chain's labels → this run's); a call this run already made with the same
+    /// arguments is not sent again. The label of this run's call.
+    pub(super) async fn replay_step(
+        &self,
+        st: &mut RunState<'_>,
+        analogy: &Analogy,
+        step: &MemoryStep,
+        labels: &std::collections::HashMap<String, String>,
+        reuse: bool,
+    ) -> std::result::Result<String, String> {
+        let api = self
+            .apis
+            .get(&step.api)
+            .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
+            .cloned()
+            .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
+        let filled = fill_arguments(&st.ctx, &api);
+        let mut f = Filled::default();
+        let moments = analogy.moments_after(&step.arguments);
+        for (name, recorded) in &step.arguments {
+            if let Some(ArgSource::Output { label, path }) =
+                step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
+            {
+                let reshifted = match recorded.as_str() {
+                    Some(s) => Value::String(super::compose::relabel(&analogy.reshift(s), labels)),
+                    None => recorded.clone(),
+                };
+                let label = labels.get(&label).cloned().unwrap_or(label);
+                f.arguments.insert(name.clone(), reshifted);
+                f.sources.insert(name.clone(), ArgSource::Output { label, path });
+                continue;
+            }
+            // A value the user gave or an earlier turn's output is this conversation's, not
+            // the remembered one's: this request must give its own.
+            if matches!(step.sources.get(name), Some(ArgSource::Given | ArgSource::Earlier { .. })) {
+                take_filled(&filled, name, &mut f);
+                continue;
+            }
+            // A documented default or a constant stays what it was.
+            if matches!(step.sources.get(name), Some(ArgSource::Default)) {
+                f.arguments.insert(name.clone(), recorded.clone());
+                f.sources.insert(name.clone(), ArgSource::Default);
+                continue;
+            }
+            let kinds = self.mention_kinds(st, &api.id, name);
+            // A moment said as another shifted by a span: the new moment by the new span.
+            let transfer = if let Some(v) = moments.get(name) {
+                Transfer::Mapped(v.clone())
+            } else if recorded.is_array() || recorded.is_object() {
+                analogy.transfer_deep(recorded, kinds.as_deref()).map_or_else(Transfer::Unmatched, Transfer::Mapped)
+            } else {
+                analogy.transfer(recorded, kinds.as_deref())
+            };
+            match transfer {
+                Transfer::Mapped(v) => {
+                    f.arguments.insert(name.clone(), v);
+                    f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
+                }
+                Transfer::Unmatched(kind) => {
+                    return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))
+                }
+                Transfer::Unsaid => self.unsaid(st, analogy, &api, step, name, recorded, &filled, &mut f),
+            }
+        }
+        // What the remembered call did not send but this API requires: the shared filler's.
+        // (An optional one it did not send stays unsent: a chain that sorts its first search
+        // and not the second did so on purpose.)
+        let lacking: Vec<String> = api
+            .params
+            .iter()
+            .filter(|p| p.required && !f.arguments.contains_key(&p.name))
+            .map(|p| p.name.clone())
+            .collect();
+        for name in &lacking {
+            take_filled(&filled, name, &mut f);
+        }
+        if !f.missing.is_empty() {
+            return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
+        }
+        let same = crate::plan::fill::canonical(&f.arguments);
+        let done =
+            st.ctx.path.iter().find(|s| s.api.id == api.id && crate::plan::fill::canonical(&s.arguments) == same);
+        if let Some(done) = done.filter(|_| reuse) {
+            return Ok(done.label.clone());
+        }
+        if !self.execute(st, &api, f).await {
+            return Err(format!("the call to {} failed", api.name));
+        }
+        Ok(st.ctx.path.last().map(|s| s.label.clone()).unwrap_or_default())
+    }
+
+    /// A remembered value this request does not say: the known value this request says in words,
+    /// else the one the words it says went with in recorded runs ("the quickest" → FASTEST); an
+    /// earlier output of this run or the request itself (a quoted string, an email…) where the
+    /// memory says it came from there; else the constant it was.
+    #[allow(clippy::too_many_arguments)]
+    fn unsaid(
+        &self,
+        st: &RunState<'_>,
+        analogy: &Analogy,
+        api: &ApiView,
+        step: &MemoryStep,
+        name: &str,
+        recorded: &Value,
+        filled: &Filled,
+        f: &mut Filled,
+    ) {
+        let word =
+            recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, api, name))).or_else(|| {
+                st.ctx
+                    .args
+                    .as_deref()
+                    .and_then(|m| m.cued_value(&api.id, name, &st.ctx.request))
+                    .filter(|v| recorded.is_string() && v != recorded)
+                    .and_then(|v| v.as_str().map(str::to_string))
+            });
+        let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
+            || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
+        if let Some(word) = word {
+            f.arguments.insert(name.to_string(), Value::String(word));
+            f.sources.insert(name.to_string(), ArgSource::Request { kind: "analogy".into() });
+        } else if refill {
+            take_filled(filled, name, f);
+        } else {
+            f.arguments.insert(name.to_string(), recorded.clone());
+            f.sources.insert(name.to_string(), ArgSource::Default);
+        }
     }
 
     /// The string values `api`'s `param` took in recorded runs (an enumeration's known words),

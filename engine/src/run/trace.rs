@@ -64,6 +64,14 @@ pub enum TraceEvent {
         about: String,
         answer: String,
     },
+    /// An API the request asks for beyond the replayed memory, composed from a fragment of
+    /// another memory (`from`: its request); `error` where that fragment failed.
+    Composed {
+        api: String,
+        from: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// A replayed memory failed; the search takes over.
     RecallFailed {
         reason: String,

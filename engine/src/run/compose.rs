@@ -1,0 +1,163 @@
+//! Compose by parts: what a request's words ask for beyond the remembered request a replay
+//! followed (an API the learned ask model ties to a word only this request says, see
+//! [`crate::plan::asks`], where no call made is of an API about that word) is served by a **fragment** of another memory — the calls of that API
+//! in the nearest memory (by meaning) whose chain made them, with the calls they read from — replayed
+//! by that memory's own analogy after the calls made so far. A fragment's call this run already
+//! made with the same arguments (the same location lookup) is not sent again: its references
+//! point to the call made. What no memory serves stays missing, and the judge names it.
+
+use super::engine::{Engine, RunState};
+use super::memory::MemoryStep;
+use crate::exec::refs::Reference;
+use std::collections::{BTreeSet, HashMap};
+
+/// Memories looked at for a fragment, nearest by meaning first.
+const FRAGMENT_POOL: usize = 64;
+
+/// `s` with each reference's label replaced by its counterpart in `labels` (the others kept).
+pub(super) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
+    let refs = Reference::all_in(s);
+    if refs.iter().all(|r| !labels.contains_key(&r.label)) {
+        return s.to_string();
+    }
+    // Two passes through placeholders: a new label may be an old one of another reference.
+    let mut out = s.to_string();
+    let mut back = Vec::new();
+    for (i, r) in refs.iter().enumerate() {
+        let Some(new) = labels.get(&r.label) else { continue };
+        let hold = format!("\u{0}{i}\u{0}");
+        out = out.replacen(&r.to_string(), &hold, 1);
+        let mut n = r.clone();
+        n.label = new.clone();
+        back.push((hold, n.to_string()));
+    }
+    for (hold, new) in back {
+        out = out.replacen(&hold, &new, 1);
+    }
+    out
+}
+
+/// The steps of `chain` (indexes, in order) that the calls of `api` need: those calls and,
+/// transitively, every earlier call whose output they read.
+pub(super) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
+    let label_of: HashMap<String, usize> = (0..chain.len()).map(|i| (format!("var{}", i + 1), i)).collect();
+    let mut need: BTreeSet<usize> = chain.iter().enumerate().filter(|(_, s)| s.api == api).map(|(i, _)| i).collect();
+    let mut todo: Vec<usize> = need.iter().copied().collect();
+    while let Some(i) = todo.pop() {
+        for v in chain[i].arguments.values() {
+            for l in crate::exec::refs::labels_in(v) {
+                if let Some(&j) = label_of.get(&l).filter(|j| **j < i) {
+                    if need.insert(j) {
+                        todo.push(j);
+                    }
+                }
+            }
+        }
+    }
+    need.into_iter().collect()
+}
+
+impl Engine {
+    /// Serve each API this request's words ask for that the path has not called and the
+    /// remembered request (its words `old_words`) did not ask for, by a fragment of another
+    /// memory. Best effort: what stays unserved is named by the judge.
+    pub(super) async fn compose_missing(&self, st: &mut RunState<'_>, old_words: &[String], meaning: &[f32]) {
+        let wanted: Vec<(String, String)> = st
+            .ctx
+            .asked_apis
+            .iter()
+            .filter(|(id, _, word)| {
+                !old_words.contains(word) && !st.ctx.path.iter().any(|s| s.api.id == *id || s.api.documents(word))
+            })
+            .map(|(id, name, _)| (id.clone(), name.clone()))
+            .collect();
+        if wanted.is_empty() || !self.settings.use_memory {
+            return;
+        }
+        let Some(mem) = &self.memory else { return };
+        let hits = match mem.recall(meaning, FRAGMENT_POOL).await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!(target: "run.compose", error = %e, "no memories for fragments");
+                return;
+            }
+        };
+        for (api, name) in wanted {
+            // An earlier fragment may have called it.
+            if st.ctx.path.iter().any(|s| s.api.id == api) {
+                continue;
+            }
+            let mut why = format!("no remembered chain calls {name}");
+            for hit in hits.iter().filter(|h| h.entry.chain.iter().any(|s| s.api == api)) {
+                let chain = &hit.entry.chain;
+                let part = fragment(chain, &api);
+                let steps: Vec<MemoryStep> = part.iter().map(|i| chain[*i].clone()).collect();
+                let analogy = self.analogy(st, &hit.entry.request, chain);
+                if !self.fit_steps(st, &analogy, &steps) {
+                    why = format!("the values of the remembered {name} calls have no counterpart here");
+                    continue;
+                }
+                let mut labels = HashMap::new();
+                let mut done = Ok(());
+                for i in part {
+                    match self.replay_step(st, &analogy, &chain[i], &labels, true).await {
+                        Ok(label) => {
+                            labels.insert(format!("var{}", i + 1), label);
+                        }
+                        Err(e) => {
+                            done = Err(e);
+                            break;
+                        }
+                    }
+                }
+                st.emit(super::trace::TraceEvent::Composed {
+                    api: name.clone(),
+                    from: hit.entry.request.clone(),
+                    error: done.clone().err(),
+                })
+                .await;
+                match done {
+                    Ok(()) => break,
+                    Err(e) => why = e,
+                }
+            }
+            tracing::debug!(target: "run.compose", api = %name, why = %why, "composed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(api: &str, args: serde_json::Value) -> MemoryStep {
+        MemoryStep {
+            api: api.into(),
+            arguments: args.as_object().cloned().unwrap_or_default(),
+            sources: HashMap::new(),
+        }
+    }
+
+    /// A library's chain: find the author, list their books, find a shop; the books' fragment is
+    /// the author lookup and the listing, not the shop.
+    #[test]
+    fn a_fragment_is_the_api_and_what_it_reads_from() {
+        let chain = [
+            step("authors.find", json!({"name": "Le Guin"})),
+            step("shops.near", json!({"city": "Portland"})),
+            step("books.by_author", json!({"author_id": "$var1.id$"})),
+        ];
+        assert_eq!(fragment(&chain, "books.by_author"), [0, 2]);
+        assert_eq!(fragment(&chain, "shops.near"), [1]);
+        assert!(fragment(&chain, "films.find").is_empty());
+    }
+
+    #[test]
+    fn references_are_relabelled_at_once() {
+        let map: HashMap<String, String> =
+            [("var1".to_string(), "var3".to_string()), ("var3".to_string(), "var5".to_string())].into();
+        assert_eq!(relabel("$var1.id$ and $var3.items.0.name$", &map), "$var3.id$ and $var5.items.0.name$");
+        assert_eq!(relabel("$var2$ costs $5", &map), "$var2$ costs $5");
+    }
+}

@@ -1,0 +1,173 @@
+//! Requests of a kind no remembered chain has, as a user gets them from the binary: chat
+//! transcripts of a cooking assistant are ingested (recipe search → ingredients; recipe search →
+//! nutrition facts; never both), and a request asking for the ingredients **and** the nutrition
+//! of a dish gets both calls, in data-flow order (the search once, both reading its result), with
+//! their arguments; what the words ask for that no remembered part can serve leaves the run
+//! `partial`, naming it. The ask model behind it is learned at ingest and stored with the graph.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn tools() -> Value {
+    let f = |name: &str, description: &str, props: Value, required: Value| {
+        json!({"type": "function", "function": {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": props, "required": required}}})
+    };
+    json!([
+        f(
+            "recipes__search",
+            "Search recipes by the name of a dish",
+            json!({"query": {"type": "string"}}),
+            json!(["query"])
+        ),
+        f(
+            "recipes__ingredients",
+            "The ingredients of a recipe, as a shopping list",
+            json!({"recipe_id": {"type": "string"}}),
+            json!(["recipe_id"])
+        ),
+        f(
+            "recipes__nutrition",
+            "Nutrition facts of a recipe: calories and protein for a number of portions",
+            json!({"recipe_id": {"type": "string"}, "portions": {"type": "integer"}}),
+            json!(["recipe_id", "portions"])
+        ),
+    ])
+}
+
+/// One conversation: the request, then the search for `dish` and the `then` call reading its id.
+fn conversation(request: &str, dish: &str, then: Option<(&str, Value)>, id: usize) -> String {
+    let call = |n: usize, name: &str, args: Value| {
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{n}"), "type": "function",
+            "function": {"name": name, "arguments": args.to_string()}}]})
+    };
+    let result = |n: usize, content: Value| json!({"role": "tool", "tool_call_id": format!("c{n}"), "content": content.to_string()});
+    let rid = format!("r-{id}");
+    let mut messages = vec![
+        json!({"role": "user", "content": request}),
+        call(1, "recipes__search", json!({"query": dish})),
+        result(1, json!({"results": [{"id": rid, "title": dish}]})),
+    ];
+    if let Some((name, mut args)) = then {
+        args["recipe_id"] = json!(rid);
+        messages.push(call(2, name, args));
+        messages.push(result(2, json!({"ok": true, "recipe": rid})));
+    }
+    messages.push(json!({"role": "assistant", "content": "Here it is."}));
+    json!({"category": "Food", "messages": messages, "tools": tools()}).to_string()
+}
+
+/// Ingested: four "ingredients" conversations, four "nutrition" ones (each for a number of
+/// portions the request says), two plain searches. Never ingredients and nutrition together.
+fn ingest_kitchen(dir: &Path) -> String {
+    let dishes = ["Moussaka", "Goulash", "Ratatouille", "Shakshuka"];
+    let mut lines = Vec::new();
+    for (i, d) in dishes.iter().enumerate() {
+        lines.push(conversation(
+            &format!("Which ingredients do I need to buy for {d}?"),
+            d,
+            Some(("recipes__ingredients", json!({}))),
+            i,
+        ));
+    }
+    for (i, (d, n)) in ["Risotto", "Bibimbap", "Jambalaya", "Tagine"].iter().zip([2, 4, 3, 6]).enumerate() {
+        lines.push(conversation(
+            &format!("Show the nutrition facts of {d} for {n} portions."),
+            d,
+            Some(("recipes__nutrition", json!({"portions": n}))),
+            10 + i,
+        ));
+    }
+    lines.push(conversation("Find me a recipe for Pierogi.", "Pierogi", None, 20));
+    lines.push(conversation("Look up a recipe for Baklava.", "Baklava", None, 21));
+    let file = dir.join("kitchen.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let store = format!("embedded:{}", dir.join("g.redb").display());
+    run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
+    store
+}
+
+/// `ask --dry-run --json` of `request` over the ingested stores.
+fn ask(dir: &Path, store: &str, request: &str) -> Value {
+    let out = bin_in(dir)
+        .arg("--store")
+        .arg(store)
+        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// The calls of a run: (label, API id, arguments).
+fn calls(r: &Value) -> Vec<(String, String, Value)> {
+    r["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "call")
+        .map(|t| {
+            (t["label"].as_str().unwrap().to_string(), t["api"].as_str().unwrap().to_string(), t["arguments"].clone())
+        })
+        .collect()
+}
+
+#[test]
+fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask(dir.path(), &store, "I want the ingredients and the nutrition facts of Paella for 5 portions.");
+    let made = calls(&r);
+    let apis: Vec<&str> = made.iter().map(|(_, a, _)| a.as_str()).collect();
+    assert_eq!(apis.iter().filter(|a| **a == "food/recipes/search").count(), 1, "one search: {made:#?}");
+    assert_eq!(apis[0], "food/recipes/search", "the search first: {made:#?}");
+    assert!(apis.contains(&"food/recipes/ingredients") && apis.contains(&"food/recipes/nutrition"), "{made:#?}");
+    let search = &made[0];
+    assert_eq!(search.2["query"], "Paella", "{made:#?}");
+    for (_, api, args) in &made[1..] {
+        let id = args["recipe_id"].as_str().unwrap_or_default();
+        assert!(id.starts_with(&format!("${}.", search.0)), "{api} reads the search's result: {args}");
+    }
+    let nutrition = made.iter().find(|(_, a, _)| a == "food/recipes/nutrition").unwrap();
+    assert_eq!(nutrition.2["portions"], 5, "{made:#?}");
+    assert!(
+        r["trace"].as_array().unwrap().iter().any(|t| t["type"] == "composed" && t["error"].is_null()),
+        "{:#}",
+        r["trace"]
+    );
+}
+
+/// The nutrition facts need a number of portions, which this request does not say: no
+/// remembered part can serve "nutrition", and the run says so instead of answering.
+#[test]
+fn an_ask_no_remembered_part_serves_ends_partial_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask(dir.path(), &store, "Which ingredients do I need for Paella, and what are its nutrition facts?");
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    assert!(apis.contains(&"food/recipes/ingredients".to_string()), "{apis:?}");
+    assert!(!apis.contains(&"food/recipes/nutrition".to_string()), "{apis:?}");
+    assert_eq!(r["status"], "partial", "{r:#}");
+    let said = r.to_string();
+    assert!(said.contains("a call of nutrition (for \\\"nutrition\\\")"), "the answer names what is missing: {said}");
+}
+
+/// The counts behind it are the argument model's, stored with the graph by `ingest`.
+#[test]
+fn the_ask_model_is_learned_at_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let counts = runtime().block_on(async {
+        let mut s = toolgraph_engine::settings::load(None, &[]).unwrap().store;
+        s.uri = store.clone();
+        let g = toolgraph_engine::store::open(&s).await.unwrap();
+        g.model_counts(toolgraph_engine::graph::counts::ARGUMENT_COUNTS).await.unwrap()
+    });
+    let model = toolgraph_engine::plan::ArgModel::from_counts(&counts).unwrap().unwrap();
+    assert_eq!(model.asks.words.get("ingredient"), Some(&4), "{:?}", model.asks.words);
+    assert_eq!(model.asks.apis["food/recipes/ingredients"].get("ingredient"), Some(&4));
+    assert_eq!(model.asks.apis["food/recipes/nutrition"].get("nutrition"), Some(&4));
+    assert_eq!(model.asks.apis["food/recipes/search"].get("recipe"), Some(&2));
+}
