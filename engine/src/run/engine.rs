@@ -75,6 +75,8 @@ pub(super) struct RunState<'a> {
     /// The judgement of a memory replayed by analogy (its requirements weighed against the
     /// remembered request's).
     pub(super) recalled_judgement: Option<crate::plan::Judgement>,
+    /// Who the run is for (see [`RunOptions::caller`]).
+    pub(super) caller: Option<String>,
 }
 
 impl RunState<'_> {
@@ -171,6 +173,11 @@ impl Engine {
             weights: self.weights,
             health: self.health.clone(),
         })
+    }
+
+    /// Whether `id` is left out of this run: degraded for all, or for its caller.
+    pub(super) fn degraded(&self, st: &RunState<'_>, id: &str) -> bool {
+        self.health.as_ref().is_some_and(|h| h.is_degraded_for(id, st.caller.as_deref()))
     }
 
     pub fn health(&self) -> Option<&Arc<super::health::Health>> {
@@ -277,6 +284,7 @@ impl Engine {
             approver: opts.approver.clone(),
             dry_run: opts.dry_run,
             recalled_judgement: None,
+            caller: opts.caller.clone(),
         }
     }
 

@@ -2,6 +2,14 @@
 //! call that worked, replayed — succeeds again; one that keeps failing its probes becomes
 //! `invalid`. Thresholds come from [`HealthSettings`]. The tracker only decides; the caller writes
 //! the status changes to the graph (and logs them).
+//!
+//! Whose evidence counts: a failure the tool blames on the arguments (a 4xx, "no result") counts
+//! for nobody; failures with one set of arguments only are that request's; where the callers are
+//! named users (a daemon with keys), an API is down **for all** only when calls of two or more
+//! users fail — one user's failures, however many and with whatever arguments, degrade it for
+//! that user alone, for one probe interval (their runs stop sending it; nobody else's are
+//! refused). The local operator (the CLI, a daemon without keys) is one caller: its failures
+//! degrade the API as before.
 
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -38,6 +46,8 @@ struct ApiHealth {
     streak_arguments: HashSet<String>,
     /// The last calls: whether each worked, who made it, and (failed ones) with which arguments.
     window: VecDeque<(bool, String, String)>,
+    /// Per named user: failed calls in a row, and the arguments they failed with.
+    users: HashMap<String, (u32, HashSet<String>)>,
     /// The arguments of the last successful call (what a probe replays).
     last_ok: Option<Map<String, Value>>,
     failed_probes: u32,
@@ -49,22 +59,58 @@ pub struct Health {
     settings: HealthSettings,
     apis: Mutex<HashMap<String, ApiHealth>>,
     degraded: RwLock<HashSet<String>>,
+    /// (user, API) → until when the API is degraded for that user only.
+    degraded_for: RwLock<HashMap<(String, String), std::time::Instant>>,
 }
+
+/// Users whose own degradations are remembered at once (the oldest are forgotten first).
+const MAX_USER_DEGRADED: usize = 10_000;
 
 impl Health {
     /// A tracker that knows which APIs `graph` has degraded already.
     pub fn new(settings: HealthSettings, graph: &GraphSnapshot) -> Self {
         let degraded = graph.apis.values().filter(|a| a.status == STATUS_DEGRADED).map(|a| a.id.clone()).collect();
-        Health { settings, apis: Mutex::new(HashMap::new()), degraded: RwLock::new(degraded) }
+        Health {
+            settings,
+            apis: Mutex::new(HashMap::new()),
+            degraded: RwLock::new(degraded),
+            degraded_for: RwLock::new(HashMap::new()),
+        }
     }
 
     pub fn settings(&self) -> &HealthSettings {
         &self.settings
     }
 
-    /// Whether search must leave `id` out.
+    /// Whether search must leave `id` out (for everyone).
     pub fn is_degraded(&self, id: &str) -> bool {
         self.settings.enabled && self.degraded.read().unwrap_or_else(|p| p.into_inner()).contains(id)
+    }
+
+    /// Whether search must leave `id` out of `user`'s runs: degraded for all, or by that user's
+    /// own failures within the last probe interval.
+    pub fn is_degraded_for(&self, id: &str, user: Option<&str>) -> bool {
+        if self.is_degraded(id) {
+            return true;
+        }
+        let Some(user) = user.filter(|u| !u.is_empty()) else { return false };
+        let map = self.degraded_for.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&(user.to_string(), id.to_string())).is_some_and(|until| std::time::Instant::now() < *until)
+    }
+
+    /// `user`'s own failures of `api` met the thresholds: degraded for that user for one probe
+    /// interval.
+    fn degrade_for(&self, user: &str, api: &str) {
+        let now = std::time::Instant::now();
+        let until = now + std::time::Duration::from_millis(self.settings.probe_every_ms.max(1000));
+        let mut map = self.degraded_for.write().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, t| *t > now);
+        if map.len() >= MAX_USER_DEGRADED {
+            if let Some(oldest) = map.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone()) {
+                map.remove(&oldest);
+            }
+        }
+        map.insert((user.to_string(), api.to_string()), until);
     }
 
     /// Record the calls of one run made for `caller` (`None`: the local operator); returns the APIs
@@ -88,10 +134,25 @@ impl Health {
                 h.consecutive = 0;
                 h.streak_callers.clear();
                 h.streak_arguments.clear();
+                h.users.remove(&caller);
             } else {
                 h.consecutive += 1;
                 h.streak_callers.insert(caller.clone());
                 h.streak_arguments.insert(args.clone());
+                if !caller.is_empty() {
+                    if h.users.len() >= MAX_USER_DEGRADED && !h.users.contains_key(&caller) {
+                        h.users.clear();
+                    }
+                    let u = h.users.entry(caller.clone()).or_default();
+                    u.0 += 1;
+                    if u.1.len() < 8 {
+                        u.1.insert(args.clone());
+                    }
+                    let limit = self.settings.consecutive_failures.max(1);
+                    if u.0 >= limit && u.1.len() >= 2 {
+                        self.degrade_for(&caller, &c.api);
+                    }
+                }
             }
             h.window.push_back((c.ok, caller.clone(), args));
             while h.window.len() > self.settings.window.max(1) {
@@ -111,7 +172,8 @@ impl Health {
             // Several callers use it: the failures must come from more than one of them.
             let callers: HashSet<&str> = h.window.iter().map(|x| x.1.as_str()).collect();
             let failing: HashSet<&str> = h.window.iter().filter(|x| !x.0).map(|x| x.1.as_str()).collect();
-            let shared = callers.len() > 1;
+            // Named users (a daemon with keys): down for all only on the failures of two or more.
+            let shared = callers.len() > 1 || !caller.is_empty();
             // Failing for more than one request: other arguments, or other callers.
             let failing_args: HashSet<(&str, &str)> =
                 h.window.iter().filter(|x| !x.0).map(|x| (x.1.as_str(), x.2.as_str())).collect();
@@ -154,6 +216,7 @@ impl Health {
     /// A probe of `id` worked: it is active again (the change to write).
     pub fn probe_succeeded(&self, id: &str, detail: &str) -> StatusChange {
         self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.degraded_for.write().unwrap_or_else(|p| p.into_inner()).retain(|(_, api), _| api != id);
         let mut apis = self.apis.lock().unwrap_or_else(|p| p.into_inner());
         let h = apis.entry(id.to_string()).or_default();
         h.consecutive = 0;
@@ -191,6 +254,7 @@ impl Health {
     /// Forget what is known of `id` (an operator changed its status).
     pub fn reset(&self, id: &str) {
         self.degraded.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.degraded_for.write().unwrap_or_else(|p| p.into_inner()).retain(|(_, api), _| api != id);
         self.apis.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 }
@@ -237,9 +301,41 @@ mod tests {
             assert!(h.observe(&[same(false)], Some("eve")).is_empty());
         }
         assert!(!h.is_degraded("a"));
-        // Failing for other arguments too: the API is at fault.
-        assert!(h.observe(&[call("a", false)], Some("eve")).len() == 1);
+        assert!(!h.is_degraded_for("a", Some("eve")), "one request's failures are that request's");
+        // Failing for other arguments too: at fault for eve, and for all once another user's
+        // calls fail as well.
+        assert!(h.observe(&[call("a", false)], Some("eve")).is_empty());
+        assert!(h.is_degraded_for("a", Some("eve")) && !h.is_degraded("a"));
+        assert!(h.observe(&[call("a", false)], Some("dan")).len() == 1);
         assert!(h.is_degraded("a"));
+    }
+
+    /// Third hardening, finding 1: bob's calls whose arguments make a tool fail (5xx, timeouts,
+    /// each with other arguments) degraded the API for everyone: alice and the admin were refused
+    /// it. One user's evidence degrades it for that user alone; two users' failures, for all.
+    #[test]
+    fn one_users_failures_degrade_an_api_for_that_user_only() {
+        let h = Health::new(
+            HealthSettings { consecutive_failures: 3, window: 20, min_availability: 0.5, ..HealthSettings::default() },
+            &GraphSnapshot::default(),
+        );
+        for _ in 0..12 {
+            assert!(h.observe(&[call("a", false)], Some("bob")).is_empty(), "bob alone never degrades it for all");
+        }
+        assert!(!h.is_degraded("a"));
+        assert!(h.is_degraded_for("a", Some("bob")));
+        assert!(!h.is_degraded_for("a", Some("alice")) && !h.is_degraded_for("a", None));
+        // Alice's call works: still nobody else's problem; bob's own streak goes on.
+        assert!(h.observe(&[call("a", true)], Some("alice")).is_empty());
+        assert!(h.is_degraded_for("a", Some("bob")) && !h.is_degraded_for("a", Some("alice")));
+        // Then the API fails for alice too, right after bob (three in a row): down for all.
+        assert!(h.observe(&[call("a", false)], Some("bob")).is_empty());
+        assert!(h.observe(&[call("a", false)], Some("alice")).is_empty());
+        assert_eq!(h.observe(&[call("a", false)], Some("alice")).len(), 1);
+        assert!(h.is_degraded("a") && h.is_degraded_for("a", Some("carol")));
+        // A probe that works restores it for everyone, bob included.
+        h.probe_succeeded("a", "HTTP 200");
+        assert!(!h.is_degraded_for("a", Some("bob")));
     }
 
     #[test]
@@ -252,8 +348,9 @@ mod tests {
             assert!(h.observe(&[refused("a")], Some("u1")).is_empty());
         }
         assert!(!h.is_degraded("a"));
-        // Its own faults still do.
-        assert_eq!(h.observe(&[call("a", false), call("a", false)], Some("u1")).len(), 1);
+        // Its own faults still do (two users' failures: down for all).
+        assert!(h.observe(&[call("a", false)], Some("u1")).is_empty());
+        assert_eq!(h.observe(&[call("a", false)], Some("u2")).len(), 1);
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl Engine {
                         .get(id)
                         .filter(|a| {
                             !st.ctx.excluded_tools.contains(&a.tool)
-                                && !self.health.as_ref().is_some_and(|h| h.is_degraded(id))
+                                && !self.degraded(st, id)
                         })
                         .cloned()
                 })
@@ -199,7 +199,7 @@ impl Engine {
             let Some(api) = self
                 .apis
                 .get(&step.api)
-                .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
+                .filter(|_| !self.degraded(st, &step.api))
                 .cloned()
             else {
                 return Ok(Err((n, format!("{} is not an active API", step.api))));

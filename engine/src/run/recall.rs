@@ -367,7 +367,7 @@ impl Engine {
         let api = self
             .apis
             .get(&step.api)
-            .filter(|_| !self.health.as_ref().is_some_and(|h| h.is_degraded(&step.api)))
+            .filter(|_| !self.degraded(st, &step.api))
             .cloned()
             .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
         let filled = fill_arguments(&st.ctx, &api);

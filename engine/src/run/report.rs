@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// plan mode run as usual and the chain comes back with its data flow as references. Nothing
     /// is remembered or learned from such a run.
     pub dry_run: bool,
+    /// The user the run is made for (a daemon's caller): an API degraded by that user's own
+    /// failures is left out of this run only (see [`super::health`]). `None`: the local operator.
+    pub caller: Option<String>,
 }
 
 /// Decides whether calls to APIs that require approval may be sent. `decide` may wait as long as

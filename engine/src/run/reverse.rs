@@ -22,7 +22,7 @@ impl Engine {
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
             if st.ctx.excluded_tools.contains(&cand.tool)
                 || st.inserting.contains(&cand.id)
-                || self.health.as_ref().is_some_and(|h| h.is_degraded(&cand.id))
+                || self.degraded(st, &cand.id)
             {
                 continue;
             }

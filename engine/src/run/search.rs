@@ -61,7 +61,7 @@ impl Engine {
         if st.ctx.excluded_tools.contains(&api.tool) || st.ctx.excluded_apis.contains(&api.id) {
             return None;
         }
-        if self.health.as_ref().is_some_and(|h| h.is_degraded(id)) {
+        if self.degraded(st, id) {
             return None;
         }
         let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());

@@ -232,6 +232,12 @@ pub enum StreamEventKind {
     Error,
 }
 
+/// Whose evidence a run's calls are for API health: a named user, or (`None`) the one operator of
+/// a daemon without keys.
+fn health_caller(user_id: &str) -> Option<&str> {
+    (user_id != "local").then_some(user_id)
+}
+
 /// The per-run choices of a request, checked.
 pub(super) fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgraph_engine::run::RunOptions, ApiError> {
     let mode = match r.mode.as_deref().map(str::parse::<toolgraph_engine::run::Mode>) {
@@ -245,7 +251,14 @@ pub(super) fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgrap
             ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>()))
         })?),
     };
-    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, approver: None, dry_run: r.dry_run })
+    Ok(toolgraph_engine::run::RunOptions {
+        planner,
+        mode,
+        backward: r.backward,
+        approver: None,
+        dry_run: r.dry_run,
+        caller: None,
+    })
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -587,11 +600,13 @@ pub(super) async fn execute_inner(
         Work::Ask { given, earlier, opts } => {
             let mut opts = opts.clone();
             opts.approver = Some(approver.clone());
+            opts.caller = health_caller(&job.caller.user_id).map(str::to_string);
             engine.run_with(&job.request, given.clone(), earlier.clone(), sink.as_ref(), opts).await
         }
         Work::Chain { chain, given, opts } => {
             let mut opts = opts.clone();
             opts.approver = Some(approver.clone());
+            opts.caller = health_caller(&job.caller.user_id).map(str::to_string);
             match engine.execute_chain(&job.request, chain, given.clone(), sink.as_ref(), opts).await {
                 Ok(Ok(r)) => Ok(r),
                 Ok(Err(e)) => {
@@ -616,7 +631,7 @@ pub(super) async fn execute_inner(
     // The graph learns from the run (counts, the answered chain, failing APIs); a failure to
     // learn is logged, never the user's error.
     // The engine reloads what it learned (and what other daemons learned) on its next refresh.
-    if let Err(e) = engine.learn_from_caller(&job.run_id, &report, Some(&job.caller.user_id)).await {
+    if let Err(e) = engine.learn_from_caller(&job.run_id, &report, health_caller(&job.caller.user_id)).await {
         tracing::error!(error = %e, "learning from the run failed");
     }
     d.metrics.run(status, t.elapsed().as_secs_f64(), report.stats.http_calls as u64, report.stats.failed_calls as u64);
