@@ -183,6 +183,11 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
         assert_eq!(env(var), format!("{}/{key}", mount("secrets")));
         assert!(secret["stringData"].get(key).is_some(), "the secret has {key}");
     }
+    // `from_file` reads tool credentials from a folder of their own, never the daemon's secrets.
+    let keys = env("TOOLGRAPH__SERVER__CREDENTIAL_FILES_DIR");
+    assert_eq!(keys, mount("tool-credentials"));
+    assert!(!keys.starts_with(&mount("secrets")) && !mount("secrets").starts_with(&keys), "{keys}");
+    assert_eq!(vol("tool-credentials")["secret"]["optional"].as_bool(), Some(true));
     // Sessions live in PostgreSQL: no session affinity.
     assert!(
         svc["spec"].get("sessionAffinity").is_none_or(|a| a.as_str() == Some("None")),

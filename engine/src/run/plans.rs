@@ -165,10 +165,7 @@ impl Engine {
                 .map(|id| {
                     self.apis
                         .get(id)
-                        .filter(|a| {
-                            !st.ctx.excluded_tools.contains(&a.tool)
-                                && !self.degraded(st, id)
-                        })
+                        .filter(|a| !st.ctx.excluded_tools.contains(&a.tool) && !self.degraded(st, id))
                         .cloned()
                 })
                 .collect();
@@ -196,12 +193,7 @@ impl Engine {
         let mut labels: HashMap<String, String> = HashMap::new();
         for (i, step) in plan.steps.iter().enumerate() {
             let n = i + 1;
-            let Some(api) = self
-                .apis
-                .get(&step.api)
-                .filter(|_| !self.degraded(st, &step.api))
-                .cloned()
-            else {
+            let Some(api) = self.apis.get(&step.api).filter(|_| !self.degraded(st, &step.api)).cloned() else {
                 return Ok(Err((n, format!("{} is not an active API", step.api))));
             };
             let outputs: HashMap<String, &Value> = labels

@@ -107,6 +107,10 @@ impl Daemon {
         };
         let sealing = crate::state::secrets::SealingKey::from_env().map_err(toolgraph_engine::EngineError::Config)?;
         let references = crate::state::secrets::References::new(&s.credential_env_prefix, &s.credential_files_dir)
+            .and_then(|r| {
+                let (own, db) = own_files(&stack.settings);
+                r.refusing(&own, db.as_deref())
+            })
             .map_err(toolgraph_engine::EngineError::Config)?;
         let auth_required =
             !keys.is_empty() || state.has_keys().await.map_err(|e| toolgraph_engine::EngineError::Config(e.0))?;
@@ -337,4 +341,21 @@ pub(super) fn take_slots(d: &Daemon, user_id: &str) -> Result<Slot, ApiError> {
         .with_retry_after(d.settings().server.retry_after_s)
     })?;
     Ok(Slot { _all: permit, _own: own })
+}
+
+/// The files the daemon reads for itself besides its `*_FILE` secrets: its configuration
+/// (`TOOLGRAPH_CONFIG`), the key files its LLM models name; and its SQLite state database.
+fn own_files(settings: &toolgraph_schema::Settings) -> (Vec<std::path::PathBuf>, Option<std::path::PathBuf>) {
+    let mut own: Vec<std::path::PathBuf> = std::env::var("TOOLGRAPH_CONFIG").ok().map(Into::into).into_iter().collect();
+    own.extend(
+        settings.llm.models.values().filter(|m| !m.api_key_file.is_empty()).map(|m| m.api_key_file.clone().into()),
+    );
+    let url = settings.state.url.trim();
+    let db = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .map(|p| p.split('?').next().unwrap_or_default())
+        .filter(|p| !p.is_empty() && !p.starts_with(':'))
+        .map(std::path::PathBuf::from);
+    (own, db)
 }

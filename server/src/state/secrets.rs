@@ -99,6 +99,16 @@ pub struct References {
     env_prefix: String,
     /// Canonical (links resolved); `None`: `from_file` is off.
     files_dir: Option<std::path::PathBuf>,
+    /// The files the daemon reads for itself (its secrets, its configuration, its state
+    /// database), by device and inode: never a tool credential, whatever name or link reaches
+    /// them.
+    own: Vec<(u64, u64)>,
+}
+
+/// A file's identity (device, inode), links followed; `None` where it cannot be read.
+fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl References {
@@ -125,7 +135,42 @@ impl References {
                 Some(canon)
             }
         };
-        Ok(References { env_prefix: prefix.to_string(), files_dir })
+        // The daemon's own secret files (`TOOLGRAPH_SECRET_KEY_FILE`, `TOOLGRAPH_API_KEYS_FILE`, …).
+        let own = OWN_SECRETS
+            .iter()
+            .filter_map(|name| std::env::var(format!("{name}_FILE")).ok())
+            .filter_map(|p| identity(std::path::Path::new(&p)))
+            .collect();
+        Ok(References { env_prefix: prefix.to_string(), files_dir, own })
+    }
+
+    /// These files too are the daemon's own (its configuration, the LLM key files it names, its
+    /// state database): never read as a tool credential. A credential folder that holds the
+    /// state database is a configuration error (a reference could open it, and SQLite's locks do
+    /// not survive a second opener).
+    pub fn refusing(
+        mut self,
+        paths: &[std::path::PathBuf],
+        state_db: Option<&std::path::Path>,
+    ) -> Result<Self, String> {
+        self.own.extend(paths.iter().filter_map(|p| identity(p)));
+        if let Some(db) = state_db {
+            let canon = std::fs::canonicalize(db).ok().or_else(|| {
+                let parent = std::fs::canonicalize(db.parent()?).ok()?;
+                Some(parent.join(db.file_name()?))
+            });
+            if let (Some(dir), Some(db)) = (&self.files_dir, canon) {
+                if db.starts_with(dir) {
+                    return Err(format!(
+                        "server.credential_files_dir {} holds the state database {}: keep tool credentials in a folder of their own",
+                        dir.display(),
+                        db.display()
+                    ));
+                }
+            }
+            self.own.extend(identity(db));
+        }
+        Ok(self)
     }
 
     /// The prefix `from_env` names must start with.
@@ -178,6 +223,7 @@ impl References {
 
     fn read_file(&self, path: &str) -> Option<SecretString> {
         use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let dir = self.files_dir.as_ref()?;
         // Links resolved first: the file itself must be under the folder, not a link out of it.
         let canon = std::fs::canonicalize(path).ok()?;
@@ -185,9 +231,18 @@ impl References {
         if !canon.starts_with(dir) || name.starts_with("state.db") {
             return None;
         }
-        let file = std::fs::File::open(&canon).ok()?;
+        // Checked before it is opened (closing a descriptor of the state database would drop
+        // SQLite's locks): a regular file, not one of the daemon's own.
+        let before = std::fs::metadata(&canon).ok()?;
+        let id = (before.dev(), before.ino());
+        if !before.is_file() || self.own.contains(&id) {
+            return None;
+        }
+        // Non-blocking: a FIFO swapped in after the check must not hold a worker; and the file
+        // opened must be the one checked.
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&canon).ok()?;
         let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.len() > MAX_REFERENCED_FILE {
+        if !meta.is_file() || meta.len() > MAX_REFERENCED_FILE || (meta.dev(), meta.ino()) != id {
             return None;
         }
         let mut text = String::new();
@@ -324,5 +379,46 @@ mod tests {
         assert!(off.file_refused(ok.to_str().unwrap()).unwrap().contains("off"));
         assert!(off.resolve(&format!("file:{}", ok.display())).is_err());
         assert!(References::new("TOOLGRAPH_TOOL_", "/proc").is_err());
+    }
+
+    /// Third hardening, finding 2: laid out as Kubernetes mounts secrets (the files behind
+    /// `..data` links), a credential folder holding the daemon's own key files let `from_file`
+    /// send the sealing key to a tool host. The daemon's own files are refused whatever name or
+    /// link reaches them; a folder holding the state database is refused at start; a FIFO does not
+    /// block.
+    #[test]
+    fn the_daemons_own_files_are_never_a_tool_credential() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("..2026_11_27");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("secret_key"), "ab".repeat(32)).unwrap();
+        std::fs::write(data.join("api_keys"), "admin-key").unwrap();
+        std::fs::write(data.join("rapidapi"), "tool-key").unwrap();
+        std::os::unix::fs::symlink("..2026_11_27", dir.path().join("..data")).unwrap();
+        for f in ["secret_key", "api_keys", "rapidapi"] {
+            std::os::unix::fs::symlink(format!("..data/{f}"), dir.path().join(f)).unwrap();
+        }
+        // Another name for the sealing key, as a hard link.
+        std::fs::hard_link(data.join("secret_key"), dir.path().join("innocent.key")).unwrap();
+        // (As the daemon names them: `TOOLGRAPH_SECRET_KEY_FILE`, `TOOLGRAPH_API_KEYS_FILE`.)
+        let refs = References::new("TOOLGRAPH_TOOL_", dir.path().to_str().unwrap())
+            .unwrap()
+            .refusing(&[dir.path().join("secret_key"), dir.path().join("api_keys")], None)
+            .unwrap();
+        let read = |name: &str| refs.resolve(&format!("file:{}", dir.path().join(name).display()));
+        assert_eq!(read("rapidapi").unwrap().expose_secret(), "tool-key");
+        for own in ["secret_key", "api_keys", "innocent.key", "..data/secret_key", "..2026_11_27/api_keys"] {
+            assert!(read(own).is_err(), "{own}");
+        }
+        // A FIFO is refused at once (no reader blocks on it).
+        let fifo = dir.path().join("pipe.key");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let t = std::time::Instant::now();
+        assert!(read("pipe.key").is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        // The state database inside the folder: refused at start.
+        let refs = References::new("TOOLGRAPH_TOOL_", dir.path().to_str().unwrap()).unwrap();
+        let e = refs.refusing(&[], Some(&dir.path().join("state.sqlite"))).unwrap_err();
+        assert!(e.contains("holds the state database"), "{e}");
     }
 }
