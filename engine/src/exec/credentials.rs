@@ -228,8 +228,18 @@ fn replace_at(text: &str, lower: &str, pattern: &str, with: &str) -> String {
 }
 
 /// Replace every form ([`echo_forms`]) of every secret value in `text`, in any ASCII case, by
-/// `[redacted]`. The text is lower-cased once a secret and again only after a replacement.
+/// `[redacted]`. The text is lower-cased once a secret and again only after a replacement. A text
+/// that still holds a secret once decoded (compositions of encodings beyond those forms, see
+/// [`super::decode`]) is withheld whole: `[redacted]`.
 pub fn scrub(text: &str, secrets: &[&Credential]) -> String {
+    let s = scrub_forms(text, secrets);
+    if secrets.iter().any(|c| c.value.expose_secret().len() >= 4 && super::decode::leaks(&s, c.value.expose_secret())) {
+        return "[redacted]".to_string();
+    }
+    s
+}
+
+fn scrub_forms(text: &str, secrets: &[&Credential]) -> String {
     let mut s = text.to_string();
     for c in secrets {
         let v = c.value.expose_secret();
@@ -324,6 +334,10 @@ mod tests {
             let out = scrub(&echoed, &secrets);
             assert!(out.contains("[redacted]"), "{what}: {echoed} → {out}");
         }
+        // Third hardening, finding 7: compositions beyond the encoded forms withhold the text.
+        let entities: String = "SEKRIT qry/+&=ENC".chars().map(|c| format!("&#{};", c as u32)).collect();
+        assert_eq!(scrub(&format!("echo: {}", entities.replace('&', "%26")), &secrets), "[redacted]");
+        assert_eq!(scrub("nothing secret here", &secrets), "nothing secret here");
         let mut v = serde_json::json!({"query": "apikey=SEKRIT+qry%2F%2B%26%3DENC", "headers": {"x-token": "H\"dr <x>&y"}, "H\"dr <x>&y": 1, "n": 5});
         assert!(scrub_value(&mut v, &secrets));
         assert_eq!(

@@ -5,6 +5,7 @@
 
 mod compress;
 pub mod credentials;
+mod decode;
 pub(crate) mod guard;
 pub mod refs;
 
