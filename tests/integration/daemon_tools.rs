@@ -267,6 +267,28 @@ async fn in_flight_runs_are_bounded_and_shutdown_lets_them_finish(
     let _ = slow_stop.send(());
 }
 
+/// Third hardening, Low: random keys were checked as fast as they came (3,000 at 812/s, each a
+/// store lookup). Past ten invalid keys in a row from one address, the next waits (429 with
+/// Retry-After) before any key from it is looked up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessing_api_keys_is_slowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| s.server.rate_burst = 1000.0).await;
+    let (url, _d, stop, server) = start(backends, ApiKeys::new(["the-right-key"])).await;
+    let http = reqwest::Client::new();
+    let get = |key: String| http.get(format!("{url}/v1/me")).header("authorization", format!("Bearer {key}")).send();
+    assert_eq!(get("the-right-key".into()).await.unwrap().status(), 200);
+    for i in 0..10 {
+        error_of(get(format!("guess-{i}")).await.unwrap(), 401, "invalid_api_key").await;
+    }
+    error_of(get("guess-10".into()).await.unwrap(), 401, "invalid_api_key").await;
+    let r = get("guess-11".into()).await.unwrap();
+    assert!(r.headers().get("retry-after").is_some(), "{r:?}");
+    error_of(r, 429, "rate_limited").await;
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     let emb = embedder();

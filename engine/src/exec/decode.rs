@@ -113,7 +113,7 @@ fn json_escapes(s: &str) -> String {
 fn runs(s: &str, alphabet: impl Fn(char) -> bool, decode: impl Fn(&str) -> Option<Vec<u8>>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut run = String::new();
-    let mut flush = |run: &mut String, out: &mut String| {
+    let flush = |run: &mut String, out: &mut String| {
         match (run.len() >= MIN_RUN).then(|| decode(run)).flatten() {
             Some(bytes) => out.push_str(&String::from_utf8_lossy(&bytes)),
             None => out.push_str(run),

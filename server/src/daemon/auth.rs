@@ -68,16 +68,31 @@ pub(super) async fn authorize(
                 "send an API key as `Authorization: Bearer KEY` or `X-API-Key: KEY` (or log in to the console)",
             )
         })?;
-        if presented.is_empty() || presented.len() > 200 {
-            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", "the API key is not valid"));
-        }
-        let c = d.caller_of(presented).await?.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "invalid_api_key",
-                "the API key is not valid (unknown, revoked or expired)",
+        // Key guessing: past ten failures in a row from one address, each further one waits
+        // longer (doubling from 6 s, at most 15 min); a valid key starts the address afresh.
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_default();
+        let guesses = format!("ip:{peer}");
+        if let Err(wait) = d.key_backoff.check(&guesses, Instant::now()) {
+            d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many invalid API keys from this address; retry later",
             )
-        })?;
+            .with_retry_after(wait));
+        }
+        let invalid = |why: &str| {
+            d.key_backoff.failed(&guesses, Instant::now());
+            ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", why)
+        };
+        if presented.is_empty() || presented.len() > 200 {
+            return Err(invalid("the API key is not valid"));
+        }
+        let c = d
+            .caller_of(presented)
+            .await?
+            .ok_or_else(|| invalid("the API key is not valid (unknown, revoked or expired)"))?;
+        d.key_backoff.succeeded(&guesses);
         let bucket = c.user_id.clone();
         (c, bucket)
     };

@@ -54,6 +54,8 @@ pub struct Daemon {
     pub(super) login_limiter: RateLimiter,
     /// Failed logins per name in a row: doubling waits past ten.
     pub(super) login_backoff: LoginBackoff,
+    /// Failed API-key authentications per peer address, in a row (key guessing).
+    pub(super) key_backoff: LoginBackoff,
     pub(super) in_flight: Arc<Semaphore>,
     /// Each user's share of the in-flight slots (`server.max_in_flight_per_user` each).
     user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -140,6 +142,7 @@ impl Daemon {
             limiter: RateLimiter::new(s.rate_per_s, s.rate_burst),
             login_limiter: RateLimiter::new(1.0 / 6.0, 10.0),
             login_backoff: LoginBackoff::default(),
+            key_backoff: LoginBackoff::default(),
             in_flight: Arc::new(Semaphore::new(s.max_in_flight.max(1))),
             user_in_flight: Mutex::new(HashMap::new()),
             keys,
