@@ -251,14 +251,8 @@ pub(super) fn run_options(d: &Daemon, r: &OrchestrateRequest) -> Result<toolgrap
             ApiError::invalid(format!("`planner`/`model`: {}", e.chars().take(300).collect::<String>()))
         })?),
     };
-    Ok(toolgraph_engine::run::RunOptions {
-        planner,
-        mode,
-        backward: r.backward,
-        approver: None,
-        dry_run: r.dry_run,
-        caller: None,
-    })
+    let dry_run = r.dry_run;
+    Ok(toolgraph_engine::run::RunOptions { planner, mode, backward: r.backward, dry_run, ..Default::default() })
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
