@@ -349,6 +349,10 @@ pub struct ServerSettings {
     /// A paused run's lease: a daemon holding one renews it; when it lapses (the daemon went away)
     /// another daemon of the deployment resumes the run. Milliseconds.
     pub approval_lease_ms: u64,
+    /// Runs one user may have paused for approval at once; a run that would pause beyond it is
+    /// refused that call at once (the branch fails, as if rejected), so parked runs stay bounded.
+    #[serde(default = "default_max_parked_per_user")]
+    pub max_parked_per_user: usize,
     /// Turns of a session carried into the next run's context.
     pub session_turns: usize,
     /// How long shutdown waits for in-flight runs, seconds.
@@ -402,6 +406,7 @@ impl Default for ServerSettings {
             rate_burst: 100.0,
             approval_timeout_s: 86_400,
             approval_lease_ms: 30_000,
+            max_parked_per_user: default_max_parked_per_user(),
             session_turns: 5,
             shutdown_grace_s: 30,
             retry_after_s: 1,
@@ -610,6 +615,10 @@ fn default_max_failed_calls() -> usize {
 
 fn default_write_timeout_ms() -> u64 {
     30_000
+}
+
+fn default_max_parked_per_user() -> usize {
+    100
 }
 
 fn default_max_in_flight_per_user() -> usize {

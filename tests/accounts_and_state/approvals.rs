@@ -109,3 +109,55 @@ async fn approvals_pause_runs_durably_and_decisions_continue_them() {
     }
     let _ = sb_stop.send(());
 }
+
+/// Third hardening, finding 6: runs paused for approval counted toward no cap, and each polled
+/// the store every 250 ms (970 parked cost 11.5 s of CPU per 30 s). Now one user may park at most
+/// `server.max_parked_per_user` runs (beyond: the call is refused at once, other users unaffected),
+/// and a parked run waits without polling: a decision taken on its daemon wakes it at once, long
+/// before its next lease renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_runs_are_capped_per_user_and_woken_by_their_decision() {
+    let sb = Sandbox::new(Library::new(weather_recordings()), Faults::default());
+    let (sb_addr, sb_stop) = sandbox::spawn("127.0.0.1:0", sb.clone()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", tmp.path().join("state.db").display());
+    let dir = tempfile::tempdir().unwrap();
+    let st = Arc::new(StateStore::open(&url, 4).await.unwrap());
+    let k = users(&st).await;
+    let http = reqwest::Client::new();
+    let settings = |s: &mut toolgraph_schema::Settings| {
+        s.server.approval_lease_ms = 120_000;
+        s.server.max_parked_per_user = 1;
+    };
+    let (base, d, stop, server) = daemon_on(dir.path(), st.clone(), ApiKeys::default(), settings).await;
+    let tool = weather_tool(&format!("http://{sb_addr}"));
+    assert_eq!(post(&http, &format!("{base}/v1/tools"), &k.admin, tool).await.status(), 201);
+    let api = "weather/weather_example/current_weather";
+    let approval = json!({"requires_approval": true});
+    let r = http.patch(format!("{base}/v1/tools/{api}")).header("authorization", bearer(&k.admin)).json(&approval);
+    assert_eq!(r.send().await.unwrap().status(), 200);
+    let ask = json!({"request": "What is the current weather in Paris?"});
+    let first = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await;
+    assert_eq!(first.status(), 202);
+    let first: Value = first.json().await.unwrap();
+    // Ana's second run would park a second run: its call is refused at once.
+    let second: Value = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask.clone()).await.json().await.unwrap();
+    assert_ne!(second["status"], "awaiting_approval", "{second}");
+    let run2 = second["run_id"].as_str().unwrap();
+    let ended: Value = get(&http, &format!("{base}/v1/runs/{run2}"), &k.ana).await.json().await.unwrap();
+    assert!(ended.to_string().contains("max_parked_per_user"), "{ended}");
+    // Ben is not Ana: his run parks.
+    let ben = post(&http, &format!("{base}/v1/orchestrate"), &k.ben, ask.clone()).await;
+    assert_eq!(ben.status(), 202);
+    // Approved: the run goes on at once (its next lease renewal is 40 s away).
+    let run = first["run_id"].as_str().unwrap().to_string();
+    let t = std::time::Instant::now();
+    assert_eq!(post(&http, &format!("{base}/v1/runs/{run}/approve"), &k.ana, json!({})).await.status(), 200);
+    wait_for(&http, &base, &k.ana, &run, "answered").await;
+    assert!(t.elapsed() < Duration::from_secs(10), "woken by the decision: {:?}", t.elapsed());
+    // Ana may park a run again.
+    let again = post(&http, &format!("{base}/v1/orchestrate"), &k.ana, ask).await;
+    assert_eq!(again.status(), 202);
+    stop_daemon(d, stop, server).await;
+    let _ = sb_stop.send(());
+}

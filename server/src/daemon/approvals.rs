@@ -71,6 +71,10 @@ async fn decide(
             format!("the call of run {id} was decided already"),
         ));
     }
+    // The run waits on this daemon: it goes on at once.
+    if let Some(w) = d.wakers.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+        w.notify_one();
+    }
     d.audit(
         &caller,
         if approved { "run.approve" } else { "run.reject" },

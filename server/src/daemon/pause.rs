@@ -2,6 +2,11 @@
 //! call to an API that `requires_approval`. It records the pending call, gives the run's slot back
 //! while a person decides, renews the run's lease, and takes the decision from the state store
 //! (wherever it was given: any daemon of the deployment). The HTTP side is [`super::approvals`].
+//!
+//! A paused run costs nothing while it waits: a decision taken on this daemon wakes it; one taken
+//! on another daemon is read when the run renews its lease (every third of
+//! `server.approval_lease_ms`). One user may have at most `server.max_parked_per_user` runs
+//! paused at once: a run that would pause beyond that is refused the call at once.
 
 use super::shared::{Daemon, Slot};
 use crate::state::StateStore;
@@ -12,9 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use toolgraph_engine::run::{ApprovalDecision, Approver, PendingCall};
-
-/// How often a paused run looks for its decision.
-const POLL: Duration = Duration::from_millis(250);
 
 /// The key of a call within a run: its API and canonical resolved arguments.
 pub fn call_key(call: &PendingCall) -> String {
@@ -27,6 +29,9 @@ pub fn call_key(call: &PendingCall) -> String {
 pub struct RunApprover {
     state: Arc<StateStore>,
     run_id: String,
+    user: String,
+    /// The daemon's parked-run counts and wakers (see [`Daemon`]).
+    parked: Arc<ParkedRuns>,
     required: Arc<HashSet<String>>,
     paused: mpsc::Sender<Value>,
     /// The run's in-flight slot: given back while it waits for a person.
@@ -36,11 +41,13 @@ pub struct RunApprover {
 }
 
 impl RunApprover {
-    pub fn new(d: &Daemon, run_id: &str, paused: mpsc::Sender<Value>, permit: Slot) -> Arc<Self> {
+    pub fn new(d: &Arc<Daemon>, run_id: &str, user: &str, paused: mpsc::Sender<Value>, permit: Slot) -> Arc<Self> {
         let s = &d.settings().server;
         Arc::new(RunApprover {
             state: d.state.clone(),
             run_id: run_id.to_string(),
+            user: user.to_string(),
+            parked: Arc::new(ParkedRuns { daemon: d.clone(), limit: s.max_parked_per_user.max(1) }),
             required: d.approval_apis(),
             paused,
             permit: Mutex::new(Some(permit)),
@@ -56,6 +63,15 @@ impl RunApprover {
             self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
             return Ok(decision_of(d));
         }
+        let Some(parked_run) = self.parked.park(&self.user, &self.run_id) else {
+            let reason = format!(
+                "{} runs of this user already wait for approval (server.max_parked_per_user): decide those first",
+                self.parked.limit
+            );
+            self.state.decide(&self.run_id, key, false, "toolgraph", &reason).await?;
+            return Ok(ApprovalDecision::Rejected { by: "toolgraph".into(), reason });
+        };
+        let waker = parked_run.waker.clone();
         let pending = json!({"call_key": key, "api": call.api, "name": call.name, "arguments": call.arguments});
         self.state.set_run_paused(&self.run_id, Some(&pending), crate::state::now_ms() + self.lease_ms).await?;
         tracing::info!(api = %call.api, "run paused: the call waits for approval");
@@ -64,8 +80,15 @@ impl RunApprover {
         let _ = self.paused.try_send(pending);
         let started = Instant::now();
         let mut renewed = Instant::now();
+        let renew_every = Duration::from_millis((self.lease_ms / 3).max(50) as u64);
         loop {
-            tokio::time::sleep(POLL).await;
+            // Woken by a decision taken here, else at the next renewal (or the timeout).
+            let until_renewal = renew_every.saturating_sub(renewed.elapsed());
+            let until_timeout = self.timeout.saturating_sub(started.elapsed());
+            tokio::select! {
+                _ = waker.notified() => {}
+                _ = tokio::time::sleep(until_renewal.min(until_timeout)) => {}
+            }
             if let Some(d) = self.state.decision(&self.run_id, key).await? {
                 self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
                 return Ok(decision_of(d));
@@ -76,10 +99,56 @@ impl RunApprover {
                 self.state.set_run_paused(&self.run_id, None, crate::state::now_ms() + self.lease_ms).await?;
                 return Ok(ApprovalDecision::Rejected { by: "timeout".into(), reason });
             }
-            if renewed.elapsed().as_millis() as i64 >= self.lease_ms / 3 {
+            if renewed.elapsed() >= renew_every {
                 self.state.renew_lease(&self.run_id, self.lease_ms).await?;
                 renewed = Instant::now();
             }
+        }
+    }
+}
+
+/// The daemon's parked runs, counted per user (see [`RunApprover`]).
+struct ParkedRuns {
+    daemon: Arc<Daemon>,
+    limit: usize,
+}
+
+/// One parked run: counted while it lives, and woken by a decision taken on this daemon.
+struct Parked<'a> {
+    runs: &'a ParkedRuns,
+    user: String,
+    run_id: String,
+    waker: Arc<tokio::sync::Notify>,
+}
+
+impl ParkedRuns {
+    /// Count `run_id` as parked for `user`; `None` when the user has `limit` parked already.
+    fn park(&self, user: &str, run_id: &str) -> Option<Parked<'_>> {
+        {
+            let mut counts = self.daemon.parked.lock().unwrap_or_else(|p| p.into_inner());
+            let n = counts.entry(user.to_string()).or_default();
+            if *n >= self.limit {
+                return None;
+            }
+            *n += 1;
+        }
+        let waker = Arc::new(tokio::sync::Notify::new());
+        self.daemon.wakers.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.to_string(), waker.clone());
+        Some(Parked { runs: self, user: user.to_string(), run_id: run_id.to_string(), waker })
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let d = &self.runs.daemon;
+        d.wakers.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.run_id);
+        let mut counts = d.parked.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = counts.get_mut(&self.user).is_some_and(|n| {
+            *n = n.saturating_sub(1);
+            *n == 0
+        });
+        if gone {
+            counts.remove(&self.user);
         }
     }
 }

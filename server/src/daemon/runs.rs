@@ -466,7 +466,7 @@ pub(crate) async fn start_run(d: Arc<Daemon>, job: Job, stream: bool) -> Result<
             .await?;
     }
     let (pause_tx, mut pause_rx) = mpsc::channel::<Value>(4);
-    let approver = RunApprover::new(&d, &job.run_id, pause_tx, slot);
+    let approver = RunApprover::new(&d, &job.run_id, &job.caller.user_id, pause_tx, slot);
     if !stream {
         let dd = d.clone();
         let mut task = tokio::spawn(async move {

@@ -38,6 +38,10 @@ pub struct Daemon {
     pub(super) references: crate::state::secrets::References,
     /// APIs whose calls wait for a person's approval.
     pub(super) approval_apis: RwLock<Arc<HashSet<String>>>,
+    /// Runs paused for approval on this daemon: per user, how many; per run, what wakes it when
+    /// a decision is taken here (decisions taken on another daemon are read at each lease renewal).
+    pub(super) parked: Mutex<HashMap<String, usize>>,
+    pub(super) wakers: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// Key digest → caller (or `None`: not a valid key), with when it was looked up.
     pub(super) key_cache: Mutex<HashMap<String, (Option<Caller>, Instant)>>,
     /// Keys are required: bootstrap keys are configured or users have keys.
@@ -134,6 +138,8 @@ impl Daemon {
             sealing,
             references,
             approval_apis: RwLock::new(Arc::new(HashSet::new())),
+            parked: Mutex::new(HashMap::new()),
+            wakers: Mutex::new(HashMap::new()),
             key_cache: Mutex::new(HashMap::new()),
             auth_required: AtomicBool::new(auth_required),
             credentials_version: Mutex::new((-1, -1)),
