@@ -361,6 +361,10 @@ pub struct ServerSettings {
     pub retry_after_s: u64,
     /// How long a console login (cookie session) lasts, hours.
     pub console_login_hours: u64,
+    /// The console's login cookie is always `Secure` (behind a TLS terminator that sends no
+    /// `X-Forwarded-Proto`); off: `Secure` when `X-Forwarded-Proto: https` says TLS was used.
+    #[serde(default)]
+    pub console_cookie_secure: bool,
     /// `Host` headers `/mcp` accepts (DNS-rebinding guard): loopback names and `server.host`
     /// always; add the names clients use behind a proxy; `*` turns the check off.
     #[serde(default)]
@@ -411,6 +415,7 @@ impl Default for ServerSettings {
             shutdown_grace_s: 30,
             retry_after_s: 1,
             console_login_hours: 12,
+            console_cookie_secure: false,
             mcp_allowed_hosts: Vec::new(),
             credential_env_prefix: default_credential_env_prefix(),
             credential_files_dir: String::new(),

@@ -111,3 +111,32 @@ async fn a_names_failed_logins_in_a_row_double_its_wait_and_the_right_password_c
     pause().await;
     assert_eq!(login("guess 13").await.unwrap().status(), 401);
 }
+
+/// Third hardening, Low: behind a TLS terminator that sends no `X-Forwarded-Proto`, the login
+/// cookie went out without `Secure`. `server.console_cookie_secure` makes it always `Secure`;
+/// without it, `X-Forwarded-Proto: https` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_cookie_is_secure_behind_tls() {
+    for always in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(StateStore::memory().await.unwrap());
+        let pw = toolgraph_server::state::secrets::hash_password("ada's password").unwrap();
+        let u = state.add_user("ada", Role::User, Some(pw)).await.unwrap();
+        state.add_key(&u.id, "test", None).await.unwrap();
+        let b =
+            empty_stack(dir.path(), embedder(), exec_to(None, true), |s| s.server.console_cookie_secure = always).await;
+        let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
+        let http = reqwest::Client::new();
+        for proto in [None, Some("https")] {
+            let mut r =
+                http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "ada's password"}));
+            if let Some(p) = proto {
+                r = r.header("x-forwarded-proto", p);
+            }
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+            assert_eq!(cookie.contains("; Secure"), always || proto.is_some(), "{always} {proto:?}: {cookie}");
+        }
+    }
+}

@@ -98,8 +98,11 @@ fn cookie(token: &str, max_age_s: u64, secure: bool) -> HeaderValue {
     HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("tg_session=; Max-Age=0"))
 }
 
-fn behind_https(h: &HeaderMap) -> bool {
-    h.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
+/// Whether the login cookie must be `Secure`: configured so (`server.console_cookie_secure`), or
+/// the proxy says the browser used TLS (`X-Forwarded-Proto: https`).
+fn behind_https(d: &Daemon, h: &HeaderMap) -> bool {
+    d.settings().server.console_cookie_secure
+        || h.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -221,7 +224,7 @@ pub(super) async fn login(
         expires_ms: Some(expires_ms),
     })
     .into_response();
-    r.headers_mut().insert(header::SET_COOKIE, cookie(&token, hours * 3600, behind_https(&headers)));
+    r.headers_mut().insert(header::SET_COOKIE, cookie(&token, hours * 3600, behind_https(&d, &headers)));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(r)
 }
@@ -245,7 +248,7 @@ pub(super) async fn logout(State(d): State<Arc<Daemon>>, headers: HeaderMap) -> 
         d.state.delete_login(token).await?;
     }
     let mut r = StatusCode::NO_CONTENT.into_response();
-    r.headers_mut().insert(header::SET_COOKIE, cookie("", 0, behind_https(&headers)));
+    r.headers_mut().insert(header::SET_COOKIE, cookie("", 0, behind_https(&d, &headers)));
     Ok(r)
 }
 
