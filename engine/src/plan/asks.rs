@@ -39,6 +39,32 @@ const FUNCTION_WORDS: &[&str] = &[
     "you", "your", "yours",
 ];
 
+/// An API a request's words ask for, as a run holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub api: String,
+    /// Its name, as the answer names it.
+    pub name: String,
+    pub word: String,
+    /// The APIs whose name or description uses the word, sorted: a call of any of them serves it
+    /// (one hotel search for another).
+    pub about: Vec<String>,
+}
+
+/// Word → the APIs whose name or description uses it ([`doc_words`]), built once per graph.
+pub fn documented_index<'a>(
+    apis: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> HashMap<String, Vec<String>> {
+    let mut index: HashMap<String, Vec<String>> = HashMap::new();
+    for (id, name, description) in apis {
+        for w in doc_words(name, description) {
+            index.entry(w).or_default().push(id.to_string());
+        }
+    }
+    index.values_mut().for_each(|v| v.sort());
+    index
+}
+
 /// One learned word that asks for an API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cue {

@@ -42,11 +42,6 @@ impl ApiView {
             ends: None,
         }
     }
-
-    /// Whether its name or description uses `word` (as [`super::asks::doc_words`] reads them).
-    pub fn documents(&self, word: &str) -> bool {
-        super::asks::doc_words(&self.name, &self.description).iter().any(|w| w == word)
-    }
 }
 
 /// Where a candidate came from.
@@ -234,9 +229,9 @@ pub struct Context {
     /// Each subtask of a request that has several, with the APIs retrieval finds for it (best
     /// first): a subtask none of whose APIs was called is not covered.
     pub subtask_apis: Vec<(String, Vec<String>)>,
-    /// The APIs the request's words ask for (learned, see [`super::asks`]): (API id, its name,
-    /// the word): a path without a call of one is not done.
-    pub asked_apis: Vec<(String, String, String)>,
+    /// The APIs the request's words ask for (learned, see [`super::asks`]): a path without a
+    /// call of one (or of another API about the same word) is not done.
+    pub asked_apis: Vec<super::asks::Asked>,
     /// Where arguments come from, learned from recorded runs (`None`: the rules alone).
     pub args: Option<Arc<super::learned::ArgModel>>,
 }

@@ -66,10 +66,11 @@ impl Engine {
             .ctx
             .asked_apis
             .iter()
-            .filter(|(id, _, word)| {
-                !old_words.contains(word) && !st.ctx.path.iter().any(|s| s.api.id == *id || s.api.documents(word))
+            .filter(|a| {
+                !old_words.contains(&a.word)
+                    && !st.ctx.path.iter().any(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
             })
-            .map(|(id, name, _)| (id.clone(), name.clone()))
+            .map(|a| (a.api.clone(), a.name.clone()))
             .collect();
         if wanted.is_empty() || !self.settings.use_memory {
             return;

@@ -40,6 +40,9 @@ pub struct Engine {
     /// Where arguments come from: the model stored with the graph (trained by `ingest`, updated
     /// by every run remembered), read when the first run needs it; see [`args`].
     pub(super) args: std::sync::RwLock<Option<Arc<ArgModel>>>,
+    /// Word → the active APIs whose name or description uses it (what an asked word may be
+    /// served by; see [`crate::plan::asks`]).
+    pub(super) documented: HashMap<String, Vec<String>>,
 }
 
 /// Where a run stands while it searches.
@@ -135,6 +138,9 @@ impl Engine {
             })
             .collect();
         let providers = super::providers::Providers::build(&apis, &p.graph.feeds);
+        let documented = crate::plan::asks::documented_index(
+            apis.values().map(|a: &Arc<ApiView>| (a.id.as_str(), a.name.as_str(), a.description.as_str())),
+        );
         Engine {
             graph: p.graph,
             apis,
@@ -150,6 +156,7 @@ impl Engine {
             learning: tokio::sync::Mutex::new(()),
             solutions: std::sync::OnceLock::new(),
             args: std::sync::RwLock::new(None),
+            documented,
         }
     }
 
@@ -302,17 +309,23 @@ impl Engine {
         }
         // The APIs the request's words ask for (learned with the argument model).
         if let Some(m) = st.ctx.args.clone() {
+            let about = |word: &str| self.documented.get(word).map(Vec::as_slice).unwrap_or_default();
             st.ctx.asked_apis = m
                 .asks
                 .cues(&crate::plan::asks::ask_words(request), |api, word| {
-                    self.apis.get(api).is_some_and(|a| a.documents(word))
+                    about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
                 })
                 .into_iter()
                 .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
                 // A lookup observed chains always go on from (a location search) is asked for
                 // only through the call that reads it.
                 .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::plan::coverage::MIN_END_WEIGHT))
-                .map(|(c, a)| (c.api, a.name.clone(), c.word))
+                .map(|(c, a)| crate::plan::asks::Asked {
+                    about: about(&c.word).to_vec(),
+                    api: c.api,
+                    name: a.name.clone(),
+                    word: c.word,
+                })
                 .collect();
         }
         st.stats.dry_run = st.dry_run;

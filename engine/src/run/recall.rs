@@ -27,7 +27,7 @@ use toolgraph_schema::{Mode, END_ID, START_ID};
 fn judged_by_analogy(
     mut j: Judgement,
     analogy: &Analogy,
-    asked: &[(String, String, String)],
+    asked: &[crate::plan::asks::Asked],
     old_words: &[String],
 ) -> Judgement {
     use crate::plan::coverage::Kind as Req;
@@ -45,8 +45,8 @@ fn judged_by_analogy(
         if r.kind == Req::Api {
             // An API the words ask for, said in the remembered request too: its chain served
             // those words without the API.
-            let said_there = asked.iter().any(|(_, name, word)| {
-                crate::plan::coverage::asked_value(name, word) == r.value && old_words.contains(word)
+            let said_there = asked.iter().any(|a| {
+                crate::plan::coverage::asked_value(&a.name, &a.word) == r.value && old_words.contains(&a.word)
             });
             if said_there {
                 r.covered_by = Some("recalled".into());

@@ -73,13 +73,7 @@ pub(super) async fn authorize(
         let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_default();
         let guesses = format!("ip:{peer}");
         if let Err(wait) = d.key_backoff.check(&guesses, Instant::now()) {
-            d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "too many invalid API keys from this address; retry later",
-            )
-            .with_retry_after(wait));
+            return Err(d.rate_limited("too many invalid API keys from this address; retry later", wait));
         }
         let invalid = |why: &str| {
             d.key_backoff.failed(&guesses, Instant::now());
@@ -97,13 +91,7 @@ pub(super) async fn authorize(
         (c, bucket)
     };
     if let Err(wait) = d.limiter.take(&bucket) {
-        d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            "too many requests for this key; retry later",
-        )
-        .with_retry_after(wait));
+        return Err(d.rate_limited("too many requests for this key; retry later", wait));
     }
     req.extensions_mut().insert(caller);
     req.extensions_mut().insert(login);

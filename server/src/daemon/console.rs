@@ -167,13 +167,7 @@ pub(super) async fn login(
     let backoff = name_key.as_deref().map_or(Ok(()), |k| d.login_backoff.check(k, now));
     for key in std::iter::once(format!("ip:{ip}")).chain(name_key.clone()) {
         if let Err(wait) = backoff.and_then(|_| d.login_limiter.take(&key)) {
-            d.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "too many login attempts; retry later",
-            )
-            .with_retry_after(wait));
+            return Err(d.rate_limited("too many login attempts; retry later", wait));
         }
     }
     let too_long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.is_empty() || s.chars().count() > 200);

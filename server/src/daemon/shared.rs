@@ -197,6 +197,13 @@ impl Daemon {
         Ok(())
     }
 
+    /// A 429 `rate_limited` answer with Retry-After (`wait` seconds), counted in the metrics.
+    pub(super) fn rate_limited(&self, message: &str, wait: u64) -> ApiError {
+        self.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+        ApiError::new(axum::http::StatusCode::TOO_MANY_REQUESTS, "rate_limited", message.to_string())
+            .with_retry_after(wait)
+    }
+
     pub(super) fn approval_apis(&self) -> Arc<HashSet<String>> {
         self.approval_apis.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
