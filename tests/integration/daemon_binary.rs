@@ -25,7 +25,33 @@ fn the_daemon_binary_serves_falkordb_survives_kill_9_and_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::start();
     let daemon = daemon_survives_kill_9(dir.path(), &falkor.uri(), None, "falkordb", &sandbox);
+    runs_go_on_beside_a_runaway_cypher_query(daemon.1);
     drop(daemon);
+}
+
+/// Issue 53, finding 3: FalkorDB computes a `reduce` over two million elements for minutes past
+/// the query's limit, and a write to the graph it reads waits for it holding Redis's main thread —
+/// every run, read and ping then waited (503 `graph_unavailable` for everyone). A user's query now
+/// runs on a view of its own: runs that learn (graph writes) are answered beside it.
+fn runs_go_on_beside_a_runaway_cypher_query(port: u16) {
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    runtime().block_on(async {
+        let runaway = "RETURN size(reduce(s = '', x IN range(1, 2000000) | s + 'aaaaaaaaaa')) AS n";
+        let r = http.post(format!("{url}/v1/graph/cypher")).json(&json!({ "query": runaway })).send().await.unwrap();
+        let status = r.status().as_u16();
+        assert_eq!(status, 400, "{}", r.text().await.unwrap());
+        for _ in 0..2 {
+            let t = std::time::Instant::now();
+            let r = http.post(format!("{url}/v1/orchestrate")).json(&json!({"request": REQUEST})).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(v["status"], "answered", "{v}");
+            let r = http.get(format!("{url}/readyz")).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            assert!(t.elapsed() < Duration::from_secs(10), "a run beside the runaway query took {:?}", t.elapsed());
+        }
+    });
 }
 
 /// The same on Neo4j (a server of the test's own), then the connection is lost: Neo4j stops while

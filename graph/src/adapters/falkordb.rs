@@ -34,6 +34,8 @@ pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<
             format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
         )
     })?;
+    let (addr, name) = (host_port.to_string(), graph.to_string());
+    tokio::task::spawn_blocking(move || falkordb_query::sweep_views(&addr, &name));
     let runner = FalkorRunner {
         graph: client.select_graph(graph),
         write_timeout_ms: 300_000,

@@ -21,6 +21,7 @@ use crate::{CypherLimits, CypherRows, EngineError, ErrorClass, Result};
 use serde_json::{Map, Number, Value};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
@@ -56,9 +57,20 @@ pub(super) async fn read_only(
         };
         match Conn::open(&addr, limits.timeout_ms) {
             Ok(mut conn) => {
-                if let Err(e) = conn.query(&graph, &text, limits, &mut answer) {
+                let (on, ran) = match conn.view(&graph) {
+                    Ok(view) => {
+                        let on = view.unwrap_or_else(|| graph.clone());
+                        let ran = conn.query(&on, &text, limits, &mut answer);
+                        (on, ran)
+                    }
+                    Err(e) => (graph.clone(), Err(e)),
+                };
+                if let Err(e) = ran {
                     tracing::debug!(error = %e, "a user query's FalkorDB connection ended");
                     answer(Err(EngineError::store(BACKEND, ErrorClass::Transient, format!("query connection: {e}"))));
+                }
+                if on != graph {
+                    unlink(&addr, &[on.to_string()]);
                 }
             }
             Err(e) => answer(Err(e)),
@@ -75,6 +87,78 @@ pub(super) async fn read_only(
         Ok(Err(_)) => Err(EngineError::store(BACKEND, ErrorClass::Transient, "the query's connection closed")),
         Ok(Ok(r)) => r,
     }
+}
+
+/// What names a user query's view of a graph: `{graph}:inspect:{unix ms}-{pid}-{n}`.
+const VIEW_MARK: &str = ":inspect:";
+/// A view older than this is an orphan (its daemon stopped before it could unlink it).
+const VIEW_ORPHAN_MS: u64 = SERVER_GRACE.as_millis() as u64 + 300_000;
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `UNLINK` views on a short connection of its own (at once, whatever still runs on them).
+fn unlink(addr: &str, views: &[String]) {
+    if views.is_empty() {
+        return;
+    }
+    let done = Conn::open(addr, 3000).and_then(|mut c| {
+        c.w.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut args = vec!["UNLINK"];
+        args.extend(views.iter().map(String::as_str));
+        c.send(&args).map_err(|e| EngineError::store(BACKEND, ErrorClass::Transient, e))?;
+        let mut budget = 1 << 10;
+        c.r.value(&mut budget, 0).map_err(|e| EngineError::store(BACKEND, ErrorClass::Transient, e))?;
+        Ok(())
+    });
+    if let Err(e) = done {
+        tracing::warn!(error = %e, views = views.len(), "could not unlink user query views of the graph");
+    }
+}
+
+/// Unlink the views of `graph` older than [`VIEW_ORPHAN_MS`] (left by a daemon that stopped while
+/// one of its queries ran). Best effort, at connect.
+pub(super) fn sweep_views(addr: &str, graph: &str) {
+    let found = Conn::open(addr, 3000).and_then(|mut c| {
+        let io = |e: io::Error| EngineError::store(BACKEND, ErrorClass::Transient, e);
+        c.w.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let pattern = format!("{}*", glob_escape(&format!("{graph}{VIEW_MARK}")));
+        let (mut cursor, mut old) = (String::from("0"), Vec::new());
+        for _ in 0..10_000 {
+            c.send(&["SCAN", &cursor, "MATCH", &pattern, "COUNT", "1000"]).map_err(io)?;
+            let mut budget = 4 << 20;
+            let Some(Resp::Array(mut parts)) = c.r.value(&mut budget, 0).map_err(io)? else { break };
+            let keys = if parts.len() == 2 { parts.pop() } else { None };
+            cursor = parts.pop().map(text).unwrap_or_else(|| "0".into());
+            for key in keys.map(|k| if let Resp::Array(k) = k { k } else { Vec::new() }).unwrap_or_default() {
+                let key = text(key);
+                let born = key.rsplit(VIEW_MARK).next().and_then(|t| t.split('-').next()?.parse::<u64>().ok());
+                if born.is_some_and(|b| unix_ms().saturating_sub(b) > VIEW_ORPHAN_MS) {
+                    old.push(key);
+                }
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+        Ok(old)
+    });
+    match found {
+        Ok(old) => unlink(addr, &old),
+        Err(e) => tracing::debug!(error = %e, "could not look for orphaned views of the graph"),
+    }
+}
+
+/// `s` as a literal in a Redis glob pattern.
+fn glob_escape(s: &str) -> String {
+    s.chars().fold(String::new(), |mut out, c| {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+        out
+    })
 }
 
 /// One RESP2 value as read (only as much of it as a budget allowed).
@@ -106,6 +190,31 @@ impl Conn {
         w.set_write_timeout(Some(Duration::from_secs(10))).map_err(|e| unreachable(&e))?;
         let r = BufReader::new(w.try_clone().map_err(|e| unreachable(&e))?);
         Ok(Conn { r, w })
+    }
+
+    /// A copy of `graph` for one user query (`GRAPH.COPY`, issue 53): FalkorDB's write to a graph
+    /// waits for every read of it to end, and while it waits it holds Redis's main thread — so a
+    /// query that runs on for minutes past its limit on the graph itself stops every run's write,
+    /// then every read and `PING`. On a view of its own it holds only that view (which `UNLINK`
+    /// frees at once, busy or not). `None` when the graph does not exist yet (the query then says
+    /// so itself).
+    fn view(&mut self, graph: &str) -> io::Result<Option<String>> {
+        static VIEWS: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "{graph}{VIEW_MARK}{}-{}-{}",
+            unix_ms(),
+            std::process::id(),
+            VIEWS.fetch_add(1, Ordering::Relaxed)
+        );
+        self.send(&["GRAPH.COPY", graph, &name])?;
+        let mut budget = 1 << 16;
+        match self.r.value(&mut budget, 0)? {
+            Some(Resp::Error(m)) => {
+                tracing::debug!(error = %m, "no view of the graph for a user query");
+                Ok(None)
+            }
+            _ => Ok(Some(name)),
+        }
     }
 
     fn send(&mut self, args: &[&str]) -> io::Result<()> {
