@@ -335,6 +335,19 @@ pub struct ServerSettings {
     /// Connections served at once; one more is closed as soon as it is accepted. Lowered to the
     /// process's open-file limit less 64 when that is smaller.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (0: no cap of its own); one more is closed
+    /// as soon as it is accepted, so one client's churn cannot take every slot. Behind a reverse
+    /// proxy every connection comes from the proxy: raise it to `max_connections` there.
+    #[serde(default = "default_max_connections_per_peer")]
+    pub max_connections_per_peer: usize,
+    /// A listener of its own for `/healthz`, `/readyz` and `/metrics` only (`serve --ops-port`;
+    /// none by default): probes and scrapes are answered there whatever clients do to the main
+    /// port. Bind it where only they reach it.
+    #[serde(default)]
+    pub ops_port: Option<u16>,
+    /// The address of that listener (empty: `host`).
+    #[serde(default)]
+    pub ops_host: String,
     /// Runs executing at once; beyond that, 503 with Retry-After.
     pub max_in_flight: usize,
     /// Runs one user (or the anonymous caller) may have executing at once, so one user cannot
@@ -404,6 +417,9 @@ impl Default for ServerSettings {
             body_read_timeout_ms: 30_000,
             write_timeout_ms: default_write_timeout_ms(),
             max_connections: 256,
+            max_connections_per_peer: default_max_connections_per_peer(),
+            ops_port: None,
+            ops_host: String::new(),
             max_in_flight: 64,
             max_in_flight_per_user: default_max_in_flight_per_user(),
             rate_per_s: 50.0,
@@ -620,6 +636,10 @@ fn default_max_failed_calls() -> usize {
 
 fn default_write_timeout_ms() -> u64 {
     30_000
+}
+
+fn default_max_connections_per_peer() -> usize {
+    64
 }
 
 fn default_max_parked_per_user() -> usize {

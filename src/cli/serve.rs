@@ -18,6 +18,10 @@ pub(super) struct ServeArgs {
     /// unless server.allow_anonymous is set.
     #[arg(long)]
     host: Option<String>,
+    /// Serve /healthz, /readyz and /metrics on this port too, on limits of their own (overrides
+    /// server.ops_port; 0: any free port).
+    #[arg(long)]
+    ops_port: Option<u16>,
     /// Rewrite tool URLs: FROM=TO (e.g. https://=http://127.0.0.1:8765/ for the replay sandbox).
     #[arg(long = "rewrite", value_name = "FROM=TO")]
     rewrites: Vec<String>,
@@ -140,7 +144,25 @@ pub(super) async fn serve(cli: &Global, args: &ServeArgs) -> Result<ExitCode> {
         keys.len(),
         if keys.is_empty() { ", anonymous" } else { "" }
     );
+    let ops_port = args.ops_port.or(s.server.ops_port);
+    let operations = match ops_port {
+        Some(port) => {
+            let host = if s.server.ops_host.is_empty() { &s.server.host } else { &s.server.ops_host };
+            let ip: std::net::IpAddr =
+                host.parse().with_context(|| format!("server.ops_host `{host}` is not an IP address"))?;
+            let ops = tokio::net::TcpListener::bind((ip, port))
+                .await
+                .with_context(|| format!("cannot listen on {ip}:{port} for operations"))?;
+            eprintln!("toolgraph operations on http://{} (/healthz, /readyz, /metrics)", ops.local_addr()?);
+            let served = toolgraph_server::daemon::serve_operations(ops, daemon.clone(), std::future::pending());
+            Some(tokio::spawn(served))
+        }
+        None => None,
+    };
     toolgraph_server::daemon::serve(listener, daemon, shutdown_signal()).await?;
+    if let Some(ops) = operations {
+        ops.abort();
+    }
     eprintln!("toolgraph daemon stopped");
     Ok(ExitCode::SUCCESS)
 }

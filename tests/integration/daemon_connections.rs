@@ -244,3 +244,85 @@ async fn under_a_flood_of_idle_clients_slots_cycle_and_health_answers_within_the
     drop(held);
     stop_daemon(d, stop, server).await;
 }
+
+/// A client that holds connections from `src` without ever sending a head, and opens a new one
+/// each time one is closed (after `pause`), for as long as the task lives.
+async fn churn_from(src: std::net::IpAddr, to: std::net::SocketAddr, pause: Duration) {
+    use tokio::io::AsyncReadExt;
+    loop {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(std::net::SocketAddr::new(src, 0)).unwrap();
+        if let Ok(mut c) = sock.connect(to).await {
+            let mut buf = [0u8; 256];
+            while matches!(c.read(&mut buf).await, Ok(n) if n > 0) {}
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// How many of `n` checks of `url` (a fresh connection each, 1 s to answer, 150 ms apart) answer 200.
+async fn answered_checks(url: &str, n: usize) -> usize {
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let mut ok = 0;
+    for _ in 0..n {
+        if let Ok(r) = http.get(url).timeout(Duration::from_secs(1)).send().await {
+            ok += usize::from(r.status() == 200);
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    ok
+}
+
+/// Issue 53, finding 4: a client without credentials that re-opened every closed connection kept
+/// `/healthz` refused 43 times of 45. Now one client address holds at most
+/// `server.max_connections_per_peer` connections, so others are served beside its churn; and the
+/// operations listener answers health and metrics even when the churn comes from the checker's
+/// own address and holds every slot it may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_connection_churn_cannot_starve_health_and_the_operations_port_always_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| {
+        s.server.header_read_timeout_busy_ms = 1_000;
+        s.server.max_connections = 24;
+        s.server.max_connections_per_peer = 8;
+    })
+    .await;
+    let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
+    let ops = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ops_url = format!("http://{}", ops.local_addr().unwrap());
+    let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
+    let ops_server = tokio::spawn(toolgraph_server::daemon::serve_operations(ops, d.clone(), async move {
+        let _ = ops_stopped.await;
+    }));
+    let main: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let other: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let mut churn = tokio::task::JoinSet::new();
+    for _ in 0..48 {
+        churn.spawn(churn_from(other, main, Duration::from_millis(100)));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ok = answered_checks(&format!("{url}/healthz"), 20).await;
+    assert_eq!(ok, 20, "/healthz answered {ok} of 20 checks beside another address's connection churn");
+
+    // The same churn from the checker's own address: the main port is theirs to share, the
+    // operations port is not.
+    for _ in 0..48 {
+        churn.spawn(churn_from("127.0.0.1".parse().unwrap(), main, Duration::from_millis(100)));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ok = answered_checks(&format!("{ops_url}/healthz"), 20).await;
+    assert_eq!(ok, 20, "the operations port answered {ok} of 20 health checks");
+    let metrics = text_within(&format!("{ops_url}/metrics"), Duration::from_secs(2)).await.unwrap();
+    let refused: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("toolgraph_connections_refused_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(refused > 0.0, "the churn's connections over the caps are counted as refused");
+    let r = reqwest::get(format!("{ops_url}/v1/tools")).await.unwrap();
+    assert_eq!(r.status(), 404, "the operations port serves operations only");
+    churn.abort_all();
+    let _ = ops_stop.send(());
+    ops_server.await.unwrap().unwrap();
+    stop_daemon(d, stop, server).await;
+}

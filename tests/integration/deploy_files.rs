@@ -143,13 +143,23 @@ fn kubernetes_objects_agree_with_each_other_and_ship_the_same_config() {
         }
     }
     let c = &dep["spec"]["template"]["spec"]["containers"][0];
-    let port_name = s(c, &["ports", "0", "name"]);
+    // The probes go to the operations listener (issue 53): a port the Service does not expose.
+    let port_name = s(c, &["ports", "1", "name"]);
+    assert_eq!(port_name, "ops");
     assert_eq!(s(c, &["readinessProbe", "httpGet", "path"]), "/readyz");
     assert_eq!(s(c, &["livenessProbe", "httpGet", "path"]), "/healthz");
     assert_eq!(s(c, &["readinessProbe", "httpGet", "port"]), port_name);
+    assert_eq!(s(c, &["livenessProbe", "httpGet", "port"]), port_name);
     let st = toolgraph_engine::settings::load(Some(&deploy().join("toolgraph.daemon.toml")), &[]).unwrap();
     assert_eq!(c["ports"][0]["containerPort"].as_u64().unwrap(), st.server.port as u64);
-    assert_eq!(s(&svc, &["spec", "ports", "0", "targetPort"]), port_name);
+    assert_eq!(s(&svc, &["spec", "ports", "0", "targetPort"]), s(c, &["ports", "0", "name"]));
+    let exposed = svc["spec"]["ports"].as_sequence().unwrap();
+    assert!(exposed.iter().all(|p| p["targetPort"].as_str() != Some("ops")), "the Service exposes the operations port");
+    let ops_port = c["ports"][1]["containerPort"].as_u64().unwrap();
+    assert!(
+        s(&cm, &["data", "toolgraph.toml"]).contains(&format!("ops_port = {ops_port}")),
+        "the config map sets server.ops_port to the container's ops port"
+    );
     // Volumes: the config map and the secret by name; env paths inside their mounts.
     let volumes = dep["spec"]["template"]["spec"]["volumes"].as_sequence().unwrap();
     let vol = |n: &str| volumes.iter().find(|v| v["name"].as_str() == Some(n)).unwrap();

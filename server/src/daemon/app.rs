@@ -94,6 +94,34 @@ pub async fn serve(
     out
 }
 
+/// The operations listener (`server.ops_port`): `/healthz`, `/readyz` and `/metrics` only, on
+/// connection limits of its own (32 connections, 8 per client address, heads within 2 s), so
+/// probes and scrapes are answered whatever clients do to the main port. Serves until
+/// `shutdown` resolves (it goes on answering while the main port drains).
+pub async fn serve_operations(
+    listener: tokio::net::TcpListener,
+    d: Arc<Daemon>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use super::ops::{healthz, metrics_text, readyz};
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .fallback(|| async { ApiError::not_found("the operations listener serves /healthz, /readyz and /metrics only") })
+        .layer(middleware::map_response(json_errors))
+        .with_state(d);
+    let limits = super::listen::ConnLimits {
+        header_read: Duration::from_secs(2),
+        header_read_busy: Duration::from_millis(500),
+        body_read: Duration::from_secs(2),
+        write: Duration::from_secs(5),
+        max_connections: 32,
+        per_peer: 8,
+    };
+    super::listen::serve_connections(listener, app, limits, Arc::new(|| {}), shutdown).await
+}
+
 /// Time limit and metrics for every request.
 pub(super) async fn observe(State(d): State<Arc<Daemon>>, req: Request, next: Next) -> Response {
     let route =

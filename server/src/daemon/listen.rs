@@ -18,6 +18,9 @@
 //!   pressure (a quarter of the slots or less free) a new connection gets the shorter
 //!   `server.header_read_timeout_busy_ms` for its heads, so slots cycle and a health check gets
 //!   one within about that time even while idle clients hold the rest.
+//! - **Per client address**: at most `server.max_connections_per_peer` of them, so one client
+//!   that re-opens every closed connection cannot hold every slot (issue 53). The operations
+//!   listener ([`super::app::serve_operations`]) answers health whatever the main port suffers.
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -45,6 +48,8 @@ pub struct ConnLimits {
     /// How long a write of an answer may make no progress (the client does not read).
     pub write: Duration,
     pub max_connections: usize,
+    /// Connections one client address may hold (at least 1).
+    pub per_peer: usize,
 }
 
 impl ConnLimits {
@@ -72,6 +77,45 @@ impl ConnLimits {
             body_read: Duration::from_millis(s.body_read_timeout_ms.max(1)),
             write: Duration::from_millis(s.write_timeout_ms.max(1)),
             max_connections,
+            per_peer: match s.max_connections_per_peer {
+                0 => max_connections,
+                n => n.min(max_connections),
+            },
+        }
+    }
+}
+
+/// How many connections each client address holds (an entry only while it holds one).
+#[derive(Default)]
+struct Peers(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+impl Peers {
+    /// Count one more connection of `ip`, unless it holds `cap` already.
+    fn admit(self: &Arc<Self>, ip: std::net::IpAddr, cap: usize) -> Option<PeerSlot> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot { peers: self.clone(), ip })
+    }
+}
+
+/// One connection of a client address; given back when dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
         }
     }
 }
@@ -99,6 +143,7 @@ pub async fn serve_connections(
 ) -> std::io::Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = Arc::new(Peers::default());
     tokio::pin!(shutdown);
     loop {
         let (stream, remote) = tokio::select! {
@@ -117,6 +162,12 @@ pub async fn serve_connections(
             limits.header_read_busy
         } else {
             limits.header_read
+        };
+        let Some(peer) = peers.admit(remote.ip(), limits.per_peer) else {
+            refused();
+            tracing::debug!(%remote, limit = limits.per_peer, "connection refused: at the limit of its address");
+            drop(stream);
+            continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refused();
@@ -148,7 +199,7 @@ pub async fn serve_connections(
             if let Err(e) = conn.await {
                 tracing::debug!(%remote, error = %e, "connection closed with an error");
             }
-            drop(slot);
+            drop((slot, peer));
         });
     }
     drop(listener);

@@ -44,7 +44,7 @@ mod views;
 mod shared;
 pub use shared::Daemon;
 
-pub use app::{router, serve};
+pub use app::{router, serve, serve_operations};
 pub use runs::OrchestrateRequest;
 /// What the daemon runs on: the stores, the embedder, the executor and the planners.
 pub use toolgraph_engine::stack::Stack;
