@@ -382,6 +382,15 @@ pub struct ServerSettings {
     /// always; add the names clients use behind a proxy; `*` turns the check off.
     #[serde(default)]
     pub mcp_allowed_hosts: Vec<String>,
+    /// MCP sessions one user may hold open on `/mcp`: opening one more closes that user's oldest
+    /// (never another user's). The daemon holds at most 10,000 in all; past that a user without
+    /// a session of their own to give up is answered 503 with Retry-After.
+    #[serde(default = "default_mcp_sessions_per_user")]
+    pub mcp_sessions_per_user: usize,
+    /// Event streams (SSE answers on `/mcp`) one user may hold open at once; beyond, 429
+    /// `too_many_streams` with Retry-After.
+    #[serde(default = "default_mcp_streams_per_user")]
+    pub mcp_streams_per_user: usize,
     /// The environment variables a tool credential's `from_env` may name: those starting with
     /// this prefix (never the daemon's own secrets; an empty prefix, or one of them, is refused
     /// at start).
@@ -433,6 +442,8 @@ impl Default for ServerSettings {
             console_login_hours: 12,
             console_cookie_secure: false,
             mcp_allowed_hosts: Vec::new(),
+            mcp_sessions_per_user: default_mcp_sessions_per_user(),
+            mcp_streams_per_user: default_mcp_streams_per_user(),
             credential_env_prefix: default_credential_env_prefix(),
             credential_files_dir: String::new(),
             trusted_proxies: Vec::new(),
@@ -636,6 +647,14 @@ fn default_max_failed_calls() -> usize {
 
 fn default_write_timeout_ms() -> u64 {
     30_000
+}
+
+fn default_mcp_sessions_per_user() -> usize {
+    32
+}
+
+fn default_mcp_streams_per_user() -> usize {
+    16
 }
 
 fn default_max_connections_per_peer() -> usize {

@@ -22,6 +22,7 @@ mod accounts;
 mod approvals;
 mod credentials;
 mod errors;
+mod mcp_caps;
 mod runs;
 
 /// Every log line of this test binary at debug level (the credentials test reads them).

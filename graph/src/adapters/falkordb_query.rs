@@ -200,12 +200,8 @@ impl Conn {
     /// so itself).
     fn view(&mut self, graph: &str) -> io::Result<Option<String>> {
         static VIEWS: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "{graph}{VIEW_MARK}{}-{}-{}",
-            unix_ms(),
-            std::process::id(),
-            VIEWS.fetch_add(1, Ordering::Relaxed)
-        );
+        let name =
+            format!("{graph}{VIEW_MARK}{}-{}-{}", unix_ms(), std::process::id(), VIEWS.fetch_add(1, Ordering::Relaxed));
         self.send(&["GRAPH.COPY", graph, &name])?;
         let mut budget = 1 << 16;
         match self.r.value(&mut budget, 0)? {

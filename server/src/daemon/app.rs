@@ -23,12 +23,14 @@ pub fn router(d: Arc<Daemon>) -> Router {
     let s = d.settings().server.clone();
     let v1 = api_routes().route_layer(middleware::from_fn_with_state(d.clone(), authorize));
     #[cfg(feature = "mcp")]
+    let sessions = Arc::new(rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default());
+    #[cfg(feature = "mcp")]
     let v1 = v1.merge(
         Router::new()
-            .route_service("/mcp", super::mcp_serve::http_service(d.clone()))
+            .route_service("/mcp", super::mcp_serve::http_service(d.clone(), sessions.clone()))
             // Inside `authorize`: the caller is known when the session is checked.
             .route_layer(middleware::from_fn_with_state(
-                super::mcp_sessions::SessionOwners::default(),
+                super::mcp_sessions::SessionOwners::new(sessions, &s),
                 super::mcp_sessions::bind_session,
             ))
             .route_layer(middleware::from_fn_with_state(d.clone(), authorize)),
@@ -87,6 +89,7 @@ pub async fn serve(
         }
     };
     d.abandon_runs().await;
+    d.stopped.cancel();
     // Upkeep saw the stop: let it finish the round it is in (bounded), so nothing it writes is
     // cut off and every task this daemon started has ended when `serve` returns (an in-process
     // restart can open the same embedded stores again at once).
@@ -108,7 +111,9 @@ pub async fn serve_operations(
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .fallback(|| async { ApiError::not_found("the operations listener serves /healthz, /readyz and /metrics only") })
+        .fallback(|| async {
+            ApiError::not_found("the operations listener serves /healthz, /readyz and /metrics only")
+        })
         .layer(middleware::map_response(json_errors))
         .with_state(d);
     let limits = super::listen::ConnLimits {

@@ -55,7 +55,10 @@ pub struct ToolgraphMcp {
 }
 
 /// `/mcp` on the daemon (the router puts `authorize` in front of it).
-pub fn http_service(d: Arc<Daemon>) -> StreamableHttpService<ToolgraphMcp, LocalSessionManager> {
+pub fn http_service(
+    d: Arc<Daemon>,
+    sessions: Arc<LocalSessionManager>,
+) -> StreamableHttpService<ToolgraphMcp, LocalSessionManager> {
     let s = &d.settings().server;
     let mut config = StreamableHttpServerConfig::default();
     if s.mcp_allowed_hosts.iter().any(|h| h == "*") {
@@ -65,8 +68,10 @@ pub fn http_service(d: Arc<Daemon>) -> StreamableHttpService<ToolgraphMcp, Local
         hosts.extend(s.mcp_allowed_hosts.iter().cloned());
         config = config.with_allowed_hosts(hosts);
     }
+    // Sessions end with the daemon (each holds it; a session's idle limit is minutes).
+    config.cancellation_token = d.stopped.child_token();
     let server = ToolgraphMcp::new(d, None);
-    StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config)
+    StreamableHttpService::new(move || Ok(server.clone()), sessions, config)
 }
 
 /// `toolgraph mcp`: serve on stdin/stdout until the client closes them, with the daemon's upkeep

@@ -65,6 +65,8 @@ pub struct Daemon {
     user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub metrics: Metrics,
     pub(super) draining: AtomicBool,
+    /// Cancelled when the daemon has stopped serving: MCP sessions (each holds the daemon) end.
+    pub(super) stopped: tokio_util::sync::CancellationToken,
     ids: AtomicU64,
     id_seed: u64,
     started: Instant,
@@ -154,6 +156,7 @@ impl Daemon {
             keys,
             metrics: Metrics::default(),
             draining: AtomicBool::new(false),
+            stopped: tokio_util::sync::CancellationToken::new(),
             ids: AtomicU64::new(0),
             id_seed: seed,
             started: Instant::now(),
