@@ -326,3 +326,34 @@ async fn one_clients_connection_churn_cannot_starve_health_and_the_operations_po
     ops_server.await.unwrap().unwrap();
     stop_daemon(d, stop, server).await;
 }
+
+/// Issue 53, Low: the answers hyper makes itself — a head too large (431), a malformed request
+/// line (400) — had no body. They carry the `{message, code, type}` every other error has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_server_cannot_parse_get_an_error_body() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, addr, d, stop, server) = daemon_with_limits(dir.path(), 8_000, 8_000, 8_000, 16).await;
+    for (raw, status, code) in [
+        (
+            format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(600 << 10)),
+            431,
+            "headers_too_large",
+        ),
+        (format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000)), 414, "uri_too_long"),
+        ("GET /healthz HTTP/1.1\r\nHost x\r\n\r\n".to_string(), 400, "bad_request"),
+        ("BLAH\r\n\r\n".to_string(), 400, "bad_request"),
+    ] {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let _ = c.write_all(raw.as_bytes()).await;
+        let (answer, _) = read_until_closed(&mut c, Duration::from_secs(5)).await;
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{}", &answer[..answer.len().min(200)]);
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+        let e: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(e["code"], code, "{e}");
+        assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{e}");
+    }
+    assert!(health_answers_within(&url, Duration::from_secs(2)).await.is_some());
+    stop_daemon(d, stop, server).await;
+}

@@ -193,7 +193,10 @@ pub async fn serve_connections(
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(head)
-            .serve_connection(hyper_util::rt::TokioIo::new(WriteDeadline::new(stream, limits.write)), service);
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(WriteDeadline::new(CannedBodies::new(stream), limits.write)),
+                service,
+            );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -289,6 +292,119 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S
     }
 }
 
+/// hyper answers a request it cannot parse itself — a head too large (431), a target too long
+/// (414), a malformed head (400) — with no body at all. This gives those answers the body every
+/// other error has (`{message, code, type}`): the one write of such a head is replaced by the
+/// same head with a JSON body, and reported to hyper as written whole.
+struct CannedBodies<S> {
+    inner: S,
+    /// The replacement being written, how much of it is out, and the length hyper asked for.
+    pending: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl<S> CannedBodies<S> {
+    fn new(inner: S) -> Self {
+        CannedBodies { inner, pending: None }
+    }
+}
+
+/// The replacement of `head` when it is one of hyper's bodiless parse-error answers.
+fn canned_body(head: &[u8]) -> Option<Vec<u8>> {
+    const EMPTY: &[u8] = b"\r\ncontent-length: 0\r\n";
+    if head.len() > 1024 || !head.starts_with(b"HTTP/1.1 4") || !head.ends_with(b"\r\n\r\n") {
+        return None;
+    }
+    let (code, message) = match &head[9..12] {
+        b"400" => ("bad_request", "the request could not be read as HTTP/1.1"),
+        b"414" => ("uri_too_long", "the request target is longer than the server reads"),
+        b"431" => ("headers_too_large", "the request's headers are larger than the server reads"),
+        _ => return None,
+    };
+    let at = head.windows(EMPTY.len()).position(|w| w.eq_ignore_ascii_case(EMPTY))?;
+    let body = serde_json::json!({"message": message, "code": code, "type": "invalid_request_error"}).to_string();
+    let mut out = head[..at].to_vec();
+    out.extend_from_slice(
+        format!("\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()).as_bytes(),
+    );
+    out.extend_from_slice(&head[at + EMPTY.len()..]);
+    out.extend_from_slice(body.as_bytes());
+    Some(out)
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> CannedBodies<S> {
+    /// Write the pending replacement out; `Ready(Ok(n))` with the length hyper asked for once done.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        while let Some((out, done, claimed)) = &mut self.pending {
+            if *done == out.len() {
+                let n = *claimed;
+                self.pending = None;
+                return Poll::Ready(Ok(n));
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &out[*done..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *done += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(0))
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CannedBodies<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for CannedBodies<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if self.pending.is_none() {
+            match canned_body(buf) {
+                Some(out) => self.pending = Some((out, 0, buf.len())),
+                None => return Pin::new(&mut self.inner).poll_write(cx, buf),
+            }
+        }
+        self.drive(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let first = bufs.iter().find(|b| !b.is_empty());
+        if self.pending.is_some() || first.is_some_and(|b| canned_body(b).is_some()) {
+            return self.poll_write(cx, first.map_or(&[][..], |b| &b[..]));
+        }
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.pending.is_some() {
+            if let Poll::Ready(Err(e)) = self.drive(cx) {
+                return Poll::Ready(Err(e));
+            }
+            if self.pending.is_some() {
+                return Poll::Pending;
+            }
+        }
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// A request body that must be received within a time limit of the request's head.
 struct BodyDeadline<B> {
     inner: B,
@@ -334,6 +450,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hypers_bodiless_parse_error_answers_get_a_json_body() {
+        let head = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let out = String::from_utf8(canned_body(head).unwrap()).unwrap();
+        let (h, body) = out.split_once("\r\n\r\n").unwrap();
+        assert!(h.starts_with("HTTP/1.1 431 ") && h.contains("content-type: application/json"), "{h}");
+        assert!(h.contains(&format!("content-length: {}", body.len())), "{h}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(body).unwrap()["code"], "headers_too_large");
+        // An answer with a body of its own, or another status, is left as it is.
+        assert!(canned_body(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 12\r\n\r\n").is_none());
+        assert!(canned_body(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").is_none());
+    }
 
     #[test]
     fn the_soft_open_file_limit_is_read_from_proc_limits() {
