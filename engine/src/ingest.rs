@@ -8,11 +8,11 @@
 //! call this; none wires a learner itself, so the evaluated system is the shipped one.
 
 use crate::embed::Embedder;
+use crate::fill::args::{example_steps, ArgTrainer};
 use crate::graph::write::ExampleSink;
-use crate::plan::meaning_text;
+use crate::memory::store::{Memory, MemoryStep};
+use crate::read::meaning_text;
 use crate::retrieval::usage::UsageVectors;
-use crate::run::args::{example_steps, ArgTrainer};
-use crate::run::memory::{Memory, MemoryStep};
 use crate::stack::Stack;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -8,8 +8,11 @@
 pub mod adapters;
 pub mod embed;
 pub mod exec;
+pub mod fill;
 pub mod ingest;
+pub mod memory;
 pub mod plan;
+pub mod read;
 pub mod retrieval;
 pub mod run;
 pub mod settings;

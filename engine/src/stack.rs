@@ -7,13 +7,13 @@
 use crate::adapters::fastembed::FastEmbedder;
 use crate::embed::Embedder;
 use crate::exec::{ExecSettings, Executor};
+use crate::memory::store::Memory;
 use crate::plan::llm::{LlmPlanner, LlmSettings};
 use crate::plan::models::Models;
 use crate::plan::Planner;
 use crate::retrieval::cache::EmbeddingCache;
 use crate::retrieval::hybrid::Retriever;
 use crate::run::health::Health;
-use crate::run::memory::Memory;
 use crate::run::{Engine, EngineParts, RunSettings};
 use crate::vector::VectorStore;
 use crate::{EngineError, GraphStore, Result};

@@ -7,10 +7,10 @@ use toolgraph_engine::plan::llm::{
     approx_tokens, render, render_align, render_choose, render_fill, render_judge, render_plan, render_recall,
     DECISION_TOKENS, DECOMPOSE, PLAN_TOKENS, SYSTEM,
 };
-use toolgraph_engine::plan::RequestValues;
 use toolgraph_engine::plan::{
     ApiView, Candidate, Context, DeadEnd, MemoryView, Offer, SolutionView, Source, Step, UnsureMentions,
 };
+use toolgraph_engine::read::RequestValues;
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str, params: Vec<ParamDoc>) -> Arc<ApiView> {

@@ -165,7 +165,7 @@ fn the_ask_model_is_learned_at_ingest() {
         let g = toolgraph_engine::store::open(&s).await.unwrap();
         g.model_counts(toolgraph_engine::graph::counts::ARGUMENT_COUNTS).await.unwrap()
     });
-    let model = toolgraph_engine::plan::ArgModel::from_counts(&counts).unwrap().unwrap();
+    let model = toolgraph_engine::fill::ArgModel::from_counts(&counts).unwrap().unwrap();
     assert_eq!(model.asks.words.get("ingredient"), Some(&4), "{:?}", model.asks.words);
     assert_eq!(model.asks.apis["food/recipes/ingredients"].get("ingredient"), Some(&4));
     assert_eq!(model.asks.apis["food/recipes/nutrition"].get("nutrition"), Some(&4));

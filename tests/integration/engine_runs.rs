@@ -132,7 +132,7 @@ async fn held_out_requests_plan_real_chains_and_memory_replays_them() {
     // Judged complete, and the answer is an answer: each compared day priced, the cheaper named.
     let j = r.judgement.clone().unwrap();
     assert!(
-        j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::plan::RequirementKind::Each),
+        j.pass && j.complete() && j.coverage.iter().any(|c| c.kind == toolgraph_engine::read::RequirementKind::Each),
         "{j:#?}"
     );
     assert!(
@@ -476,8 +476,8 @@ async fn a_call_that_failed_is_never_sent_again_with_the_same_arguments() {
 /// first, end the next) and right in most cases.
 #[test]
 fn the_learned_filler_picks_held_out_requests_dates_and_times_from_recorded_runs() {
-    use toolgraph_engine::plan::{is_end_param, RequestValues};
-    use toolgraph_engine::plan::{mentions, ArgModel, MentionKind as Kind};
+    use toolgraph_engine::fill::{mentions, ArgModel, MentionKind as Kind};
+    use toolgraph_engine::read::{is_end_param, RequestValues};
     let chains = read_chains(&data().join("complexfuncbench/data.json.gz"), 1 << 30).unwrap();
     let today = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
     let mut model = ArgModel::default();

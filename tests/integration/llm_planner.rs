@@ -7,10 +7,10 @@ use crate::common::mock_openai_server;
 use serde_json::json;
 use std::sync::Arc;
 use toolgraph_engine::plan::llm::{Decides, LlmPlanner, LlmSettings};
-use toolgraph_engine::plan::RequestValues;
 use toolgraph_engine::plan::{
     ApiView, Candidate, Context, Decision, MemoryView, Planner, Recollection, Source, UnsureMentions,
 };
+use toolgraph_engine::read::RequestValues;
 use toolgraph_schema::ParamDoc;
 
 fn api(name: &str) -> Arc<ApiView> {

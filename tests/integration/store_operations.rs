@@ -105,8 +105,8 @@ async fn exercise(store: Arc<dyn GraphStore>) -> toolgraph_schema::GraphSnapshot
 /// with quotes and non-ASCII cue words in it), and two learners that started from the same stored
 /// model (two daemons, or a daemon and an ingest) both count — neither overwrites the other.
 async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
+    use toolgraph_engine::fill::{stored_model, ArgTrainer};
     use toolgraph_engine::graph::write::{ContributionWriter, ExampleSink};
-    use toolgraph_engine::run::{stored_model, ArgTrainer};
     let rental = |key: &str, request: &str, pick: &str, drop: &str| toolgraph_schema::Contribution {
         key: key.into(),
         attempts: Vec::new(),

@@ -7,9 +7,9 @@
 //! by their names in the response. Compared options are ranked and the difference given. When the
 //! request asks for no quantity the response is summarised (the compressed observation).
 
-use super::coverage::{asked_quantities, sent_arguments};
 use super::planner::Context;
-use super::reading::key as norm;
+use crate::read::coverage::{asked_quantities, sent_arguments};
+use crate::read::reading::key as norm;
 use serde_json::{Map, Value};
 
 /// One item of a response that holds the asked-for quantity.
@@ -260,8 +260,8 @@ pub fn compose(ctx: &Context) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::values::RequestValues;
     use crate::plan::{ApiView, Step};
+    use crate::read::values::RequestValues;
     use chrono::NaiveDate;
     use serde_json::json;
     use std::sync::Arc;

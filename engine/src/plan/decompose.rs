@@ -75,7 +75,7 @@ pub fn split_request(text: &str) -> Vec<String> {
             .flat_map(split_on_verbs)
         {
             let q = q.trim();
-            if super::reading::word_count(q) >= 3 && !q.to_ascii_lowercase().starts_with("today is") {
+            if crate::read::reading::word_count(q) >= 3 && !q.to_ascii_lowercase().starts_with("today is") {
                 out.push(q.to_string());
             }
         }

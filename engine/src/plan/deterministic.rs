@@ -5,12 +5,12 @@
 //!   A step that recalled memories made scores × (1 + 2·recall score). The best wins; below
 //!   `min_score` the run finishes (or gives up at the root).
 //! - decompose, fill, judge and answer: the rules every planner shares
-//!   ([`super::decompose`], [`super::fill`], [`super::judge`], [`super::answer`]).
+//!   ([`super::decompose`], [`crate::fill::filler`], [`super::judge`], [`super::answer`]).
 
 use super::decompose::subtasks_of;
-use super::fill::fill_arguments;
 use super::judge::{judge_path, open_requirements, subtask_served};
 use super::planner::{ApiView, Candidate, Context, Decision, Filled, Judgement, Planner, Usage};
+use crate::fill::filler::fill_arguments;
 use crate::Result;
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};

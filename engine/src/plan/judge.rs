@@ -1,7 +1,7 @@
 //! The judgement every planner shares: a step whose response is error-shaped or empty is bad;
 //! Δ = +1 per good step (+1 when a later step used its output, or when it ends a complete path),
 //! -2 per bad step, -1 per failed call; the path passes when every step is usable and the request
-//! is covered ([`super::coverage`]). The deterministic planner judges with it; the LLM planner falls
+//! is covered ([`crate::read::coverage`]). The deterministic planner judges with it; the LLM planner falls
 //! back to it; the engine judges memory replays and finished plans with it.
 
 use super::planner::{Context, Judgement};
@@ -30,14 +30,14 @@ pub(crate) fn subtask_served(ctx: &Context, i: usize) -> bool {
     ctx.path
         .iter()
         .skip(ctx.root)
-        .any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= super::coverage::MIN_END_WEIGHT))
+        .any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= crate::read::coverage::MIN_END_WEIGHT))
 }
 
 /// Requirements of the request no call covers yet that more calls could cover (names are left
 /// out: a name the request mentions in passing is no reason to go on calling).
 pub(crate) fn open_requirements(ctx: &Context) -> usize {
-    use super::coverage::Kind;
-    super::coverage::assess(ctx).iter().filter(|r| !r.covered() && r.kind != Kind::Name).count()
+    use crate::read::coverage::Kind;
+    crate::read::coverage::assess(ctx).iter().filter(|r| !r.covered() && r.kind != Kind::Name).count()
 }
 
 /// Whether a step's response says it failed or holds nothing.
@@ -53,8 +53,8 @@ pub fn judge_path(ctx: &Context) -> Judgement {
     let mut bad = Vec::new();
     let fed: HashSet<String> =
         ctx.path.iter().flat_map(|s| s.arguments.values()).flat_map(crate::exec::refs::labels_in).collect();
-    let coverage = super::coverage::assess(ctx);
-    let complete = super::coverage::complete(&coverage);
+    let coverage = crate::read::coverage::assess(ctx);
+    let complete = crate::read::coverage::complete(&coverage);
     let mut deltas: BTreeMap<String, f64> = BTreeMap::new();
     for (i, s) in ctx.path.iter().enumerate() {
         match bad_response(&s.response) {
@@ -89,7 +89,7 @@ pub fn judge_path(ctx: &Context) -> Judgement {
         (_, Some((i, why))) => format!("step {} ({}) returned nothing usable: {why}", i + 1, ctx.path[*i].api.name),
         _ if !complete => format!(
             "{n} calls with usable responses, but the request is not covered: missing {}",
-            super::coverage::missing_text(&coverage)
+            crate::read::coverage::missing_text(&coverage)
         ),
         _ => format!("{n} calls, all with usable responses, covering the request"),
     };

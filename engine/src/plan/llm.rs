@@ -8,13 +8,13 @@
 use super::answer::compose as plain_answer;
 use super::decompose::subtasks_of;
 use super::deterministic::DeterministicPlanner;
-use super::fill::fill_arguments;
 use super::judge::judge_path;
 use super::planner::{
     ApiView, Candidate, Context, Decision, Filled, Judgement, MemoryView, Offer, Planner, Recollection, Subtask,
     UnsureMentions, Usage,
 };
 use super::program::{parse_plan, Plan, SolutionView};
+use crate::fill::filler::fill_arguments;
 use crate::{EngineError, ErrorClass, Result};
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
@@ -632,7 +632,7 @@ mod tests {
         assert!(fill(json!({"q": "$var9.x$"}), &ctx).unwrap_err().contains("no earlier output"));
         let asked = parse_fill(&json!({"arguments": {}, "from_api": [], "ask_user": ["q"]}), &api, &ctx, &[]).unwrap();
         assert_eq!((asked.missing.clone(), asked.ask_user.clone()), (vec!["q".to_string()], vec!["q".to_string()]));
-        ctx.path.push(super::super::Step {
+        ctx.path.push(crate::plan::Step {
             api: Arc::new(api),
             label: "var1".into(),
             arguments: Map::new(),

@@ -1,7 +1,7 @@
 //! The planner port itself: the [`Planner`] trait and what it decides over (the run's [`Context`],
 //! the [`Candidate`]s, the [`Step`]s taken), shared by every planner and by the engine.
 
-use super::values::RequestValues;
+use crate::read::values::RequestValues;
 use crate::Result;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -222,18 +222,18 @@ pub struct Context {
     /// Values the user gave for parameters (`needs_input` answers), by parameter name.
     pub given: Map<String, Value>,
     /// Field indexes of the path's responses by label (built once per step by the engine).
-    pub fields: HashMap<String, Arc<super::fields::FieldIndex>>,
+    pub fields: HashMap<String, Arc<crate::fill::fields::FieldIndex>>,
     /// Outputs of earlier turns of a conversation (most recent last): arguments no value of this
     /// request provides may come from them.
     pub earlier: Vec<Earlier>,
     /// Each subtask of a request that has several, with the APIs retrieval finds for it (best
     /// first): a subtask none of whose APIs was called is not covered.
     pub subtask_apis: Vec<(String, Vec<String>)>,
-    /// The APIs the request's words ask for (learned, see [`super::asks`]): a path without a
+    /// The APIs the request's words ask for (learned, see [`crate::read::asks`]): a path without a
     /// call of one (or of another API about the same word) is not done.
-    pub asked_apis: Vec<super::asks::Asked>,
+    pub asked_apis: Vec<crate::read::asks::Asked>,
     /// Where arguments come from, learned from recorded runs (`None`: the rules alone).
-    pub args: Option<Arc<super::learned::ArgModel>>,
+    pub args: Option<Arc<crate::fill::learned::ArgModel>>,
 }
 
 /// One output of an earlier turn of a session.
@@ -243,12 +243,12 @@ pub struct Earlier {
     pub request: String,
     pub api: String,
     pub response: Arc<Value>,
-    pub fields: Arc<super::fields::FieldIndex>,
+    pub fields: Arc<crate::fill::fields::FieldIndex>,
 }
 
 impl Earlier {
     pub fn new(turn: usize, request: &str, api: &str, response: Arc<Value>) -> Self {
-        let fields = Arc::new(super::fields::FieldIndex::build(&response));
+        let fields = Arc::new(crate::fill::fields::FieldIndex::build(&response));
         Earlier { turn, request: request.to_string(), api: api.to_string(), response, fields }
     }
 }
@@ -297,13 +297,13 @@ pub struct Judgement {
     pub reason: String,
     /// What the request asks for and which call covers it ([`coverage`]); `pass` needs all.
     #[serde(default)]
-    pub coverage: Vec<super::requirement::Requirement>,
+    pub coverage: Vec<crate::read::requirement::Requirement>,
 }
 
 impl Judgement {
     /// Whether every requirement of the request is covered.
     pub fn complete(&self) -> bool {
-        super::requirement::complete(&self.coverage)
+        crate::read::requirement::complete(&self.coverage)
     }
 }
 

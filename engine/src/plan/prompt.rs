@@ -128,7 +128,7 @@ pub fn compact_api(a: &ApiView, description: usize) -> String {
         .map(|p| format!("{}{}: {}", p.name, if p.required { "*" } else { "" }, p.ty))
         .collect::<Vec<_>>()
         .join(", ");
-    let d = super::reading::squash(&a.description);
+    let d = crate::read::reading::squash(&a.description);
     if d.is_empty() || description == 0 {
         format!("{}({params})", a.name)
     } else {
@@ -270,13 +270,13 @@ pub fn render_fill(ctx: &Context, api: &ApiView, offers: &[Offer], filled: &Map<
                 p.name,
                 if p.required { "*" } else { "" },
                 p.ty,
-                cut(&super::reading::squash(&p.description), 90)
+                cut(&crate::read::reading::squash(&p.description), 90)
             )
         })
         .collect();
     let already = or_none(filled.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
     let already = cut(&already, 300);
-    let description = cut(&super::reading::squash(&api.description), 150);
+    let description = cut(&crate::read::reading::squash(&api.description), 150);
     let request = cut(&ctx.request, 600);
     let today = ctx.values.today.map(|d| d.to_string()).unwrap_or_else(|| "(not stated)".into());
     let mentions = cut(&mention_line(ctx), 300);

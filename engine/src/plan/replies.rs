@@ -341,7 +341,7 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
     }
     // Parts of the request the model says no call served; the deterministic coverage checks join
     // them, and the path passes only when both find nothing missing.
-    let mut coverage: Vec<super::coverage::Requirement> = v
+    let mut coverage: Vec<crate::read::coverage::Requirement> = v
         .get("missing")
         .and_then(Value::as_array)
         .into_iter()
@@ -350,14 +350,14 @@ pub fn parse_judgement(v: &Value, ctx: &Context) -> std::result::Result<Judgemen
         .map(|m| m.trim())
         .filter(|m| !m.is_empty())
         .take(10)
-        .map(|m| super::coverage::Requirement {
-            kind: super::coverage::Kind::Judged,
+        .map(|m| crate::read::coverage::Requirement {
+            kind: crate::read::coverage::Kind::Judged,
             value: m.chars().take(200).collect(),
             covered_by: None,
         })
         .collect();
-    coverage.extend(super::coverage::assess(ctx));
-    let pass = pass && super::coverage::complete(&coverage);
+    coverage.extend(crate::read::coverage::assess(ctx));
+    let pass = pass && crate::read::coverage::complete(&coverage);
     Ok(Judgement {
         pass,
         grade,

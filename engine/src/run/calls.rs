@@ -6,7 +6,7 @@ use super::report::{ApprovalDecision, PendingCall};
 use super::trace::TraceEvent;
 use crate::exec::refs::Reference;
 use crate::exec::{compress, keep_set, CallError, CallSpec};
-use crate::plan::fill::FieldIndex;
+use crate::fill::filler::FieldIndex;
 use crate::plan::{ApiView, DeadEnd, Filled, Step};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -67,7 +67,7 @@ async fn call_failed(
 
 impl Engine {
     /// Send one call; push it on the path when it succeeds with a usable response.
-    pub(super) async fn execute(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled) -> bool {
+    pub(crate) async fn execute(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled) -> bool {
         let Some(node) = self.graph.apis.get(&api.id) else { return false };
         let spec = CallSpec::from_node(node);
         let label = format!("var{}", st.next_label);
@@ -187,7 +187,7 @@ impl Engine {
     }
 
     /// A planned call in a dry run: on the path with the skeleton of its output as response.
-    pub(super) async fn execute_dry(
+    pub(crate) async fn execute_dry(
         &self,
         st: &mut RunState<'_>,
         api: &Arc<ApiView>,
@@ -285,7 +285,7 @@ impl Engine {
 
 /// A call's identity within a run: its API and its arguments as sent, objects' keys in sorted
 /// order at every depth (equal arguments in any order give equal keys).
-pub(super) fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
+pub(crate) fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
     fn canonical(v: &Value, out: &mut String) {
         match v {
             Value::Object(m) => {

@@ -2,12 +2,13 @@
 //! the long-term memory of a run judged complete, and the report.
 
 use super::engine::{Ended, Engine, RunState};
-use super::memory::MemoryStep;
 use super::report::{ChainCall, RunReport, Status};
 use super::trace::TraceEvent;
 use super::RunSettings;
+use crate::memory::store::MemoryStep;
 use crate::plan::judge::{bad_response, judge_path};
-use crate::plan::{Context, Judgement, Requirement, RequirementKind as Kind, Step};
+use crate::plan::{Context, Judgement, Step};
+use crate::read::{Requirement, RequirementKind as Kind};
 use crate::Result;
 
 /// What decides a finished run's status.
@@ -58,13 +59,13 @@ impl Engine {
     /// across subtasks' calls …) the whole path's answer comes first and each part names the calls
     /// that served it; otherwise each part is composed from its own subtask's calls. An LLM's
     /// answer (one call) leads, the parts follow.
-    pub(super) async fn answer(&self, st: &RunState<'_>) -> Result<String> {
+    pub(crate) async fn answer(&self, st: &RunState<'_>) -> Result<String> {
         let subtasks = &st.ctx.subtasks;
         if subtasks.len() < 2 || st.ctx.step_subtask.is_empty() {
             return st.planner.answer(&st.ctx).await;
         }
         let deterministic = st.planner.composes_answers();
-        let whole = !crate::plan::coverage::asked_quantities(&st.ctx.request).is_empty();
+        let whole = !crate::read::coverage::asked_quantities(&st.ctx.request).is_empty();
         let head = if !deterministic {
             Some(st.planner.answer(&st.ctx).await?)
         } else if whole {
@@ -98,7 +99,7 @@ impl Engine {
         })
     }
 
-    pub(super) async fn conclude(
+    pub(crate) async fn conclude(
         &self,
         st: RunState<'_>,
         ended: Ended,
@@ -139,7 +140,7 @@ impl Engine {
         }
     }
 
-    pub(super) async fn conclude_with(
+    pub(crate) async fn conclude_with(
         &self,
         mut st: RunState<'_>,
         ended: Ended,
@@ -202,7 +203,7 @@ impl Engine {
                             if j.complete() {
                                 j.reason.clone()
                             } else {
-                                crate::plan::coverage::missing_text(&j.coverage)
+                                crate::read::coverage::missing_text(&j.coverage)
                             }
                         })
                         .unwrap_or_default();

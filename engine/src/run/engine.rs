@@ -1,12 +1,12 @@
-use super::memory::Memory;
 use super::report::{Approver, NeedsInput, RunOptions, RunReport, RunStats};
 use super::trace::TraceEvent;
 use crate::exec::Executor;
+use crate::fill::learned::ArgModel;
 use crate::graph::GraphStore;
-use crate::plan::learned::ArgModel;
+use crate::memory::store::Memory;
 use crate::plan::program::SolutionLibrary;
-use crate::plan::values::RequestValues;
 use crate::plan::{ApiView, Context, Planner};
+use crate::read::values::RequestValues;
 use crate::retrieval::hybrid::Retriever;
 use crate::Result;
 use serde_json::{Map, Value};
@@ -22,76 +22,76 @@ pub const MAX_ARG_EXAMPLES: usize = 50_000;
 
 /// The orchestration engine over one loaded graph.
 pub struct Engine {
-    pub(super) graph: Arc<GraphSnapshot>,
-    pub(super) apis: HashMap<String, Arc<ApiView>>,
-    pub(super) providers: super::providers::Providers,
-    pub(super) store: Option<Arc<dyn GraphStore>>,
-    pub(super) retriever: Arc<Retriever>,
-    pub(super) memory: Option<Arc<Memory>>,
-    pub(super) executor: Executor,
-    pub(super) planner: Arc<dyn Planner>,
-    pub(super) settings: RunSettings,
-    pub(super) weights: WeightSettings,
-    pub(super) health: Option<Arc<super::health::Health>>,
+    pub(crate) graph: Arc<GraphSnapshot>,
+    pub(crate) apis: HashMap<String, Arc<ApiView>>,
+    pub(crate) providers: crate::fill::providers::Providers,
+    pub(crate) store: Option<Arc<dyn GraphStore>>,
+    pub(crate) retriever: Arc<Retriever>,
+    pub(crate) memory: Option<Arc<Memory>>,
+    pub(crate) executor: Executor,
+    pub(crate) planner: Arc<dyn Planner>,
+    pub(crate) settings: RunSettings,
+    pub(crate) weights: WeightSettings,
+    pub(crate) health: Option<Arc<super::health::Health>>,
     /// Learning from runs is serialized (ledger check, counts, weights).
-    pub(super) learning: tokio::sync::Mutex<()>,
+    pub(crate) learning: tokio::sync::Mutex<()>,
     /// Plan mode's solution library, derived from the graph when first needed.
-    pub(super) solutions: std::sync::OnceLock<SolutionLibrary>,
+    pub(crate) solutions: std::sync::OnceLock<SolutionLibrary>,
     /// Where arguments come from: the model stored with the graph (trained by `ingest`, updated
     /// by every run remembered), read when the first run needs it; see [`args`].
-    pub(super) args: std::sync::RwLock<Option<Arc<ArgModel>>>,
+    pub(crate) args: std::sync::RwLock<Option<Arc<ArgModel>>>,
     /// Word → the active APIs whose name or description uses it (what an asked word may be
-    /// served by; see [`crate::plan::asks`]).
-    pub(super) documented: HashMap<String, Vec<String>>,
+    /// served by; see [`crate::read::asks`]).
+    pub(crate) documented: HashMap<String, Vec<String>>,
 }
 
 /// Where a run stands while it searches.
-pub(super) struct RunState<'a> {
-    pub(super) ctx: Context,
-    pub(super) trace: Vec<TraceEvent>,
-    pub(super) sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
-    pub(super) stats: RunStats,
-    pub(super) sims: HashMap<String, f64>,
+pub(crate) struct RunState<'a> {
+    pub(crate) ctx: Context,
+    pub(crate) trace: Vec<TraceEvent>,
+    pub(crate) sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+    pub(crate) stats: RunStats,
+    pub(crate) sims: HashMap<String, f64>,
     /// (from, to) steps of recalled memories' chains (START for the first) → best recall score.
-    pub(super) hints: HashMap<(String, String), f64>,
-    pub(super) seeds: Vec<String>,
-    pub(super) started: Instant,
-    pub(super) calls_made: usize,
-    pub(super) next_label: usize,
-    pub(super) needs_input: Option<NeedsInput>,
-    pub(super) sent: HashMap<String, Map<String, Value>>,
+    pub(crate) hints: HashMap<(String, String), f64>,
+    pub(crate) seeds: Vec<String>,
+    pub(crate) started: Instant,
+    pub(crate) calls_made: usize,
+    pub(crate) next_label: usize,
+    pub(crate) needs_input: Option<NeedsInput>,
+    pub(crate) sent: HashMap<String, Map<String, Value>>,
     /// Calls that failed in this run — API id and arguments as sent — with why: never sent again.
-    pub(super) failed: HashMap<String, String>,
+    pub(crate) failed: HashMap<String, String>,
     /// Who decides, and how candidates are found, in this run.
-    pub(super) planner: Arc<dyn Planner>,
-    pub(super) mode: Mode,
-    pub(super) backward: bool,
+    pub(crate) planner: Arc<dyn Planner>,
+    pub(crate) mode: Mode,
+    pub(crate) backward: bool,
     /// APIs whose arguments Reverse Chain is completing now (no provider loops).
-    pub(super) inserting: Vec<String>,
+    pub(crate) inserting: Vec<String>,
     /// Seeds of each subtask (per-subtask search), and their similarities to it.
-    pub(super) subtask_seeds: Vec<Vec<String>>,
-    pub(super) subtask_sims: Vec<HashMap<String, f64>>,
+    pub(crate) subtask_seeds: Vec<Vec<String>>,
+    pub(crate) subtask_sims: Vec<HashMap<String, f64>>,
     /// Judge and answer without the planner (memory replays, plans that passed).
-    pub(super) deterministic_judge: bool,
-    pub(super) approver: Option<Arc<dyn Approver>>,
-    pub(super) dry_run: bool,
+    pub(crate) deterministic_judge: bool,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) dry_run: bool,
     /// The judgement of a memory replayed by analogy (its requirements weighed against the
     /// remembered request's).
-    pub(super) recalled_judgement: Option<crate::plan::Judgement>,
+    pub(crate) recalled_judgement: Option<crate::plan::Judgement>,
     /// Who the run is for (see [`RunOptions::caller`]).
-    pub(super) caller: Option<String>,
+    pub(crate) caller: Option<String>,
 }
 
 impl RunState<'_> {
     /// Similarities to what is being searched now: the focused subtask, else the request.
-    pub(super) fn sims(&self) -> &HashMap<String, f64> {
+    pub(crate) fn sims(&self) -> &HashMap<String, f64> {
         match self.ctx.focus {
             Some(i) if i < self.subtask_sims.len() => &self.subtask_sims[i],
             _ => &self.sims,
         }
     }
 
-    pub(super) async fn emit(&mut self, e: TraceEvent) {
+    pub(crate) async fn emit(&mut self, e: TraceEvent) {
         if let Some(s) = self.sink {
             let _ = s.send(e.clone()).await;
         }
@@ -99,7 +99,7 @@ impl RunState<'_> {
     }
 }
 
-pub(super) enum Ended {
+pub(crate) enum Ended {
     Finished,
     GaveUp(String),
 }
@@ -137,8 +137,8 @@ impl Engine {
                 (a.id.clone(), Arc::new(v))
             })
             .collect();
-        let providers = super::providers::Providers::build(&apis, &p.graph.feeds);
-        let documented = crate::plan::asks::documented_index(
+        let providers = crate::fill::providers::Providers::build(&apis, &p.graph.feeds);
+        let documented = crate::read::asks::documented_index(
             apis.values().map(|a: &Arc<ApiView>| (a.id.as_str(), a.name.as_str(), a.description.as_str())),
         );
         Engine {
@@ -183,7 +183,7 @@ impl Engine {
     }
 
     /// Whether `id` is left out of this run: degraded for all, or for its caller.
-    pub(super) fn degraded(&self, st: &RunState<'_>, id: &str) -> bool {
+    pub(crate) fn degraded(&self, st: &RunState<'_>, id: &str) -> bool {
         self.health.as_ref().is_some_and(|h| h.is_degraded_for(id, st.caller.as_deref()))
     }
 
@@ -249,7 +249,7 @@ impl Engine {
     }
 
     /// A fresh run's state: the request's context with the given values and earlier turns.
-    pub(super) fn new_state<'a>(
+    pub(crate) fn new_state<'a>(
         &self,
         request: &str,
         given: Map<String, Value>,
@@ -312,15 +312,15 @@ impl Engine {
             let about = |word: &str| self.documented.get(word).map(Vec::as_slice).unwrap_or_default();
             st.ctx.asked_apis = m
                 .asks
-                .cues(&crate::plan::asks::ask_words(request), |api, word| {
+                .cues(&crate::read::asks::ask_words(request), |api, word| {
                     about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
                 })
                 .into_iter()
                 .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
                 // A lookup observed chains always go on from (a location search) is asked for
                 // only through the call that reads it.
-                .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::plan::coverage::MIN_END_WEIGHT))
-                .map(|(c, a)| crate::plan::asks::Asked {
+                .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
+                .map(|(c, a)| crate::read::asks::Asked {
                     about: about(&c.word).to_vec(),
                     api: c.api,
                     name: a.name.clone(),
@@ -335,7 +335,7 @@ impl Engine {
         let mut both = self
             .retriever
             .embedder()
-            .embed(vec![request.to_string(), crate::plan::reading::meaning_text(request)])
+            .embed(vec![request.to_string(), crate::read::reading::meaning_text(request)])
             .await?
             .into_iter();
         let (vector, meaning) = (both.next().unwrap_or_default(), both.next().unwrap_or_default());

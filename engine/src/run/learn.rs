@@ -5,12 +5,12 @@
 //! in the same atomic write as the counts, so a replayed or retried run never counts twice. The
 //! weights of every source whose edges changed are recomputed.
 
-use super::args::RunTeaches;
 use super::engine::Engine;
 use super::health::SentCall;
 use super::report::{Learned, RunLearning, RunReport, Status};
 use super::trace::TraceEvent;
 use crate::exec::CallError;
+use crate::fill::args::RunTeaches;
 use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::{weights, GraphStore};
 use crate::Result;
@@ -140,10 +140,10 @@ impl Engine {
         }
         let Some(store) = &self.store else {
             if self.settings.learn && teaches(report) {
-                let chain: Vec<super::memory::MemoryStep> = report
+                let chain: Vec<crate::memory::store::MemoryStep> = report
                     .chain
                     .iter()
-                    .map(|c| super::memory::MemoryStep {
+                    .map(|c| crate::memory::store::MemoryStep {
                         api: c.api.clone(),
                         arguments: c.arguments.clone(),
                         sources: Default::default(),

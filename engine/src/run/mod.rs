@@ -12,25 +12,18 @@
 //! [`Planner`](crate::plan::Planner) port; the rules every planner shares live in `plan::{fill,
 //! judge, decompose, answer}`.
 
-pub(crate) mod args;
 mod calls;
-mod compose;
 mod conclude;
-mod extremes;
 pub(crate) mod health;
 pub(crate) mod learn;
-pub(crate) mod memory;
 mod plans;
-mod providers;
-mod recall;
 mod reflect;
 pub(crate) mod report;
-mod reverse;
 mod search;
 mod seeds;
 pub(crate) mod trace;
 
-mod engine;
+pub(crate) mod engine;
 pub use engine::{Engine, EngineParts, MAX_ARG_EXAMPLES};
 
 pub use calls::skeleton;
@@ -41,7 +34,5 @@ pub use report::{
 pub use toolgraph_schema::{Mode, RunSettings};
 
 // The engine's front door for the rest of the system: what other crates use of a run's parts.
-pub use args::{stored_model, ArgTrainer};
 pub use health::{now_rfc3339, Health};
-pub use memory::{recorded_steps, Memory, RecordedCall};
 pub use trace::TraceEvent;

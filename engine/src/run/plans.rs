@@ -6,7 +6,7 @@ use super::engine::{Ended, Engine, RunState};
 use super::report::{RunOptions, RunReport, Status};
 use super::trace::TraceEvent;
 use crate::exec::refs::Reference;
-use crate::plan::fill::fill_arguments;
+use crate::fill::filler::fill_arguments;
 use crate::plan::judge::judge_path;
 use crate::plan::program::{Plan, SolutionLibrary, SolutionView};
 use crate::plan::{ApiView, ArgSource, Filled};
@@ -112,7 +112,7 @@ impl Engine {
     /// Plan mode: one decision writes the whole plan; it runs; a failing step (or a path that
     /// does not cover the request) hands over to the graph search from where it stopped (the mode
     /// becomes `graph`). `true`: the plan ran and its path passed the judgement.
-    pub(super) async fn run_plan(&self, st: &mut RunState<'_>) -> Result<bool> {
+    pub(crate) async fn run_plan(&self, st: &mut RunState<'_>) -> Result<bool> {
         let views = self.solution_views(st);
         st.stats.planner_calls += 1;
         let plan = st.planner.plan(&st.ctx, &views).await?;
@@ -152,7 +152,7 @@ impl Engine {
     }
 
     /// The valid solutions closest to the request (plan mode), without excluded or degraded APIs.
-    pub(super) fn solution_views(&self, st: &RunState<'_>) -> Vec<SolutionView> {
+    pub(crate) fn solution_views(&self, st: &RunState<'_>) -> Vec<SolutionView> {
         let lib = self
             .solutions
             .get_or_init(|| SolutionLibrary::build(&self.graph, &self.apis, self.settings.plan_max_steps, 20));
@@ -184,7 +184,7 @@ impl Engine {
 
     /// Run a plan step by step. `Err((step, why))` (1-based) at the first step that cannot run:
     /// the search takes over from there, the steps before it kept.
-    pub(super) async fn execute_plan(
+    pub(crate) async fn execute_plan(
         &self,
         st: &mut RunState<'_>,
         plan: &Plan,

@@ -28,7 +28,7 @@ fn better(a: Rank, b: Rank) -> bool {
 impl Engine {
     /// Search (per subtask the first time when `per_subtask`), then judge and reflect until the
     /// judgement passes, the rounds or the budget are spent, or nothing was found.
-    pub(super) async fn search_and_reflect(&self, st: &mut RunState<'_>, per_subtask: bool) -> Result<Ended> {
+    pub(crate) async fn search_and_reflect(&self, st: &mut RunState<'_>, per_subtask: bool) -> Result<Ended> {
         // The best judged path so far: grade, context, arguments as sent.
         type Best = (Rank, Context, HashMap<String, Map<String, Value>>);
         let mut best: Option<Best> = None;
@@ -55,7 +55,7 @@ impl Engine {
                 None if !j.complete() => {
                     // Every call was usable but the request is not covered: go on from the end
                     // of the path, with what is missing in context.
-                    let missing = crate::plan::coverage::missing_text(&j.coverage);
+                    let missing = crate::read::coverage::missing_text(&j.coverage);
                     st.ctx.notes.push(format!("round {round}: not covered yet: {missing}"));
                     st.emit(TraceEvent::Reflect {
                         round,
@@ -149,7 +149,7 @@ impl Engine {
     }
 
     /// Cut the path back to `len` steps (their arguments as sent and field indexes with them).
-    pub(super) fn truncate(&self, st: &mut RunState<'_>, len: usize) {
+    pub(crate) fn truncate(&self, st: &mut RunState<'_>, len: usize) {
         while st.ctx.path.len() > len {
             if let Some(s) = st.ctx.path.pop() {
                 st.sent.remove(&s.label);

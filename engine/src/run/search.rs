@@ -5,7 +5,7 @@
 
 use super::engine::{Ended, Engine, RunState};
 use super::trace::{Offered, TraceEvent};
-use crate::plan::fill::{canonical, fill_arguments};
+use crate::fill::filler::{canonical, fill_arguments};
 use crate::plan::{ApiView, Candidate, DeadEnd, Decision, Source};
 use crate::Result;
 use std::collections::HashSet;
@@ -28,7 +28,7 @@ fn target(offered: &[Candidate]) -> Option<(usize, &Candidate)> {
 }
 
 impl Engine {
-    pub(super) fn out_of_budget(&self, st: &RunState<'_>) -> Option<String> {
+    pub(crate) fn out_of_budget(&self, st: &RunState<'_>) -> Option<String> {
         if st.calls_made >= self.settings.max_calls {
             return Some(format!("call budget of {} spent", self.settings.max_calls));
         }
@@ -51,7 +51,7 @@ impl Engine {
         None
     }
 
-    pub(super) fn candidate(&self, st: &RunState<'_>, id: &str, source: Source, weight: f64) -> Option<Candidate> {
+    pub(crate) fn candidate(&self, st: &RunState<'_>, id: &str, source: Source, weight: f64) -> Option<Candidate> {
         if id == END_ID {
             let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
             let hint = st.hints.get(&(from, END_ID.to_string())).copied().unwrap_or(0.0);
@@ -78,7 +78,7 @@ impl Engine {
 
     /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
     /// that repeats a call on the path or a dead end.
-    pub(super) fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
+    pub(crate) fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
         // Only an API already on the path, at a dead end or with a failed call can repeat a call.
         let failed_before =
             st.failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
@@ -105,7 +105,7 @@ impl Engine {
 
     /// The candidates at the current node (the root when the path is empty), each with the key of
     /// the call it would be (an API failed with some arguments may be offered with others).
-    pub(super) fn candidates(&self, st: &RunState<'_>) -> Vec<(Candidate, String)> {
+    pub(crate) fn candidates(&self, st: &RunState<'_>) -> Vec<(Candidate, String)> {
         let k = self.settings.top_k.max(1);
         let mut out: Vec<Candidate> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
@@ -189,7 +189,7 @@ impl Engine {
     /// Search each subtask in turn: its own seeds and its own depth-first search, continuing the
     /// shared path (a later subtask may use an earlier one's outputs). A subtask that finds
     /// nothing is noted and the next one goes on.
-    pub(super) async fn search_subtasks(&self, st: &mut RunState<'_>) -> Result<Ended> {
+    pub(crate) async fn search_subtasks(&self, st: &mut RunState<'_>) -> Result<Ended> {
         let all_seeds = st.seeds.clone();
         let n = st.ctx.subtasks.len().min(st.subtask_seeds.len());
         let mut gave_up = Vec::new();
@@ -225,7 +225,7 @@ impl Engine {
 
     /// Depth-first search from the current path (empty, or the prefix a reflection resumes from;
     /// never below `ctx.root`, where the current subtask started).
-    pub(super) async fn search(&self, st: &mut RunState<'_>) -> Result<Ended> {
+    pub(crate) async fn search(&self, st: &mut RunState<'_>) -> Result<Ended> {
         // Candidates tried at each depth of the current path.
         let mut tried: Vec<HashSet<String>> = vec![HashSet::new(); st.ctx.path.len() + 1];
         let greedy = st.mode == Mode::RetrieveGreedy;
@@ -329,7 +329,7 @@ impl Engine {
         }
     }
 
-    pub(super) async fn backtrack(&self, st: &mut RunState<'_>, tried: &mut Vec<HashSet<String>>, reason: String) {
+    pub(crate) async fn backtrack(&self, st: &mut RunState<'_>, tried: &mut Vec<HashSet<String>>, reason: String) {
         if let Some(s) = st.ctx.path.pop() {
             st.sent.remove(&s.label);
             st.ctx.fields.remove(&s.label);

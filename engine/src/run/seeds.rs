@@ -19,7 +19,7 @@ const SUBTASK_APIS: usize = 5;
 impl Engine {
     /// Decompose the request and retrieve seeds for it and its subtasks (`vector`: the request's
     /// embedding). Returns whether each subtask is then searched on its own.
-    pub(super) async fn retrieve_seeds(&self, st: &mut RunState<'_>, vector: &[f32]) -> Result<bool> {
+    pub(crate) async fn retrieve_seeds(&self, st: &mut RunState<'_>, vector: &[f32]) -> Result<bool> {
         let request = st.ctx.request.clone();
         let plan_mode = st.mode == Mode::Plan;
         let subtasks: Vec<Subtask> = if plan_mode {

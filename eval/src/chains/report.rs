@@ -41,7 +41,7 @@ pub(super) fn detail(
         recalled,
         first_failure,
         success: succeeded(gold, r),
-        missing: r.judgement.as_ref().map(|j| toolgraph_engine::plan::missing_text(&j.coverage)).unwrap_or_default(),
+        missing: r.judgement.as_ref().map(|j| toolgraph_engine::read::missing_text(&j.coverage)).unwrap_or_default(),
         // The run's plan is the last one it made (a remembered plan may have failed before it).
         plan: r
             .trace

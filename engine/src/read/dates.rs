@@ -8,7 +8,7 @@ use super::reading::MONTHS;
 use super::scan::{cues_at, small_number, RequestValues, Scan};
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
-pub(super) const WEEKDAYS: [(&str, Weekday); 7] = [
+pub(crate) const WEEKDAYS: [(&str, Weekday); 7] = [
     ("monday", Weekday::Mon),
     ("tuesday", Weekday::Tue),
     ("wednesday", Weekday::Wed),
@@ -18,7 +18,7 @@ pub(super) const WEEKDAYS: [(&str, Weekday); 7] = [
     ("sunday", Weekday::Sun),
 ];
 
-pub(super) fn month_of(w: &str) -> Option<u32> {
+pub(crate) fn month_of(w: &str) -> Option<u32> {
     let w = w.to_ascii_lowercase();
     let w = w.trim_end_matches('.');
     if w.len() < 3 {
@@ -30,14 +30,14 @@ pub(super) fn month_of(w: &str) -> Option<u32> {
         .map(|i| i as u32 + 1)
 }
 
-pub(super) fn day_number(w: &str) -> Option<u32> {
+pub(crate) fn day_number(w: &str) -> Option<u32> {
     let w = w.to_ascii_lowercase();
     let digits = w.trim_end_matches("st").trim_end_matches("nd").trim_end_matches("rd").trim_end_matches("th");
     let d: u32 = digits.parse().ok()?;
     (1..=31).contains(&d).then_some(d)
 }
 
-pub(super) fn year_number(w: &str) -> Option<i32> {
+pub(crate) fn year_number(w: &str) -> Option<i32> {
     let y: i32 = w.parse().ok()?;
     (1900..=2200).contains(&y).then_some(y)
 }
@@ -81,7 +81,7 @@ fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
 
 /// A time said in words at token `i`: "9 o'clock (in the morning)", "3 in the afternoon",
 /// "eight in the evening" → (`HH:MM`, the last token it used).
-pub(super) fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
+pub(crate) fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)> {
     let h = lower[i]
         .parse::<u32>()
         .ok()
@@ -119,7 +119,7 @@ pub(super) fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)>
 }
 
 /// `2024-10-05`, `05.10.2024`, `10-05-24`: a date, not a phone number.
-pub(super) fn date_like(w: &str) -> bool {
+pub(crate) fn date_like(w: &str) -> bool {
     let g: Vec<&str> = w.split(['-', '.', '/']).collect();
     g.len() == 3
         && g[1].len() <= 2
@@ -137,7 +137,7 @@ fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
 
 /// The dates a request writes out, by the token they start at and in order: written dates,
 /// holidays, bare days continuing a month. The tokens they use are marked in `scan.used`.
-pub(super) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> Vec<(usize, NaiveDate)> {
+pub(crate) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> Vec<(usize, NaiveDate)> {
     let mut absolute = Vec::new();
     // A date said without its year, and no dated date before it, is in the year the request
     // says ("the 2024 Christmas holiday … tickets for December 26"), else in today's.
@@ -292,7 +292,7 @@ fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
 /// Today (where the request says "Today is <date>", else `fallback_today`) and every date the
 /// request says — the written ones that are not today and the relative ones — into `v`, in order
 /// of appearance with the words around each.
-pub(super) fn dates(
+pub(crate) fn dates(
     scan: &mut Scan<'_>,
     absolute: Vec<(usize, NaiveDate)>,
     fallback_today: NaiveDate,
@@ -372,7 +372,7 @@ pub(super) fn dates(
 }
 
 /// The times a request says ("8 AM", "14:30", "noon", "9 o'clock in the morning"), into `v`.
-pub(super) fn times(scan: &Scan<'_>, v: &mut RequestValues) {
+pub(crate) fn times(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, used } = scan;
     for i in 0..toks.len() {
         let t = match parse_time(toks[i].text, toks.get(i + 1).map(|t| t.text)) {

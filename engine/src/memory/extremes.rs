@@ -16,7 +16,7 @@ type Finder = fn(&Value, &str) -> Option<String>;
 
 /// Rewrite the references of a chain's arguments (`all`, one map per call) that read an extreme
 /// choice; `responses` gives each label's response, `find` where a value stands in one.
-pub(super) fn choose_extremes(all: &mut [Map<String, Value>], responses: &[(&str, Option<&Value>)], find: Finder) {
+pub(crate) fn choose_extremes(all: &mut [Map<String, Value>], responses: &[(&str, Option<&Value>)], find: Finder) {
     // (label, path before the first index) → the references that index there.
     let mut groups: BTreeMap<(String, Vec<String>), Vec<Reference>> = BTreeMap::new();
     for args in all.iter() {

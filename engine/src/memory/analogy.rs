@@ -12,7 +12,7 @@
 //! - a value the old request never said is a constant of the call or came from an earlier
 //!   output: the engine decides with the shared filler.
 //!
-//! Which remembered request is analogous is read by meaning: [`super::reading::meaning_text`] masks every mention
+//! Which remembered request is analogous is read by meaning: [`crate::read::reading::meaning_text`] masks every mention
 //! and number (`rent a car at X at N am on M N`) and the memory compares embeddings of that.
 //! Mentions are aligned by role, not by where they stand: dates (and the times that go with them)
 //! by their order in time, the rest by the role the old mention played in the remembered chain
@@ -20,12 +20,12 @@
 
 use super::align::align;
 pub use super::align::Roles;
-use super::learned::{mentions, Kind, Mention};
-use super::names::is_stop_name;
-use super::planner::UnsureMentions;
-use super::reading::{mistyped, says, tokens, whole_at, words, Token};
 use super::spans;
-use super::values::{words_before, RequestValues};
+use crate::fill::learned::{mentions, Kind, Mention};
+use crate::plan::planner::UnsureMentions;
+use crate::read::names::is_stop_name;
+use crate::read::reading::{mistyped, says, tokens, whole_at, words, Token};
+use crate::read::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -50,8 +50,8 @@ pub struct Analogy {
     /// The two requests' words, lower-case (enumeration words are looked up in them).
     old_words: String,
     new_words: String,
-    pub(super) old: RequestValues,
-    pub(super) new: RequestValues,
+    pub(crate) old: RequestValues,
+    pub(crate) new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<Aligned>,
     /// Per kind: the reading is unsure of its alignment (see [`Analogy::unsure`]).
@@ -171,12 +171,12 @@ impl Analogy {
     }
 
     /// The counterpart of the old request's mention `i` of `kind`.
-    pub(super) fn counterpart(&self, kind: Kind, i: usize) -> Option<&Mention> {
+    pub(crate) fn counterpart(&self, kind: Kind, i: usize) -> Option<&Mention> {
         let (_, new, map) = &self.kinds[kind_index(kind)];
         map.get(i).copied().flatten().and_then(|j| new.get(j))
     }
 
-    pub(super) fn old_mentions(&self, kind: Kind) -> &[Mention] {
+    pub(crate) fn old_mentions(&self, kind: Kind) -> &[Mention] {
         &self.kinds[kind_index(kind)].0
     }
 
@@ -485,7 +485,7 @@ impl Analogy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::reading::{delexicalize, meaning_text};
+    use crate::read::reading::{delexicalize, meaning_text};
     use serde_json::json;
 
     fn day() -> NaiveDate {

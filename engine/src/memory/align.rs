@@ -5,7 +5,7 @@
 //! their order in the text — and whether the reading is sure of the result ([`unsure_of`]), so
 //! that a planner can be asked where it is not.
 
-use super::learned::{Kind, Mention};
+use crate::fill::learned::{Kind, Mention};
 use std::collections::HashSet;
 
 /// How an old request's mention maps onto the new request's mentions of the same kind by the role

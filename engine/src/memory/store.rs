@@ -3,8 +3,8 @@
 //! entries that use it; a new request recalls the nearest entries.
 
 use crate::exec::refs::{date_time, Derive, Part, Reference};
-use crate::plan::reading::whole_at;
 use crate::plan::ArgSource;
+use crate::read::reading::whole_at;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,7 @@ pub struct Memory {
 
 /// The point id of a request: the same request (case and spacing aside) is one entry.
 pub fn entry_id(request: &str) -> String {
-    let norm: String = crate::plan::reading::squash(request).to_lowercase();
+    let norm: String = crate::read::reading::squash(request).to_lowercase();
     format!("mem-{}", text_hash(&norm))
 }
 
@@ -166,7 +166,7 @@ pub struct RecordedCall<'a> {
 /// stays literal (the replay maps it to the new request's mention).
 pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
     let said = request.to_lowercase();
-    let read = crate::plan::RequestValues::extract(request, chrono::NaiveDate::default());
+    let read = crate::read::RequestValues::extract(request, chrono::NaiveDate::default());
     let names: Vec<String> = read.names.iter().map(|n| n.to_lowercase()).collect();
     let mut all: Vec<Map<String, Value>> = calls
         .iter()
@@ -179,7 +179,7 @@ pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemorySt
             arguments
         })
         .collect();
-    if !crate::plan::reading::ordering_words(request).is_empty() {
+    if !crate::read::reading::ordering_words(request).is_empty() {
         let responses: Vec<(&str, Option<&Value>)> = calls.iter().map(|c| (c.label, c.response)).collect();
         super::extremes::choose_extremes(&mut all, &responses, field_holding);
     }
@@ -272,7 +272,7 @@ fn time_of_day(v: &Value) -> Option<chrono::NaiveTime> {
 /// span the request says (or by none): `$label.path@time±M$`; then the date argument named like
 /// it (`pick_up_date` for `pick_up_time`) where it is the traced moment's day,
 /// `$label.path@date±M$`. The most recent producer first, its shallowest date-time first.
-fn derive_times(arguments: &mut Map<String, Value>, read: &crate::plan::RequestValues, earlier: &[RecordedCall<'_>]) {
+fn derive_times(arguments: &mut Map<String, Value>, read: &crate::read::RequestValues, earlier: &[RecordedCall<'_>]) {
     let shifts: Vec<i64> = read.shifts.iter().copied().chain([0]).collect();
     let mut traced: Vec<(String, Reference, chrono::NaiveDateTime)> = Vec::new();
     for (k, v) in arguments.iter_mut() {

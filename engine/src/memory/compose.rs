@@ -1,21 +1,21 @@
 //! Compose by parts: what a request's words ask for beyond the remembered request a replay
 //! followed (an API the learned ask model ties to a word only this request says, see
-//! [`crate::plan::asks`], where no call made is of an API about that word) is served by a **fragment** of another memory — the calls of that API
+//! [`crate::read::asks`], where no call made is of an API about that word) is served by a **fragment** of another memory — the calls of that API
 //! in the nearest memory (by meaning) whose chain made them, with the calls they read from — replayed
 //! by that memory's own analogy after the calls made so far. A fragment's call this run already
 //! made with the same arguments (the same location lookup) is not sent again: its references
 //! point to the call made. What no memory serves stays missing, and the judge names it.
 
-use super::engine::{Engine, RunState};
-use super::memory::MemoryStep;
+use super::store::MemoryStep;
 use crate::exec::refs::Reference;
+use crate::run::engine::{Engine, RunState};
 use std::collections::{BTreeSet, HashMap};
 
 /// Memories looked at for a fragment, nearest by meaning first.
 const FRAGMENT_POOL: usize = 64;
 
 /// `s` with each reference's label replaced by its counterpart in `labels` (the others kept).
-pub(super) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
+pub(crate) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
     let refs = Reference::all_in(s);
     if refs.iter().all(|r| !labels.contains_key(&r.label)) {
         return s.to_string();
@@ -39,7 +39,7 @@ pub(super) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
 
 /// The steps of `chain` (indexes, in order) that the calls of `api` need: those calls and,
 /// transitively, every earlier call whose output they read.
-pub(super) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
+pub(crate) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
     let label_of: HashMap<String, usize> = (0..chain.len()).map(|i| (format!("var{}", i + 1), i)).collect();
     let mut need: BTreeSet<usize> = chain.iter().enumerate().filter(|(_, s)| s.api == api).map(|(i, _)| i).collect();
     let mut todo: Vec<usize> = need.iter().copied().collect();
@@ -61,7 +61,7 @@ impl Engine {
     /// Serve each API this request's words ask for that the path has not called and the
     /// remembered request (its words `old_words`) did not ask for, by a fragment of another
     /// memory. Best effort: what stays unserved is named by the judge.
-    pub(super) async fn compose_missing(&self, st: &mut RunState<'_>, old_words: &[String], meaning: &[f32]) {
+    pub(crate) async fn compose_missing(&self, st: &mut RunState<'_>, old_words: &[String], meaning: &[f32]) {
         let wanted: Vec<(String, String)> = st
             .ctx
             .asked_apis
@@ -111,7 +111,7 @@ impl Engine {
                         }
                     }
                 }
-                st.emit(super::trace::TraceEvent::Composed {
+                st.emit(crate::run::trace::TraceEvent::Composed {
                     api: name.clone(),
                     from: hit.entry.request.clone(),
                     error: done.clone().err(),

@@ -6,15 +6,15 @@
 //! remembered request said replaced by this request's counterpart, the rest from the shared
 //! filler); the memories below the replay threshold still vote for the steps their chains made.
 
-use super::engine::{Engine, RunState};
-use super::memory::{MemoryStep, Recalled};
-use super::trace::TraceEvent;
-use crate::plan::analogy::{Analogy, Transfer};
-use crate::plan::fill::fill_arguments;
+use super::store::{MemoryStep, Recalled};
+use crate::fill::filler::fill_arguments;
+use crate::fill::learned::{normalized, Kind, Mention};
+use crate::memory::analogy::{Analogy, Transfer};
 use crate::plan::judge::judge_path;
-use crate::plan::learned::{normalized, Kind, Mention};
-use crate::plan::reading::words;
 use crate::plan::{ApiView, ArgSource, Filled, Judgement, MemoryView, Recollection};
+use crate::read::reading::words;
+use crate::run::engine::{Engine, RunState};
+use crate::run::trace::TraceEvent;
 use crate::Result;
 use serde_json::Value;
 use toolgraph_schema::{Mode, END_ID, START_ID};
@@ -27,10 +27,10 @@ use toolgraph_schema::{Mode, END_ID, START_ID};
 fn judged_by_analogy(
     mut j: Judgement,
     analogy: &Analogy,
-    asked: &[crate::plan::asks::Asked],
+    asked: &[crate::read::asks::Asked],
     old_words: &[String],
 ) -> Judgement {
-    use crate::plan::coverage::Kind as Req;
+    use crate::read::coverage::Kind as Req;
     if j.pass || j.first_bad_step.is_some() || j.coverage.is_empty() {
         return j;
     }
@@ -46,7 +46,7 @@ fn judged_by_analogy(
             // An API the words ask for, said in the remembered request too: its chain served
             // those words without the API.
             let said_there = asked.iter().any(|a| {
-                crate::plan::coverage::asked_value(&a.name, &a.word) == r.value && old_words.contains(&a.word)
+                crate::read::coverage::asked_value(&a.name, &a.word) == r.value && old_words.contains(&a.word)
             });
             if said_there {
                 r.covered_by = Some("recalled".into());
@@ -54,19 +54,19 @@ fn judged_by_analogy(
             continue;
         }
         let value =
-            if r.kind == Req::Count { crate::plan::reading::first_word(&r.value).to_string() } else { r.value.clone() };
+            if r.kind == Req::Count { crate::read::reading::first_word(&r.value).to_string() } else { r.value.clone() };
         let had_it = kind.is_none_or(|k| analogy.has_counterpart(k, &value) != Some(false));
         if had_it {
             r.covered_by = Some("recalled".into());
         }
     }
-    if crate::plan::coverage::complete(&j.coverage) {
+    if crate::read::coverage::complete(&j.coverage) {
         j.pass = true;
         j.reason = "replayed by analogy, every call with a usable response; what the calls do not cover the remembered request asked for too, and its chain served it".to_string();
     } else {
         j.reason = format!(
             "replayed by analogy, but this request also asks for {}",
-            crate::plan::coverage::missing_text(&j.coverage)
+            crate::read::coverage::missing_text(&j.coverage)
         );
     }
     j
@@ -112,7 +112,7 @@ impl Engine {
     /// their votes, and replay the best fitting one when it is close enough. `true`: a replay
     /// passed (the run is concluded as recalled); a replay that failed leaves the calls that went
     /// through on the path for the search.
-    pub(super) async fn recall(&self, st: &mut RunState<'_>, meaning: &[f32]) -> Result<bool> {
+    pub(crate) async fn recall(&self, st: &mut RunState<'_>, meaning: &[f32]) -> Result<bool> {
         if !self.settings.use_memory {
             return Ok(false);
         }
@@ -192,10 +192,10 @@ impl Engine {
         // one worded most like this request first (the share of words the two have in common,
         // computed once a memory).
         let said: std::collections::HashSet<String> =
-            crate::plan::reading::word_list(&st.ctx.request).into_iter().collect();
+            crate::read::reading::word_list(&st.ctx.request).into_iter().collect();
         let overlap = |a: &Analogue| {
             let theirs: std::collections::HashSet<String> =
-                crate::plan::reading::word_list(&a.hit.entry.request).into_iter().collect();
+                crate::read::reading::word_list(&a.hit.entry.request).into_iter().collect();
             let shared = theirs.intersection(&said).count();
             shared as f64 / (theirs.len() + said.len() - shared).max(1) as f64
         };
@@ -268,7 +268,7 @@ impl Engine {
 
     /// The analogy between a remembered request and this one, mentions aligned by the roles they
     /// played in the remembered chain (what the argument model learned of each parameter).
-    pub(super) fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
+    pub(crate) fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
         let model = st.ctx.args.clone();
         let roles = move |kind: Kind, old: &Mention, new: &[Mention]| -> Option<Vec<f64>> {
             let model = model.as_ref()?;
@@ -276,7 +276,7 @@ impl Engine {
                 for (param, v) in &step.arguments {
                     let took = match (kind, v) {
                         (Kind::Name, Value::String(s)) => {
-                            old.value.len() >= 3 && crate::plan::reading::says(&words(s), &old.value)
+                            old.value.len() >= 3 && crate::read::reading::says(&words(s), &old.value)
                         }
                         _ => normalized(v, kind).as_deref() == Some(old.value.as_str()),
                     };
@@ -291,7 +291,7 @@ impl Engine {
     }
 
     /// Whether every value `steps` took from their remembered request has a counterpart here.
-    pub(super) fn fit_steps(&self, st: &RunState<'_>, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
+    pub(crate) fn fit_steps(&self, st: &RunState<'_>, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
         self.fit(st, analogy, steps).transferable
     }
 
@@ -319,7 +319,7 @@ impl Engine {
     /// Replay a remembered chain by analogy: references kept; every value the remembered request
     /// said replaced by this request's counterpart; values it never said kept as the constants
     /// they are, unless an earlier output of this run provides the parameter.
-    pub(super) async fn replay(
+    pub(crate) async fn replay(
         &self,
         st: &mut RunState<'_>,
         old_request: &str,
@@ -338,14 +338,14 @@ impl Engine {
         }
         // What this request's words ask for beyond the remembered request's: composed from the
         // fragments of other memories that served it.
-        let old_words = crate::plan::asks::ask_words(old_request);
+        let old_words = crate::read::asks::ask_words(old_request);
         self.compose_missing(st, &old_words, meaning).await;
         let j = judged_by_analogy(judge_path(&st.ctx), &analogy, &st.ctx.asked_apis, &old_words);
         // Every call went through and all the request asks is served but an API its words ask
         // for that no memory served: the replay stands and the run ends partial, naming it (a
         // search from here would only add calls nothing remembered asks for).
         let only_asks = j.first_bad_step.is_none()
-            && j.coverage.iter().filter(|r| !r.covered()).all(|r| r.kind == crate::plan::coverage::Kind::Api);
+            && j.coverage.iter().filter(|r| !r.covered()).all(|r| r.kind == crate::read::coverage::Kind::Api);
         if !j.pass && !only_asks {
             return Err(j.reason);
         }
@@ -356,7 +356,7 @@ impl Engine {
     /// Replay one remembered step by analogy (its references relabelled by `labels`, the
     /// remembered chain's labels → this run's); a call this run already made with the same
     /// arguments is not sent again. The label of this run's call.
-    pub(super) async fn replay_step(
+    pub(crate) async fn replay_step(
         &self,
         st: &mut RunState<'_>,
         analogy: &Analogy,
@@ -433,9 +433,9 @@ impl Engine {
         if !f.missing.is_empty() {
             return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
         }
-        let same = crate::plan::fill::canonical(&f.arguments);
+        let same = crate::fill::filler::canonical(&f.arguments);
         let done =
-            st.ctx.path.iter().find(|s| s.api.id == api.id && crate::plan::fill::canonical(&s.arguments) == same);
+            st.ctx.path.iter().find(|s| s.api.id == api.id && crate::fill::filler::canonical(&s.arguments) == same);
         if let Some(done) = done.filter(|_| reuse) {
             return Ok(done.label.clone());
         }

@@ -24,10 +24,10 @@
 //! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
 //! every requirement is covered; the deterministic planner does not finish while one is open.
 
-use super::planner::Context;
 use super::reading::{compares, key, word_list as words};
 pub use super::requirement::{complete, missing_text, Kind, Requirement};
 use crate::exec::refs::{self, Reference};
+use crate::plan::planner::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -133,7 +133,7 @@ pub fn asks_for_every_item(request: &str) -> bool {
 
 /// The list an argument of `step` reads one item of (`$var2.result.0.hotel_id$` → producer
 /// `var2`, list path `result`), and that item's index.
-fn item_reference(step: &super::planner::Step) -> Option<(String, Vec<String>, usize)> {
+fn item_reference(step: &crate::plan::planner::Step) -> Option<(String, Vec<String>, usize)> {
     step.arguments.values().filter_map(Value::as_str).flat_map(Reference::all_in).find_map(|r| {
         let mut path = Vec::new();
         for p in r.segments() {
@@ -171,8 +171,11 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
         if compares(&ctx.request) {
             let calls: Vec<usize> =
                 ctx.path.iter().enumerate().filter(|(_, s)| s.api.id == last.api.id).map(|(i, _)| i).collect();
-            let distinct =
-                calls.iter().map(|i| super::fill::canonical(&sent[*i])).collect::<std::collections::HashSet<_>>().len();
+            let distinct = calls
+                .iter()
+                .map(|i| crate::fill::filler::canonical(&sent[*i]))
+                .collect::<std::collections::HashSet<_>>()
+                .len();
             let by = (distinct >= 2).then(|| last.label.clone());
             push(out, Kind::Each, format!("a call of {} per compared option", last.api.name), by);
         }
@@ -186,7 +189,7 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
             let parts: Vec<&str> = path.iter().map(String::as_str).collect();
             let list = ctx.path.iter().find(|s| s.label == label).and_then(|s| refs::lookup(&s.response, &parts));
             if let Some(Value::Array(items)) = list {
-                let want = items.len().min(super::program::MAX_ITEMS);
+                let want = items.len().min(crate::plan::program::MAX_ITEMS);
                 let read: std::collections::HashSet<usize> = ctx
                     .path
                     .iter()
@@ -214,7 +217,7 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
                 continue;
             }
             let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
-            let calls: Vec<&super::planner::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
+            let calls: Vec<&crate::plan::planner::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
             let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
             push(out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
         }
@@ -341,8 +344,8 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::values::RequestValues;
     use crate::plan::{ApiView, Step};
+    use crate::read::values::RequestValues;
     use chrono::NaiveDate;
     use serde_json::json;
     use std::sync::Arc;

@@ -3,12 +3,12 @@
 //! and 8-year-old kids" → `children: "3, 8"`).
 
 use super::analogy::{Analogy, Transfer};
-use super::learned::Kind;
+use crate::fill::learned::Kind;
 use serde_json::Value;
 
 impl Analogy {
     /// A number the old request said: its counterpart (`Unsaid`: a constant).
-    pub(super) fn transfer_number(&self, n: f64) -> Transfer {
+    pub(crate) fn transfer_number(&self, n: f64) -> Transfer {
         let olds = self.old_mentions(Kind::Number);
         let Some(i) = olds.iter().position(|m| m.value.parse::<f64>().is_ok_and(|v| v == n)) else {
             return Transfer::Unsaid;
@@ -26,7 +26,7 @@ impl Analogy {
     /// counterpart, in the list's own format (`"3, 8"` → `"5, 10"`, `"3,8"` → `"5,10"`). `None`:
     /// not such a list, or an item the old request did not say (a constant); `Unmatched` when an
     /// item has no counterpart.
-    pub(super) fn transfer_numbers(&self, s: &str) -> Option<Transfer> {
+    pub(crate) fn transfer_numbers(&self, s: &str) -> Option<Transfer> {
         let items: Vec<&str> = s.split(',').collect();
         if items.len() < 2 {
             return None;
@@ -50,9 +50,9 @@ impl Analogy {
 
 #[cfg(test)]
 mod tests {
-    use crate::plan::analogy::{Analogy, Transfer};
-    use crate::plan::learned::Kind;
-    use crate::plan::scan::RequestValues;
+    use crate::fill::learned::Kind;
+    use crate::memory::analogy::{Analogy, Transfer};
+    use crate::read::scan::RequestValues;
     use chrono::NaiveDate;
     use serde_json::json;
 

@@ -8,26 +8,26 @@
 //! Choosing among mentions is a naive-Bayes score of the words around each mention (those seen
 //! around the mention the parameter took, against those around the mentions it passed over) plus
 //! the order the chosen mention had. A slot without enough examples leaves the choice to the
-//! rules in [`super::fill`].
+//! rules in [`super::filler`].
 //!
 //! The model is stored with the graph as counters ([`toolgraph_graph::counts`], under
 //! [`ARGUMENT_COUNTS`]): learning examples gives increments ([`ArgModel::learn_counted`]) that
 //! the store adds with the run's other counts, never a part read, changed and written back.
 
-use super::values::RequestValues;
 use crate::exec::refs::{holds_reference, Reference};
+use crate::read::values::RequestValues;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(crate) use super::slots::normalized;
-use super::slots::{count_words, cue_weight, is_unset, word_value, MAX_REQUEST_WORDS, MAX_VALUE_WORDS};
-pub use super::slots::{mentions, Kind, Mention};
-pub use super::slots::{Repeat, SlotStats, CALLS, REQUEST};
+pub(crate) use crate::read::slots::normalized;
+use crate::read::slots::{count_words, cue_weight, is_unset, word_value, MAX_REQUEST_WORDS, MAX_VALUE_WORDS};
+pub use crate::read::slots::{mentions, Kind, Mention};
+pub use crate::read::slots::{Repeat, SlotStats, CALLS, REQUEST};
 
 /// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`):
 /// the one name normalizer.
-pub use super::reading::key as norm;
+pub use crate::read::reading::key as norm;
 
 /// Everything learned: per API and parameter, and per parameter name across APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -37,8 +37,8 @@ pub struct ArgModel {
     pub examples: u64,
     pub slots: BTreeMap<String, BTreeMap<String, SlotStats>>,
     pub by_name: BTreeMap<String, SlotStats>,
-    /// Which words ask for which API (see [`super::asks`]).
-    pub asks: super::asks::Asks,
+    /// Which words ask for which API (see [`crate::read::asks`]).
+    pub asks: crate::read::asks::Asks,
 }
 
 /// A choice among mentions, and why.
@@ -83,7 +83,7 @@ impl ArgModel {
         today: chrono::NaiveDate,
     ) -> Touched {
         let values = RequestValues::extract(request, today);
-        let said = super::reading::ordering_words(request);
+        let said = crate::read::reading::ordering_words(request);
         self.examples += 1;
         let mut touched = Touched::default();
         // The last reference each (API, parameter) took in this run, and the calls per API.
@@ -182,7 +182,7 @@ impl ArgModel {
         if self.slots.get(api)?.get(param)?.words.is_empty() {
             return None;
         }
-        let said = super::reading::ordering_words(request);
+        let said = crate::read::reading::ordering_words(request);
         if said.is_empty() {
             return None;
         }
@@ -370,14 +370,14 @@ impl ArgModel {
     /// enumeration: `install`, `buy`, `business`): its own examples, else the parameter name's;
     /// the most frequent of those said, `None` when none is or two tie.
     pub fn said_value(&self, api: &str, param: &str, request: &str) -> Option<Value> {
-        let text = super::reading::words(request);
+        let text = crate::read::reading::words(request);
         let pick = |slot: &SlotStats| -> Option<String> {
             let mut said: Vec<(&String, u32)> = slot
                 .values
                 .iter()
                 .filter(|(v, _)| {
                     serde_json::from_str::<String>(v)
-                        .is_ok_and(|s| s.chars().any(char::is_alphabetic) && super::reading::says(&text, &s))
+                        .is_ok_and(|s| s.chars().any(char::is_alphabetic) && crate::read::reading::says(&text, &s))
                 })
                 .map(|(v, n)| (v, *n))
                 .collect();

@@ -43,7 +43,7 @@ fn opens_street(w: &str) -> bool {
     STREETS.contains(&w.to_lowercase().as_str())
 }
 
-pub(super) fn is_capitalised(w: &str) -> bool {
+pub(crate) fn is_capitalised(w: &str) -> bool {
     let mut cs = w.chars();
     matches!(cs.next(), Some(c) if c.is_uppercase()) && w.chars().any(|c| c.is_alphabetic())
 }
@@ -131,7 +131,7 @@ pub(crate) fn is_stop_name(w: &str) -> bool {
 }
 
 /// The names the request says, into `v` (with the words around each and where each starts).
-pub(super) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
+pub(crate) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, used } = scan;
     let mut i = 0;
     while i < toks.len() {
@@ -226,8 +226,8 @@ pub(super) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
 
 #[cfg(test)]
 mod tests {
-    use crate::plan::analogy::{Analogy, Transfer};
-    use crate::plan::RequestValues;
+    use crate::memory::analogy::{Analogy, Transfer};
+    use crate::read::RequestValues;
     use chrono::NaiveDate;
     use serde_json::json;
 

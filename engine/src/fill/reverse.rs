@@ -2,11 +2,11 @@
 //! output has the field (a FEEDS edge first) — called before it, nested up to `run.reverse_depth`;
 //! what nothing provides ends in `needs_input` naming exactly those parameters.
 
-use super::engine::{Engine, RunState};
-use super::report::NeedsInput;
-use super::trace::TraceEvent;
-use crate::plan::fill::fill_arguments;
+use crate::fill::filler::fill_arguments;
 use crate::plan::{ApiView, DeadEnd, Filled, Offer};
+use crate::run::engine::{Engine, RunState};
+use crate::run::report::NeedsInput;
+use crate::run::trace::TraceEvent;
 use crate::Result;
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ impl Engine {
     /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
     /// the field, else an API whose documented output has that field; by graph weight, similarity.
     /// APIs excluded, degraded or already being completed are left out.
-    pub(super) fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
+    pub(crate) fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
         let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
             if st.ctx.excluded_tools.contains(&cand.tool)
@@ -37,12 +37,12 @@ impl Engine {
         scored.into_iter().map(|(_, a)| a).collect()
     }
 
-    pub(super) fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
+    pub(crate) fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
         self.providers_of(st, api, param).into_iter().next()
     }
 
     /// Provider offers for the required parameters of `api` no earlier output or request value fills.
-    pub(super) fn offers(&self, st: &RunState<'_>, api: &ApiView) -> Vec<Offer> {
+    pub(crate) fn offers(&self, st: &RunState<'_>, api: &ApiView) -> Vec<Offer> {
         let open = fill_arguments(&st.ctx, api).missing;
         api.params
             .iter()
@@ -62,7 +62,7 @@ impl Engine {
     /// parameters. The planner is asked to fill only when the shared filler leaves a required
     /// argument open. `deterministic`: fill without the planner (plan steps). Returns whether the
     /// call succeeded.
-    pub(super) fn call_api<'s, 'b>(
+    pub(crate) fn call_api<'s, 'b>(
         &'s self,
         st: &'s mut RunState<'b>,
         api: &'s Arc<ApiView>,

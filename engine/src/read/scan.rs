@@ -32,7 +32,7 @@ impl Counted {
 
 /// A number as written, with its thousands grouped (`1,200.50`) and a currency sign before it
 /// (`$400`, `€1,200`): its value and the sign's currency code.
-pub(super) fn amount(word: &str) -> Option<(f64, Option<&'static str>)> {
+pub(crate) fn amount(word: &str) -> Option<(f64, Option<&'static str>)> {
     let (digits, currency) = CURRENCY_SIGNS
         .iter()
         .find_map(|(sign, code)| word.strip_prefix(sign).map(|rest| (rest, Some(*code))))
@@ -83,7 +83,7 @@ pub struct RequestValues {
     /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
     pub unanchored: Vec<NaiveDate>,
     /// The words around each date, time, counted number and name (parallel to their lists): what
-    /// the learned filler ([`super::learned`]) tells mentions of one kind apart by.
+    /// the learned filler ([`crate::fill::learned`]) tells mentions of one kind apart by.
     pub date_cues: Vec<Vec<String>>,
     pub time_cues: Vec<Vec<String>>,
     pub number_cues: Vec<Vec<String>>,
@@ -97,7 +97,7 @@ pub struct RequestValues {
 
 /// Words before a mention (up to 6, within its sentence) and the 2 after it, in lower case: the
 /// context the learned filler reads ("return it at the same place at | 5 PM | seven days").
-pub(super) fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
+pub(crate) fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: usize) -> Vec<String> {
     let ends_sentence = |k: usize| toks[k].punct.is_some_and(|p| matches!(p, '.' | '?' | '!' | ';'));
     let mut out = Vec::new();
     let mut k = first;
@@ -139,7 +139,7 @@ const SMALL: [&str; 20] = [
 const TENS: [&str; 8] = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
 
 /// A number spelled out, up to ninety-nine ("three", "thirty", "forty-five"), or "a", "couple"…
-pub(super) fn small_number(w: &str) -> Option<f64> {
+pub(crate) fn small_number(w: &str) -> Option<f64> {
     let w = w.to_ascii_lowercase();
     if let Some(i) = SMALL.iter().position(|s| *s == w) {
         return Some(i as f64);
@@ -163,7 +163,7 @@ pub(super) fn small_number(w: &str) -> Option<f64> {
 
 /// A request being read: its tokens, their lower-case texts, and which tokens a reading has used
 /// (a date's, a label's), so that no other reading takes them.
-pub(super) struct Scan<'t> {
+pub(crate) struct Scan<'t> {
     pub toks: Vec<Token<'t>>,
     pub lower: Vec<String>,
     pub used: Vec<bool>,

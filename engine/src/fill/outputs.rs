@@ -3,11 +3,11 @@
 //! earlier output's list the next call reads.
 
 use super::fields::FieldIndex;
-use super::planner::{ApiView, ArgSource, Context};
+use crate::plan::planner::{ApiView, ArgSource, Context};
 use serde_json::Value;
 use std::collections::HashSet;
 
-pub(super) fn find_field(ctx: &Context, step: &super::planner::Step, param: &str) -> Option<(String, bool)> {
+pub(crate) fn find_field(ctx: &Context, step: &crate::plan::planner::Step, param: &str) -> Option<(String, bool)> {
     match ctx.fields.get(&step.label) {
         Some(idx) => idx.find(param),
         None => FieldIndex::build(&step.response).find(param),
@@ -25,7 +25,7 @@ pub fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
     }
     match model.options(&api.id, &ctx.values) {
         Some(n) => Some(n),
-        None => super::reading::compares(&ctx.request).then_some(MAX_OPTIONS),
+        None => crate::read::reading::compares(&ctx.request).then_some(MAX_OPTIONS),
     }
 }
 
@@ -35,7 +35,7 @@ pub const MAX_OPTIONS: usize = 5;
 /// The path of the element after the last one earlier calls of `api` read `param` from (in the
 /// list `path` of step `label`'s output crosses first): `result.hotel_id` → `result.1.hotel_id`.
 /// `None` when the list holds no further element.
-pub(super) fn next_item(ctx: &Context, api: &ApiView, param: &str, label: &str, path: &str) -> Option<String> {
+pub(crate) fn next_item(ctx: &Context, api: &ApiView, param: &str, label: &str, path: &str) -> Option<String> {
     let response = ctx.path.iter().find(|s| s.label == label)?.response.clone();
     let fields = |p: &str| p.split('.').filter(|s| s.parse::<usize>().is_err()).map(str::to_string).collect::<Vec<_>>();
     let want = fields(path);
@@ -61,7 +61,7 @@ fn outputs_read<'c>(
 /// The newest call of another API than `api` whose output has a field for `param` and that no
 /// earlier call of `api` read `param` from: its label and the field's path (each hotel's payment
 /// call reads the hotel's own details call; two flight searches, one details call each).
-pub(super) fn newest_producer(ctx: &Context, api: &ApiView, param: &str) -> Option<(String, String)> {
+pub(crate) fn newest_producer(ctx: &Context, api: &ApiView, param: &str) -> Option<(String, String)> {
     let read: HashSet<&str> = outputs_read(ctx, api, param).map(|(label, _)| label).collect();
     ctx.path
         .iter()

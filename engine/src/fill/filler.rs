@@ -6,10 +6,10 @@
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
 use super::learned::{mentions, ArgModel, Kind, Repeat};
-use super::planner::{ApiView, ArgSource, Context, Filled};
-use super::reading::key as norm;
-use super::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use crate::exec::refs::Reference;
+use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
+use crate::read::reading::key as norm;
+use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -400,7 +400,7 @@ mod tests {
             "the rules alone"
         );
         assert_eq!(f.missing, vec!["currency_code".to_string()]);
-        let mut model = super::super::learned::ArgModel::default();
+        let mut model = crate::fill::learned::ArgModel::default();
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
         for (req, pick, drop) in [
             (
@@ -431,7 +431,7 @@ mod tests {
     #[test]
     fn learned_numbers_follow_the_recorded_runs_where_no_word_ties_them() {
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = super::super::learned::ArgModel::default();
+        let mut model = crate::fill::learned::ArgModel::default();
         for (req, rooms, city) in [
             ("Book 3 nights in Rome for 2 of us in Milan style, we need 1 please", 1, "Rome"),
             ("In Paris, for 4 days, 2 guests, need 1 in the Paris Hilton area please", 1, "Paris"),
@@ -495,7 +495,7 @@ mod tests {
     #[test]
     fn a_call_per_option_takes_the_next_element_as_many_times_as_the_request_counts() {
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = super::super::learned::ArgModel::default();
+        let mut model = crate::fill::learned::ArgModel::default();
         for (req, n) in [
             ("Find three hotels in Rome near the Colosseum and tell me about each.", 3),
             ("I want the two cheapest hotels in Paris for 4 nights and their details.", 2),
@@ -571,7 +571,7 @@ mod tests {
         assert_eq!(repeat("$var1.lat$", "$var1.lat$"), Repeat::Same);
         assert_eq!(repeat("$var1.lat$", "$var1.lon$"), Repeat::Other);
         let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = super::super::learned::ArgModel::default();
+        let mut model = crate::fill::learned::ArgModel::default();
         for req in [
             "Find two hotels in Rome and their details and payment methods.",
             "Check 2 hotels in Oslo: details and how to pay.",

@@ -6,14 +6,14 @@
 //! span as a derived reference (`$var3.….arrivalTime@time+60$`, see [`crate::exec::refs`]); the
 //! replay gives it the new request's span.
 
-use super::scan::{amount, small_number, RequestValues, Scan};
 use crate::exec::refs::Reference;
+use crate::read::scan::{amount, small_number, RequestValues, Scan};
 use chrono::{Datelike, Months, NaiveDate};
 
 /// Spans of time before or after an event: a number (`one`, `2`, `1.5`, `an`, `half an`), a
 /// unit (hours, minutes), maybe `and a half`, then `after` / `later` (+) or `before` / `earlier` /
 /// `prior` (-); or after `in` ("a taxi in 40 minutes": +).
-pub(super) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
+pub(crate) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, .. } = scan;
     let word = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
     for i in 0..toks.len() {
@@ -121,7 +121,7 @@ pub fn reshift(s: &str, old: &[i64], new: &[i64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::analogy::{Analogy, Transfer};
+    use crate::memory::analogy::{Analogy, Transfer};
     use chrono::NaiveDate;
     use serde_json::json;
 

@@ -1,6 +1,6 @@
 //! The kinds of request mention, what the recorded calls of one slot (an API's parameter, or a
 //! parameter name) show, and how a repeated call's reference compares with the one before: the
-//! statistics the argument model ([`super::learned::ArgModel`]) keeps and chooses by.
+//! statistics the argument model ([`crate::fill::learned::ArgModel`]) keeps and chooses by.
 
 use super::values::RequestValues;
 use crate::exec::refs::{holds_reference, Reference};
@@ -121,7 +121,7 @@ pub struct SlotStats {
     pub words: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
-pub(super) fn is_unset(v: &[u32; 4]) -> bool {
+pub(crate) fn is_unset(v: &[u32; 4]) -> bool {
     *v == [0; 4]
 }
 
@@ -141,7 +141,7 @@ pub enum Repeat {
 }
 
 impl Repeat {
-    pub(super) const ALL: [Repeat; 4] = [Repeat::Same, Repeat::Next, Repeat::Newest, Repeat::Other];
+    pub(crate) const ALL: [Repeat; 4] = [Repeat::Same, Repeat::Next, Repeat::Newest, Repeat::Other];
 
     /// How reference `now` compares with `before`: the same, the next item of the same list, the
     /// same field of a newer producer, or another field.
@@ -168,15 +168,15 @@ pub const CALLS: &str = "#calls";
 /// calls (see [`SlotStats::words`]).
 pub const REQUEST: &str = "#request";
 
-pub(super) const MAX_CONSTANTS: usize = 8;
-pub(super) const MAX_CUE_WORDS: usize = 400;
+pub(crate) const MAX_CONSTANTS: usize = 8;
+pub(crate) const MAX_CUE_WORDS: usize = 400;
 /// Words kept per value a parameter was sent with, and per API over all its calls.
-pub(super) const MAX_VALUE_WORDS: usize = 200;
-pub(super) const MAX_REQUEST_WORDS: usize = 1000;
+pub(crate) const MAX_VALUE_WORDS: usize = 200;
+pub(crate) const MAX_REQUEST_WORDS: usize = 1000;
 
 /// A literal that is a word value (`CHEAPEST`, `popularity`, `sort_recent_desc`), not a mention
 /// of the request, a reference or free text: what an ordering or enumeration parameter takes.
-pub(super) fn word_value(v: &Value, request: &RequestValues) -> bool {
+pub(crate) fn word_value(v: &Value, request: &RequestValues) -> bool {
     let Some(s) = v.as_str() else { return false };
     let s = s.trim();
     !s.is_empty()
@@ -189,7 +189,7 @@ pub(super) fn word_value(v: &Value, request: &RequestValues) -> bool {
             .any(|k| normalized(v, *k).is_some_and(|want| mentions(request, *k).iter().any(|m| m.value == want)))
 }
 
-pub(super) fn count_words(map: &mut BTreeMap<String, u32>, words: &[String], cap: usize) {
+pub(crate) fn count_words(map: &mut BTreeMap<String, u32>, words: &[String], cap: usize) {
     for w in words {
         if map.len() < cap || map.contains_key(w) {
             *map.entry(w.clone()).or_default() += 1;
@@ -198,7 +198,7 @@ pub(super) fn count_words(map: &mut BTreeMap<String, u32>, words: &[String], cap
 }
 
 impl SlotStats {
-    pub(super) fn observe(&mut self, value: &Value, request: &RequestValues) {
+    pub(crate) fn observe(&mut self, value: &Value, request: &RequestValues) {
         self.support += 1;
         let text = value.to_string();
         if self.values.contains_key(&text) || self.values.len() < MAX_CONSTANTS {
@@ -235,7 +235,7 @@ impl SlotStats {
     }
 
     /// Requests with several mentions of `kind` in which this slot took one.
-    pub(super) fn decided(&self, kind: Kind) -> u32 {
+    pub(crate) fn decided(&self, kind: Kind) -> u32 {
         self.chosen.get(&kind).copied().unwrap_or(0)
     }
 
@@ -271,11 +271,11 @@ impl SlotStats {
 
 /// A cue word's log-odds: seen `[with, against]` times around the `chosen` mentions and the
 /// `passed` ones (add-½ smoothing).
-pub(super) fn cue_weight([with, against]: [u32; 2], chosen: f64, passed: f64) -> f64 {
+pub(crate) fn cue_weight([with, against]: [u32; 2], chosen: f64, passed: f64) -> f64 {
     ((f64::from(with) + 0.5) / (chosen + 1.0)).ln() - ((f64::from(against) + 0.5) / (passed + 1.0)).ln()
 }
 
-pub(super) fn dedup(words: &[String]) -> Vec<&str> {
+pub(crate) fn dedup(words: &[String]) -> Vec<&str> {
     let mut out: Vec<&str> = words.iter().map(String::as_str).collect();
     out.sort_unstable();
     out.dedup();

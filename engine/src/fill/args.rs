@@ -5,11 +5,11 @@
 //! it learns from. Either way what a run teaches is counter increments, applied by the
 //! [`ContributionWriter`] in the same atomic write as the run's other counts and ledger key.
 
-use super::engine::{Engine, MAX_ARG_EXAMPLES};
-use super::memory::{recorded_steps, MemoryStep, RecordedCall};
+use crate::fill::learned::{norm, ArgModel, ARGUMENT_COUNTS};
 use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
-use crate::plan::learned::{norm, ArgModel, ARGUMENT_COUNTS};
+use crate::memory::store::{recorded_steps, MemoryStep, RecordedCall};
+use crate::run::engine::{Engine, MAX_ARG_EXAMPLES};
 use crate::Result;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -38,8 +38,8 @@ fn learn_examples(
     let apis: BTreeSet<String> = steps.iter().flat_map(|(_, s)| s.iter().map(|s| s.api.clone())).collect();
     let names: BTreeSet<String> =
         steps.iter().flat_map(|(_, s)| s.iter().flat_map(|s| s.arguments.keys().map(|k| norm(k)))).collect();
-    let words: BTreeSet<String> = steps.iter().flat_map(|(request, _)| crate::plan::asks::ask_words(request)).collect();
-    let only = crate::plan::learned::Touched { apis, names, words };
+    let words: BTreeSet<String> = steps.iter().flat_map(|(request, _)| crate::read::asks::ask_words(request)).collect();
+    let only = crate::fill::learned::Touched { apis, names, words };
     model.learn_counted(&only, |m| {
         for (request, steps) in &steps {
             m.learn(request, steps.iter().map(|s| (s.api.as_str(), &s.arguments)), today);
@@ -102,7 +102,7 @@ impl ExampleSink for ArgTrainer {
 
 /// The engine's own runs teach its model ([`Engine::learn_from`]): the model in use learns at
 /// once, the store gets the increments with the run's counts.
-pub(super) struct RunTeaches<'e>(pub &'e Engine);
+pub(crate) struct RunTeaches<'e>(pub &'e Engine);
 
 impl ExampleSink for RunTeaches<'_> {
     fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta> {
@@ -189,7 +189,7 @@ impl Engine {
 
     /// An engine without a store keeps its model in memory only: a run it learns from teaches it
     /// in place.
-    pub(super) fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
+    pub(crate) fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
         if let Some(m) = self.args.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
             Arc::make_mut(m).learn(
                 request,
@@ -235,7 +235,7 @@ mod tests {
         let today = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
         let deltas = learn_examples(&mut m, &[&example], today);
         assert_eq!(m.slots.keys().map(String::as_str).collect::<Vec<_>>(), ["car/loc", "car/rent"]);
-        assert_eq!(m.slots["car/rent"]["drop_off_time"].kinds.get(&crate::plan::learned::Kind::Time), Some(&1));
+        assert_eq!(m.slots["car/rent"]["drop_off_time"].kinds.get(&crate::fill::learned::Kind::Time), Some(&1));
         assert!(!m.slots["car/rent"].contains_key("pick_up_latitude"), "an earlier output's value is a reference");
         // The increments from nothing are the whole model, and the counters read back as it.
         let stored: Vec<(String, i64)> = deltas.iter().map(|d| (d.key.clone(), d.n)).collect();

@@ -6,10 +6,10 @@
 use super::dates::{self, date_like, spoken_time, year_number};
 use super::names::{self, is_capitalised};
 use super::reading::{key, tokens, word_list, Token};
-use super::spans;
+use crate::memory::spans;
 use chrono::NaiveDate;
 
-pub(super) use super::scan::{amount, cues_at, small_number, Scan};
+pub(crate) use super::scan::{amount, cues_at, small_number, Scan};
 pub use super::scan::{Counted, RequestValues};
 
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless

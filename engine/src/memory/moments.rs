@@ -58,8 +58,8 @@ impl Analogy {
 
 #[cfg(test)]
 mod tests {
-    use crate::plan::analogy::Analogy;
-    use crate::plan::scan::RequestValues;
+    use crate::memory::analogy::Analogy;
+    use crate::read::scan::RequestValues;
     use chrono::NaiveDate;
     use serde_json::json;
 

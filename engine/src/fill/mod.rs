@@ -1,0 +1,15 @@
+//! Arguments: the argument model learned from recorded runs (`learned`, trained by `args`), the
+//! filler every planner shares (`fill`: earlier outputs' fields, typed request values, earlier
+//! turns, defaults; `outputs` and `fields` for what earlier outputs offer), and Reverse Chain for an
+//! argument no source fills (`reverse`, with the APIs that provide it: `providers`).
+
+pub(crate) mod args;
+pub(crate) mod fields;
+pub(crate) mod filler;
+pub(crate) mod learned;
+pub(crate) mod outputs;
+pub(crate) mod providers;
+mod reverse;
+
+pub use args::{stored_model, ArgTrainer};
+pub use learned::{mentions, ArgModel, Kind as MentionKind};

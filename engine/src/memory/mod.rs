@@ -1,0 +1,16 @@
+//! What is remembered and how it is recalled and transferred: the long-term memory (`store`), its
+//! recall and replay by analogy in a run (`recall`), a remembered literal's counterpart in a new
+//! request (`analogy`, `align`, `moments`, `lists`, `spans`), a choice by a field's extreme
+//! (`extremes`), and the fragments of other memories a replay is composed with (`compose`).
+
+pub(crate) mod align;
+pub(crate) mod analogy;
+mod compose;
+pub(crate) mod extremes;
+pub(crate) mod lists;
+pub(crate) mod moments;
+mod recall;
+pub(crate) mod spans;
+pub(crate) mod store;
+
+pub use store::{recorded_steps, Memory, RecordedCall};

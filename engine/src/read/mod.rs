@@ -1,0 +1,19 @@
+//! The typed reading of a request: its tokens (`reading`, the only tokenizer of the reader and the
+//! memory), its mentions read in phases over one scan (`scan`, `values`, `dates`, `names`), the
+//! kinds of mention (`slots`), what it asks for (`coverage`, `requirement`) and which of its words
+//! ask for which API (`asks`, learned at ingest).
+
+pub(crate) mod asks;
+pub(crate) mod coverage;
+pub(crate) mod dates;
+pub(crate) mod names;
+pub(crate) mod reading;
+pub(crate) mod requirement;
+pub(crate) mod scan;
+pub(crate) mod slots;
+pub(crate) mod values;
+
+pub use asks::Asks;
+pub use reading::meaning_text;
+pub use requirement::{missing_text, Kind as RequirementKind, Requirement};
+pub use values::{is_end_param, RequestValues};
