@@ -74,15 +74,16 @@ fn the_phrase_corpus_reads_as_written_down() {
     }
     let want = std::fs::read_to_string(&path).unwrap_or_default();
     if want != got {
-        let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+        // Block by block (a sentence and its reading), so one changed reading is one entry.
+        let blocks = |t: &str| t.split("\n\n").map(str::to_string).collect::<Vec<_>>();
+        let (w, g) = (blocks(&want), blocks(&got));
         let mut diff = String::new();
-        for i in 0..w.len().max(g.len()) {
-            let (a, b) = (w.get(i).copied().unwrap_or(""), g.get(i).copied().unwrap_or(""));
-            if a != b {
-                let _ = writeln!(diff, "line {}:\n  - {a}\n  + {b}", i + 1);
-                if diff.len() > 4000 {
-                    break;
-                }
+        for b in g.iter().filter(|b| !w.contains(b)) {
+            let sentence = b.lines().next().unwrap_or_default();
+            let was = w.iter().find(|x| x.lines().next() == Some(sentence));
+            let _ = writeln!(diff, "now:\n{b}\nwas:\n{}\n", was.map_or("(not in readings.txt)", String::as_str));
+            if diff.len() > 6000 {
+                break;
             }
         }
         panic!(

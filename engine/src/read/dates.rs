@@ -46,6 +46,70 @@ fn iso_date(w: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(w, "%Y-%m-%d").ok().or_else(|| NaiveDate::parse_from_str(w, "%Y/%m/%d").ok())
 }
 
+/// A date written in figures: `12/05/2026` and `3/14` month first (a first part over 12 is the
+/// day: `25/12/2026`), `05.12.2026` day first; a two-digit year is this century's. Without a
+/// year only where `dated` (a word that places it in time stands before it): `3/4 cup` is no date.
+fn numeric_date(w: &str, default_year: i32, dated: bool) -> Option<NaiveDate> {
+    let (sep, day_first) = if w.contains('/') {
+        ('/', false)
+    } else if w.contains('.') {
+        ('.', true)
+    } else {
+        return None;
+    };
+    let parts: Vec<&str> = w.split(sep).collect();
+    if !(2..=3).contains(&parts.len())
+        || parts.iter().any(|p| p.is_empty() || p.len() > 4 || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    let (a, b): (u32, u32) = (parts[0].parse().ok()?, parts[1].parse().ok()?);
+    if parts[0].len() > 2 || parts[1].len() > 2 {
+        return None;
+    }
+    let year = match parts.get(2) {
+        Some(y) if y.len() == 4 => y.parse().ok()?,
+        Some(y) if y.len() == 2 => 2000 + y.parse::<i32>().ok()?,
+        Some(_) => return None,
+        None if dated && sep == '/' => default_year,
+        None => return None,
+    };
+    let (month, day) = if day_first || (a > 12 && b <= 12) { (b, a) } else { (a, b) };
+    NaiveDate::from_ymd_opt(year, month, day)
+}
+
+/// Words that place what follows in time ("on 3/14", "by 12/1").
+const DATING_WORDS: [&str; 8] = ["on", "by", "until", "till", "before", "after", "from", "since"];
+
+/// "the first Tuesday of April (2027)", "the last Friday in May": the day, in the year said
+/// after it or else the default year. The ordinal's position and the last token used.
+fn weekday_of_month(lower: &[String], i: usize, default_year: i32) -> Option<(NaiveDate, usize)> {
+    const ORDINALS: [&str; 5] = ["first", "second", "third", "fourth", "last"];
+    let nth = ORDINALS.iter().position(|o| *o == lower[i])?;
+    let (_, weekday) = WEEKDAYS.iter().find(|(d, _)| lower.get(i + 1).is_some_and(|w| w == d))?;
+    if !lower.get(i + 2).is_some_and(|w| w == "of" || w == "in") {
+        return None;
+    }
+    let month = month_of(lower.get(i + 3)?)?;
+    let year = lower.get(i + 4).and_then(|w| year_number(w));
+    let y = year.unwrap_or(default_year);
+    let last = if year.is_some() { i + 4 } else { i + 3 };
+    let first_of = NaiveDate::from_ymd_opt(y, month, 1)?;
+    let first = next_weekday(first_of - Duration::days(1), *weekday);
+    let date = if nth == 4 {
+        let next_month =
+            if month == 12 { NaiveDate::from_ymd_opt(y + 1, 1, 1)? } else { NaiveDate::from_ymd_opt(y, month + 1, 1)? };
+        let mut d = first;
+        while d + Duration::days(7) < next_month {
+            d += Duration::days(7);
+        }
+        d
+    } else {
+        first + Duration::days(7 * nth as i64)
+    };
+    (date.month() == month).then_some((date, last))
+}
+
 fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
     let lw = w.to_ascii_lowercase();
     let (body, suffix_in_word) = if let Some(b) = lw.strip_suffix("am").or_else(|| lw.strip_suffix("a.m")) {
@@ -127,6 +191,21 @@ pub(crate) fn date_like(w: &str) -> bool {
         && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// Whether `w` is `word` with one letter dropped, added, changed or two swapped ("tomorow",
+/// "tommorrow"; not the two slips of "tommorow"): a slip of the keyboard, for words long enough that no other word is that near.
+pub(crate) fn one_edit_from(w: &str, word: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (w.chars().collect(), word.chars().collect());
+    if b.len() < 7 || a.len().abs_diff(b.len()) > 1 || a == b {
+        return false;
+    }
+    let same_prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (ra, rb) = (&a[same_prefix..], &b[same_prefix..]);
+    ra.get(1..) == rb.get(1..) && ra.len() == rb.len()
+        || ra == rb.get(1..).unwrap_or(&[])
+        || ra.get(1..).unwrap_or(&[]) == rb
+        || ra.len() >= 2 && rb.len() >= 2 && ra[0] == rb[1] && ra[1] == rb[0] && ra[2..] == rb[2..]
+}
+
 fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
     let mut d = from + Duration::days(1);
     while d.weekday() != day {
@@ -153,11 +232,19 @@ pub(crate) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> 
 /// 10-13, 2024" (a range: two dates) / ISO dates. The year, when not said, is the date
 /// before's, else `default_year`.
 fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default_year: i32) {
-    let Scan { toks, used, .. } = scan;
+    let Scan { toks, used, lower } = scan;
     for i in 0..toks.len() {
-        if let Some(d) = iso_date(toks[i].text) {
+        let dated = i.checked_sub(1).is_some_and(|j| DATING_WORDS.contains(&lower[j].as_str()));
+        if let Some(d) = iso_date(toks[i].text).or_else(|| numeric_date(toks[i].text, default_year, dated)) {
             absolute.push((i, d));
             used[i] = true;
+            continue;
+        }
+        if let Some((d, last)) = weekday_of_month(lower, i, default_year) {
+            absolute.push((i, d));
+            for u in used.iter_mut().take(last + 1).skip(i) {
+                *u = true;
+            }
             continue;
         }
         // "October 13th, 2024" / "Oct 13 2024" / "13th October 2024" / "October 13th" /
@@ -323,7 +410,7 @@ pub(crate) fn dates(
     while i < toks.len() {
         let w = lower[i].as_str();
         let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
-        let rel = if w == "tomorrow" {
+        let rel = if w == "tomorrow" || one_edit_from(w, "tomorrow") {
             // "the day after tomorrow", "two days after tomorrow", "3 days after tomorrow"
             if prev(1) == "after" && (prev(2) == "day" || prev(2) == "days") {
                 let n = if prev(2) == "day" {
@@ -386,6 +473,46 @@ pub(crate) fn times(scan: &Scan<'_>, v: &mut RequestValues) {
             v.times.push(t);
             v.time_cues.push(cues_at(toks, lower, i, last));
             v.time_at.push(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(y: i32, m: u32, d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(y, m, d).unwrap()
+    }
+
+    #[test]
+    fn dates_in_figures_are_read_month_first_unless_they_cannot_be() {
+        assert_eq!(numeric_date("12/05/2026", 2026, false), Some(day(2026, 12, 5)));
+        assert_eq!(numeric_date("25/12/2026", 2026, false), Some(day(2026, 12, 25)));
+        assert_eq!(numeric_date("05.12.2026", 2026, false), Some(day(2026, 12, 5)));
+        assert_eq!(numeric_date("4/18/27", 2026, false), Some(day(2027, 4, 18)));
+        // Without a year only after a word that dates it: a recipe's "3/4 cup" is no date.
+        assert_eq!(numeric_date("3/14", 2026, true), Some(day(2026, 3, 14)));
+        assert_eq!(numeric_date("3/4", 2026, false), None);
+        assert_eq!(numeric_date("13/13/2026", 2026, false), None);
+        assert_eq!(numeric_date("1.5", 2026, true), None, "a decimal is no date");
+    }
+
+    #[test]
+    fn an_ordinal_weekday_of_a_month_is_that_day() {
+        let lower = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(weekday_of_month(&lower("the first tuesday of april"), 1, 2026), Some((day(2026, 4, 7), 4)));
+        assert_eq!(weekday_of_month(&lower("last friday in may 2027"), 0, 2026), Some((day(2027, 5, 28), 4)));
+        assert_eq!(weekday_of_month(&lower("first tuesday meeting"), 0, 2026), None);
+    }
+
+    #[test]
+    fn one_slip_of_the_keyboard_is_forgiven_in_long_words() {
+        for slip in ["tomorow", "tomorrrow", "tomorrwo", "tomorroe", "tommorrow"] {
+            assert!(one_edit_from(slip, "tomorrow"), "{slip}");
+        }
+        for other in ["tomorrow", "tomato", "morrow", "tomorrows!!"] {
+            assert!(!one_edit_from(other, "tomorrow"), "{other}");
         }
     }
 }
