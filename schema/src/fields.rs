@@ -6,9 +6,15 @@ use std::collections::BTreeSet;
 /// A field's or parameter's comparable form: its last path segment, its letters and digits
 /// lower-cased (`coordinates.pick_up-Latitude` → `pickuplatitude`), without ToolBench's `is_`
 /// on a parameter named after a keyword (`is_id` → `id`, `is_from` → `from`).
+/// The one normal form of a name (a parameter's, a field's, a label's): its letters and digits, in
+/// lower case (`Pick-up_Time`, `pickUpTime` → `pickuptime`).
+pub fn name_key(name: &str) -> String {
+    name.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
 pub fn field_key(name: &str) -> String {
     let leaf = name.rsplit('.').next().unwrap_or(name);
-    let key: String = leaf.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+    let key = name_key(leaf);
     match key.strip_prefix("is") {
         Some(rest) if ["from", "class", "return", "false", "true", "id", "and"].contains(&rest) => rest.to_string(),
         _ => key,

@@ -5,7 +5,7 @@
 //! it learns from. Either way what a run teaches is counter increments, applied by the
 //! [`ContributionWriter`] in the same atomic write as the run's other counts and ledger key.
 
-use crate::fill::learned::{norm, ArgModel, ARGUMENT_COUNTS};
+use crate::fill::learned::{ArgModel, ARGUMENT_COUNTS};
 use crate::graph::write::{ContributionWriter, ExampleSink};
 use crate::graph::GraphStore;
 use crate::memory::store::{recorded_steps, MemoryStep, RecordedCall};
@@ -14,6 +14,7 @@ use crate::Result;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use toolgraph_graph::CountDelta;
+use toolgraph_schema::fields::name_key;
 
 /// The ledger key under which a model learned from the long-term memory is written (once per
 /// store: a second process finds it and reads the stored model instead).
@@ -37,7 +38,7 @@ fn learn_examples(
     let steps: Vec<(&str, Vec<MemoryStep>)> = examples.iter().map(|e| (e.request.as_str(), example_steps(e))).collect();
     let apis: BTreeSet<String> = steps.iter().flat_map(|(_, s)| s.iter().map(|s| s.api.clone())).collect();
     let names: BTreeSet<String> =
-        steps.iter().flat_map(|(_, s)| s.iter().flat_map(|s| s.arguments.keys().map(|k| norm(k)))).collect();
+        steps.iter().flat_map(|(_, s)| s.iter().flat_map(|s| s.arguments.keys().map(|k| name_key(k)))).collect();
     let words: BTreeSet<String> = steps.iter().flat_map(|(request, _)| crate::read::asks::ask_words(request)).collect();
     let only = crate::fill::learned::Touched { apis, names, words };
     model.learn_counted(&only, |m| {

@@ -8,11 +8,11 @@
 use super::learned::{mentions, ArgModel, Kind, Repeat};
 use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
-use crate::read::reading::key as norm;
 use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
+use toolgraph_schema::fields::name_key;
 
 pub use super::fields::FieldIndex;
 pub use super::outputs::option_count;
@@ -81,7 +81,7 @@ fn used_strings(ctx: &Context) -> HashSet<String> {
 /// A value the request labels with the parameter's name ("latitude: 35.77" for
 /// `pick_up_latitude`); the start of a span takes the first, the end the second.
 fn labelled(values: &RequestValues, p: &toolgraph_schema::ParamDoc, repeat: usize) -> Option<String> {
-    let want = norm(&p.name);
+    let want = name_key(&p.name);
     let hits: Vec<&String> = values
         .labelled
         .iter()

@@ -27,7 +27,7 @@ pub use crate::read::slots::{Repeat, SlotStats, CALLS, REQUEST};
 
 /// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`):
 /// the one name normalizer.
-pub use crate::read::reading::key as norm;
+use toolgraph_schema::fields::name_key;
 
 /// Everything learned: per API and parameter, and per parameter name across APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -97,9 +97,9 @@ impl ArgModel {
                         let how = Repeat::of(&before, &r) as usize;
                         self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat
                             [how] += 1;
-                        self.by_name.entry(norm(param)).or_default().on_repeat[how] += 1;
+                        self.by_name.entry(name_key(param)).or_default().on_repeat[how] += 1;
                         touched.apis.insert(api.to_string());
-                        touched.names.insert(norm(param));
+                        touched.names.insert(name_key(param));
                     }
                     continue;
                 }
@@ -116,9 +116,9 @@ impl ArgModel {
                     .entry(param.clone())
                     .or_default()
                     .observe(value, &values);
-                self.by_name.entry(norm(param)).or_default().observe(value, &values);
+                self.by_name.entry(name_key(param)).or_default().observe(value, &values);
                 touched.apis.insert(api.to_string());
-                touched.names.insert(norm(param));
+                touched.names.insert(name_key(param));
             }
             self.learn_words(api, args, &values, &said, &mut touched);
         }
@@ -236,7 +236,7 @@ impl ArgModel {
             Some(r) => most(r),
             None => self
                 .by_name
-                .get(&norm(param))
+                .get(&name_key(param))
                 .map(|s| s.on_repeat)
                 .filter(|r| r.iter().sum::<u32>() >= 3)
                 .and_then(most),
@@ -335,7 +335,7 @@ impl ArgModel {
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
         let own = self.slots.get(api).and_then(|s| s.get(param)).filter(|s| s.decided(kind) >= 2).map(|s| (s, "api"));
         own.or_else(|| {
-            self.by_name.get(&norm(param)).filter(|s| param != CALLS && s.decided(kind) >= 3).map(|s| (s, "name"))
+            self.by_name.get(&name_key(param)).filter(|s| param != CALLS && s.decided(kind) >= 3).map(|s| (s, "name"))
         })
     }
 
@@ -389,7 +389,7 @@ impl ArgModel {
             }
         };
         let own = self.slots.get(api).and_then(|s| s.get(param)).and_then(pick);
-        own.or_else(|| self.by_name.get(&norm(param)).and_then(pick)).and_then(|v| serde_json::from_str(&v).ok())
+        own.or_else(|| self.by_name.get(&name_key(param)).and_then(pick)).and_then(|v| serde_json::from_str(&v).ok())
     }
 
     /// A constant `api`'s `param` is always sent with (its own examples only).

@@ -8,7 +8,7 @@ use crate::plan::ApiView;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use toolgraph_schema::fields::field_key as normalize;
+use toolgraph_schema::fields::field_key;
 
 /// The normalized leaves that can provide `want`: itself, its suffixes of 3+ bytes, and `id`.
 fn leaves_for(want: &str) -> impl Iterator<Item = &str> {
@@ -41,7 +41,7 @@ impl Providers {
         let mut by_leaf: HashMap<String, Vec<Arc<ApiView>>> = HashMap::new();
         let mut by_tail: HashMap<String, Vec<Arc<ApiView>>> = HashMap::new();
         for api in apis.values() {
-            let mut leaves: Vec<String> = api.output_fields.iter().map(|f| normalize(f)).collect();
+            let mut leaves: Vec<String> = api.output_fields.iter().map(|f| field_key(f)).collect();
             leaves.sort();
             leaves.dedup();
             let mut tails: Vec<&str> = leaves.iter().flat_map(|l| tails_of(l)).collect();
@@ -60,7 +60,7 @@ impl Providers {
                 feeds_into
                     .entry(to.clone())
                     .or_default()
-                    .push((src.clone(), fields.iter().map(|f| normalize(f)).collect()));
+                    .push((src.clone(), fields.iter().map(|f| field_key(f)).collect()));
             }
         }
         Providers { by_leaf, by_tail, feeds_into }
@@ -69,7 +69,7 @@ impl Providers {
     /// Every API (other than `target`) that can provide parameter `param` of `target`, with
     /// whether a FEEDS edge into `target` carries it (else only its documented outputs do).
     pub(crate) fn candidates(&self, target: &str, param: &str) -> Vec<(Arc<ApiView>, bool)> {
-        let want = normalize(param);
+        let want = field_key(param);
         let mut out: HashMap<&str, (Arc<ApiView>, bool)> = HashMap::new();
         for (src, fields) in self.feeds_into.get(target).into_iter().flatten() {
             // The edge's fields are the exact links ingest found: the same key.
@@ -140,8 +140,8 @@ mod tests {
         // Every candidate is one the schema's rule links.
         for param in ["pick_up_latitude", "hotel_id", "lat", "name"] {
             for (a, _) in p.candidates("target", param) {
-                let want = normalize(param);
-                assert!(a.output_fields.iter().any(|f| link(&normalize(f), &want).is_some()), "{} {param}", a.id);
+                let want = field_key(param);
+                assert!(a.output_fields.iter().any(|f| link(&field_key(f), &want).is_some()), "{} {param}", a.id);
             }
         }
     }

@@ -9,8 +9,8 @@
 
 use super::planner::Context;
 use crate::read::coverage::{asked_quantities, sent_arguments};
-use crate::read::reading::key as norm;
 use serde_json::{Map, Value};
+use toolgraph_schema::fields::name_key;
 
 /// One item of a response that holds the asked-for quantity.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,19 +46,22 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
         if value.is_none() {
             // The currency beside the value wins over one found elsewhere.
             if let Some(found) = m.iter().find(|(k, x)| {
-                fields.iter().any(|f| norm(k).contains(f)) && !norm(k).contains("currency") && number(x).is_some()
+                fields.iter().any(|f| name_key(k).contains(f))
+                    && !name_key(k).contains("currency")
+                    && number(x).is_some()
             }) {
                 value = number(found.1);
-                if let Some(c) = m.iter().find(|(k, x)| norm(k) == "currency" && x.is_string()).or_else(|| {
-                    m.iter()
-                        .find(|(k, x)| norm(k).ends_with("currency") && !norm(k).starts_with("base") && x.is_string())
+                if let Some(c) = m.iter().find(|(k, x)| name_key(k) == "currency" && x.is_string()).or_else(|| {
+                    m.iter().find(|(k, x)| {
+                        name_key(k).ends_with("currency") && !name_key(k).starts_with("base") && x.is_string()
+                    })
                 }) {
                     currency = c.1.as_str().map(str::to_string);
                 }
             }
         }
         for (k, x) in m {
-            let nk = norm(k);
+            let nk = name_key(k);
             match x {
                 Value::Object(_) if depth < 3 => queue.push_back((x, depth + 1)),
                 Value::String(s) if currency.is_none() && nk.contains("currency") && s.len() <= 8 => {

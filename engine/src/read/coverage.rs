@@ -24,12 +24,13 @@
 //! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
 //! every requirement is covered; the deterministic planner does not finish while one is open.
 
-use super::reading::{compares, key, word_list as words};
+use super::reading::{compares, word_list as words};
 pub use super::requirement::{complete, missing_text, Kind, Requirement};
 use crate::exec::refs::{self, Reference};
 use crate::plan::planner::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use toolgraph_schema::fields::name_key;
 
 /// Words of a request that ask for a quantity → field names that hold it.
 const QUANTITIES: &[(&[&str], &str, &[&str])] = &[
@@ -94,7 +95,7 @@ fn keys(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
         Value::Array(a) => a.iter().take(3).for_each(|x| keys(x, out, budget)),
         Value::Object(m) => {
             for (k, x) in m {
-                out.push(key(k));
+                out.push(name_key(k));
                 keys(x, out, budget);
             }
         }

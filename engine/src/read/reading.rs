@@ -79,12 +79,6 @@ pub fn whole_at(hay: &str, needle: &str, mut from: usize) -> Option<usize> {
     None
 }
 
-/// The one name normalizer: letters and digits, lower-case (`pick_up_time`, `pickUpTime`,
-/// `Pick-up time` → `pickuptime`). Parameter names, response fields and labels compare by it.
-pub fn key(name: &str) -> String {
-    name.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-}
-
 /// White space folded to single spaces (a description shown in a prompt).
 pub fn squash(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -296,7 +290,10 @@ mod tests {
         );
         assert_eq!(meaning_text(text), "pick up at X terminal N at N am drop-off X M N");
         assert!(says(&words(text), "drop off"));
-        assert_eq!(key("Pick-up_Time"), key("pickUpTime"));
+        assert_eq!(
+            toolgraph_schema::fields::name_key("Pick-up_Time"),
+            toolgraph_schema::fields::name_key("pickUpTime")
+        );
     }
 
     /// Nothing else in the reader, the memory, the filler, the planners or the run splits a text into words: every reading goes

@@ -5,9 +5,10 @@
 
 use super::dates::{self, date_like, spoken_time, year_number};
 use super::names::{self, is_capitalised};
-use super::reading::{key, tokens, word_list, Token};
+use super::reading::{tokens, word_list, Token};
 use crate::memory::spans;
 use chrono::NaiveDate;
+use toolgraph_schema::fields::name_key;
 
 pub(crate) use super::scan::{amount, cues_at, small_number, Scan};
 pub use super::scan::{Counted, RequestValues};
@@ -159,9 +160,12 @@ fn labelled(scan: &mut Scan<'_>, v: &mut RequestValues) {
         if value.is_empty() || !value.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-') {
             continue;
         }
-        let one: String = key(toks[i - 1].text);
-        let two =
-            if i >= 2 && toks[i - 2].punct.is_none() { format!("{}{one}", key(toks[i - 2].text)) } else { one.clone() };
+        let one: String = name_key(toks[i - 1].text);
+        let two = if i >= 2 && toks[i - 2].punct.is_none() {
+            format!("{}{one}", name_key(toks[i - 2].text))
+        } else {
+            one.clone()
+        };
         v.labelled.push((two, value.to_string()));
         if one != v.labelled.last().map(|l| l.0.clone()).unwrap_or_default() {
             v.labelled.push((one, value.to_string()));
@@ -178,7 +182,7 @@ fn labelled(scan: &mut Scan<'_>, v: &mut RequestValues) {
     for i in 0..toks.len() {
         let t = toks[i].text.trim_matches(|c: char| c == '(' || c == ')');
         if let Some((k, val)) = t.split_once('=') {
-            let key: String = key(k);
+            let key: String = name_key(k);
             if key.len() >= 2 && !val.is_empty() && !t.contains("://") {
                 v.labelled.push((key, val.to_string()));
                 used[i] = true;
@@ -192,7 +196,7 @@ fn labelled(scan: &mut Scan<'_>, v: &mut RequestValues) {
                 && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
             {
                 let before: String =
-                    if i >= 1 && toks[i - 1].punct.is_none() { key(toks[i - 1].text) } else { String::new() };
+                    if i >= 1 && toks[i - 1].punct.is_none() { name_key(toks[i - 1].text) } else { String::new() };
                 let short = if label == "number" || label == "no" || label == "#" { "number" } else { "id" };
                 if !before.is_empty() {
                     v.labelled.push((format!("{before}{short}"), val.to_string()));
