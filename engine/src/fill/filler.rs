@@ -11,7 +11,7 @@ use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
 use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use chrono::Duration;
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use toolgraph_schema::fields::name_key;
 
 pub use super::fields::FieldIndex;
@@ -346,15 +346,54 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
     out
 }
 
-/// Arguments of `m` as a sorted JSON text (for comparing planned calls).
+/// The one canonical form of a call's arguments: keys sorted at every depth, so two calls are the
+/// same call whatever order their objects were built in (what comparisons of calls and the
+/// approval of one exact call key on; stored with approvals, so its text must not change).
 pub fn canonical(m: &Map<String, Value>) -> String {
-    let sorted: BTreeMap<&String, &Value> = m.iter().collect();
-    serde_json::to_string(&sorted).unwrap_or_default()
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => write_map(m, out),
+            Value::Array(a) => {
+                out.push('[');
+                for x in a {
+                    write(x, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    fn write_map(m: &Map<String, Value>, out: &mut String) {
+        let mut keys: Vec<&String> = m.keys().collect();
+        keys.sort();
+        out.push('{');
+        for k in keys {
+            out.push_str(&Value::String(k.clone()).to_string());
+            out.push(':');
+            write(&m[k], out);
+            out.push(',');
+        }
+        out.push('}');
+    }
+    let mut out = String::new();
+    write_map(m, &mut out);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_canonical_form_at_every_depth() {
+        let a = json!({"ingredients": {"flour": 2, "eggs": 3}, "servings": 4});
+        let b = json!({"servings": 4, "ingredients": {"eggs": 3, "flour": 2}});
+        let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
+        assert_eq!(canonical(a), canonical(b));
+        assert_eq!(canonical(a), r#"{"ingredients":{"eggs":3,"flour":2,},"servings":4,}"#);
+        assert_ne!(canonical(a), canonical(json!({"servings": 5}).as_object().unwrap()));
+    }
     use crate::plan::test_support::{api, ctx, p};
     use crate::plan::Step;
     use serde_json::json;

@@ -286,34 +286,7 @@ impl Engine {
 /// A call's identity within a run: its API and its arguments as sent, objects' keys in sorted
 /// order at every depth (equal arguments in any order give equal keys).
 pub(crate) fn call_key(api: &str, arguments: &Map<String, Value>) -> String {
-    fn canonical(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                out.push('{');
-                for k in keys {
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    canonical(&m[k], out);
-                    out.push(',');
-                }
-                out.push('}');
-            }
-            Value::Array(a) => {
-                out.push('[');
-                for x in a {
-                    canonical(x, out);
-                    out.push(',');
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = format!("{api}\u{0}");
-    canonical(&Value::Object(arguments.clone()), &mut out);
-    out
+    format!("{api}\u{0}{}", crate::fill::filler::canonical(arguments))
 }
 
 #[cfg(test)]
