@@ -30,7 +30,7 @@ pub async fn ingest(
     progress: Arc<dyn Progress>,
 ) -> Result<IngestReport, IngestError> {
     let teacher = Arc::new(Teacher {
-        args: ArgTrainer::open(stack.store.as_ref()).await?,
+        args: ArgTrainer::open(stack.store.as_ref(), crate::clock::Clock::of(&stack.settings.run)?).await?,
         memory: stack.memory.clone(),
         embedder: stack.embedder.clone(),
         usage: UsageVectors::load(stack.vectors.clone(), stack.embedder.dim()).await?,

@@ -6,6 +6,7 @@
 //! ([`graph`], re-exported), so what needs only the graph (ingest) does not compile the engine.
 
 pub mod adapters;
+pub mod clock;
 pub mod embed;
 pub mod exec;
 pub mod fill;

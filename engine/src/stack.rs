@@ -103,6 +103,7 @@ impl Stack {
     /// the memory, the executor (tool URLs rewritten by `rewrites`, FROM → TO) and the planner
     /// `planner` chooses (its models listed for requests that pick another).
     pub async fn open(settings: Settings, planner: &PlannerChoice, rewrites: Vec<(String, String)>) -> Result<Stack> {
+        crate::clock::Clock::of(&settings.run)?;
         let store = crate::store::open(&settings.store).await?;
         store.setup().await?;
         let vectors = crate::store::open_vectors(&settings.vectors)?;

@@ -607,6 +607,9 @@ pub struct RunSettings {
     pub plan_max_steps: usize,
     /// Plan mode: how many solutions are offered to the planner.
     pub plan_solutions: usize,
+    /// The day the engine takes as today where a request does not say it (`YYYY-MM-DD`; empty:
+    /// the system clock's). Tests and reproducible evaluations fix it.
+    pub today: String,
 }
 
 impl Default for RunSettings {
@@ -637,6 +640,7 @@ impl Default for RunSettings {
             per_subtask: true,
             plan_max_steps: 4,
             plan_solutions: 5,
+            today: String::new(),
         }
     }
 }

@@ -79,6 +79,26 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
         String::from_utf8_lossy(&out.stdout)
     );
 
+    // The one clock: a request that does not say what day it is takes `run.today`'s, and a day
+    // that is not one is refused at start, naming the setting.
+    let undated = request.trim_start_matches("Today is November 15th, 2024. ");
+    let dry = |today: &str| {
+        bin_in(dir.path())
+            .env("TOOLGRAPH__RUN__TODAY", today)
+            .arg("--store")
+            .arg(&store)
+            .args(["ask", undated, "--dry-run", "--json", "--no-learn"])
+            .output()
+            .unwrap()
+    };
+    let d: serde_json::Value = serde_json::from_slice(&dry("2031-06-30").stdout).unwrap();
+    let days: Vec<&str> =
+        d["chain"].as_array().unwrap().iter().filter_map(|c| c["arguments"]["pick_up_date"].as_str()).collect();
+    assert!(days.first() == Some(&"2031-07-01"), "tomorrow of run.today: {days:?}");
+    let out = dry("30/06/2031");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run.today"), "{}", String::from_utf8_lossy(&out.stderr));
+
     // Nothing to learn from yet: a clear message, not a crash.
     let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
     let out = bin_in(dir.path()).arg("--store").arg(&empty).args(["ask", "hello"]).output().unwrap();

@@ -126,7 +126,7 @@ async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
     };
     assert_eq!(stored_model(store).await.unwrap(), None);
     let before = store.generation().await.unwrap();
-    let trainer = ArgTrainer::open(store).await.unwrap();
+    let trainer = ArgTrainer::open(store, toolgraph_engine::clock::Clock::system()).await.unwrap();
     let mut writer = ContributionWriter::new(store).with_sink(Some(&trainer));
     let runs = vec![
         rental(
@@ -150,7 +150,10 @@ async fn argument_model_lives_with_the_graph(store: &dyn GraphStore) {
     assert_eq!(model.slots[&id("a")]["drop_off_time"].support, 2);
     assert!(model.slots[&id("a")]["drop_off_time"].cues.values().any(|c| c.contains_key("return")), "{model:?}");
     // Two learners open the same stored model and each learns one run: both runs count.
-    let (one, two) = (ArgTrainer::open(store).await.unwrap(), ArgTrainer::open(store).await.unwrap());
+    let (one, two) = (
+        ArgTrainer::open(store, toolgraph_engine::clock::Clock::system()).await.unwrap(),
+        ArgTrainer::open(store, toolgraph_engine::clock::Clock::system()).await.unwrap(),
+    );
     let third =
         || rental("m3", "Pick up a car at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00");
     let fourth = rental("m4", "Collect the car 8 AM June 2nd, 2024; bring it back 9 PM June 4th.", "08:00", "21:00");

@@ -76,7 +76,7 @@ pub struct ArgTrainer {
 impl ArgTrainer {
     /// A trainer continuing the model `store` holds (a fresh one when it holds none, or one this
     /// build cannot read: that one is learned again, with a warning).
-    pub async fn open(store: &dyn GraphStore) -> Result<ArgTrainer> {
+    pub async fn open(store: &dyn GraphStore, clock: crate::clock::Clock) -> Result<ArgTrainer> {
         let model = match stored_model(store).await {
             Ok(m) => m.unwrap_or_default(),
             Err(crate::EngineError::Config(why)) => {
@@ -85,7 +85,7 @@ impl ArgTrainer {
             }
             Err(e) => return Err(e),
         };
-        Ok(ArgTrainer { state: Mutex::new((model, 0)), today: chrono::Utc::now().date_naive() })
+        Ok(ArgTrainer { state: Mutex::new((model, 0)), today: clock.today() })
     }
 }
 
@@ -109,7 +109,7 @@ impl ExampleSink for RunTeaches<'_> {
     fn learn(&self, examples: &[&toolgraph_schema::Example]) -> Vec<CountDelta> {
         let mut slot = self.0.args.write().unwrap_or_else(|p| p.into_inner());
         let Some(m) = slot.as_mut() else { return Vec::new() };
-        learn_examples(Arc::make_mut(m), examples, chrono::Utc::now().date_naive())
+        learn_examples(Arc::make_mut(m), examples, self.0.clock.today())
     }
 
     fn learned(&self) -> u64 {
@@ -154,7 +154,7 @@ impl Engine {
     /// memory.
     async fn model_from_memory(&self) -> Result<Option<ArgModel>> {
         let Some(memory) = &self.memory else { return Ok(None) };
-        let today = chrono::Utc::now().date_naive();
+        let today = self.clock.today();
         let entries = memory.list().await?;
         let model = tokio::task::spawn_blocking(move || {
             let mut m = ArgModel::default();
@@ -192,11 +192,7 @@ impl Engine {
     /// in place.
     pub(crate) fn learn_args_in_place(&self, request: &str, chain: &[MemoryStep]) {
         if let Some(m) = self.args.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            Arc::make_mut(m).learn(
-                request,
-                chain.iter().map(|s| (s.api.as_str(), &s.arguments)),
-                chrono::Utc::now().date_naive(),
-            );
+            Arc::make_mut(m).learn(request, chain.iter().map(|s| (s.api.as_str(), &s.arguments)), self.clock.today());
         }
     }
 }

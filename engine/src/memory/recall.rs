@@ -287,7 +287,7 @@ impl Engine {
             }
             None
         };
-        Analogy::with_roles(old_request, &st.ctx.request, &st.ctx.values, chrono::Utc::now().date_naive(), Some(&roles))
+        Analogy::with_roles(old_request, &st.ctx.request, &st.ctx.values, self.clock.today(), Some(&roles))
     }
 
     /// Whether every value `steps` took from their remembered request has a counterpart here.

@@ -43,6 +43,8 @@ pub struct Engine {
     /// Word → the active APIs whose name or description uses it (what an asked word may be
     /// served by; see [`crate::read::asks`]).
     pub(crate) documented: HashMap<String, Vec<String>>,
+    /// Today where a request does not say it (`run.today`, else the system's).
+    pub(crate) clock: crate::clock::Clock,
 }
 
 /// Where a run stands while it searches.
@@ -138,6 +140,10 @@ impl Engine {
             })
             .collect();
         let providers = crate::fill::providers::Providers::build(&apis, &p.graph.feeds);
+        let clock = crate::clock::Clock::of(&p.settings).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the system clock is used");
+            crate::clock::Clock::system()
+        });
         let documented = crate::read::asks::documented_index(
             apis.values().map(|a: &Arc<ApiView>| (a.id.as_str(), a.name.as_str(), a.description.as_str())),
         );
@@ -157,6 +163,7 @@ impl Engine {
             solutions: std::sync::OnceLock::new(),
             args: std::sync::RwLock::new(None),
             documented,
+            clock,
         }
     }
 
@@ -258,8 +265,7 @@ impl Engine {
         opts: &RunOptions,
     ) -> RunState<'a> {
         let started = Instant::now();
-        let today = chrono::Utc::now().date_naive();
-        let mut ctx = Context::new(request, RequestValues::extract(request, today));
+        let mut ctx = Context::new(request, RequestValues::extract(request, self.clock.today()));
         ctx.given = given;
         let mut turns: Vec<(usize, &str)> = earlier.iter().map(|e| (e.turn, e.request.as_str())).collect();
         turns.dedup();
