@@ -8,7 +8,7 @@
 use chrono::NaiveDate;
 use std::fmt::Write;
 use std::path::PathBuf;
-use toolgraph_engine::read::RequestValues;
+use toolgraph_engine::read::{ordering_words, RequestValues};
 
 fn here(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/phrases").join(name)
@@ -43,6 +43,7 @@ fn reading(sentence: &str) -> String {
     line("phones", v.phones.clone());
     line("files", v.files.clone());
     line("labelled", v.labelled.iter().map(|(k, t)| format!("{k} = {t}")).collect());
+    line("ordering", ordering_words(sentence));
     if out.is_empty() {
         out.push_str("  (nothing)\n");
     }

@@ -14,6 +14,6 @@ pub(crate) mod slots;
 pub(crate) mod values;
 
 pub use asks::Asks;
-pub use reading::meaning_text;
+pub use reading::{meaning_text, ordering_words};
 pub use requirement::{missing_text, Kind as RequirementKind, Requirement};
 pub use values::{is_end_param, RequestValues};

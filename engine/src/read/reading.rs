@@ -192,23 +192,27 @@ fn superlative(w: &str) -> bool {
 /// "fastest", "nearest", "best") and the word it leads ("highest-rated" → `highest`, `rated`;
 /// "most popular" → `most`, `popular`). What an ordering parameter's value is learned from.
 pub fn ordering_words(text: &str) -> Vec<String> {
-    // (word, joined to the next one by a hyphen)
-    let mut ws: Vec<(String, bool)> = Vec::new();
-    for t in tokens(text) {
+    // (word, joined to the next one by a hyphen, a name: capitalized inside its sentence —
+    // "Budapest", "Best Western" — which orders nothing)
+    let mut ws: Vec<(String, bool, bool)> = Vec::new();
+    let toks = tokens(text);
+    for (k, t) in toks.iter().enumerate() {
+        let starts_sentence = k == 0 || toks[k - 1].ends_sentence();
+        let name = !starts_sentence && t.text.chars().next().is_some_and(char::is_uppercase);
         for chunk in t.text.split(|c: char| !c.is_alphanumeric() && c != '-').filter(|c| !c.is_empty()) {
             let sub: Vec<String> = parts(chunk).collect();
             let n = sub.len();
-            ws.extend(sub.into_iter().enumerate().map(|(i, w)| (w, i + 1 < n)));
+            ws.extend(sub.into_iter().enumerate().map(|(i, w)| (w, i + 1 < n, name)));
         }
     }
     let mut out = Vec::new();
-    for (i, (w, hyphen)) in ws.iter().enumerate() {
-        if !superlative(w) {
+    for (i, (w, hyphen, name)) in ws.iter().enumerate() {
+        if *name || !superlative(w) {
             continue;
         }
         out.push(w.clone());
-        let next = ws.get(i + 1).filter(|(n, _)| n.len() >= 3 && n.chars().all(char::is_alphabetic));
-        if let Some((n, _)) = next.filter(|_| *hyphen || ORDER_LEADS[1..].contains(&w.as_str())) {
+        let next = ws.get(i + 1).filter(|(n, _, _)| n.len() >= 3 && n.chars().all(char::is_alphabetic));
+        if let Some((n, _, _)) = next.filter(|_| *hyphen || ORDER_LEADS[1..].contains(&w.as_str())) {
             out.push(n.clone());
         }
     }
