@@ -208,7 +208,10 @@ pub(crate) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
             .map(|(k, w)| if initial(&toks[i + k]) && k + 1 < words.len() { format!("{w}.") } else { w.to_string() })
             .collect::<Vec<_>>()
             .join(" ");
-        let lone_sentence_start = starts_sentence && words.len() == 1;
+        // A sentence's first word is capitalised by grammar: alone, or with only a count after
+        // it ("Order 2 kilograms", "Convert 350 degrees"), it is no name.
+        let counted = words.len() == 2 && words[1].chars().all(|c| c.is_ascii_digit());
+        let lone_sentence_start = starts_sentence && (words.len() == 1 || counted);
         let street = is_street(words.last().copied().unwrap_or_default()) || opens_street(words[0]);
         let (name, first) = if numbered && words.len() >= 2 && street {
             (format!("{} {name}", toks[i - 1].text), i - 1)

@@ -85,7 +85,15 @@ impl RequestValues {
     }
 }
 
-/// Counted numbers: "2 adults", "two rooms"; not parts of dates or times.
+/// A proper fraction in figures ("3/4 cup", "1/2 teaspoon"): its value. Not "24/7", not a date
+/// (read before, and its token used).
+fn fraction(w: &str) -> Option<f64> {
+    let (a, b) = w.split_once('/')?;
+    let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+    (a >= 1 && a < b && b <= 16).then(|| f64::from(a) / f64::from(b))
+}
+
+/// Counted numbers: "2 adults", "two rooms", "3/4 cup"; not parts of dates or times.
 fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, used } = scan;
     for i in 0..toks.len() {
@@ -101,7 +109,7 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
                     amount(n).filter(|(_, currency)| currency.is_none()).map(|(x, _)| x).or_else(|| small_number(n))?;
                 Some((n, word.to_lowercase()))
             });
-        let (n, currency) = match amount(toks[i].text) {
+        let (n, currency) = match amount(toks[i].text).or_else(|| fraction(toks[i].text).map(|f| (f, None))) {
             Some(a) => a,
             None => match small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an") {
                 Some(n) => (n, None),
