@@ -65,6 +65,9 @@ pub struct Daemon {
     user_in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub metrics: Metrics,
     pub(super) draining: AtomicBool,
+    /// Held while an engine is loaded and swapped in (a registration's reload, the upkeep's
+    /// refresh): a slower load never replaces a newer engine with an older graph.
+    pub(super) swapping: tokio::sync::Mutex<()>,
     /// Cancelled when the daemon has stopped serving: MCP sessions (each holds the daemon) end.
     pub(super) stopped: tokio_util::sync::CancellationToken,
     ids: AtomicU64,
@@ -157,6 +160,7 @@ impl Daemon {
             metrics: Metrics::default(),
             draining: AtomicBool::new(false),
             stopped: tokio_util::sync::CancellationToken::new(),
+            swapping: tokio::sync::Mutex::new(()),
             ids: AtomicU64::new(0),
             id_seed: seed,
             started: Instant::now(),
@@ -228,6 +232,7 @@ impl Daemon {
 
     /// Re-index changed APIs and reload the engine (after a registration or status change).
     pub(super) async fn reload(&self) -> toolgraph_engine::Result<()> {
+        let _swap = self.swapping.lock().await;
         let b = &self.stack;
         b.index(false).await?;
         let engine = b.engine_with(self.queries.clone(), b.settings.run.clone(), Some(self.health.clone())).await?;

@@ -136,6 +136,9 @@ impl Daemon {
     /// loaded (runs of this daemon or of another on the same store, an ingest, a status change),
     /// keeping the rest of the engine.
     pub async fn refresh_graph(&self) -> toolgraph_engine::Result<bool> {
+        // One load at a time: one that read the graph before a registration's write must not
+        // replace the engine that registration loaded after it.
+        let _swap = self.swapping.lock().await;
         // Read before the snapshot: a write during it moves the generation again.
         let now = self.stack.store.generation().await?;
         if self.graph_generation.load(Ordering::SeqCst) == now {
