@@ -1,4 +1,5 @@
 #![recursion_limit = "256"]
+#![warn(unreachable_pub)]
 //! toolgraph's engine: ports (traits) and the adapters that implement them.
 //!
 //! Invariants: ports never expose backend types (neo4rs, falkordb, redb, qdrant); the engine never

@@ -98,12 +98,23 @@ pub struct Stack {
     pub models: Option<Arc<Models>>,
 }
 
+/// Makes the table `run.lexicon` names the reader's language (nothing to do when empty).
+fn install_lexicon(path: &str) -> Result<()> {
+    if path.is_empty() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::EngineError::Config(format!("run.lexicon `{path}` cannot be read: {e}")))?;
+    crate::read::lexicon::install(&text, path).map_err(|e| crate::EngineError::Config(format!("run.lexicon: {e}")))
+}
+
 impl Stack {
     /// Open what `settings` names: the graph store (schema set up), the vector store, the embedder,
     /// the memory, the executor (tool URLs rewritten by `rewrites`, FROM → TO) and the planner
     /// `planner` chooses (its models listed for requests that pick another).
     pub async fn open(settings: Settings, planner: &PlannerChoice, rewrites: Vec<(String, String)>) -> Result<Stack> {
         crate::clock::Clock::of(&settings.run)?;
+        install_lexicon(settings.run.lexicon.trim())?;
         let store = crate::store::open(&settings.store).await?;
         store.setup().await?;
         let vectors = crate::store::open_vectors(&settings.vectors)?;

@@ -34,7 +34,7 @@ fn p(name: &str, ty: &str, required: bool, d: &str) -> ParamDoc {
 fn context() -> Context {
     let r = "Today is October 13th, 2024. Rent a car at the San Diego Marriott La Jolla tomorrow at 8 AM.";
     let mut c = Context::new(r, RequestValues::extract(r, chrono::NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
-    c.path.push(Step {
+    c.push_step(Step {
         api: api("Search_Car_Location", vec![p("query", "string", true, "a place")]),
         label: "var1".into(),
         arguments: json!({"query": "San Diego Marriott La Jolla"}).as_object().unwrap().clone(),
@@ -44,12 +44,12 @@ fn context() -> Context {
         response: json!([]).into(),
         repeat: 0,
     });
-    c.dead_ends.push(DeadEnd {
+    c.push_dead_end(DeadEnd {
         api: "travel/booking-com15/Search_Taxi".into(),
         arguments: Default::default(),
         reason: "missing pick_up_place_id".into(),
     });
-    c.notes.push("round 1: step 2 returned nothing usable".into());
+    c.push_note("round 1: step 2 returned nothing usable".into());
     c
 }
 
@@ -139,7 +139,7 @@ fn align_prompt() {
 #[test]
 fn the_readings_questions_fit_a_decisions_budget() {
     let mut ctx = context();
-    ctx.request = "A very long request. ".repeat(200);
+    ctx.set_request("A very long request. ".repeat(200));
     let mut ms = memories();
     ms.push(MemoryView {
         request: "Another long remembered request. ".repeat(200),
@@ -169,7 +169,7 @@ fn prompts_fit_their_budgets() {
         (0..12).map(|i| p(&format!("param_{i}"), "string", i < 3, &"a long description ".repeat(20))).collect(),
     );
     for i in 0..30 {
-        ctx.path.push(Step {
+        ctx.push_step(Step {
             api: big.clone(),
             label: format!("var{}", i + 2),
             arguments: json!({"param_0": "x".repeat(100)}).as_object().unwrap().clone(),
@@ -178,7 +178,7 @@ fn prompts_fit_their_budgets() {
             response: json!([]).into(),
             repeat: 0,
         });
-        ctx.dead_ends.push(DeadEnd {
+        ctx.push_dead_end(DeadEnd {
             api: big.id.clone(),
             arguments: Default::default(),
             reason: "HTTP 500 ".repeat(20),
@@ -206,14 +206,14 @@ fn prompts_fit_their_budgets() {
     ] {
         let tokens = approx_tokens(SYSTEM) + approx_tokens(&text);
         assert!(tokens <= budget, "{name}: ~{tokens} tokens > {budget}\n{text}");
-        assert!(text.contains(&ctx.request), "{name} keeps the request");
+        assert!(text.contains(ctx.request()), "{name} keeps the request");
         assert!(text.contains(" more"), "{name} says what it left out");
     }
 }
 
 #[test]
 fn decompose_prompt() {
-    insta::assert_snapshot!(render(DECOMPOSE, &[("request", &context().request), ("categories", "Travel, Data")]));
+    insta::assert_snapshot!(render(DECOMPOSE, &[("request", context().request()), ("categories", "Travel, Data")]));
 }
 
 #[test]
@@ -226,7 +226,7 @@ fn plan_prompt() {
     );
     let solutions = vec![SolutionView { index: 3, score: 1.2, apis: vec![Arc::new(loc), rent] }];
     let mut ctx = context();
-    ctx.path.clear();
+    ctx.clear_path();
     insta::assert_snapshot!(render_plan(&ctx, &solutions));
 }
 

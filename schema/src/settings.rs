@@ -610,6 +610,8 @@ pub struct RunSettings {
     /// The day the engine takes as today where a request does not say it (`YYYY-MM-DD`; empty:
     /// the system clock's). Tests and reproducible evaluations fix it.
     pub today: String,
+    /// A lexicon table (TOML) for the reader's language, read once at start; empty: English.
+    pub lexicon: String,
 }
 
 impl Default for RunSettings {
@@ -641,6 +643,7 @@ impl Default for RunSettings {
             plan_max_steps: 4,
             plan_solutions: 5,
             today: String::new(),
+            lexicon: String::new(),
         }
     }
 }

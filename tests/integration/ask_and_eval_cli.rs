@@ -3,6 +3,7 @@
 //! own process) serves their recorded responses, and `ask` plans and executes a request over HTTP.
 
 use crate::common::*;
+use std::path::Path;
 
 #[test]
 fn ask_plans_and_executes_a_chain_through_the_sandbox() {
@@ -98,12 +99,51 @@ fn ask_plans_and_executes_a_chain_through_the_sandbox() {
     let out = dry("30/06/2031");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run.today"), "{}", String::from_utf8_lossy(&out.stderr));
+    the_lexicon_setting_is_the_language_the_reader_knows(dir.path(), &store, undated);
 
     // Nothing to learn from yet: a clear message, not a crash.
     let empty = format!("embedded:{}", dir.path().join("empty.redb").display());
     let out = bin_in(dir.path()).arg("--store").arg(&empty).args(["ask", "hello"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run `toolgraph ingest` first"));
+}
+
+/// `run.lexicon` names the table the reader reads with: a weekday of another language is read
+/// with a table that has it (and not without), and a table that lacks a list is refused at start,
+/// naming the setting.
+fn the_lexicon_setting_is_the_language_the_reader_knows(dir: &Path, store: &str, undated: &str) {
+    let english = std::fs::read_to_string(root().join("engine/src/read/lexicon/en.toml")).unwrap();
+    let german_days = english.replace(
+        r#"["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]"#,
+        r#"["montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"]"#,
+    );
+    assert_ne!(german_days, english);
+    let table = dir.join("de-days.toml");
+    std::fs::write(&table, german_days).unwrap();
+    let broken = dir.join("broken.toml");
+    std::fs::write(&broken, english.replace("[months]", "[monthz]")).unwrap();
+    // 2031-06-30 is a Monday: "Dienstag" is the next day.
+    let request = undated.replacen("8 AM tomorrow", "8 AM on Dienstag", 1);
+    let dry = |lexicon: &Path| {
+        bin_in(dir)
+            .env("TOOLGRAPH__RUN__TODAY", "2031-06-30")
+            .env("TOOLGRAPH__RUN__LEXICON", lexicon)
+            .arg("--store")
+            .arg(store)
+            .args(["ask", &request, "--dry-run", "--json", "--no-learn"])
+            .output()
+            .unwrap()
+    };
+    let first_day = |out: std::process::Output| {
+        let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        d["chain"].as_array().unwrap().iter().find_map(|c| c["arguments"]["pick_up_date"].as_str().map(String::from))
+    };
+    assert_eq!(first_day(dry(&table)).as_deref(), Some("2031-07-01"), "Dienstag read with the table that has it");
+    assert_ne!(first_day(dry(Path::new(""))).as_deref(), Some("2031-07-01"), "English does not read it");
+    let out = dry(&broken);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("run.lexicon") && err.contains("months"), "{err}");
 }
 
 #[test]

@@ -204,7 +204,7 @@ async fn a_model_deciding_what_is_open_is_asked_only_that() {
     let c = ctx();
     // One API against END: the deterministic choice stands.
     assert!(matches!(p.choose(&c, &candidates()).await.unwrap(), Decision::Call { index: 0, .. }));
-    assert_eq!(p.decompose(&c).await.unwrap().len(), toolgraph_engine::plan::subtasks_of(&c.request).len());
+    assert_eq!(p.decompose(&c).await.unwrap().len(), toolgraph_engine::plan::subtasks_of(c.request()).len());
     assert!(
         p.fill(&c, &api("Search_Hotel_Destination"), &[]).await.unwrap().missing.is_empty(),
         "the rules fill `query` with Rome"

@@ -9,7 +9,7 @@
 use base64::Engine as _;
 
 /// Layers of encoding undone.
-pub const DEPTH: usize = 3;
+pub(super) const DEPTH: usize = 3;
 /// The most decoded views of one text (each decoding that changes nothing adds none).
 const MAX_VIEWS: usize = 256;
 /// Runs of hex or base64 shorter than this are left as they are.
@@ -160,7 +160,7 @@ fn base64(s: &str) -> String {
 
 /// `text` and what each composition of up to [`DEPTH`] decodings makes of it (at most
 /// [`MAX_VIEWS`], each different from the others).
-pub fn views(text: &str) -> Vec<String> {
+pub(super) fn views(text: &str) -> Vec<String> {
     let decoders: [fn(&str) -> String; 5] = [percent, html, json_escapes, hex, base64];
     let mut all = vec![text.to_string()];
     let mut layer = vec![text.to_string()];
@@ -181,7 +181,7 @@ pub fn views(text: &str) -> Vec<String> {
 }
 
 /// Whether `text`, decoded any of the ways of [`views`], holds `secret` in any letter case.
-pub fn leaks(text: &str, secret: &str) -> bool {
+pub(super) fn leaks(text: &str, secret: &str) -> bool {
     let secret = secret.to_lowercase();
     !secret.is_empty() && views(text).iter().any(|v| v.to_lowercase().contains(&secret))
 }

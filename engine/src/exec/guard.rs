@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// An allow-listed network — an address and a prefix length — or one socket (address and port).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
+pub(crate) struct Cidr {
     addr: IpAddr,
     prefix: u8,
     /// Only this port (a socket entry: `127.0.0.1:8765`, `[::1]:8765`).
@@ -21,7 +21,7 @@ pub struct Cidr {
 impl Cidr {
     /// `10.0.0.0/8`, `127.0.0.1` (a single address), `fd00::/8`, or one socket: `127.0.0.1:8765`,
     /// `[::1]:8765` (that address on that port only: what a URL rewrite to the sandbox admits).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         if let Ok(sock) = s.trim().parse::<SocketAddr>() {
             let prefix = if sock.is_ipv4() { 32 } else { 128 };
             return Ok(Cidr { addr: sock.ip(), prefix, port: Some(sock.port()) });
@@ -43,11 +43,11 @@ impl Cidr {
 
     /// Whether it admits `ip` on `port` (`None`: the port is not known here — the HTTP client's
     /// resolver — and was checked with the URL before).
-    pub fn admits(&self, ip: IpAddr, port: Option<u16>) -> bool {
+    pub(crate) fn admits(&self, ip: IpAddr, port: Option<u16>) -> bool {
         self.contains(ip) && (self.port.is_none() || port.is_none() || self.port == port)
     }
 
-    pub fn contains(&self, ip: IpAddr) -> bool {
+    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, canonical(ip)) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => mask_eq(&net.octets(), &ip.octets(), self.prefix),
             (IpAddr::V6(net), IpAddr::V6(ip)) => mask_eq(&net.octets(), &ip.octets(), self.prefix),
@@ -74,7 +74,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// Why `ip` is not a public address, if it is not.
-pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn non_public(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => v4_kind(v4),
         IpAddr::V6(v6) => v6_kind(v6),
@@ -201,7 +201,7 @@ impl Guard {
 }
 
 /// A URL without its query string (query strings may hold keys).
-pub fn redact(url: &reqwest::Url) -> String {
+pub(crate) fn redact(url: &reqwest::Url) -> String {
     let mut u = url.clone();
     u.set_query(None);
     u.set_password(None).ok();

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use std::collections::HashSet;
 use toolgraph_schema::fields::name_key;
 
-pub use super::fields::FieldIndex;
-pub use super::outputs::option_count;
+pub(crate) use super::fields::FieldIndex;
+pub(crate) use super::outputs::option_count;
 use super::outputs::{find_field, newest_producer, next_item};
 
 /// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
@@ -30,9 +30,10 @@ enum Role {
 fn role(name: &str) -> Role {
     let n = name.to_ascii_lowercase();
     let to_prefix = name.starts_with("to") && name[2..].chars().next().is_some_and(|c| c.is_uppercase() || c == '_');
-    if ["from", "pick", "origin", "src", "source", "start"].iter().any(|k| n.starts_with(k)) {
+    let lex = crate::read::lexicon();
+    if lex.start_params.starts(&n) {
         Role::Start
-    } else if to_prefix || ["drop", "dest", "return", "end"].iter().any(|k| n.starts_with(k)) {
+    } else if to_prefix || lex.end_params.starts(&n) {
         Role::End
     } else {
         Role::Neutral
@@ -42,25 +43,7 @@ fn role(name: &str) -> Role {
 fn is_name_param(name: &str, description: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let d = description.to_ascii_lowercase();
-    [
-        "query",
-        "name",
-        "city",
-        "location",
-        "place",
-        "destination",
-        "keyword",
-        "term",
-        "search",
-        "text",
-        "address",
-        "country",
-        "title",
-    ]
-    .iter()
-    .any(|k| n.contains(k))
-        || n == "q"
-        || d.contains("name of") && !n.ends_with("id")
+    crate::read::lexicon().name_params.any_in(&n) || n == "q" || d.contains("name of") && !n.ends_with("id")
 }
 
 fn is_numeric(ty: &str) -> bool {
@@ -166,7 +149,7 @@ fn from_request(
     if n.contains("phone") || n.contains("mobile") || n == "tel" || n == "telephone" {
         return values.phones.get(repeat).or(values.phones.first()).map(|e| (Value::String(e.clone()), "phone"));
     }
-    if ["file", "document", "path", "attachment"].iter().any(|k| n.contains(k)) {
+    if crate::read::lexicon().file_params.any_in(&n) {
         if let Some(f) = values.files.first() {
             return Some((Value::String(f.clone()), "file"));
         }
@@ -201,24 +184,7 @@ fn from_request(
 
 /// Parameters that take free text as the user wrote it.
 fn is_text_param(lower_name: &str) -> bool {
-    matches!(
-        lower_name,
-        "message"
-            | "msg"
-            | "text"
-            | "prompt"
-            | "content"
-            | "input"
-            | "body"
-            | "note"
-            | "comment"
-            | "question"
-            | "term"
-            | "keyword"
-            | "keywords"
-            | "q"
-            | "search"
-    )
+    crate::read::lexicon().text_params.contains(lower_name)
 }
 
 /// A repeated call takes a parameter from where the earlier call of that API took it (the
@@ -244,7 +210,7 @@ fn repeated_source(ctx: &Context, api: &ApiView, param: &str, options: Option<us
 }
 
 /// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
-pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
+pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
     let mut out = Filled::default();
     let repeat = ctx.calls_of(&api.id);
     let used = used_strings(ctx);
@@ -349,7 +315,7 @@ pub fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
 /// The one canonical form of a call's arguments: keys sorted at every depth, so two calls are the
 /// same call whatever order their objects were built in (what comparisons of calls and the
 /// approval of one exact call key on; stored with approvals, so its text must not change).
-pub fn canonical(m: &Map<String, Value>) -> String {
+pub(crate) fn canonical(m: &Map<String, Value>) -> String {
     fn write(v: &Value, out: &mut String) {
         match v {
             Value::Object(m) => write_map(m, out),

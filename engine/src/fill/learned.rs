@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) use crate::read::slots::normalized;
 use crate::read::slots::{count_words, cue_weight, is_unset, word_value, MAX_REQUEST_WORDS, MAX_VALUE_WORDS};
-pub use crate::read::slots::{mentions, Kind, Mention};
-pub use crate::read::slots::{Repeat, SlotStats, CALLS, REQUEST};
+pub(crate) use crate::read::slots::{mentions, Kind, Mention};
+pub(crate) use crate::read::slots::{Repeat, SlotStats, CALLS, REQUEST};
 
 /// Parameter names as the back-off compares them (`pick_up_time`, `pickUpTime` → `pickuptime`):
 /// the one name normalizer.
@@ -52,7 +52,7 @@ pub struct Choice {
 }
 
 use toolgraph_graph::counts;
-pub use toolgraph_graph::counts::ARGUMENT_COUNTS;
+pub(crate) use toolgraph_graph::counts::ARGUMENT_COUNTS;
 use toolgraph_graph::CountDelta;
 
 /// The slots one or more examples changed: what a store update must write.

@@ -11,5 +11,6 @@ pub(crate) mod outputs;
 pub(crate) mod providers;
 mod reverse;
 
+pub use crate::read::slots::{mentions, Kind as MentionKind};
 pub use args::{stored_model, ArgTrainer};
-pub use learned::{mentions, ArgModel, Kind as MentionKind};
+pub use learned::ArgModel;

@@ -18,7 +18,7 @@ pub(crate) fn find_field(ctx: &Context, step: &crate::plan::planner::Step, param
 /// one more option: the count the learned model reads in the request ("three hotels"), else —
 /// when the request compares ("compare", "both", "each") — up to [`MAX_OPTIONS`]. `None` when
 /// recorded runs do not call `api` once per option ([`ArgModel::per_option`]).
-pub fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
+pub(crate) fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
     let model = ctx.args.as_deref()?;
     if !model.per_option(&api.id, &api.params) {
         return None;
@@ -30,7 +30,7 @@ pub fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
 }
 
 /// Calls of one API per option at most, where the request does not say how many.
-pub const MAX_OPTIONS: usize = 5;
+pub(crate) const MAX_OPTIONS: usize = 5;
 
 /// The path of the element after the last one earlier calls of `api` read `param` from (in the
 /// list `path` of step `label`'s output crosses first): `result.hotel_id` → `result.1.hotel_id`.

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 /// it played in the remembered chain (learned from recorded runs: the words around the mentions a
 /// parameter took): for an old mention of `kind`, a score per new mention, `None` when nothing was
 /// learned for its role.
-pub type Roles<'a> = &'a dyn Fn(Kind, &Mention, &[Mention]) -> Option<Vec<f64>>;
+pub(crate) type Roles<'a> = &'a dyn Fn(Kind, &Mention, &[Mention]) -> Option<Vec<f64>>;
 
 /// A word as role cues compare it: its first four letters ("leave", "leaving" → `leav`).
 fn stem(w: &str) -> String {

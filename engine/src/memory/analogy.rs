@@ -19,7 +19,7 @@
 //! (learned from recorded runs), then the words around them.
 
 use super::align::align;
-pub use super::align::Roles;
+pub(crate) use super::align::Roles;
 use super::spans;
 use crate::fill::learned::{mentions, Kind, Mention};
 use crate::plan::planner::UnsureMentions;
@@ -32,7 +32,7 @@ use std::collections::HashSet;
 
 /// What a recorded literal becomes for the new request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Transfer {
+pub(crate) enum Transfer {
     /// A mention (or a value derived from one) of the old request: the new request's counterpart.
     Mapped(Value),
     /// The old request's mention has no counterpart in the new one.
@@ -46,7 +46,7 @@ type Aligned = (Vec<Mention>, Vec<Mention>, Vec<Option<usize>>);
 
 /// The two requests' mentions, aligned kind by kind.
 #[derive(Debug, Clone)]
-pub struct Analogy {
+pub(crate) struct Analogy {
     /// The two requests' words, lower-case (enumeration words are looked up in them).
     old_words: String,
     new_words: String,
@@ -64,13 +64,13 @@ fn kind_index(kind: Kind) -> usize {
 
 impl Analogy {
     #[cfg(test)]
-    pub fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
+    pub(crate) fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
         Self::with_roles(old_request, new_request, new, today, None)
     }
 
     /// The analogy of `old_request` to `new_request` (`new` its values): mentions aligned by the
     /// roles the old ones played where `roles` knows them.
-    pub fn with_roles(
+    pub(crate) fn with_roles(
         old_request: &str,
         new_request: &str,
         new: &RequestValues,
@@ -111,7 +111,7 @@ impl Analogy {
     /// The first kind of mention whose alignment the reading is unsure of (2–3 mentions on each
     /// side that nothing learned or said tells apart), as a planner is asked about it: each
     /// mention as its request spells it. `None`: every alignment is sure.
-    pub fn unsure(&self) -> Option<(Kind, UnsureMentions)> {
+    pub(crate) fn unsure(&self) -> Option<(Kind, UnsureMentions)> {
         let at = self.unsure.iter().position(|u| *u)?;
         let kind = Kind::ALL[at];
         let (old, new, map) = &self.kinds[at];
@@ -136,7 +136,7 @@ impl Analogy {
     /// Align `kind`'s mentions as a planner answered where the reading was unsure: old mention i
     /// ↔ new mention `map[i]`. `false` (nothing changed): not a one-to-one map of that kind's
     /// mentions.
-    pub fn realign(&mut self, kind: Kind, map: &[usize]) -> bool {
+    pub(crate) fn realign(&mut self, kind: Kind, map: &[usize]) -> bool {
         let at = kind_index(kind);
         let (old, new, current) = &mut self.kinds[at];
         let mut seen = HashSet::new();
@@ -152,7 +152,7 @@ impl Analogy {
     /// (`vocabulary`, learned from recorded runs: `ECONOMY`, `BUSINESS`, `FIRST`) and the old
     /// request says it (`business class`); the new request's counterpart is the one known value
     /// it says instead. `None`: not a word the old request says, or no single counterpart.
-    pub fn transfer_word(&self, value: &str, vocabulary: &[String]) -> Option<String> {
+    pub(crate) fn transfer_word(&self, value: &str, vocabulary: &[String]) -> Option<String> {
         let said = |text: &str, v: &str| says(text, v);
         if vocabulary.len() < 2 || !said(&self.old_words, value) {
             return None;
@@ -183,7 +183,7 @@ impl Analogy {
     /// The new value of a recorded literal. `mention_kinds`: the kinds of mention this parameter
     /// is known to take (learned from recorded runs; empty: it takes none), `None` when nothing
     /// was learned (then any kind).
-    pub fn transfer(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Transfer {
+    pub(crate) fn transfer(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Transfer {
         let allows = |k: Kind| mention_kinds.is_none_or(|ks| ks.contains(&k));
         match value {
             Value::String(s) => {
@@ -224,7 +224,7 @@ impl Analogy {
     /// Whether the new request's mention of `kind` reading `value` has a counterpart in the old
     /// request (`Some(false)`: this request says something the old one did not; `None`: no such
     /// mention).
-    pub fn has_counterpart(&self, kind: Kind, value: &str) -> Option<bool> {
+    pub(crate) fn has_counterpart(&self, kind: Kind, value: &str) -> Option<bool> {
         let (_, new, map) = &self.kinds[kind_index(kind)];
         let want = value.trim().to_lowercase();
         let j = new.iter().position(|m| {
@@ -234,7 +234,7 @@ impl Analogy {
     }
 
     /// This request's dates, times and names the remembered request had no counterpart for.
-    pub fn unserved(&self) -> usize {
+    pub(crate) fn unserved(&self) -> usize {
         [Kind::Date, Kind::Time, Kind::Name]
             .iter()
             .map(|k| {
@@ -247,7 +247,7 @@ impl Analogy {
     /// [`Analogy::transfer`] through arrays and objects (the legs of a multi-stop search): each
     /// value inside transferred, references and values the old request never said kept; `Err`
     /// names the kind of a mention with no counterpart.
-    pub fn transfer_deep(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Result<Value, Kind> {
+    pub(crate) fn transfer_deep(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> Result<Value, Kind> {
         match value {
             Value::Array(items) => items
                 .iter()
@@ -269,7 +269,7 @@ impl Analogy {
     }
 
     /// `s` with each derived reference's span the new request's counterpart (see [`spans`]).
-    pub fn reshift(&self, s: &str) -> String {
+    pub(crate) fn reshift(&self, s: &str) -> String {
         spans::reshift(s, &self.old.shifts, &self.new.shifts)
     }
 

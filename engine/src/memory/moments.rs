@@ -15,7 +15,7 @@ impl Analogy {
     /// counterpart span ("… 30 hours later" → the next day, 6 hours later in the day). A pair the
     /// old request said outright keeps its said values; the date goes with the time named like it
     /// (`drop_off_time` → `drop_off_date`).
-    pub fn moments_after(&self, args: &Map<String, Value>) -> Map<String, Value> {
+    pub(crate) fn moments_after(&self, args: &Map<String, Value>) -> Map<String, Value> {
         let moment = |time_key: &String| {
             let date_key = time_key.replace("time", "date");
             let time = NaiveTime::parse_from_str(args.get(time_key)?.as_str()?, "%H:%M").ok()?;

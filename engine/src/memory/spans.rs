@@ -7,6 +7,7 @@
 //! replay gives it the new request's span.
 
 use crate::exec::refs::Reference;
+use crate::read::lexicon::lexicon;
 use crate::read::scan::{amount, small_number, RequestValues, Scan};
 use chrono::{Datelike, Months, NaiveDate};
 
@@ -15,11 +16,12 @@ use chrono::{Datelike, Months, NaiveDate};
 /// `prior` (-); or after `in` ("a taxi in 40 minutes": +).
 pub(crate) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, .. } = scan;
+    let lex = lexicon();
     let word = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
     for i in 0..toks.len() {
         let unit = match word(i + 1) {
-            "hour" | "hours" | "hr" | "hrs" => 60.0,
-            "minute" | "minutes" | "min" | "mins" => 1.0,
+            w if lex.hour_words.contains(w) => 60.0,
+            w if lex.minute_words.contains(w) => 1.0,
             _ => continue,
         };
         let n = if word(i) == "an" && word(i.wrapping_sub(1)) == "half" {
@@ -32,7 +34,7 @@ pub(crate) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
             }
         };
         let (half, k) =
-            if toks[i + 1].punct.is_none() && [word(i + 2), word(i + 3), word(i + 4)] == ["and", "a", "half"] {
+            if toks[i + 1].punct.is_none() && word(i + 2) == "and" && word(i + 3) == "a" && word(i + 4) == "half" {
                 (0.5, i + 5)
             } else {
                 (0.0, i + 2)
@@ -40,8 +42,8 @@ pub(crate) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
         // "a taxi in 15 minutes": that long after the moment said.
         let after_in = word(i.wrapping_sub(1)) == "in";
         let sign = match word(k) {
-            "after" | "later" => 1.0,
-            "before" | "earlier" | "prior" => -1.0,
+            w if lex.later_words.contains(w) => 1.0,
+            w if lex.earlier_words.contains(w) => -1.0,
             _ if after_in => 1.0,
             _ => continue,
         };
@@ -58,7 +60,7 @@ pub(crate) fn read(scan: &Scan<'_>, v: &mut RequestValues) {
 /// The day `d` is after `o`, taken from `base`: the same day of a later month where the request
 /// counts in months ("return on the same day of the next month": December 25 → January 25 is one
 /// month, so November 10 → December 10, not 31 days later), else as many days.
-pub fn shift_date(o: NaiveDate, d: NaiveDate, base: NaiveDate, in_months: bool) -> Option<NaiveDate> {
+pub(crate) fn shift_date(o: NaiveDate, d: NaiveDate, base: NaiveDate, in_months: bool) -> Option<NaiveDate> {
     let months = (d.year() * 12 + d.month() as i32) - (o.year() * 12 + o.month() as i32);
     if in_months && months > 0 && d.day() == o.day() {
         if let Some(n) = base.checked_add_months(Months::new(months as u32)) {
@@ -70,11 +72,11 @@ pub fn shift_date(o: NaiveDate, d: NaiveDate, base: NaiveDate, in_months: bool) 
 
 /// The days a request counts, in order: "a four-day business trip", "five days of fun",
 /// "3 nights" → 4, 5, 3.
-pub fn day_counts(v: &RequestValues) -> Vec<i64> {
+pub(crate) fn day_counts(v: &RequestValues) -> Vec<i64> {
     v.numbers
         .iter()
         .filter(|c| c.value.fract() == 0.0 && c.value > 0.0 && c.value <= 366.0)
-        .filter(|c| matches!(c.word.as_str(), "day" | "days" | "night" | "nights"))
+        .filter(|c| lexicon().day_words.contains(&c.word) || lexicon().night_words.contains(&c.word))
         .map(|c| c.value as i64)
         .collect()
 }
@@ -83,7 +85,7 @@ pub fn day_counts(v: &RequestValues) -> Vec<i64> {
 /// (one, or several summed: "a four-day trip, then five days of fun" is 9 days to the flight
 /// home): the sum of the new request's counts in the same places. `None` where the two requests
 /// count days differently often or no run of the old counts makes `days`.
-pub fn days_counterpart(old: &[i64], new: &[i64], days: i64) -> Option<i64> {
+pub(crate) fn days_counterpart(old: &[i64], new: &[i64], days: i64) -> Option<i64> {
     if days <= 0 || old.len() != new.len() {
         return None;
     }
@@ -97,7 +99,7 @@ pub fn days_counterpart(old: &[i64], new: &[i64], days: i64) -> Option<i64> {
 /// The new request's span for the old request's span of `minutes`: the same sign, the same place
 /// among the spans of that sign. `None`: the old request said no such span (or none: 0), or the
 /// new one has no counterpart.
-pub fn counterpart(old: &[i64], new: &[i64], minutes: i64) -> Option<i64> {
+pub(crate) fn counterpart(old: &[i64], new: &[i64], minutes: i64) -> Option<i64> {
     let i = old.iter().position(|m| *m == minutes).filter(|_| minutes != 0)?;
     let same_sign = |m: &&i64| m.signum() == minutes.signum();
     let rank = old[..i].iter().filter(same_sign).count();
@@ -106,7 +108,7 @@ pub fn counterpart(old: &[i64], new: &[i64], minutes: i64) -> Option<i64> {
 
 /// `s` with each derived reference's span replaced by its counterpart ([`counterpart`]); a span
 /// with no counterpart is kept.
-pub fn reshift(s: &str, old: &[i64], new: &[i64]) -> String {
+pub(crate) fn reshift(s: &str, old: &[i64], new: &[i64]) -> String {
     let mut out = s.to_string();
     for r in Reference::all_in(s) {
         let Some(mut d) = r.derive else { continue };

@@ -39,7 +39,7 @@ pub struct Memory {
 }
 
 /// The point id of a request: the same request (case and spacing aside) is one entry.
-pub fn entry_id(request: &str) -> String {
+pub(crate) fn entry_id(request: &str) -> String {
     let norm: String = crate::read::reading::squash(request).to_lowercase();
     format!("mem-{}", text_hash(&norm))
 }

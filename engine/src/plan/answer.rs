@@ -31,7 +31,7 @@ fn number(v: &Value) -> Option<f64> {
 
 /// Breadth-first within `v` (depth ≤ 3): the first numeric leaf whose key matches `fields`, the
 /// first currency, the first name-like string.
-fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
+fn item_of(v: &Value, fields: &[String]) -> Option<Item> {
     let mut value = None;
     let mut currency = None;
     let mut label = None;
@@ -46,7 +46,7 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
         if value.is_none() {
             // The currency beside the value wins over one found elsewhere.
             if let Some(found) = m.iter().find(|(k, x)| {
-                fields.iter().any(|f| name_key(k).contains(f))
+                fields.iter().any(|f| name_key(k).contains(f.as_str()))
                     && !name_key(k).contains("currency")
                     && number(x).is_some()
             }) {
@@ -85,7 +85,7 @@ fn item_of(v: &Value, fields: &[&str]) -> Option<Item> {
 
 /// The items of a response: the elements of the first array (breadth-first) whose elements hold
 /// the quantity, else the response itself.
-fn items_of(v: &Value, fields: &[&str]) -> Vec<Item> {
+fn items_of(v: &Value, fields: &[String]) -> Vec<Item> {
     let mut queue: std::collections::VecDeque<(&Value, usize)> = [(v, 0)].into();
     let mut seen = 0;
     while let Some((node, depth)) = queue.pop_front() {
@@ -138,12 +138,11 @@ fn distinguishing(sent: &[&Map<String, Value>], i: usize) -> String {
 /// Whether the request wants the lowest value of its quantity (the cheapest, the shortest …).
 fn wants_lowest(request: &str, quantity: &str) -> bool {
     let l = request.to_lowercase();
-    let high = ["highest", "most expensive", "best", "top", "maximum", "largest", "longest", "farthest", "most"];
-    let low = ["cheap", "lowest", "least", "minimum", "fastest", "shortest", "closest", "nearest", "smallest"];
-    if low.iter().any(|w| l.contains(w)) {
+    let lex = crate::read::lexicon();
+    if lex.lowest_words.any_in(&l) {
         return true;
     }
-    if high.iter().any(|w| l.contains(w)) {
+    if lex.highest_words.any_in(&l) {
         return false;
     }
     quantity != "rating"
@@ -152,7 +151,7 @@ fn wants_lowest(request: &str, quantity: &str) -> bool {
 /// The answer of a dry run: the planned calls in order, each with its arguments (`$varN.field$`
 /// where an earlier call's output will provide the value). Nothing was sent, so there are no
 /// results to report.
-pub fn planned(ctx: &Context) -> String {
+pub(crate) fn planned(ctx: &Context) -> String {
     if ctx.path.is_empty() {
         return "No chain could be planned for this request (a dry run: nothing was sent).".to_string();
     }
@@ -173,7 +172,7 @@ pub fn planned(ctx: &Context) -> String {
 }
 
 /// The answer for `ctx`'s path.
-pub fn compose(ctx: &Context) -> String {
+pub(crate) fn compose(ctx: &Context) -> String {
     let Some(last) = ctx.path.last() else {
         return "No API call succeeded for this request.".to_string();
     };

@@ -2,38 +2,19 @@
 //! "also", and "and <verb>" where the verb asks for something. The deterministic planner decomposes
 //! with it; plan mode (which spends no decision on decomposition) and the LLM planner's fallback too.
 
-/// Verbs that start a new request after "and" ("find the cheapest tickets and provide a seat map").
-const ASKING_VERBS: &[&str] = &[
-    "provide",
-    "find",
-    "book",
-    "check",
-    "arrange",
-    "get",
-    "show",
-    "tell",
-    "give",
-    "recommend",
-    "search",
-    "look",
-    "list",
-    "compare",
-    "reserve",
-    "rent",
-    "help",
-];
-
 /// Split `text` before each "and <verb>" / ", <verb>" whose verb asks for something.
 fn split_on_verbs(text: &str) -> Vec<&str> {
     let mut cuts = vec![0];
     let lower = text.to_ascii_lowercase();
-    for sep in [" and ", ", "] {
+    let lex = crate::read::lexicon();
+    let seps: Vec<String> = lex.clause_links.iter().map(|w| format!(" {w} ")).chain([", ".to_string()]).collect();
+    for sep in &seps {
         let mut from = 0;
         while let Some(i) = lower[from..].find(sep) {
             let at = from + i;
             let rest = &lower[at + sep.len()..];
             let word: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-            if ASKING_VERBS.contains(&word.as_str()) {
+            if lex.asking_verbs.contains(&word) {
                 cuts.push(at);
             }
             from = at + sep.len();
@@ -45,7 +26,7 @@ fn split_on_verbs(text: &str) -> Vec<&str> {
     for (k, &c) in cuts.iter().enumerate() {
         let end = cuts.get(k + 1).copied().unwrap_or(text.len());
         let part = text[c..end].trim_start_matches(',').trim();
-        let part = part.strip_prefix("and ").unwrap_or(part);
+        let part = lex.clause_links.iter().find_map(|w| part.strip_prefix(&format!("{w} "))).unwrap_or(part);
         out.push(part);
     }
     out
@@ -53,7 +34,7 @@ fn split_on_verbs(text: &str) -> Vec<&str> {
 
 /// Split on sentence ends, "and then" / "then" / "also" and "and <verb>": each part that asks
 /// for something.
-pub fn split_request(text: &str) -> Vec<String> {
+pub(crate) fn split_request(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut cur = String::new();
     let mut chars = text.chars().peekable();

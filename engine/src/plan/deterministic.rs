@@ -70,7 +70,7 @@ impl DeterministicPlanner {
 /// The deterministic plan: the best-ranked solution whose first API the request can start (its
 /// required inputs all fillable from the request or the user's values), arguments filled as each
 /// step runs.
-pub fn best_plan(ctx: &Context, solutions: &[super::program::SolutionView]) -> Option<super::program::Plan> {
+pub(crate) fn best_plan(ctx: &Context, solutions: &[super::program::SolutionView]) -> Option<super::program::Plan> {
     let s = solutions.iter().find(|s| s.apis.first().is_some_and(|a| fill_arguments(ctx, a).missing.is_empty()))?;
     Some(super::program::Plan {
         steps: s

@@ -41,7 +41,7 @@ pub(crate) fn open_requirements(ctx: &Context) -> usize {
 }
 
 /// Whether a step's response says it failed or holds nothing.
-pub fn bad_response(v: &Value) -> Option<String> {
+pub(crate) fn bad_response(v: &Value) -> Option<String> {
     if let Some(p) = response_problem(v) {
         return Some(p);
     }
@@ -49,7 +49,7 @@ pub fn bad_response(v: &Value) -> Option<String> {
 }
 
 /// The deterministic judgement of `ctx`'s path (also the fallback when an LLM's answer is invalid).
-pub fn judge_path(ctx: &Context) -> Judgement {
+pub(crate) fn judge_path(ctx: &Context) -> Judgement {
     let mut bad = Vec::new();
     let fed: HashSet<String> =
         ctx.path.iter().flat_map(|s| s.arguments.values()).flat_map(crate::exec::refs::labels_in).collect();

@@ -202,38 +202,38 @@ pub struct DeadEnd {
 /// Short-term memory of a run: everything the planner may look at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Context {
-    pub request: String,
-    pub subtasks: Vec<Subtask>,
+    pub(crate) request: String,
+    pub(crate) subtasks: Vec<Subtask>,
     /// The subtask being searched now (per-subtask search), as an index into `subtasks`.
-    pub focus: Option<usize>,
+    pub(crate) focus: Option<usize>,
     /// Path length where the current (subtask's) search started: nothing before it is undone.
-    pub root: usize,
+    pub(crate) root: usize,
     /// The subtask each step served (per-subtask search), by step label.
-    pub step_subtask: HashMap<String, usize>,
-    pub values: RequestValues,
-    pub path: Vec<Step>,
-    pub dead_ends: Vec<DeadEnd>,
+    pub(crate) step_subtask: HashMap<String, usize>,
+    pub(crate) values: RequestValues,
+    pub(crate) path: Vec<Step>,
+    pub(crate) dead_ends: Vec<DeadEnd>,
     /// Tools (ids) excluded by reflection.
-    pub excluded_tools: Vec<String>,
+    pub(crate) excluded_tools: Vec<String>,
     /// APIs (ids) excluded by reflection (where excluding their whole tool would leave nothing).
-    pub excluded_apis: Vec<String>,
+    pub(crate) excluded_apis: Vec<String>,
     /// Failure reasons carried into a resumed round.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     /// Values the user gave for parameters (`needs_input` answers), by parameter name.
-    pub given: Map<String, Value>,
+    pub(crate) given: Map<String, Value>,
     /// Field indexes of the path's responses by label (built once per step by the engine).
-    pub fields: HashMap<String, Arc<crate::fill::fields::FieldIndex>>,
+    pub(crate) fields: HashMap<String, Arc<crate::fill::fields::FieldIndex>>,
     /// Outputs of earlier turns of a conversation (most recent last): arguments no value of this
     /// request provides may come from them.
-    pub earlier: Vec<Earlier>,
+    pub(crate) earlier: Vec<Earlier>,
     /// Each subtask of a request that has several, with the APIs retrieval finds for it (best
     /// first): a subtask none of whose APIs was called is not covered.
-    pub subtask_apis: Vec<(String, Vec<String>)>,
+    pub(crate) subtask_apis: Vec<(String, Vec<String>)>,
     /// The APIs the request's words ask for (learned, see [`crate::read::asks`]): a path without a
     /// call of one (or of another API about the same word) is not done.
-    pub asked_apis: Vec<crate::read::asks::Asked>,
+    pub(crate) asked_apis: Vec<crate::read::asks::Asked>,
     /// Where arguments come from, learned from recorded runs (`None`: the rules alone).
-    pub args: Option<Arc<crate::fill::learned::ArgModel>>,
+    pub(crate) args: Option<Arc<crate::fill::learned::ArgModel>>,
 }
 
 /// One output of an earlier turn of a session.
@@ -254,6 +254,7 @@ impl Earlier {
 }
 
 impl Context {
+    /// The context of a run of `request`, whose typed reading is `values`; nothing done yet.
     pub fn new(request: &str, values: RequestValues) -> Self {
         Context {
             request: request.to_string(),
@@ -274,6 +275,41 @@ impl Context {
             asked_apis: Vec::new(),
             args: None,
         }
+    }
+
+    /// The request being planned.
+    pub fn request(&self) -> &str {
+        &self.request
+    }
+
+    /// Puts another request in its place (a conversation's next turn, a prompt's test).
+    pub fn set_request(&mut self, request: String) {
+        self.request = request;
+    }
+
+    /// The calls made so far, in order.
+    pub fn path(&self) -> &[Step] {
+        &self.path
+    }
+
+    /// Adds a call made to the path.
+    pub fn push_step(&mut self, step: Step) {
+        self.path.push(step);
+    }
+
+    /// Forgets the calls made (a restart).
+    pub fn clear_path(&mut self) {
+        self.path.clear();
+    }
+
+    /// Records a call that failed or was judged wrong: the planner does not repeat it.
+    pub fn push_dead_end(&mut self, dead_end: DeadEnd) {
+        self.dead_ends.push(dead_end);
+    }
+
+    /// Carries a failure's reason into the next round of a reflection.
+    pub fn push_note(&mut self, note: String) {
+        self.notes.push(note);
     }
 
     /// How often the path already called `api_id`.

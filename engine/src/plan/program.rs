@@ -16,7 +16,7 @@
 //! required ones present, references only to earlier steps, no invented identifiers.
 
 use super::planner::{ApiView, Context};
-pub use super::planner::{Condition, Plan, PlanStep, SolutionView};
+pub(crate) use super::planner::{Condition, Plan, PlanStep, SolutionView};
 use crate::exec::refs::{self, Reference};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -26,13 +26,13 @@ use toolgraph_schema::fields::{field_key, link};
 use toolgraph_schema::{GraphSnapshot, START_ID};
 
 /// A `for_each` step runs at most this many times.
-pub const MAX_ITEMS: usize = 5;
+pub(crate) const MAX_ITEMS: usize = 5;
 /// A plan has at most this many steps.
-pub const MAX_STEPS: usize = 10;
+pub(crate) const MAX_STEPS: usize = 10;
 
 /// One path of the solution library (API ids in call order).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Solution {
+pub(crate) struct Solution {
     pub apis: Vec<String>,
     /// Product of the static NEXT weights along the path (START → first included), floored.
     pub weight: f64,
@@ -40,7 +40,7 @@ pub struct Solution {
 
 /// The library: every solution, indexed by the APIs it holds.
 #[derive(Debug, Default)]
-pub struct SolutionLibrary {
+pub(crate) struct SolutionLibrary {
     pub solutions: Vec<Solution>,
     by_api: HashMap<String, Vec<usize>>,
 }
@@ -51,7 +51,7 @@ const UNSEEN_EDGE: f64 = 0.05;
 impl SolutionLibrary {
     /// Derive the solutions of `graph` over the active `apis`: paths of up to `max_steps` APIs,
     /// at most `per_start` per first API (heaviest first).
-    pub fn build(
+    pub(crate) fn build(
         graph: &GraphSnapshot,
         apis: &HashMap<String, Arc<ApiView>>,
         max_steps: usize,
@@ -135,7 +135,7 @@ impl SolutionLibrary {
     /// its candidate APIs: each API adds `similarity − min_similarity` (unrelated APIs cost), plus
     /// the path's graph weight (how often observed chains made exactly these steps). Only solutions
     /// with at least one retrieved API are scored.
-    pub fn rank(&self, sims: &HashMap<String, f64>, min_similarity: f64, k: usize) -> Vec<(usize, f64)> {
+    pub(crate) fn rank(&self, sims: &HashMap<String, f64>, min_similarity: f64, k: usize) -> Vec<(usize, f64)> {
         let mut seen: HashSet<usize> = HashSet::new();
         let mut scored: Vec<(usize, f64)> = Vec::new();
         for id in sims.keys() {
@@ -161,7 +161,7 @@ impl SolutionLibrary {
 const OPS: &[&str] = &["exists", "nonempty", "eq", "ne", "gt", "lt"];
 
 /// Whether a condition holds on `outputs` (plan label → output).
-pub fn holds(c: &Condition, outputs: &HashMap<String, &Value>) -> Result<bool, String> {
+pub(crate) fn holds(c: &Condition, outputs: &HashMap<String, &Value>) -> Result<bool, String> {
     let r = Reference::whole(&c.reference).ok_or_else(|| format!("condition `{}` is not a reference", c.reference))?;
     let label = &r.label;
     let out = outputs.get(label).ok_or_else(|| format!("condition refers to `{label}`, which did not run"))?;
@@ -197,7 +197,7 @@ fn loosely_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Whether a parameter name holds an identifier (`hotel_id`, `id`, `dest_ids`).
-pub fn id_like(param: &str) -> bool {
+pub(crate) fn id_like(param: &str) -> bool {
     let n = field_key(param);
     n == "id" || n == "ids" || (n.len() > 2 && (n.ends_with("id") || n.ends_with("ids")))
 }
@@ -219,7 +219,7 @@ fn contains_scalar(v: &Value, want: &str, budget: &mut usize) -> bool {
 /// `Some(why)` when `value` of identifier parameter `param` appears in neither the request, the
 /// values the user gave, nor any output of this run or of earlier turns: an invented identifier.
 /// References and non-identifier parameters always pass.
-pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> {
+pub(crate) fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> {
     if !id_like(param) {
         return None;
     }
@@ -247,7 +247,7 @@ pub fn invented_id(ctx: &Context, param: &str, value: &Value) -> Option<String> 
 
 /// Check a plan an LLM wrote against the APIs offered (the solutions' APIs and `extra`), their
 /// schemas and the request; API names are resolved to ids.
-pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &str) -> Result<Plan, String> {
+pub(crate) fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &str) -> Result<Plan, String> {
     let steps = v.get("steps").and_then(Value::as_array).ok_or("`steps` must be a list")?;
     if steps.is_empty() || steps.len() > MAX_STEPS {
         return Err(format!("a plan has 1 to {MAX_STEPS} steps, got {}", steps.len()));
@@ -326,7 +326,7 @@ pub fn parse_plan(v: &Value, ctx: &Context, offered: &[Arc<ApiView>], source: &s
 
 /// Rewrite plan references (`$var2.x$` → `$<label of step 2>.x$`; `$item.y$` → the element's
 /// path) into references the executor resolves against the run's path.
-pub fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&Reference>) -> Result<Value, String> {
+pub(crate) fn rewrite(v: &Value, labels: &HashMap<String, String>, item: Option<&Reference>) -> Result<Value, String> {
     Ok(match v {
         Value::String(s) => {
             let mut text = s.clone();

@@ -25,7 +25,7 @@ pub const DECISION_TOKENS: usize = 800;
 /// The most plan mode's program prompt (system prompt included) may take.
 pub const PLAN_TOKENS: usize = 2_500;
 /// Characters counted per token by [`approx_tokens`].
-pub const CHARS_PER_TOKEN: usize = 3;
+pub(crate) const CHARS_PER_TOKEN: usize = 3;
 
 /// A conservative token count of `text` (characters / [`CHARS_PER_TOKEN`], rounded up).
 pub fn approx_tokens(text: &str) -> usize {
@@ -217,7 +217,7 @@ pub fn render_choose(ctx: &Context, candidates: &[Candidate]) -> String {
 }
 
 /// The request's typed values as one line: what an open parameter can take.
-pub fn mention_line(ctx: &Context) -> String {
+pub(crate) fn mention_line(ctx: &Context) -> String {
     let v = &ctx.values;
     let mut parts = Vec::new();
     let join = |xs: Vec<String>| xs.join(", ");

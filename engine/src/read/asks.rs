@@ -19,29 +19,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 /// Requests a word must have been said in before it asks for anything.
-pub const MIN_SUPPORT: u32 = 3;
+pub(crate) const MIN_SUPPORT: u32 = 3;
 /// The share of those requests whose chains called the API (chosen on ComplexFuncBench's dev
 /// folds: a higher share misses asks of new kinds, a lower one flags reworded requests).
-pub const MIN_SHARE: f64 = 0.5;
+pub(crate) const MIN_SHARE: f64 = 0.5;
 /// Words kept in all (the first ones seen) and per API; words of one request counted.
 const MAX_WORDS: usize = 20_000;
 const MAX_API_WORDS: usize = 400;
 const MAX_REQUEST_WORDS: usize = 64;
 
-/// English function words: they ask for nothing.
-const FUNCTION_WORDS: &[&str] = &[
-    "about", "after", "all", "also", "and", "any", "are", "because", "been", "before", "both", "but", "can", "could",
-    "did", "does", "each", "for", "from", "get", "give", "had", "has", "have", "her", "here", "him", "his", "how",
-    "into", "its", "just", "let", "like", "may", "might", "more", "most", "much", "must", "need", "not", "now", "off",
-    "once", "only", "other", "our", "ours", "out", "over", "please", "shall", "she", "should", "some", "such", "than",
-    "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "too", "very",
-    "want", "was", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would",
-    "you", "your", "yours",
-];
-
 /// An API a request's words ask for, as a run holds it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Asked {
+pub(crate) struct Asked {
     pub api: String,
     /// Its name, as the answer names it.
     pub name: String,
@@ -52,7 +41,7 @@ pub struct Asked {
 }
 
 /// Word → the APIs whose name or description uses it ([`doc_words`]), built once per graph.
-pub fn documented_index<'a>(
+pub(crate) fn documented_index<'a>(
     apis: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
 ) -> HashMap<String, Vec<String>> {
     let mut index: HashMap<String, Vec<String>> = HashMap::new();
@@ -96,13 +85,13 @@ impl PartialEq for Asks {
 /// The words of `request` the ask model counts: lower-case, mentions (names, numbers, months)
 /// masked, function words and words under three letters left out, a plural read as its singular
 /// (`cars` → `car`, `cities` → `city`), each once, in the order said.
-pub fn ask_words(request: &str) -> Vec<String> {
+pub(crate) fn ask_words(request: &str) -> Vec<String> {
     content_words(super::reading::word_list(&super::reading::meaning_text(request)), MAX_REQUEST_WORDS)
 }
 
 /// The words of an API's name and description as [`ask_words`] reads a request's (nothing
 /// masked: a documentation names no one).
-pub fn doc_words(name: &str, description: &str) -> Vec<String> {
+pub(crate) fn doc_words(name: &str, description: &str) -> Vec<String> {
     content_words(super::reading::word_list(&format!("{name} {description}")), 4 * MAX_REQUEST_WORDS)
 }
 
@@ -111,7 +100,11 @@ fn content_words(words: Vec<String>, cap: usize) -> Vec<String> {
     for w in words {
         // A spelled-out number is a mention ("three songs"), masked like the digits.
         let number = super::scan::small_number(&w).is_some();
-        if w.len() < 3 || number || !w.chars().all(|c| c.is_ascii_lowercase()) || FUNCTION_WORDS.contains(&w.as_str()) {
+        if w.len() < 3
+            || number
+            || !w.chars().all(|c| c.is_ascii_lowercase())
+            || super::lexicon::lexicon().function_words.contains(&w)
+        {
             continue;
         }
         let w = singular(&w);
@@ -127,7 +120,7 @@ fn singular(w: &str) -> String {
     if w.len() > 4 && w.ends_with("ies") {
         return format!("{}y", &w[..w.len() - 3]);
     }
-    for end in ["ches", "shes", "xes", "sses"] {
+    for end in super::lexicon::lexicon().sibilant_plurals.iter() {
         if w.len() > end.len() + 1 && w.ends_with(end) {
             return w[..w.len() - 2].to_string();
         }

@@ -24,51 +24,17 @@
 //! The judge (deterministic, and the LLM judge beside its own verdict) passes a path only when
 //! every requirement is covered; the deterministic planner does not finish while one is open.
 
+use super::lexicon::lexicon;
 use super::reading::{compares, word_list as words};
-pub use super::requirement::{complete, missing_text, Kind, Requirement};
+pub(crate) use super::requirement::{complete, missing_text, Kind, Requirement};
 use crate::exec::refs::{self, Reference};
 use crate::plan::planner::Context;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use toolgraph_schema::fields::name_key;
 
-/// Words of a request that ask for a quantity → field names that hold it.
-const QUANTITIES: &[(&[&str], &str, &[&str])] = &[
-    (
-        &["price", "cost", "cheap", "expensive", "fare", "budget", "afford", "how much"],
-        "price",
-        &["price", "cost", "amount", "fare", "total"],
-    ),
-    (
-        &["duration", "how long", "travel time", "fastest", "shortest flight"],
-        "duration",
-        &["duration", "traveltime", "totaltime"],
-    ),
-    (&["rating", "review", "rated", "score"], "rating", &["rating", "review", "score"]),
-    (&["distance", "how far", "nearest", "closest"], "distance", &["distance"]),
-];
-
-/// Words that count something an API takes as a number.
-const COUNTED: &[&str] = &[
-    "adult",
-    "child",
-    "children",
-    "kid",
-    "room",
-    "guest",
-    "passenger",
-    "people",
-    "person",
-    "traveler",
-    "traveller",
-    "ticket",
-    "seat",
-    "member",
-];
-
-/// Words that ask for one call per option.
 /// The last API must have ended at least this share of the chains through it.
-pub const MIN_END_WEIGHT: f64 = 0.05;
+pub(crate) const MIN_END_WEIGHT: f64 = 0.05;
 
 /// Strings and numbers a response or argument holds (lower-cased), bounded.
 fn scalars(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
@@ -104,31 +70,36 @@ fn keys(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
 }
 
 /// The quantities `request` asks for: (name, field keys).
-pub fn asked_quantities(request: &str) -> Vec<(&'static str, &'static [&'static str])> {
+pub(crate) fn asked_quantities(request: &str) -> Vec<(&'static str, &'static [String])> {
     let lower = request.to_lowercase();
     let ws = words(request);
-    QUANTITIES
+    lexicon()
+        .quantities
         .iter()
-        .filter(|(cues, _, _)| {
-            cues.iter().any(|c| if c.contains(' ') { lower.contains(c) } else { ws.iter().any(|w| w.starts_with(c)) })
+        .filter(|q| {
+            q.cues.iter().any(|c| {
+                if c.contains(' ') {
+                    lower.contains(c.as_str())
+                } else {
+                    ws.iter().any(|w| w.starts_with(c.as_str()))
+                }
+            })
         })
-        .map(|(_, name, fields)| (*name, *fields))
+        .map(|q| (q.name.as_str(), q.fields.as_slice()))
         .collect()
 }
 
 /// Whether the request asks about every item of a list ("for each of them", "every result", "all
 /// of the options"): then the last API must be called once per item of the list it reads from.
-pub fn asks_for_every_item(request: &str) -> bool {
-    const ITEMS: [&str; 10] =
-        ["result", "results", "one", "ones", "them", "item", "items", "option", "options", "these"];
+pub(crate) fn asks_for_every_item(request: &str) -> bool {
+    let lex = lexicon();
     let w = words(request);
     let at = |i: usize| w.get(i).map(String::as_str).unwrap_or_default();
     (0..w.len()).any(|i| {
-        matches!(at(i), "each" | "every" | "all")
-            && (ITEMS.contains(&at(i + 1))
+        lex.every_words.contains(at(i))
+            && (lex.item_words.contains(at(i + 1))
                 || at(i + 1) == "of"
-                    && (matches!(at(i + 2), "them" | "these" | "those")
-                        || at(i + 2) == "the" && ITEMS.contains(&at(i + 3))))
+                    && (lex.them_words.contains(at(i + 2)) || at(i + 2) == "the" && lex.item_words.contains(at(i + 3))))
     })
 }
 
@@ -149,7 +120,7 @@ fn item_reference(step: &crate::plan::planner::Step) -> Option<(String, Vec<Stri
 
 /// The arguments of each step as sent: references resolved against earlier responses (the
 /// planned value when a reference cannot be resolved).
-pub fn sent_arguments(ctx: &Context) -> Vec<Map<String, Value>> {
+pub(crate) fn sent_arguments(ctx: &Context) -> Vec<Map<String, Value>> {
     let mut outputs: HashMap<String, &Value> = HashMap::new();
     let mut out = Vec::with_capacity(ctx.path.len());
     for s in &ctx.path {
@@ -226,12 +197,12 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
 }
 
 /// How an asked API's requirement reads: `Vehicle_Details (for "vehicle")`.
-pub fn asked_value(name: &str, word: &str) -> String {
+pub(crate) fn asked_value(name: &str, word: &str) -> String {
     format!("{name} (for \"{word}\")")
 }
 
 /// The requirements of `ctx.request` and which call of the path covers each.
-pub fn assess(ctx: &Context) -> Vec<Requirement> {
+pub(crate) fn assess(ctx: &Context) -> Vec<Requirement> {
     let sent = sent_arguments(ctx);
     let labels: Vec<&str> = ctx.path.iter().map(|s| s.label.as_str()).collect();
     // Per step: the scalar values it sent, the strings its response holds, its response's keys.
@@ -289,7 +260,7 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
     }
     for c in &v.numbers {
         let w = c.word.trim_end_matches('s');
-        if !COUNTED.iter().any(|k| *k == w || *k == c.word) || c.value.fract() != 0.0 {
+        if !(lexicon().counted.contains(w) || lexicon().counted.contains(&c.word)) || c.value.fract() != 0.0 {
             continue;
         }
         let n = format!("{}", c.value as i64);
@@ -335,7 +306,7 @@ pub fn assess(ctx: &Context) -> Vec<Requirement> {
             let mut ks = Vec::new();
             let mut budget = 2000;
             keys(&s.response, &mut ks, &mut budget);
-            ks.iter().any(|k| fields.iter().any(|f| k.contains(f)))
+            ks.iter().any(|k| fields.iter().any(|f| k.contains(f.as_str())))
         });
         push(&mut out, Kind::Quantity, name.to_string(), by.map(|s| s.label.clone()));
     }

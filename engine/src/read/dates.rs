@@ -4,19 +4,19 @@
 //! tomorrow", "two days later", "next week", weekdays) and times ("8 AM", "14:30", "noon", "9
 //! o'clock in the morning").
 
-use super::reading::{mistyped, MONTHS};
+use super::lexicon::lexicon;
+use super::reading::mistyped;
 use super::scan::{cues_at, small_number, RequestValues, Scan};
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
-pub(crate) const WEEKDAYS: [(&str, Weekday); 7] = [
-    ("monday", Weekday::Mon),
-    ("tuesday", Weekday::Tue),
-    ("wednesday", Weekday::Wed),
-    ("thursday", Weekday::Thu),
-    ("friday", Weekday::Fri),
-    ("saturday", Weekday::Sat),
-    ("sunday", Weekday::Sun),
-];
+/// The weekdays in the order of the lexicon's list (Monday first).
+const WEEKDAY_ORDER: [Weekday; 7] =
+    [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
+
+/// The weekday `w` (lower-case) names.
+pub(crate) fn weekday_of(w: &str) -> Option<Weekday> {
+    lexicon().weekdays.position(w).map(|i| WEEKDAY_ORDER[i])
+}
 
 pub(crate) fn month_of(w: &str) -> Option<u32> {
     let w = w.to_ascii_lowercase();
@@ -24,7 +24,8 @@ pub(crate) fn month_of(w: &str) -> Option<u32> {
     if w.len() < 3 {
         return None;
     }
-    MONTHS
+    lexicon()
+        .months
         .iter()
         .position(|m| m.starts_with(w) && (w.len() == m.len() || w.len() == 3 || (w == "sept")))
         .map(|i| i as u32 + 1)
@@ -78,15 +79,12 @@ fn numeric_date(w: &str, default_year: i32, dated: bool) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(year, month, day)
 }
 
-/// Words that place what follows in time ("on 3/14", "by 12/1").
-const DATING_WORDS: [&str; 8] = ["on", "by", "until", "till", "before", "after", "from", "since"];
-
 /// "the first Tuesday of April (2027)", "the last Friday in May": the day, in the year said
 /// after it or else the default year. The ordinal's position and the last token used.
 fn weekday_of_month(lower: &[String], i: usize, default_year: i32) -> Option<(NaiveDate, usize)> {
-    const ORDINALS: [&str; 5] = ["first", "second", "third", "fourth", "last"];
-    let nth = ORDINALS.iter().position(|o| *o == lower[i])?;
-    let (_, weekday) = WEEKDAYS.iter().find(|(d, _)| lower.get(i + 1).is_some_and(|w| w == d))?;
+    let lex = lexicon();
+    let nth = lex.week_ordinals.position(&lower[i]).or_else(|| lex.last_words.contains(&lower[i]).then_some(4))?;
+    let weekday = weekday_of(lower.get(i + 1)?)?;
     if !lower.get(i + 2).is_some_and(|w| w == "of" || w == "in") {
         return None;
     }
@@ -95,7 +93,7 @@ fn weekday_of_month(lower: &[String], i: usize, default_year: i32) -> Option<(Na
     let y = year.unwrap_or(default_year);
     let last = if year.is_some() { i + 4 } else { i + 3 };
     let first_of = NaiveDate::from_ymd_opt(y, month, 1)?;
-    let first = next_weekday(first_of - Duration::days(1), *weekday);
+    let first = next_weekday(first_of - Duration::days(1), weekday);
     let date = if nth == 4 {
         let next_month =
             if month == 12 { NaiveDate::from_ymd_opt(y + 1, 1, 1)? } else { NaiveDate::from_ymd_opt(y, month + 1, 1)? };
@@ -110,20 +108,30 @@ fn weekday_of_month(lower: &[String], i: usize, default_year: i32) -> Option<(Na
     (date.month() == month).then_some((date, last))
 }
 
+/// Whether a word (lower-case, a final dot read off) marks a time after noon (`Some(true)`: "pm",
+/// "p.m.") or before it (`Some(false)`).
+pub(crate) fn meridiem(w: &str) -> Option<bool> {
+    let lex = lexicon();
+    let w = w.trim_end_matches('.');
+    if lex.ante_meridiem.contains(w) {
+        Some(false)
+    } else {
+        lex.post_meridiem.contains(w).then_some(true)
+    }
+}
+
 fn parse_time(w: &str, next: Option<&str>) -> Option<(String, bool)> {
     let lw = w.to_ascii_lowercase();
-    let (body, suffix_in_word) = if let Some(b) = lw.strip_suffix("am").or_else(|| lw.strip_suffix("a.m")) {
-        (b.to_string(), Some(false))
-    } else if let Some(b) = lw.strip_suffix("pm").or_else(|| lw.strip_suffix("p.m")) {
-        (b.to_string(), Some(true))
+    let lex = lexicon();
+    let strip = |list: &super::lexicon::Words| list.iter().find_map(|m| lw.strip_suffix(m)).map(str::to_string);
+    let (body, suffix_in_word) = if let Some(b) = strip(&lex.ante_meridiem) {
+        (b, Some(false))
+    } else if let Some(b) = strip(&lex.post_meridiem) {
+        (b, Some(true))
     } else {
         (lw.clone(), None)
     };
-    let next_suffix = next.map(|n| n.to_ascii_lowercase()).and_then(|n| match n.trim_end_matches('.') {
-        "am" | "a.m" => Some(false),
-        "pm" | "p.m" => Some(true),
-        _ => None,
-    });
+    let next_suffix = next.map(|n| n.to_ascii_lowercase()).and_then(|n| meridiem(&n));
     let pm = suffix_in_word.or(next_suffix);
     let (h, m) = match body.split_once(':') {
         Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
@@ -152,17 +160,15 @@ pub(crate) fn spoken_time(lower: &[String], i: usize) -> Option<(String, usize)>
         .or_else(|| small_number(&lower[i]).map(|n| n as u32))
         .filter(|h| (1..=12).contains(h))?;
     let at = |k: usize| lower.get(k).map(String::as_str).unwrap_or("");
-    let oclock = matches!(at(i + 1), "o'clock" | "o’clock" | "oclock");
+    let lex = lexicon();
+    let oclock = lex.oclock.contains(at(i + 1));
     let from = if oclock { i + 2 } else { i + 1 };
     let part = (at(from) == "in" && at(from + 1) == "the").then(|| at(from + 2));
     let pm = match part {
-        Some("morning") => Some(false),
-        Some("afternoon" | "evening" | "night") => Some(true),
-        _ => match at(from).trim_end_matches('.') {
-            "am" | "a.m" if oclock => Some(false),
-            "pm" | "p.m" if oclock => Some(true),
-            _ => None,
-        },
+        Some(p) if lex.morning.contains(p) => Some(false),
+        Some(p) if lex.evening.contains(p) => Some(true),
+        _ if oclock => meridiem(at(from)),
+        _ => None,
     };
     if !oclock && pm.is_none() {
         return None;
@@ -219,7 +225,7 @@ pub(crate) fn absolute_dates(scan: &mut Scan<'_>, fallback_today: NaiveDate) -> 
 fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default_year: i32) {
     let Scan { toks, used, lower } = scan;
     for i in 0..toks.len() {
-        let dated = i.checked_sub(1).is_some_and(|j| DATING_WORDS.contains(&lower[j].as_str()));
+        let dated = i.checked_sub(1).is_some_and(|j| lexicon().dating_words.contains(&lower[j]));
         if let Some(d) = iso_date(toks[i].text).or_else(|| numeric_date(toks[i].text, default_year, dated)) {
             absolute.push((i, d));
             used[i] = true;
@@ -276,27 +282,20 @@ fn written_dates(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, de
     }
 }
 
-/// Holidays: "Christmas (Eve)", "New Year's Eve", "New Year's Day", "Halloween", "Valentine's
-/// Day", in the year said near them, else the year of the date before, else `default_year`.
-/// (Not Thanksgiving: read, it cost the requests that say its date twice — "the Thanksgiving
-/// holiday … tickets for November 28" —, where the replay took the holiday's mention for the
-/// tickets' day; measured at stop 48.)
+/// Holidays on a fixed day (the lexicon's: "Christmas (Eve)", "New Year's Eve", "Halloween"…),
+/// in the year said near them, else the year of the date before, else `default_year`. The
+/// longest phrase that matches is read.
 fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default_year: i32) {
     let Scan { toks, lower, used } = scan;
+    let reads = |k: usize, w: &str| lower.get(k).is_some_and(|x| x.replace('’', "'") == w);
     for i in 0..toks.len() {
-        let next = lower.get(i + 1).map(String::as_str).unwrap_or("");
-        let (month, day, span) = match lower[i].as_str() {
-            "christmas" if next == "eve" => (12, 24, 2),
-            "christmas" => (12, 25, if next == "day" { 2 } else { 1 }),
-            "new" if matches!(next, "year's" | "year’s" | "years") => match lower.get(i + 2).map(String::as_str) {
-                Some("eve") => (12, 31, 3),
-                Some("day") => (1, 1, 3),
-                _ => continue,
-            },
-            "halloween" => (10, 31, 1),
-            "valentine's" | "valentine’s" | "valentines" if next == "day" => (2, 14, 2),
-            _ => continue,
-        };
+        let found = lexicon()
+            .holidays
+            .iter()
+            .filter(|h| h.phrase.iter().enumerate().all(|(k, w)| reads(i + k, w)))
+            .max_by_key(|h| h.phrase.len());
+        let Some(&super::lexicon::Holiday { month, day, ref phrase, .. }) = found else { continue };
+        let span = phrase.len();
         if used[i] {
             continue;
         }
@@ -344,7 +343,7 @@ fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
     }
     // "from October 5th to 12th": a bare day after "to" continues the month of the date before.
     for i in 1..toks.len() {
-        if used[i] || !matches!(lower[i - 1].as_str(), "to" | "until" | "through" | "till" | "and") {
+        if used[i] || !lexicon().range_words.contains(&lower[i - 1]) {
             continue;
         }
         let Some(day) = day_number(toks[i].text)
@@ -377,7 +376,7 @@ pub(crate) fn dates(
     for (pos, d) in absolute {
         // A weekday may stand between: "Today is Friday, March 1st".
         let mut at = pos;
-        if at >= 1 && WEEKDAYS.iter().any(|(w, _)| *w == lower[at - 1]) {
+        if at >= 1 && weekday_of(&lower[at - 1]).is_some() {
             at -= 1;
             used[at] = true;
         }
@@ -391,13 +390,16 @@ pub(crate) fn dates(
         }
     }
     // Relative dates.
+    let lex = lexicon();
+    let counted_days = |w: &str| lex.day_words.contains(w) || lex.week_words.contains(w);
+    let in_days = |w: &str, n: i64| if lex.week_words.contains(w) { 7 * n } else { n };
     let mut i = 0;
     while i < toks.len() {
         let w = lower[i].as_str();
         let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
         let rel = if w == "tomorrow" || mistyped(w, "tomorrow") {
             // "the day after tomorrow", "two days after tomorrow", "3 days after tomorrow"
-            if prev(1) == "after" && (prev(2) == "day" || prev(2) == "days") {
+            if prev(1) == "after" && lex.day_words.contains(prev(2)) {
                 let n = if prev(2) == "day" {
                     1
                 } else {
@@ -410,22 +412,22 @@ pub(crate) fn dates(
         } else if w == "today" && lower.get(i + 1).is_none_or(|n| n != "is") && !dates.iter().any(|(p, _)| *p == i + 1)
         {
             Some(0).filter(|_| v.today.is_none() || prev(1) == "for" || prev(1) == "from")
-        } else if (w == "days" || w == "day" || w == "weeks" || w == "week") && prev(2) == "in" {
+        } else if counted_days(w) && prev(2) == "in" {
             let n = small_number(prev(1)).or_else(|| prev(1).parse().ok()).unwrap_or(1.0) as i64;
-            Some(if w.starts_with("week") { 7 * n } else { n })
+            Some(in_days(w, n))
         } else if w == "week" && prev(1) == "next" {
             Some(7)
-        } else if w == "later" && matches!(prev(1), "day" | "days" | "week" | "weeks") {
+        } else if w == "later" && counted_days(prev(1)) {
             let n = small_number(prev(2)).or_else(|| prev(2).parse().ok()).unwrap_or(1.0) as i64;
-            let n = if prev(1).starts_with("week") { 7 * n } else { n };
+            let n = in_days(prev(1), n);
             // Relative to the latest date mentioned before it.
             let before = dates.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
             if let Some(b) = before {
                 dates.push((i, b + Duration::days(n)));
             }
             None
-        } else if let Some((_, day)) = WEEKDAYS.iter().find(|(d, _)| *d == w) {
-            (!used[i]).then(|| (next_weekday(today, *day) - today).num_days())
+        } else if let Some(day) = weekday_of(w) {
+            (!used[i]).then(|| (next_weekday(today, day) - today).num_days())
         } else {
             None
         };

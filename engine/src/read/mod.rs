@@ -1,11 +1,12 @@
 //! The typed reading of a request: its tokens (`reading`, the only tokenizer of the reader and the
 //! memory), its mentions read in phases over one scan (`scan`, `values`, `dates`, `names`), the
 //! kinds of mention (`slots`), what it asks for (`coverage`, `requirement`) and which of its words
-//! ask for which API (`asks`, learned at ingest).
+//! ask for which API (`asks`, learned at ingest). The words it knows are one table (`lexicon`).
 
 pub(crate) mod asks;
 pub(crate) mod coverage;
 pub(crate) mod dates;
+pub mod lexicon;
 pub(crate) mod names;
 pub(crate) mod reading;
 pub(crate) mod requirement;
@@ -14,6 +15,8 @@ pub(crate) mod slots;
 pub(crate) mod values;
 
 pub use asks::Asks;
+pub use lexicon::{lexicon, Lexicon};
 pub use reading::{meaning_text, ordering_words};
 pub use requirement::{missing_text, Kind as RequirementKind, Requirement};
-pub use values::{is_end_param, RequestValues};
+pub use scan::RequestValues;
+pub use values::is_end_param;

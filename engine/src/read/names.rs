@@ -2,45 +2,21 @@
 //! short lower-case links such as "de", "la", "of"), not a sentence's lone first word, a verb or
 //! adverb that opens a sentence, a pronoun's contraction, a label; a house number joins its street.
 
-use super::dates::{month_of, WEEKDAYS};
+use super::dates::{month_of, weekday_of};
+use super::lexicon::lexicon;
 use super::reading::Token;
 use super::scan::{cues_at, RequestValues, Scan};
 
 /// Whether a name ends like a street's ("Pine St", "Bay St.", "Fifth Avenue", "Abbey Road",
 /// "Dallas Parkway").
 fn is_street(w: &str) -> bool {
-    const STREETS: [&str; 22] = [
-        "st",
-        "street",
-        "ave",
-        "avenue",
-        "rd",
-        "road",
-        "blvd",
-        "boulevard",
-        "ln",
-        "lane",
-        "dr",
-        "drive",
-        "way",
-        "pl",
-        "place",
-        "w",
-        "parkway",
-        "pkwy",
-        "highway",
-        "hwy",
-        "court",
-        "ct",
-    ];
-    STREETS.contains(&w.trim_end_matches('.').to_lowercase().as_str())
+    lexicon().street_ends.contains(&w.trim_end_matches('.').to_lowercase())
 }
 
 /// Whether a name opens like a street's in the languages that put the word first ("Rue
 /// Durocher", "Via Roma", "Calle Mayor", "Avenida Paulista", "Boulevard Saint-Germain").
 fn opens_street(w: &str) -> bool {
-    const STREETS: [&str; 9] = ["rue", "via", "calle", "avenida", "rua", "avenue", "boulevard", "viale", "strada"];
-    STREETS.contains(&w.to_lowercase().as_str())
+    lexicon().street_starts.contains(&w.to_lowercase())
 }
 
 pub(crate) fn is_capitalised(w: &str) -> bool {
@@ -48,85 +24,17 @@ pub(crate) fn is_capitalised(w: &str) -> bool {
     matches!(cs.next(), Some(c) if c.is_uppercase()) && w.chars().any(|c| c.is_alphabetic())
 }
 
-/// Words that start a sentence or name a date/time, never part of a place or product name.
-const PRONOUNS: [&str; 16] = [
-    "i", "you", "he", "she", "it", "we", "they", "that", "there", "here", "what", "who", "let", "its", "your", "their",
-];
-
+/// Whether `w` opens a request or names a day or a pronoun's contraction: never part of a place
+/// or product name.
 pub(crate) fn is_stop_name(w: &str) -> bool {
-    const STOP: &[&str] = &[
-        "i",
-        "i'm",
-        "i'd",
-        "i'll",
-        "please",
-        "could",
-        "can",
-        "would",
-        "will",
-        "what",
-        "which",
-        "where",
-        "when",
-        "how",
-        "who",
-        "find",
-        "get",
-        "show",
-        "tell",
-        "give",
-        "help",
-        "check",
-        "search",
-        "book",
-        "today",
-        "tomorrow",
-        "yesterday",
-        "my",
-        "we",
-        "our",
-        "the",
-        "a",
-        "an",
-        "is",
-        "are",
-        "and",
-        "also",
-        "then",
-        "after",
-        "if",
-        "also,",
-        "am",
-        "pm",
-        "it",
-        "this",
-        "that",
-        "there",
-        "do",
-        "does",
-        "for",
-        "from",
-        "to",
-        "in",
-        "on",
-        "at",
-        "with",
-        "by",
-        "of",
-        "let",
-        "let's",
-        "want",
-        "need",
-        "next",
-        "last",
-    ];
+    let lex = lexicon();
     let l = w.to_lowercase().replace('’', "'");
     // A pronoun's contraction ("I've", "It's", "We're") is the pronoun.
-    let stem = ["'s", "'ve", "'re", "'ll", "'d", "'m"].iter().find_map(|c| l.strip_suffix(c)).unwrap_or(&l);
-    STOP.contains(&l.as_str())
-        || (PRONOUNS.contains(&stem) || STOP.contains(&stem)) && stem != l
+    let stem = lex.contractions.iter().find_map(|c| l.strip_suffix(c)).unwrap_or(&l);
+    lex.not_names.contains(&l)
+        || (lex.pronouns.contains(stem) || lex.not_names.contains(stem)) && stem != l
         || month_of(&l).is_some()
-        || WEEKDAYS.iter().any(|(d, _)| *d == l)
+        || weekday_of(&l).is_some()
         || l.chars().all(|c| c.is_ascii_digit())
 }
 
@@ -191,7 +99,7 @@ pub(crate) fn names(scan: &Scan<'_>, v: &mut RequestValues) {
             {
                 words.push(n);
                 j += 1;
-            } else if matches!(n, "de" | "la" | "del" | "of" | "du" | "van" | "von" | "da" | "le" | "y")
+            } else if lexicon().name_links.contains(n)
                 && toks[j + 1].punct.is_none()
                 && toks.get(j + 2).is_some_and(|t| is_capitalised(t.text) && !is_stop_name(t.text))
             {

@@ -2,14 +2,15 @@
 //! ([`super::values::RequestValues`]: dates, times, counts, names, labelled values), the words
 //! the judge looks for ([`word_list`]), the meaning the long-term memory embeds
 //! ([`meaning_text`]), the words an enumeration value is said in ([`words`], [`says`]), the
-//! ordering a request asks for ([`ordering_words`]) and the one name normalizer ([`key`]) that
-//! parameter names, response fields and labels are compared by.
+//! ordering a request asks for ([`ordering_words`]).
 //!
 //! Nothing else in the planner splits text; a test keeps it so.
 
+use super::lexicon::lexicon;
+
 /// A word of the text as written, with the punctuation that followed it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Token<'a> {
+pub(crate) struct Token<'a> {
     /// The word without trailing punctuation or leading brackets and quotes.
     pub text: &'a str,
     /// Punctuation that followed it (',' '.' '?' '!' ';' ':').
@@ -20,13 +21,13 @@ pub struct Token<'a> {
 
 impl Token<'_> {
     /// Whether a sentence ends after it.
-    pub fn ends_sentence(&self) -> bool {
+    pub(crate) fn ends_sentence(&self) -> bool {
         matches!(self.punct, Some('.' | '?' | '!'))
     }
 }
 
 /// The text's words as written, split at white space, trailing punctuation noted apart.
-pub fn tokens(text: &str) -> Vec<Token<'_>> {
+pub(crate) fn tokens(text: &str) -> Vec<Token<'_>> {
     text.split_whitespace()
         .map(|w| {
             let trimmed = w.trim_end_matches([',', '.', '?', '!', ';', ':', ')', '"', '\'']);
@@ -45,17 +46,17 @@ fn parts(word: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The text's lower-case words, split at every sign.
-pub fn word_list(text: &str) -> Vec<String> {
+pub(crate) fn word_list(text: &str) -> Vec<String> {
     tokens(text).iter().flat_map(|t| parts(t.text)).collect()
 }
 
 /// Lower-case words joined by single spaces (`PREMIUM_ECONOMY` → `premium economy`).
-pub fn words(text: &str) -> String {
+pub(crate) fn words(text: &str) -> String {
     word_list(text).join(" ")
 }
 
 /// Whether `text` (as [`words`] gives it) says `value` as whole words.
-pub fn says(text: &str, value: &str) -> bool {
+pub(crate) fn says(text: &str, value: &str) -> bool {
     let w = words(value);
     !w.is_empty() && format!(" {text} ").contains(&format!(" {w} "))
 }
@@ -63,7 +64,7 @@ pub fn says(text: &str, value: &str) -> bool {
 /// Where `needle` next stands in `hay` as written, from byte `from` on, with no letter or digit
 /// touching it on either side ("Paris" in "Paris, France", not in "Parisian"); an occurrence
 /// that is part of a longer word is skipped whole.
-pub fn whole_at(hay: &str, needle: &str, mut from: usize) -> Option<usize> {
+pub(crate) fn whole_at(hay: &str, needle: &str, mut from: usize) -> Option<usize> {
     if needle.is_empty() {
         return None;
     }
@@ -80,39 +81,24 @@ pub fn whole_at(hay: &str, needle: &str, mut from: usize) -> Option<usize> {
 }
 
 /// White space folded to single spaces (a description shown in a prompt).
-pub fn squash(text: &str) -> String {
+pub(crate) fn squash(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The text's first word as written (`"Rome, Italy"` → `Rome,`), or `""`.
-pub fn first_word(text: &str) -> &str {
+pub(crate) fn first_word(text: &str) -> &str {
     text.split_whitespace().next().unwrap_or_default()
 }
 
 /// How many words the text has.
-pub fn word_count(text: &str) -> usize {
+pub(crate) fn word_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
-/// The month names, lower-case, in calendar order.
-pub(crate) const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 /// The request as its structure reads: lower-case words, with numbers, capitalised words and
 /// month names masked (`<num>`, `<name>`, `<month>`) and runs of one mask folded into one.
-pub fn delexicalize(text: &str) -> Vec<String> {
+pub(crate) fn delexicalize(text: &str) -> Vec<String> {
+    let lex = lexicon();
     let mut out: Vec<String> = Vec::new();
     let mut sentence_start = true;
     for t in tokens(text) {
@@ -124,11 +110,11 @@ pub fn delexicalize(text: &str) -> Vec<String> {
         let lower = w.to_lowercase();
         let token = if w.chars().any(|c| c.is_ascii_digit()) {
             "<num>".to_string()
-        } else if MONTHS.contains(&lower.as_str()) {
+        } else if lex.months.contains(&lower) {
             "<month>".to_string()
         } else if !sentence_start
             && w.chars().next().is_some_and(char::is_uppercase)
-            && !matches!(lower.as_str(), "i" | "am" | "pm")
+            && !lex.never_masked.contains(&lower)
         {
             "<name>".to_string()
         } else {
@@ -158,34 +144,13 @@ pub fn meaning_text(text: &str) -> String {
         .join(" ")
 }
 
-/// Words that lead an ordering without being superlatives themselves ("most popular", "top
-/// rated", "highly reviewed", "least crowded").
-const ORDER_LEADS: [&str; 6] = ["best", "most", "least", "top", "highly", "worst"];
-/// Words that end like a superlative and are not one.
-const NOT_SUPERLATIVE: [&str; 18] = [
-    "interest",
-    "request",
-    "suggest",
-    "forest",
-    "guest",
-    "contest",
-    "honest",
-    "modest",
-    "protest",
-    "harvest",
-    "invest",
-    "digest",
-    "manifest",
-    "arrest",
-    "quest",
-    "chest",
-    "southwest",
-    "northwest",
-];
-
 fn superlative(w: &str) -> bool {
-    ORDER_LEADS.contains(&w)
-        || (w.len() >= 6 && w.ends_with("est") && w.chars().all(char::is_alphabetic) && !NOT_SUPERLATIVE.contains(&w))
+    let lex = lexicon();
+    lex.order_leads.contains(w)
+        || (w.len() >= 6
+            && w.ends_with("est")
+            && w.chars().all(char::is_alphabetic)
+            && !lex.not_superlatives.contains(w))
 }
 
 /// The ordering words a request says, each once, lower-case: every superlative ("cheapest",
@@ -212,7 +177,8 @@ pub fn ordering_words(text: &str) -> Vec<String> {
         }
         out.push(w.clone());
         let next = ws.get(i + 1).filter(|(n, _, _)| n.len() >= 3 && n.chars().all(char::is_alphabetic));
-        if let Some((n, _, _)) = next.filter(|_| *hyphen || ORDER_LEADS[1..].contains(&w.as_str())) {
+        let leads = || lexicon().order_leads.position(w).is_some_and(|i| i > 0);
+        if let Some((n, _, _)) = next.filter(|_| *hyphen || leads()) {
             out.push(n.clone());
         }
     }
@@ -247,13 +213,9 @@ pub(crate) fn mistyped(value: &str, name: &str) -> bool {
     row[b.len()] <= allowed
 }
 
-/// Words that make a request compare options: a call per option.
-const COMPARE: &[&str] =
-    &["compare", "comparison", "both", "each", "respectively", "difference", "differences", "versus", "vs"];
-
 /// Whether the request compares options ("compare", "both", "each", …).
-pub fn compares(request: &str) -> bool {
-    word_list(request).iter().any(|w| COMPARE.contains(&w.as_str()))
+pub(crate) fn compares(request: &str) -> bool {
+    word_list(request).iter().any(|w| lexicon().compare_words.contains(w))
 }
 
 #[cfg(test)]
@@ -315,7 +277,7 @@ mod tests {
         for dir in ["read", "memory", "fill", "plan", "run"] {
             for entry in std::fs::read_dir(root.join(dir)).unwrap() {
                 let path = entry.unwrap().path();
-                if path.file_name().is_some_and(|n| n == "reading.rs") {
+                if path.file_name().is_some_and(|n| n == "reading.rs") || path.extension().is_none_or(|e| e != "rs") {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap();
@@ -327,5 +289,86 @@ mod tests {
             }
         }
         assert!(found.is_empty(), "text split outside read/reading.rs:\n{}", found.join("\n"));
+    }
+
+    /// The lexicon is the only place a word list lives: no list of string literals (`["a", "b"]`,
+    /// `"a" | "b"`) in the code of the reader, the memory, the filler, the planners or the run,
+    /// outside its tests. Lists that are not language (the JSON schemas of an LLM's replies, the
+    /// operators of a plan program) are named here with why.
+    #[test]
+    fn the_lexicon_is_the_only_place_a_word_list_lives() {
+        // (file, the list's text (empty: the whole file), why it is no language)
+        let not_language = [
+            ("plan/replies.rs", "", "the JSON schemas of the LLM's replies"),
+            ("plan/program.rs", "", "the operators of the plan program's conditions"),
+            ("memory/store.rs", r#"&["request", "chain"]"#, "the payload fields of the memory's points"),
+            ("plan/llm.rs", r#""open" | """#, "the values of a setting"),
+        ];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let literal = r#""(?:[^"\\]|\\.)*""#;
+        let array = regex_lite(&format!(r"\[\s*{literal}\s*,\s*{literal}"));
+        let alternation = regex_lite(&format!(r"{literal}\s*\|\s*{literal}"));
+        let mut found = Vec::new();
+        for dir in ["read", "memory", "fill", "plan", "run"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                let name = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+                let whole = |(f, l, _): &(&str, &str, &str)| *f == name && l.is_empty();
+                if path.extension().is_none_or(|e| e != "rs") || not_language.iter().any(whole) {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                // Comment lines out; a list written over lines is read as one.
+                let lines: Vec<&str> =
+                    code.lines().map(|l| if l.trim_start().starts_with("//") { "" } else { l }).collect();
+                let allowed =
+                    |l: &str| not_language.iter().any(|(f, t, _)| *f == name && !t.is_empty() && l.contains(t));
+                let flat = lines.iter().filter(|l| !allowed(l)).copied().collect::<Vec<_>>().join(" ");
+                if array(&flat) || alternation(&flat) {
+                    let at = lines.iter().position(|l| !allowed(l) && (array(l) || alternation(l)));
+                    found
+                        .push(format!("{name}: a word list (line {})", at.map_or("?".into(), |n| (n + 1).to_string())));
+                }
+            }
+        }
+        assert!(found.is_empty(), "word lists outside the lexicon (read/lexicon/en.toml):\n{}", found.join("\n"));
+    }
+
+    /// A tiny matcher for the two shapes above (no regex crate in the engine): `pattern` is one of
+    /// the two built there, read as "a literal, a separator, a literal".
+    fn regex_lite(pattern: &str) -> impl Fn(&str) -> bool {
+        let array = pattern.starts_with(r"\[");
+        move |line: &str| {
+            let lits = literals(line);
+            lits.windows(2).any(|w| {
+                let between = line[w[0].1..w[1].0].trim();
+                let before = line[..w[0].0].trim_end();
+                if array {
+                    between == "," && (before.ends_with('[') || before.ends_with("&["))
+                } else {
+                    between == "|"
+                }
+            })
+        }
+    }
+
+    /// The string literals of a line: (start, end) byte offsets, quotes included.
+    fn literals(line: &str) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut start = None;
+        let mut escaped = false;
+        for (i, c) in line.char_indices() {
+            match (start, c) {
+                (Some(_), '\\') if !escaped => escaped = true,
+                (Some(s), '"') if !escaped => {
+                    out.push((s, i + 1));
+                    start = None;
+                }
+                (None, '"') => start = Some(i),
+                _ => escaped = false,
+            }
+        }
+        out
     }
 }

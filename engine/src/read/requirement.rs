@@ -59,7 +59,7 @@ impl Requirement {
 }
 
 /// Whether every requirement is covered.
-pub fn complete(items: &[Requirement]) -> bool {
+pub(crate) fn complete(items: &[Requirement]) -> bool {
     items.iter().all(Requirement::covered)
 }
 

@@ -2,6 +2,7 @@
 //! its phases share, and the words around a mention. The phases are in `values.rs` (the order),
 //! `dates.rs` and `names.rs`; this file uses none of them.
 
+use super::lexicon::lexicon;
 use super::reading::Token;
 use chrono::NaiveDate;
 
@@ -13,29 +14,21 @@ pub struct Counted {
     pub word: String,
 }
 
-/// Currency signs and the code of the currency each leads (`US$` before `$`).
-const CURRENCY_SIGNS: [(&str, &str); 6] =
-    [("US$", "usd"), ("$", "usd"), ("€", "eur"), ("£", "gbp"), ("¥", "jpy"), ("₹", "inr")];
-
-/// Codes and words of currencies an amount is said in.
-const CURRENCIES: [&str; 18] = [
-    "usd", "eur", "gbp", "jpy", "cny", "rmb", "aud", "cad", "inr", "dollar", "dollars", "euro", "euros", "pound",
-    "pounds", "yen", "yuan", "bucks",
-];
-
 impl Counted {
     /// Whether it is an amount of money (`$400`, `900 USD`, `50 euros`).
     pub fn is_money(&self) -> bool {
-        CURRENCIES.contains(&self.word.as_str())
+        lexicon().currency_words.contains(&self.word)
     }
 }
 
 /// A number as written, with its thousands grouped (`1,200.50`) and a currency sign before it
 /// (`$400`, `€1,200`): its value and the sign's currency code.
 pub(crate) fn amount(word: &str) -> Option<(f64, Option<&'static str>)> {
-    let (digits, currency) = CURRENCY_SIGNS
+    let (digits, currency) = lexicon()
+        .currency_signs
+        .pairs
         .iter()
-        .find_map(|(sign, code)| word.strip_prefix(sign).map(|rest| (rest, Some(*code))))
+        .find_map(|(sign, code)| word.strip_prefix(sign.as_str()).map(|rest| (rest, Some(code.as_str()))))
         .unwrap_or((word, None));
     let plain: String = if digits.contains(',') {
         let mut groups = digits.split(',');
@@ -114,50 +107,27 @@ pub(crate) fn cues_at(toks: &[Token<'_>], lower: &[String], first: usize, last: 
     out
 }
 
-const SMALL: [&str; 20] = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-];
-const TENS: [&str; 8] = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
-
 /// A number spelled out, up to ninety-nine ("three", "thirty", "forty-five"), or "a", "couple"…
 pub(crate) fn small_number(w: &str) -> Option<f64> {
     let w = w.to_ascii_lowercase();
-    if let Some(i) = SMALL.iter().position(|s| *s == w) {
+    let lex = lexicon();
+    if let Some(i) = lex.number_words.position(&w) {
         return Some(i as f64);
     }
-    let tens = |t: &str| TENS.iter().position(|s| *s == t).map(|i| 20.0 + 10.0 * i as f64);
+    let tens = |t: &str| lex.tens_words.position(t).map(|i| 20.0 + 10.0 * i as f64);
     if let Some(n) = tens(&w) {
         return Some(n);
     }
     if let Some((t, u)) = w.split_once('-') {
-        let unit = SMALL[1..10].iter().position(|s| *s == u).map(|i| i as f64 + 1.0);
+        let unit = lex.number_words.position(u).filter(|i| (1..10).contains(i)).map(|i| i as f64);
         if let (Some(t), Some(u)) = (tens(t), unit) {
             return Some(t + u);
         }
     }
-    match w.as_str() {
-        "a" | "an" | "single" => Some(1.0),
-        "couple" | "pair" | "double" => Some(2.0),
-        _ => None,
+    if lex.one_words.contains(&w) {
+        Some(1.0)
+    } else {
+        lex.two_words.contains(&w).then_some(2.0)
     }
 }
 

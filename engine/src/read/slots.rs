@@ -162,11 +162,11 @@ impl Repeat {
 
 /// The pseudo-parameter under which an API's slot learns how many times a run called it (when
 /// more than once): which counted number of the request said how many options there were.
-pub const CALLS: &str = "#calls";
+pub(crate) const CALLS: &str = "#calls";
 
 /// The pseudo-parameter under which an API's slot counts the request words said with all its
 /// calls (see [`SlotStats::words`]).
-pub const REQUEST: &str = "#request";
+pub(crate) const REQUEST: &str = "#request";
 
 pub(crate) const MAX_CONSTANTS: usize = 8;
 pub(crate) const MAX_CUE_WORDS: usize = 400;

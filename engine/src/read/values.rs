@@ -4,6 +4,7 @@
 //! and URLs. The deterministic planner fills arguments from these, in the order they appear.
 
 use super::dates::{self, date_like, spoken_time, year_number};
+use super::lexicon::lexicon;
 use super::names::{self, is_capitalised};
 use super::reading::{tokens, word_list, Token};
 use crate::memory::spans;
@@ -11,7 +12,7 @@ use chrono::NaiveDate;
 use toolgraph_schema::fields::name_key;
 
 pub(crate) use super::scan::{amount, cues_at, small_number, Scan};
-pub use super::scan::{Counted, RequestValues};
+pub(crate) use super::scan::{Counted, RequestValues};
 
 /// The words right before each place the request says `phrase` (lower-case, as whole words), unless
 /// a sentence ends between: the roles a mention is said in ("from", "to", "near", "pick-up:").
@@ -123,7 +124,7 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
             Some((_, w)) => w.as_str(),
             None => lower.get(i + 1).map(String::as_str).unwrap_or(""),
         };
-        if matches!(next, "am" | "pm" | "a.m." | "p.m.")
+        if dates::meridiem(next).is_some()
             || year_number(toks[i].text).is_some() && next.is_empty()
             || spoken_time(lower, i).is_some()
         {
@@ -198,7 +199,7 @@ fn labelled(scan: &mut Scan<'_>, v: &mut RequestValues) {
             continue;
         }
         let label = toks[i].text.to_ascii_lowercase();
-        if i + 1 < toks.len() && toks[i].punct.is_none() && matches!(label.as_str(), "id" | "number" | "no" | "#") {
+        if i + 1 < toks.len() && toks[i].punct.is_none() && lexicon().labels.contains(&label) {
             let val = toks[i + 1].text;
             if val.chars().next().is_some_and(|c| c.is_ascii_digit())
                 && val.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
@@ -242,7 +243,7 @@ fn contacts(scan: &Scan<'_>, v: &mut RequestValues) {
             let base_ok = !base.is_empty()
                 && base.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
                 && base.chars().any(|c| c.is_alphabetic());
-            if ext_ok && base_ok && !matches!(ext, "com" | "org" | "net" | "io" | "edu" | "gov") {
+            if ext_ok && base_ok && !lexicon().web_domains.contains(ext) {
                 v.files.push(bare.to_string());
             }
         }
@@ -250,7 +251,7 @@ fn contacts(scan: &Scan<'_>, v: &mut RequestValues) {
 }
 
 /// Whether a parameter takes a date, judged by its name and description.
-pub fn is_date_param(name: &str, description: &str) -> bool {
+pub(crate) fn is_date_param(name: &str, description: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let d = description.to_ascii_lowercase();
     n.contains("date")
@@ -262,7 +263,7 @@ pub fn is_date_param(name: &str, description: &str) -> bool {
         || n.contains("check_out")
 }
 
-pub fn is_time_param(name: &str) -> bool {
+pub(crate) fn is_time_param(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.ends_with("time") || n.ends_with("_hour")
 }
@@ -270,9 +271,7 @@ pub fn is_time_param(name: &str) -> bool {
 /// Whether a date parameter names the end of a span (drop-off, departure, return, check-out, max).
 pub fn is_end_param(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    ["drop", "departure", "return", "checkout", "check_out", "max", "end", "to_date", "until"]
-        .iter()
-        .any(|k| n.contains(k))
+    lexicon().end_date_params.any_in(&n)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use toolgraph_schema::{Contribution, Example, ExampleCall, ResolvedCall, WeightS
 
 /// The calls `report`'s run sent, in order. Calls refused before sending (invalid arguments, an
 /// unresolvable reference, an uncallable URL) say nothing about the API and are left out.
-pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
+pub(crate) fn sent_calls(report: &RunReport) -> Vec<SentCall> {
     let mut out = Vec::new();
     for e in &report.trace {
         match e {
@@ -44,7 +44,7 @@ pub fn sent_calls(report: &RunReport) -> Vec<SentCall> {
 }
 
 /// What the run contributes to the graph: its calls, and its chain when it was answered.
-pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
+pub(crate) fn contribution(run_id: &str, report: &RunReport) -> Contribution {
     Contribution {
         key: ledger_key(run_id),
         attempts: sent_calls(report).into_iter().map(|c| ResolvedCall { api_id: c.api, ok: c.ok }).collect(),
@@ -71,12 +71,12 @@ pub fn contribution(run_id: &str, report: &RunReport) -> Contribution {
 
 /// Whether the argument model learns from the run: answered and judged complete, planned by the
 /// search (a recalled chain would teach the model what it taught before).
-pub fn teaches(report: &RunReport) -> bool {
+pub(crate) fn teaches(report: &RunReport) -> bool {
     report.status == Status::Answered && report.judgement.is_some() && !report.stats.recalled
 }
 
 /// The ledger key of a run.
-pub fn ledger_key(run_id: &str) -> String {
+pub(crate) fn ledger_key(run_id: &str) -> String {
     format!("run:{run_id}")
 }
 
@@ -85,7 +85,7 @@ const WEIGHT_BATCH_ROWS: usize = 1000;
 
 /// Add run `run_id`'s contribution to the graph, once ([`ContributionWriter`], as ingest writes);
 /// `sink` learns its example (the argument model), whose increments are applied with it.
-pub async fn learn_run(
+pub(crate) async fn learn_run(
     store: &dyn GraphStore,
     run_id: &str,
     report: &RunReport,
