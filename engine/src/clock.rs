@@ -32,6 +32,7 @@ impl Clock {
         }
     }
 
+    /// The day taken as today.
     pub fn today(&self) -> NaiveDate {
         self.fixed.unwrap_or_else(|| chrono::Utc::now().date_naive())
     }

@@ -1,5 +1,7 @@
 #![recursion_limit = "256"]
-#![warn(unreachable_pub)]
+// Every public item is documented and nothing is `pub` that the crate does not export (the test
+// command denies warnings).
+#![warn(unreachable_pub, missing_docs)]
 //! toolgraph's engine: ports (traits) and the adapters that implement them.
 //!
 //! Invariants: ports never expose backend types (neo4rs, falkordb, redb, qdrant); the engine never

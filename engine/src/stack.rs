@@ -24,6 +24,7 @@ use toolgraph_schema::{EmbedSettings, GraphSnapshot, PlannerKind, Settings};
 /// Who decides, as a command line or a request chose it.
 #[derive(Debug, Clone, Default)]
 pub struct PlannerChoice {
+    /// Which planner.
     pub kind: PlannerKind,
     /// For the LLM planner: a model configured under `[llm.models.NAME]` (the default when `None`).
     pub model: Option<String>,
@@ -82,14 +83,19 @@ impl PlannerChoice {
 /// [`Stack::embedded_in`] on embedded stores of its own in a folder.
 #[derive(Clone)]
 pub struct Stack {
+    /// The settings it was opened with.
     pub settings: Settings,
+    /// The tool graph.
     pub store: Arc<dyn GraphStore>,
+    /// The vector store (API index, memory, usage vectors).
     pub vectors: Arc<dyn VectorStore>,
     /// Embeds API texts (indexing) and, unless an engine is given another, requests.
     pub embedder: Arc<dyn Embedder>,
     /// Embeddings kept across runs of the indexer (`embed.cache`), when configured.
     pub cache: Option<Arc<EmbeddingCache>>,
+    /// The long-term memory.
     pub memory: Arc<Memory>,
+    /// Sends calls.
     pub executor: Executor,
     /// The planner runs use unless a request picks another from `models`.
     pub planner: Arc<dyn Planner>,

@@ -42,6 +42,7 @@ pub fn init_runtime(library: &Path) -> Result<ort::environment::Environment> {
     outcome.as_ref().map(|(_, env)| env.clone()).map_err(config_err)
 }
 
+/// The local embedder: a MiniLM ONNX model run by fastembed, with its tokenizer.
 pub struct FastEmbedder {
     model: Arc<Mutex<TextEmbedding>>,
     name: String,

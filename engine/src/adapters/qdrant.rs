@@ -41,9 +41,11 @@ pub mod requests {
         ScrollPointsBuilder, SearchParamsBuilder, SetPayloadPointsBuilder, UpsertPointsBuilder, VectorParamsBuilder,
     };
 
+    /// The alias a collection is reached by (`prefix` + `name`).
     pub fn alias(prefix: &str, name: &str) -> String {
         format!("{prefix}_{name}")
     }
+    /// The physical collection behind an alias, one per schema version.
     pub fn physical(prefix: &str, name: &str, version: u64) -> String {
         format!("{prefix}_{name}_v{version}")
     }
@@ -52,23 +54,29 @@ pub mod requests {
         physical.strip_prefix(&format!("{}_v", alias(prefix, name)))?.parse().ok()
     }
 
+    /// The request that creates a collection of `dim`-dimensional cosine vectors.
     pub fn create_collection(collection: &str, dim: usize) -> qdrant_client::qdrant::CreateCollection {
         CreateCollectionBuilder::new(collection)
             .vectors_config(VectorParamsBuilder::new(dim as u64, Distance::Cosine))
             .build()
     }
+    /// The request that indexes a keyword payload field (filters read it).
     pub fn keyword_index(collection: &str, field: &str) -> qdrant_client::qdrant::CreateFieldIndexCollection {
         CreateFieldIndexCollectionBuilder::new(collection, field, FieldType::Keyword).wait(true).build()
     }
+    /// The request that points `alias` at `collection`.
     pub fn create_alias(collection: &str, alias: &str) -> qdrant_client::qdrant::CreateAlias {
         CreateAliasBuilder::new(collection, alias).build()
     }
+    /// Qdrant's filter for the port's conditions (`None`: no condition).
     pub fn filter(c: &Conditions) -> Option<Filter> {
         (!c.is_empty()).then(|| Filter::must(c.0.iter().map(|(f, v)| Condition::matches(f.clone(), v.clone()))))
     }
+    /// The point id of a string id (a UUID derived from it, the same every time).
     pub fn point_id(id: &str) -> PointId {
         PointId::from(point_number(id))
     }
+    /// The request that writes `points` (vectors and payloads) into a collection.
     pub fn upsert(collection: &str, points: Vec<VectorPoint>) -> qdrant_client::qdrant::UpsertPoints {
         let points: Vec<PointStruct> = points
             .into_iter()
@@ -80,13 +88,16 @@ pub mod requests {
             .collect();
         UpsertPointsBuilder::new(collection, points).wait(true).build()
     }
+    /// The request that deletes points by their string ids.
     pub fn delete_ids(collection: &str, ids: &[String]) -> qdrant_client::qdrant::DeletePoints {
         let ids: Vec<PointId> = ids.iter().map(|i| point_id(i)).collect();
         DeletePointsBuilder::new(collection).points(PointsIdsList { ids }).wait(true).build()
     }
+    /// The request that deletes the points a filter matches.
     pub fn delete_filter(collection: &str, filter: Filter) -> qdrant_client::qdrant::DeletePoints {
         DeletePointsBuilder::new(collection).points(filter).wait(true).build()
     }
+    /// The request that counts a collection's points (those a filter matches, if given).
     pub fn count(collection: &str, filter: Option<Filter>) -> qdrant_client::qdrant::CountPoints {
         let b = CountPointsBuilder::new(collection).exact(true);
         match filter {
@@ -94,6 +105,7 @@ pub mod requests {
             None => b.build(),
         }
     }
+    /// The request that sets payload fields of one point.
     pub fn set_payload(
         collection: &str,
         id: &str,
@@ -107,6 +119,7 @@ pub mod requests {
             .wait(true)
             .build()
     }
+    /// The request for the `k` nearest points to a vector, with their payloads.
     pub fn search(
         collection: &str,
         vector: &[f32],
@@ -124,6 +137,7 @@ pub mod requests {
             None => b.build(),
         }
     }
+    /// The request for one page of a collection's points with the named payload fields.
     pub fn scroll(collection: &str, fields: &[&str], offset: Option<PointId>) -> ScrollPoints {
         let mut include: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
         include.push(ID_KEY.into());

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 /// Turns texts into unit-length vectors of `dim()` dimensions (cosine = dot product).
 #[async_trait]
 pub trait Embedder: Send + Sync {
+    /// The length of the vectors it returns.
     fn dim(&self) -> usize;
     /// Model name for logs and stored metadata.
     fn model(&self) -> &str;
@@ -40,6 +41,7 @@ pub struct Memoized {
 }
 
 impl Memoized {
+    /// An embedder that keeps the vectors of the last `capacity` texts it embedded.
     pub fn new(inner: std::sync::Arc<dyn Embedder>, capacity: usize) -> Self {
         Memoized { inner, capacity: capacity.max(1), seen: Default::default() }
     }

@@ -16,13 +16,16 @@ use std::collections::HashMap;
 /// Where a credential goes in the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
+    /// Sent as an HTTP header.
     Header,
+    /// Sent as a query parameter.
     Query,
     /// `Authorization: Bearer VALUE`.
     Bearer,
 }
 
 impl Placement {
+    /// The placement a configuration names (`header` or `query`).
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "header" => Some(Placement::Header),
@@ -31,6 +34,7 @@ impl Placement {
             _ => None,
         }
     }
+    /// Its name in configurations.
     pub fn as_str(self) -> &'static str {
         match self {
             Placement::Header => "header",
@@ -47,9 +51,11 @@ pub struct Credential {
     pub scope: String,
     /// The host it may be sent to (lower case, no port).
     pub host: String,
+    /// Where it goes in a request.
     pub placement: Placement,
     /// Header or query parameter name (`Authorization` for bearer).
     pub name: String,
+    /// The secret itself, never logged or shown.
     pub value: SecretString,
 }
 
@@ -109,6 +115,7 @@ pub struct CredentialSet {
 }
 
 impl CredentialSet {
+    /// The credentials, each bound to its host.
     pub fn new(creds: Vec<Credential>) -> Self {
         let mut by_scope: HashMap<String, Vec<Credential>> = HashMap::new();
         for c in creds {
@@ -117,10 +124,12 @@ impl CredentialSet {
         CredentialSet { by_scope }
     }
 
+    /// How many credentials there are.
     pub fn len(&self) -> usize {
         self.by_scope.values().map(Vec::len).sum()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.by_scope.is_empty()
     }

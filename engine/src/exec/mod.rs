@@ -20,13 +20,18 @@ use toolgraph_schema::ParamDoc;
 /// What to call: from an API node of the graph (or a registered tool).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallSpec {
+    /// The API's id in the graph.
     pub api_id: String,
+    /// The HTTP method.
     pub method: String,
+    /// The URL, before rewrites.
     pub url: String,
+    /// The documented parameters arguments are validated against.
     pub params: Vec<ParamDoc>,
 }
 
 impl CallSpec {
+    /// The target of a graph node's API.
     pub fn from_node(n: &toolgraph_schema::ApiNode) -> Self {
         CallSpec {
             api_id: n.id.clone(),
@@ -42,7 +47,9 @@ pub use toolgraph_schema::ExecSettings;
 /// One problem with the arguments of a call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArgProblem {
+    /// The argument's name.
     pub argument: String,
+    /// What is wrong with it.
     pub problem: String,
 }
 
@@ -51,20 +58,47 @@ pub struct ArgProblem {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CallError {
     /// Names, required parameters or types are wrong; nothing was sent.
-    InvalidArguments { problems: Vec<ArgProblem> },
+    InvalidArguments {
+        /// Each argument that is wrong, and how.
+        problems: Vec<ArgProblem>,
+    },
     /// An argument references an output that does not exist; nothing was sent.
-    UnresolvedReference { message: String },
+    UnresolvedReference {
+        /// Which reference, and why.
+        message: String,
+    },
     /// Every attempt failed transiently (timeouts, 5xx, 429, malformed JSON, connection errors).
-    Exhausted { attempts: u32, last: String },
+    Exhausted {
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last attempt's error.
+        last: String,
+    },
     /// The server refused the call (4xx other than 429).
-    Rejected { status: u16, body: String },
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The response body (bounded).
+        body: String,
+    },
     /// The URL cannot be called.
-    BadRequest { message: String },
+    BadRequest {
+        /// Why.
+        message: String,
+    },
     /// A person refused the call (APIs that require approval); nothing was sent.
-    NotApproved { by: String, reason: String },
+    NotApproved {
+        /// Who refused.
+        by: String,
+        /// Why.
+        reason: String,
+    },
     /// The same call (API and arguments as they would be sent) already failed in this run; it is
     /// not sent again.
-    Repeated { earlier: String },
+    Repeated {
+        /// The earlier failure.
+        earlier: String,
+    },
 }
 
 impl std::fmt::Display for CallError {
@@ -89,8 +123,11 @@ impl std::fmt::Display for CallError {
 /// A successful call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallOutcome {
+    /// The HTTP status of the response.
     pub status: u16,
+    /// The response body (JSON, or the text as a string).
     pub response: Value,
+    /// How many attempts it took.
     pub attempts: u32,
     /// Wall time of the call including retries, milliseconds.
     pub elapsed_ms: f64,
@@ -213,6 +250,7 @@ pub enum RemoteError {
 /// `mcp://SERVER/TOOL` calls to this port; the daemon and the CLI plug in their MCP client.
 #[async_trait::async_trait]
 pub trait RemoteTools: Send + Sync {
+    /// Sends one call to `target` with `arguments` (references already resolved).
     async fn call(
         &self,
         server: &str,
@@ -243,6 +281,7 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 impl Executor {
+    /// An executor with these timeouts, retries, limits and allow-list.
     pub fn new(settings: ExecSettings) -> crate::Result<Self> {
         let guard = std::sync::Arc::new(
             guard::Guard::new(&settings.allow_private)
@@ -307,6 +346,7 @@ impl Executor {
         Err(CallError::Exhausted { attempts, last })
     }
 
+    /// Its settings.
     pub fn settings(&self) -> &ExecSettings {
         &self.settings
     }

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 /// no dollar and no empty segment, so `$5 and $10` holds none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reference {
+    /// The output it reads (`var1`).
     pub label: String,
     /// Dotted keys and indexes (`data.hotels.1.hotel_id`); empty for the whole output.
     pub path: String,
@@ -40,7 +41,9 @@ pub enum Part {
 /// A part of a date-time field, shifted by some minutes first (`@time-180`: three hours before).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Derive {
+    /// Which part of a date-time it takes.
     pub part: Part,
+    /// Minutes added to it before the part is taken.
     pub minutes: i64,
 }
 
@@ -91,6 +94,7 @@ impl std::fmt::Display for Derive {
 }
 
 impl Reference {
+    /// The reference `$label.path$`.
     pub fn new(label: impl Into<String>, path: impl Into<String>) -> Self {
         Reference { label: label.into(), path: path.into(), derive: None }
     }
@@ -209,9 +213,11 @@ pub fn labels_in(v: &Value) -> Vec<String> {
 /// Why a reference could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefError {
+    /// The argument that holds it.
     pub argument: String,
     /// The reference as written between its dollars.
     pub reference: String,
+    /// Why it cannot be resolved.
     pub reason: String,
 }
 
@@ -244,12 +250,14 @@ pub fn lookup<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 /// memory where a recorded run took the one element of a list that was such an extreme.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extreme {
+    /// The lowest (`min`) rather than the highest (`max`).
     pub least: bool,
     /// The field inside each element, as path segments.
     pub field: Vec<String>,
 }
 
 impl Extreme {
+    /// Reads `min(field)` / `max(field)` from a path segment.
     pub fn parse(segment: &str) -> Option<Self> {
         let (least, inner) = match segment.strip_prefix("min(") {
             Some(i) => (true, i),

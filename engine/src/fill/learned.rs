@@ -35,7 +35,9 @@ use toolgraph_schema::fields::name_key;
 pub struct ArgModel {
     /// (request, chain) examples learned from.
     pub examples: u64,
+    /// Per API, per parameter: what its values were taken from.
     pub slots: BTreeMap<String, BTreeMap<String, SlotStats>>,
+    /// Per normalized parameter name, across APIs: the fallback for an API with few runs.
     pub by_name: BTreeMap<String, SlotStats>,
     /// Which words ask for which API (see [`crate::read::asks`]).
     pub asks: crate::read::asks::Asks,

@@ -33,6 +33,7 @@ pub struct Recalled {
     pub entry: MemoryEntry,
 }
 
+/// The long-term memory: judged-good (request → chain) pairs, embedded by meaning.
 pub struct Memory {
     vectors: Arc<dyn VectorStore>,
     collection: String,
@@ -135,10 +136,12 @@ impl Memory {
         Ok(exists)
     }
 
+    /// How many pairs it holds.
     pub async fn len(&self) -> Result<usize> {
         self.vectors.count(&self.collection).await
     }
 
+    /// Whether it holds none.
     pub async fn is_empty(&self) -> Result<bool> {
         Ok(self.len().await? == 0)
     }
@@ -147,9 +150,13 @@ impl Memory {
 /// One call of a recorded chain, as [`recorded_steps`] reads it: the API id, its label
 /// (`var1`…), the arguments as sent and the response it got.
 pub struct RecordedCall<'a> {
+    /// The API's id.
     pub api: &'a str,
+    /// The call's output label (`var1`).
     pub label: &'a str,
+    /// The arguments as planned.
     pub arguments: &'a Map<String, Value>,
+    /// The response, where there was one.
     pub response: Option<&'a Value>,
 }
 

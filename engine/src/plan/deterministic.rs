@@ -34,6 +34,7 @@ const OPEN_END_FACTOR: f64 = 0.1;
 const UNFILLABLE_SEED_FACTOR: f64 = 0.5;
 
 #[derive(Default)]
+/// The default planner: rules and learned weights, no model; the same request gets the same run.
 pub struct DeterministicPlanner {
     calls: AtomicU64,
 }

@@ -41,13 +41,18 @@ pub struct LlmSettings {
     pub name: String,
     /// Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
+    /// The model's name at the endpoint.
     pub model: String,
+    /// How long one completion may take.
     pub timeout_ms: u64,
     /// Retries after the first attempt for transient failures.
     pub retries: u32,
+    /// The most tokens a completion may generate.
     pub max_tokens: u32,
+    /// Sampling temperature.
     pub temperature: f64,
     #[serde(default)]
+    /// Nucleus sampling, where set.
     pub top_p: Option<f64>,
     /// What the model decides.
     #[serde(default)]
@@ -75,6 +80,7 @@ pub enum Decides {
 }
 
 impl Decides {
+    /// Reads the setting's value.
     pub fn parse(s: &str) -> std::result::Result<Self, String> {
         match s {
             "open" | "" => Ok(Decides::Open),
@@ -84,6 +90,7 @@ impl Decides {
         }
     }
 
+    /// The setting's value.
     pub fn as_str(self) -> &'static str {
         match self {
             Decides::Open => "open",
@@ -210,6 +217,7 @@ impl LlmPlanner {
         self
     }
 
+    /// Its settings.
     pub fn settings(&self) -> &LlmSettings {
         &self.settings
     }

@@ -17,19 +17,28 @@ use toolgraph_schema::{LlmConfig, ModelSettings};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelInfo {
+    /// The name requests pick it by.
     pub name: String,
+    /// The model's name at the endpoint.
     pub model: String,
+    /// The endpoint (OpenAI-compatible).
     pub base_url: String,
+    /// Sampling temperature.
     pub temperature: f64,
+    /// Nucleus sampling, where set.
     pub top_p: Option<f64>,
+    /// The most tokens a completion may generate.
     pub max_tokens: u32,
+    /// How long one completion may take.
     pub timeout_ms: u64,
+    /// How often a failed completion is asked again.
     pub retries: u32,
     /// What it decides: `open` (what the graph and the rules leave open), `all`, or `unsure`
     /// (only where the reading of the request is unsure: which memory, which mention).
     pub decides: String,
     /// Completions one run may ask of it (0: no limit).
     pub max_calls_per_run: u32,
+    /// Whether requests that name no model get it.
     pub default: bool,
     /// Whether an API key was found for it.
     pub key_set: bool,
@@ -166,14 +175,17 @@ impl Models {
         self.llms.get(model.unwrap_or(&self.default)).map(|(_, p)| p.clone())
     }
 
+    /// The models' names.
     pub fn names(&self) -> Vec<String> {
         self.llms.keys().cloned().collect()
     }
 
+    /// The models, as `models` lists them.
     pub fn list(&self) -> Vec<ModelInfo> {
         self.llms.values().map(|(i, _)| i.clone()).collect()
     }
 
+    /// The name of the default model.
     pub fn default_name(&self) -> &str {
         &self.default
     }

@@ -13,12 +13,19 @@ use toolgraph_schema::{ApiNode, ParamDoc};
 /// An API as the planner sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiView {
+    /// Its id (`category/tool/name`).
     pub id: String,
+    /// Its name.
     pub name: String,
+    /// Its tool.
     pub tool: String,
+    /// Its category.
     pub category: String,
+    /// What its docs say it does.
     pub description: String,
+    /// Its parameters.
     pub params: Vec<ParamDoc>,
+    /// The fields its responses were seen to have.
     pub output_fields: Vec<String>,
     /// successes / calls seen in trajectories; `None` before any call.
     pub availability: Option<f64>,
@@ -29,6 +36,7 @@ pub struct ApiView {
 }
 
 impl ApiView {
+    /// The view of a graph node.
     pub fn from_node(n: &ApiNode) -> Self {
         ApiView {
             id: n.id.clone(),
@@ -59,6 +67,7 @@ pub enum Source {
 pub struct Candidate {
     /// API id, or `END` for "the chain is complete".
     pub id: String,
+    /// The graph or the retriever.
     pub source: Source,
     /// Blended NEXT weight from the current node (0 for retriever candidates).
     pub weight: f64,
@@ -73,6 +82,7 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// Whether it is `END` (finish).
     pub fn is_end(&self) -> bool {
         self.api.is_none()
     }
@@ -83,13 +93,27 @@ impl Candidate {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Decision {
     /// Call candidate `index` of the list offered.
-    Call { index: usize, reason: String },
+    Call {
+        /// Which candidate.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// The request is served: stop and answer.
-    Finish { reason: String },
+    Finish {
+        /// Why.
+        reason: String,
+    },
     /// This branch is a dead end: go back one step.
-    Backtrack { reason: String },
+    Backtrack {
+        /// Why.
+        reason: String,
+    },
     /// Nothing more can be done.
-    GiveUp { reason: String },
+    GiveUp {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Where one argument's value came from (kept with long-term memories, so a replay re-fills it).
@@ -97,16 +121,31 @@ pub enum Decision {
 #[serde(tag = "from", rename_all = "snake_case")]
 pub enum ArgSource {
     /// A field of an earlier call's output: `$label.path$`.
-    Output { label: String, path: String },
+    Output {
+        /// The output (`var1`).
+        label: String,
+        /// The field's path in it.
+        path: String,
+    },
     /// A value found in the request.
-    Request { kind: String },
+    Request {
+        /// What kind of mention (`date`, `time`, `number`, `name`, `email`…).
+        kind: String,
+    },
     /// The parameter's documented default, or the constant recorded runs always send it with.
     Default,
     /// Given by the user (needs_input answers) or by an LLM.
     Given,
     /// A field of an output from an earlier turn of the session (a literal value: references
     /// point only into this run's path).
-    Earlier { turn: usize, api: String, path: String },
+    Earlier {
+        /// The turn.
+        turn: usize,
+        /// The API whose output it was.
+        api: String,
+        /// The field's path in that output.
+        path: String,
+    },
 }
 
 impl ArgSource {
@@ -122,6 +161,7 @@ impl ArgSource {
 pub struct Filled {
     /// Values, possibly holding `$label.path$` references to earlier outputs.
     pub arguments: Map<String, Value>,
+    /// Where each argument came from.
     pub sources: HashMap<String, ArgSource>,
     /// Required parameters no source could fill (each gets a provider call, else the user is asked).
     pub missing: Vec<String>,
@@ -136,16 +176,20 @@ pub struct Filled {
 /// "Parameter `param` comes from API `api`'s output field `field`" (Reverse Chain).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderPick {
+    /// The parameter.
     pub param: String,
     /// API id.
     pub api: String,
+    /// The field of that API's output.
     pub field: String,
 }
 
 /// The APIs that can provide one required parameter of the API being filled, best first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Offer {
+    /// The parameter.
     pub param: String,
+    /// APIs whose output has a field that feeds it, best first.
     pub providers: Vec<Arc<ApiView>>,
 }
 
@@ -153,7 +197,9 @@ pub struct Offer {
 /// request that stands on its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Subtask {
+    /// A short name.
     pub name: String,
+    /// What it asks for.
     pub description: String,
     /// A tool category (as the graph names them) the subtask's APIs should come from.
     #[serde(default)]
@@ -177,11 +223,13 @@ impl Subtask {
 /// One executed step of the current path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
+    /// The API called.
     pub api: Arc<ApiView>,
     /// The output's name for references (`var1`, `var2`, …).
     pub label: String,
     /// Arguments as planned (references kept).
     pub arguments: Map<String, Value>,
+    /// Where each argument came from.
     pub sources: HashMap<String, ArgSource>,
     /// The response the planner sees (compressed to the configured length).
     pub observation: String,
@@ -194,8 +242,11 @@ pub struct Step {
 /// A backtrack and why, kept so the planner does not retry a dead branch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeadEnd {
+    /// The API called.
     pub api: String,
+    /// Its arguments.
     pub arguments: Map<String, Value>,
+    /// Why the branch ended.
     pub reason: String,
 }
 
@@ -239,14 +290,20 @@ pub struct Context {
 /// One output of an earlier turn of a session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Earlier {
+    /// The turn it came from (1 for the first).
     pub turn: usize,
+    /// That turn's request.
     pub request: String,
+    /// The API that returned it.
     pub api: String,
+    /// The response.
     pub response: Arc<Value>,
+    /// The response's fields, indexed once.
     pub fields: Arc<crate::fill::fields::FieldIndex>,
 }
 
 impl Earlier {
+    /// An output of turn `turn`.
     pub fn new(turn: usize, request: &str, api: &str, response: Arc<Value>) -> Self {
         let fields = Arc::new(crate::fill::fields::FieldIndex::build(&response));
         Earlier { turn, request: request.to_string(), api: api.to_string(), response, fields }
@@ -321,6 +378,7 @@ impl Context {
 /// The verdict on a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
+    /// Whether the run served the request.
     pub pass: bool,
     /// 0..1.
     pub grade: f64,
@@ -330,6 +388,7 @@ pub struct Judgement {
     pub irrelevant_tools: Vec<String>,
     /// Per-API score change Δ ∈ [-3, 3] for the dynamic weights.
     pub deltas: Vec<(String, f64)>,
+    /// Why, in a sentence.
     pub reason: String,
     /// What the request asks for and which call covers it ([`coverage`]); `pass` needs all.
     #[serde(default)]
@@ -348,7 +407,9 @@ impl Judgement {
 pub struct Usage {
     /// Decisions asked of the planner.
     pub calls: u64,
+    /// Prompt tokens spent.
     pub prompt_tokens: u64,
+    /// Completion tokens spent.
     pub completion_tokens: u64,
     /// Answers rejected by validation (never executed).
     pub rejected: u64,
@@ -357,8 +418,11 @@ pub struct Usage {
 /// LLM calls and tokens of one model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelUsage {
+    /// Completions asked.
     pub calls: u64,
+    /// Prompt tokens spent.
     pub prompt_tokens: u64,
+    /// Completion tokens spent.
     pub completion_tokens: u64,
     /// Milliseconds spent waiting for completions (retries included).
     #[serde(default)]
@@ -375,6 +439,7 @@ pub fn run_llm_ms() -> u64 {
 pub type RunUsage = Arc<std::sync::Mutex<std::collections::BTreeMap<String, ModelUsage>>>;
 
 tokio::task_local! {
+    /// The usage of the run the current task executes.
     pub static RUN_USAGE: RunUsage;
 }
 
@@ -382,6 +447,7 @@ tokio::task_local! {
 /// one serves the request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryView {
+    /// The remembered request.
     pub request: String,
     /// The APIs its chain called, in order (names).
     pub chain: Vec<String>,
@@ -403,7 +469,9 @@ pub enum Recollection {
 pub struct UnsureMentions {
     /// `name` (of a place, a hotel…), `number`, `date` or `time` (what the prompt calls them).
     pub kind: String,
+    /// The remembered request's mentions, each with the words before it.
     pub old: Vec<String>,
+    /// This request's mentions they may correspond to.
     pub new: Vec<String>,
     /// The rules' alignment: for each old mention, the index of its counterpart in `new`.
     pub guess: Vec<usize>,
@@ -412,6 +480,7 @@ pub struct UnsureMentions {
 /// The decisions of a run.
 #[async_trait]
 pub trait Planner: Send + Sync {
+    /// Its name in reports.
     fn name(&self) -> &'static str;
     /// Split a request into subtasks (one when it cannot be split).
     async fn decompose(&self, ctx: &Context) -> Result<Vec<Subtask>>;
@@ -465,7 +534,9 @@ pub trait Planner: Send + Sync {
 pub struct SolutionView {
     /// Index in the library.
     pub index: usize,
+    /// How near it is to the request.
     pub score: f64,
+    /// Its APIs, in order.
     pub apis: Vec<Arc<ApiView>>,
 }
 
@@ -478,6 +549,7 @@ pub struct Condition {
     /// `exists`, `nonempty`, `eq`, `ne`, `gt`, `lt`.
     pub op: String,
     #[serde(default)]
+    /// The value compared with (`eq`, `ne`, `gt`, `lt`).
     pub value: Value,
 }
 
@@ -500,6 +572,7 @@ pub struct PlanStep {
 /// A whole plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// The steps, in order.
     pub steps: Vec<PlanStep>,
     /// The library solution it came from, when it did.
     pub solution: Option<usize>,

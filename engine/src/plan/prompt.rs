@@ -10,14 +10,23 @@ use super::planner::{ApiView, Candidate, Context, MemoryView, Offer, UnsureMenti
 use super::program::SolutionView;
 use serde_json::{Map, Value};
 
+/// The system prompt every call starts with.
 pub const SYSTEM: &str = include_str!("../../prompts/system.prompt.md");
+/// Split a request into subtasks.
 pub const DECOMPOSE: &str = include_str!("../../prompts/decompose.prompt.md");
+/// Choose among the candidates at a node.
 pub const CHOOSE: &str = include_str!("../../prompts/choose.prompt.md");
+/// Fill a call's arguments.
 pub const FILL: &str = include_str!("../../prompts/fill.prompt.md");
+/// Judge a finished path.
 pub const JUDGE: &str = include_str!("../../prompts/judge.prompt.md");
+/// Answer from the path's results.
 pub const ANSWER: &str = include_str!("../../prompts/answer.prompt.md");
+/// Write a whole plan (plan mode).
 pub const PLAN: &str = include_str!("../../prompts/plan.prompt.md");
+/// Pick the remembered chain that serves the request.
 pub const RECALL: &str = include_str!("../../prompts/recall.prompt.md");
+/// Align this request's mentions with a remembered request's.
 pub const ALIGN: &str = include_str!("../../prompts/align.prompt.md");
 
 /// The most a decision's prompt (system prompt included) may take: choose, fill, judge, answer.

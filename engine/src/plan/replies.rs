@@ -193,6 +193,7 @@ pub fn fill_schema(api: &ApiView) -> Value {
     })
 }
 
+/// The JSON schema of a judgement.
 pub fn judge_schema() -> Value {
     json!({
         "type": "object",

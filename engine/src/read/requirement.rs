@@ -7,9 +7,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A date the request says.
     Date,
+    /// A time the request says.
     Time,
+    /// A name or quoted text the request says.
     Name,
+    /// A count the request says ("2 adults").
     Count,
     /// A call per compared option.
     Each,
@@ -30,6 +34,7 @@ pub enum Kind {
 /// One requirement of the request and the call that covers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Requirement {
+    /// What kind of thing is asked.
     pub kind: Kind,
     /// What is required, as the user would read it (`2024-10-14`, `San Diego`, `price`).
     pub value: String,
@@ -38,6 +43,7 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// Whether a call serves it.
     pub fn covered(&self) -> bool {
         self.covered_by.is_some()
     }

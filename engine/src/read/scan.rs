@@ -55,16 +55,22 @@ pub(crate) fn amount(word: &str) -> Option<(f64, Option<&'static str>)> {
 pub struct RequestValues {
     /// The day the request says is today ("Today is October 13th, 2024"), else the caller's today.
     pub today: Option<NaiveDate>,
+    /// The dates, in the order the request says them.
     pub dates: Vec<NaiveDate>,
     /// `HH:MM`, 24-hour.
     pub times: Vec<String>,
+    /// The numbers, each with the word it counts.
     pub numbers: Vec<Counted>,
     /// Spans of time said relative to an event, in signed minutes and in order ("one hour after
     /// I land" → 60, "three hours before my flight" → -180, "half an hour after" → 30).
     pub shifts: Vec<i64>,
+    /// Quoted text, as written.
     pub quoted: Vec<String>,
+    /// Names (runs of capitalized words), as written.
     pub names: Vec<String>,
+    /// E-mail addresses.
     pub emails: Vec<String>,
+    /// URLs.
     pub urls: Vec<String>,
     /// Phone numbers as written ("555-123-4567", "+1234567890", "(1234567890)" without brackets).
     pub phones: Vec<String>,
@@ -78,13 +84,18 @@ pub struct RequestValues {
     /// The words around each date, time, counted number and name (parallel to their lists): what
     /// the learned filler ([`crate::fill::learned`]) tells mentions of one kind apart by.
     pub date_cues: Vec<Vec<String>>,
+    /// The words around each time (same order as `times`).
     pub time_cues: Vec<Vec<String>>,
+    /// The words around each number (same order as `numbers`).
     pub number_cues: Vec<Vec<String>>,
+    /// The words around each name (same order as `names`).
     pub name_cues: Vec<Vec<String>>,
     /// Where each date, time and name stands (its first word's index among the request's words,
     /// parallel to their lists): which time goes with which date, whatever the clause order.
     pub date_at: Vec<usize>,
+    /// The token each time starts at.
     pub time_at: Vec<usize>,
+    /// The token each name starts at.
     pub name_at: Vec<usize>,
 }
 

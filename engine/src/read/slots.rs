@@ -12,14 +12,20 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A date.
     Date,
+    /// A time of day.
     Time,
+    /// A number.
     Number,
+    /// A name.
     Name,
 }
 
 impl Kind {
+    /// Every kind, in the order models store them.
     pub const ALL: [Kind; 4] = [Kind::Date, Kind::Time, Kind::Number, Kind::Name];
+    /// Its name in stored models and traces.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Date => "date",

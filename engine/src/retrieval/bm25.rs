@@ -30,6 +30,7 @@ fn err(e: impl std::fmt::Display) -> EngineError {
     EngineError::store(BACKEND, ErrorClass::Permanent, e)
 }
 
+/// A lexical (BM25, tantivy) index of the APIs' texts.
 pub struct Bm25Index {
     index: Index,
     reader: IndexReader,

@@ -13,6 +13,7 @@ fn err(e: impl std::fmt::Display) -> EngineError {
     EngineError::store("embedding cache", ErrorClass::Permanent, e)
 }
 
+/// Embeddings of API texts kept on disk by text hash, so a re-index embeds only what changed.
 pub struct EmbeddingCache {
     db: Database,
 }
@@ -26,6 +27,7 @@ fn key(model: &str, text: &str) -> [u8; 32] {
 }
 
 impl EmbeddingCache {
+    /// Opens (or creates) the cache at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(p).map_err(err)?;

@@ -4,6 +4,7 @@
 use super::{ApiText, Filter, Hit};
 use std::cmp::Ordering;
 
+/// Exact nearest-neighbour search over vectors in memory (small corpora, tests).
 pub struct ExactIndex {
     docs: Vec<ApiText>,
     dim: usize,
@@ -21,13 +22,16 @@ impl ExactIndex {
         ExactIndex { docs, dim, data }
     }
 
+    /// How many vectors it holds.
     pub fn len(&self) -> usize {
         self.docs.len()
     }
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }
 
+    /// The `k` nearest documents to `query` that pass `filter`.
     pub fn search(&self, query: &[f32], k: usize, filter: &Filter) -> Vec<Hit> {
         if self.dim == 0 || query.len() != self.dim || k == 0 {
             return Vec::new();

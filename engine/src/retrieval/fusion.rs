@@ -74,6 +74,7 @@ pub fn tool_boost<K: std::hash::Hash + Eq>(hits: &mut [Hit], tool_of: impl Fn(&s
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
 }
 
+/// Reciprocal rank fusion of ranked lists: each document scores Σ 1 / (c + rank); the best `k`.
 pub fn rrf(lists: &[&[Hit]], k: usize, c: f32) -> Vec<Hit> {
     let mut scores: HashMap<&str, f32> = HashMap::new();
     for list in lists {

@@ -20,9 +20,12 @@ use toolgraph_schema::{slug, GraphSnapshot, RetrievalSettings, STATUS_ACTIVE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
+    /// Lexical only.
     Bm25,
+    /// Dense vectors only.
     Dense,
     #[default]
+    /// Both, fused.
     Hybrid,
 }
 
@@ -42,7 +45,9 @@ impl std::str::FromStr for Method {
 /// strongly each API follows the tools already chosen (blended NEXT weight).
 #[derive(Debug, Clone, Default)]
 pub struct GraphPrior {
+    /// Per API: successes / calls.
     pub availability: HashMap<String, f64>,
+    /// Per API: how often chains used it with others.
     pub co_usage: HashMap<String, f64>,
 }
 
@@ -77,13 +82,19 @@ impl GraphPrior {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RankedApi {
+    /// The API's id.
     pub id: String,
+    /// Its score (higher is nearer).
     pub score: f32,
+    /// The API's name.
     pub name: String,
+    /// Its tool.
     pub tool: String,
+    /// Its category.
     pub category: String,
 }
 
+/// Finds the seed APIs of a (sub)task: lexical and dense search, fused, with a graph prior.
 pub struct Retriever {
     bm25: Bm25Index,
     info: HashMap<String, RankedApi>,
@@ -152,12 +163,15 @@ impl Retriever {
         self.usage.add(&[(apis, request)]).await
     }
 
+    /// How many APIs it indexes.
     pub fn len(&self) -> usize {
         self.info.len()
     }
+    /// Whether it indexes none.
     pub fn is_empty(&self) -> bool {
         self.info.is_empty()
     }
+    /// The embedder of its queries.
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
     }

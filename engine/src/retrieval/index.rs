@@ -15,6 +15,7 @@ use toolgraph_schema::{slug, ApiNode, GraphSnapshot};
 
 /// Payload key of the indexed text and of its hash.
 pub const TEXT_KEY: &str = "text";
+/// The payload field that holds a document's text hash (unchanged texts are not embedded again).
 pub const HASH_KEY: &str = "text_hash";
 
 /// The documents to index for a graph: one per API, text = tool name + tool description +
@@ -62,14 +63,20 @@ fn param_names(a: &ApiNode) -> Vec<String> {
 /// One text to index with its payload (filter fields, display fields).
 #[derive(Debug, Clone)]
 pub struct IndexDoc {
+    /// The API's id.
     pub id: String,
+    /// The text embedded.
     pub text: String,
+    /// The payload stored with it.
     pub payload: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
+/// What a sync of the API index did.
 pub struct SyncReport {
+    /// The collection synced.
     pub collection: String,
+    /// Documents in the index after it.
     pub documents: usize,
     /// Points written with a new vector (new or changed text).
     pub embedded: usize,
@@ -77,8 +84,11 @@ pub struct SyncReport {
     pub embedded_by_model: usize,
     /// Points whose payload changed but text did not.
     pub payload_updated: usize,
+    /// Documents whose text had not changed.
     pub unchanged: usize,
+    /// Documents removed.
     pub deleted: usize,
+    /// How long it took.
     pub seconds: f64,
     /// Embedding throughput of this run (texts the model embedded per second).
     pub sentences_per_s: Option<f64>,

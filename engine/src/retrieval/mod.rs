@@ -15,10 +15,15 @@ use serde::{Deserialize, Serialize};
 /// One searchable API: its id, the text that represents it, and the fields filters use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiText {
+    /// The API's id.
     pub id: String,
+    /// Its name, description and parameters, as indexed.
     pub text: String,
+    /// Its category.
     pub category: String,
+    /// Its tool.
     pub tool: String,
+    /// Its status (`active`, `degraded`…).
     pub status: String,
 }
 
@@ -37,19 +42,25 @@ pub fn api_text(tool: &str, tool_description: &str, api: &str, api_description: 
 /// A search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
+    /// The API's id.
     pub id: String,
+    /// Its score (higher is nearer).
     pub score: f32,
 }
 
 /// Restricts a search to APIs of a category / tool, and to a status (active by default).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Filter {
+    /// Only APIs of this category.
     pub category: Option<String>,
+    /// Only APIs of this tool.
     pub tool: Option<String>,
+    /// Only APIs with this status.
     pub status: Option<String>,
 }
 
 impl Filter {
+    /// Whether `doc` passes the filter.
     pub fn accepts(&self, doc: &ApiText) -> bool {
         self.category.as_ref().is_none_or(|c| *c == doc.category)
             && self.tool.as_ref().is_none_or(|t| *t == doc.tool)

@@ -112,17 +112,24 @@ pub struct EngineParts {
     pub graph: Arc<GraphSnapshot>,
     /// Where dynamic-weight updates go (`None`: never learn).
     pub store: Option<Arc<dyn GraphStore>>,
+    /// Finds seed APIs.
     pub retriever: Arc<Retriever>,
+    /// The long-term memory (`None`: runs recall nothing).
     pub memory: Option<Arc<Memory>>,
+    /// Sends calls.
     pub executor: Executor,
+    /// Decides where the rules do not.
     pub planner: Arc<dyn Planner>,
+    /// Budgets and switches of a run.
     pub settings: RunSettings,
+    /// The dynamic weights' α and β.
     pub weights: WeightSettings,
     /// API health shared across engines (`None`: no API is ever degraded).
     pub health: Option<Arc<super::health::Health>>,
 }
 
 impl Engine {
+    /// An engine of these parts.
     pub fn new(p: EngineParts) -> Self {
         let apis = p
             .graph
@@ -194,14 +201,17 @@ impl Engine {
         self.health.as_ref().is_some_and(|h| h.is_degraded_for(id, st.caller.as_deref()))
     }
 
+    /// The per-user health of APIs, where kept.
     pub fn health(&self) -> Option<&Arc<super::health::Health>> {
         self.health.as_ref()
     }
 
+    /// Its run settings.
     pub fn settings(&self) -> &RunSettings {
         &self.settings
     }
 
+    /// Its planner.
     pub fn planner(&self) -> &Arc<dyn Planner> {
         &self.planner
     }
@@ -211,6 +221,7 @@ impl Engine {
         &self.graph
     }
 
+    /// Its retriever.
     pub fn retriever(&self) -> &Arc<Retriever> {
         &self.retriever
     }

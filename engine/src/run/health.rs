@@ -78,6 +78,7 @@ impl Health {
         }
     }
 
+    /// Its settings.
     pub fn settings(&self) -> &HealthSettings {
         &self.settings
     }

@@ -11,16 +11,20 @@ use toolgraph_schema::{CallStatus, GraphSnapshot, Mode, Outcome, RecordedCall, R
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// How a run ended.
 pub enum Status {
     /// Judged complete: every call usable and every part of the request covered.
     Answered,
     /// Some parts done: the answer says which are missing.
     Partial,
+    /// Nothing served the request.
     GaveUp,
+    /// The user must give a value (see [`NeedsInput`]).
     NeedsInput,
 }
 
 impl Status {
+    /// Its name in reports and the API.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Answered => "answered",
@@ -37,7 +41,9 @@ impl Status {
 pub struct RunOptions {
     /// Who decides this run (the engine's planner when `None`).
     pub planner: Option<Arc<dyn Planner>>,
+    /// Graph search or plan mode (the engine's setting when `None`).
     pub mode: Option<Mode>,
+    /// Target-first planning (the engine's setting when `None`).
     pub backward: Option<bool>,
     /// Asked before any call to an API that requires approval (human in the loop).
     pub approver: Option<Arc<dyn Approver>>,
@@ -55,23 +61,31 @@ pub struct RunOptions {
 /// it needs (the run pauses); a rejection fails that branch and the search goes on.
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync {
+    /// Whether calls to `api` need approval.
     fn requires(&self, api: &str) -> bool;
+    /// Approves or rejects one call.
     async fn decide(&self, call: &PendingCall) -> ApprovalDecision;
 }
 
 /// What the user must give for the run to go on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NeedsInput {
+    /// The API that needs it.
     pub api: String,
+    /// The parameters no source could fill.
     pub missing: Vec<String>,
+    /// What to ask the user.
     pub message: String,
 }
 
 /// One call of the final chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChainCall {
+    /// The output's label (`var1`).
     pub label: String,
+    /// The API's id.
     pub api: String,
+    /// The API's name.
     pub name: String,
     /// As planned: references to earlier outputs kept (`$var1.field$`).
     pub arguments: Map<String, Value>,
@@ -83,13 +97,21 @@ pub struct ChainCall {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Counters and timings of a run.
 pub struct RunStats {
+    /// Decisions asked of the planner.
     pub planner_calls: u64,
+    /// HTTP calls sent (retries included).
     pub http_calls: u64,
+    /// Calls that failed.
     pub failed_calls: u64,
+    /// Backtracks of the search.
     pub backtracks: u64,
+    /// Reflection rounds.
     pub reflections: u64,
+    /// Whether a remembered chain was replayed.
     pub recalled: bool,
+    /// Wall time of the run.
     pub total_ms: f64,
     /// Time inside HTTP calls to the tools.
     pub http_ms: f64,
@@ -104,6 +126,7 @@ pub struct RunStats {
     #[serde(default)]
     pub planned: bool,
     #[serde(default)]
+    /// The plan's step the search took over at.
     pub plan_fallback_at: Option<usize>,
     /// Planned only ([`RunOptions::dry_run`]): no call was sent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -113,14 +136,23 @@ pub struct RunStats {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a run gives back: its status, answer, chain, judgement, trace and stats.
 pub struct RunReport {
+    /// The request.
     pub request: String,
+    /// How it ended.
     pub status: Status,
+    /// The answer.
     pub answer: String,
+    /// The calls that served it, in order.
     pub chain: Vec<ChainCall>,
+    /// What the user must give, where the run waits for it.
     pub needs_input: Option<NeedsInput>,
+    /// The judge's verdict.
     pub judgement: Option<Judgement>,
+    /// Every step, as it happened.
     pub trace: Vec<TraceEvent>,
+    /// Counters and timings.
     pub stats: RunStats,
     /// The full response of each chain call, in chain order (the trace holds them too); what a
     /// session carries into its next turn.
@@ -171,7 +203,9 @@ impl RunReport {
 /// What the graph took from one run: counts and edges, and status changes of failing APIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunLearning {
+    /// The counts and edges it added.
     pub learned: Learned,
+    /// APIs whose status changed (degraded, restored).
     pub status_changes: Vec<toolgraph_schema::StatusChange>,
 }
 

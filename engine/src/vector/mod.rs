@@ -19,16 +19,22 @@ pub const ID_KEY: &str = "id";
 /// A point to store: a string id, a unit vector and a payload (`ID_KEY` is set by the store).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorPoint {
+    /// Its id.
     pub id: String,
+    /// The vector.
     pub vector: Vec<f32>,
+    /// Fields stored with it.
     pub payload: Map<String, Value>,
 }
 
 /// A search result with its payload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorHit {
+    /// The point's id.
     pub id: String,
+    /// Its cosine similarity to the query.
     pub score: f32,
+    /// Its payload fields.
     pub payload: Map<String, Value>,
 }
 
@@ -37,9 +43,11 @@ pub struct VectorHit {
 pub struct Conditions(pub Vec<(String, String)>);
 
 impl Conditions {
+    /// Whether it has no condition.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// Adds the condition `field` = `value`.
     pub fn with(mut self, field: &str, value: &str) -> Self {
         self.0.push((field.to_string(), value.to_string()));
         self
@@ -57,12 +65,16 @@ impl Conditions {
 /// How a collection is laid out: vector size and the payload fields filtered on (indexed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectionSpec {
+    /// The collection's name.
     pub name: String,
+    /// Its vectors' dimension.
     pub dim: usize,
+    /// Payload fields indexed for filters.
     pub keyword_fields: Vec<String>,
 }
 
 impl CollectionSpec {
+    /// A collection of `dim`-dimensional vectors, `keyword_fields` indexed.
     pub fn new(name: &str, dim: usize, keyword_fields: &[&str]) -> Self {
         CollectionSpec {
             name: name.into(),
@@ -73,7 +85,9 @@ impl CollectionSpec {
 }
 
 #[async_trait]
+/// Stores of vectors with payloads (qdrant-edge embedded, or a Qdrant server).
 pub trait VectorStore: Send + Sync {
+    /// Its name in reports (`qdrant-edge`, `qdrant`).
     fn backend(&self) -> &'static str;
     /// Create the collection (cosine distance) and its payload indexes if missing. An existing
     /// collection with another vector size is an error naming both sizes.
@@ -106,6 +120,7 @@ pub trait VectorStore: Send + Sync {
     }
     /// Every point's id and the payload `fields` asked for (for incremental re-indexing).
     async fn scan(&self, collection: &str, fields: &[&str]) -> Result<Vec<(String, Map<String, Value>)>>;
+    /// How many points a collection holds.
     async fn count(&self, collection: &str) -> Result<usize>;
     /// Start a full rebuild of `spec.name`: returns the name of an empty staging collection to fill
     /// with the same calls; searches keep using the live one until [`Self::commit_rebuild`].
