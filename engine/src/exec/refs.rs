@@ -12,6 +12,7 @@
 //! `@date` its day. Written by the memory where a recorded value was such a field shifted by what
 //! the request said; nothing else writes it.
 
+use crate::read::stamps;
 use serde_json::{Map, Value};
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -68,16 +69,15 @@ impl Derive {
         let at = date_time(v).ok_or_else(|| format!("holds {v}, not a date and time"))?;
         let at = at + chrono::Duration::minutes(self.minutes);
         Ok(Value::String(match self.part {
-            Part::Time => at.format("%H:%M").to_string(),
-            Part::Date => at.format("%Y-%m-%d").to_string(),
+            Part::Time => stamps::time_text(at.time()),
+            Part::Date => stamps::date_text(at.date()),
         }))
     }
 }
 
 /// The date-time a value holds (`2024-12-01T09:10:00`, `2024-12-01 09:10`), to the minute.
 pub fn date_time(v: &Value) -> Option<chrono::NaiveDateTime> {
-    let head = v.as_str()?.trim().get(..16)?.replace(' ', "T");
-    chrono::NaiveDateTime::parse_from_str(&head, "%Y-%m-%dT%H:%M").ok()
+    stamps::moment_of(&v.as_str()?.trim().replace(' ', "T"))
 }
 
 impl std::fmt::Display for Derive {

@@ -8,6 +8,7 @@
 use super::learned::{mentions, ArgModel, Kind, Repeat};
 use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
+use crate::read::stamps;
 use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use chrono::Duration;
 use serde_json::{Map, Value};
@@ -114,7 +115,7 @@ fn from_request(
             return None;
         }
         if let Some(i) = learned_pick(learned, values, p, Kind::Date, repeat) {
-            return Some((Value::String(values.dates[i].format("%Y-%m-%d").to_string()), "date"));
+            return Some((Value::String(stamps::date_text(values.dates[i])), "date"));
         }
         let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
         let d = if is_end_param(&p.name) {
@@ -122,7 +123,7 @@ fn from_request(
         } else {
             start
         };
-        return Some((Value::String(d.format("%Y-%m-%d").to_string()), "date"));
+        return Some((Value::String(stamps::date_text(d)), "date"));
     }
     if is_time_param(&p.name) {
         if let Some(i) = learned_pick(learned, values, p, Kind::Time, repeat) {

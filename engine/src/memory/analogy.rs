@@ -25,6 +25,7 @@ use crate::fill::learned::{mentions, Kind, Mention};
 use crate::plan::planner::UnsureMentions;
 use crate::read::names::is_stop_name;
 use crate::read::reading::{mistyped, says, tokens, whole_at, words, Token};
+use crate::read::stamps;
 use crate::read::values::{words_before, RequestValues};
 use chrono::{Duration, NaiveDate};
 use serde_json::Value;
@@ -275,14 +276,14 @@ impl Analogy {
 
     fn transfer_date(&self, s: &str) -> Option<Transfer> {
         let head = s.get(..10)?;
-        let d = NaiveDate::parse_from_str(head, "%Y-%m-%d").ok()?;
+        let d = stamps::date(head)?;
         let rest = &s[10..];
-        let render = |n: NaiveDate| Transfer::Mapped(Value::String(format!("{}{rest}", n.format("%Y-%m-%d"))));
+        let render = |n: NaiveDate| Transfer::Mapped(Value::String(format!("{}{rest}", stamps::date_text(n))));
         let olds = self.old_mentions(Kind::Date);
-        let key = d.format("%Y-%m-%d").to_string();
+        let key = stamps::date_text(d);
         if let Some(i) = olds.iter().position(|m| m.value == key) {
             return Some(match self.counterpart(Kind::Date, i) {
-                Some(m) => render(NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok()?),
+                Some(m) => render(stamps::date(&m.value)?),
                 None => Transfer::Unmatched(Kind::Date),
             });
         }
@@ -291,11 +292,10 @@ impl Analogy {
         let nearest = olds
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok().map(|o| (i, o)))
+            .filter_map(|(i, m)| stamps::date(&m.value).map(|o| (i, o)))
             .min_by_key(|(_, o)| (*o > d, (d - *o).num_days().abs()));
         if let Some((i, o)) = nearest.filter(|(_, o)| (d - *o).num_days().abs() <= 31) {
-            let base =
-                self.counterpart(Kind::Date, i).and_then(|m| NaiveDate::parse_from_str(&m.value, "%Y-%m-%d").ok());
+            let base = self.counterpart(Kind::Date, i).and_then(|m| stamps::date(&m.value));
             let (old_days, new_days) = (spans::day_counts(&self.old), spans::day_counts(&self.new));
             let stays = spans::days_counterpart(&old_days, &new_days, (d - o).num_days());
             return Some(match (base, stays) {
@@ -329,7 +329,7 @@ impl Analogy {
         }
         // Derived: a time the old request said, shifted by a span it said ("at 11:15 … a taxi 35
         // minutes after my train gets there" → 11:50): the counterpart time by the counterpart span.
-        let time_of = |t: &str| chrono::NaiveTime::parse_from_str(t, "%H:%M").ok();
+        let time_of = stamps::time;
         let at = time_of(&key)?;
         let (i, shift) = olds.iter().enumerate().find_map(|(i, x)| {
             let said = time_of(&x.value)?;
@@ -339,7 +339,7 @@ impl Analogy {
         let new_time = self.counterpart(Kind::Time, i).and_then(|x| time_of(&x.value));
         let shifted = new_time.zip(spans::counterpart(&self.old.shifts, &self.new.shifts, shift));
         Some(shifted.map_or(Transfer::Unmatched(Kind::Time), |(t, s)| {
-            Transfer::Mapped(Value::String(format!("{}{rest}", (t + Duration::minutes(s)).format("%H:%M"))))
+            Transfer::Mapped(Value::String(format!("{}{rest}", stamps::time_text(t + Duration::minutes(s)))))
         }))
     }
 

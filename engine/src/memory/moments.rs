@@ -4,7 +4,8 @@
 
 use super::analogy::{Analogy, Transfer};
 use super::spans::counterpart;
-use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
+use crate::read::stamps;
+use chrono::{Duration, NaiveDateTime};
 use serde_json::{Map, Value};
 
 impl Analogy {
@@ -18,13 +19,12 @@ impl Analogy {
     pub(crate) fn moments_after(&self, args: &Map<String, Value>) -> Map<String, Value> {
         let moment = |time_key: &String| {
             let date_key = time_key.replace("time", "date");
-            let time = NaiveTime::parse_from_str(args.get(time_key)?.as_str()?, "%H:%M").ok()?;
-            let date = NaiveDate::parse_from_str(args.get(&date_key)?.as_str()?, "%Y-%m-%d").ok()?;
-            Some((date_key, time_key.clone(), date.and_time(time)))
+            let at = stamps::moment(args.get(&date_key)?.as_str()?, args.get(time_key)?.as_str()?)?;
+            Some((date_key, time_key.clone(), at))
         };
         let pairs: Vec<_> = args.keys().filter(|k| k.contains("time")).filter_map(moment).collect();
         let said = |d: NaiveDateTime| {
-            self.old.dates.contains(&d.date()) && self.old.times.contains(&d.format("%H:%M").to_string())
+            self.old.dates.contains(&d.date()) && self.old.times.contains(&stamps::time_text(d.time()))
         };
         let mut out = Map::new();
         for (date_key, time_key, at) in &pairs {
@@ -40,17 +40,15 @@ impl Analogy {
                 Transfer::Mapped(Value::String(v)) => Some(v),
                 _ => None,
             };
-            let new_base = mapped(dk)
-                .zip(mapped(tk))
-                .and_then(|(d, t)| NaiveDateTime::parse_from_str(&format!("{d} {t}"), "%Y-%m-%d %H:%M").ok());
+            let new_base = mapped(dk).zip(mapped(tk)).and_then(|(d, t)| stamps::moment(&d, &t));
             let Some(shifted) = new_base
                 .zip(counterpart(&self.old.shifts, &self.new.shifts, span))
                 .map(|(b, s)| b + Duration::minutes(s))
             else {
                 continue;
             };
-            out.insert(date_key.clone(), Value::String(shifted.format("%Y-%m-%d").to_string()));
-            out.insert(time_key.clone(), Value::String(shifted.format("%H:%M").to_string()));
+            out.insert(date_key.clone(), Value::String(stamps::date_text(shifted.date())));
+            out.insert(time_key.clone(), Value::String(stamps::time_text(shifted.time())));
         }
         out
     }

@@ -5,6 +5,7 @@
 use crate::exec::refs::{date_time, Derive, Part, Reference};
 use crate::plan::ArgSource;
 use crate::read::reading::whole_at;
+use crate::read::stamps;
 use crate::vector::{text_hash, CollectionSpec, Conditions, VectorPoint, VectorStore, MEMORY};
 use crate::{EngineError, ErrorClass, Result};
 use serde::{Deserialize, Serialize};
@@ -272,7 +273,7 @@ fn spliced(text: &str, said: &str, names: &[String], earlier: &[RecordedCall<'_>
 /// `HH:MM` of a recorded time argument (`10:10`, `10:10:00`).
 fn time_of_day(v: &Value) -> Option<chrono::NaiveTime> {
     let s = v.as_str()?.trim();
-    chrono::NaiveTime::parse_from_str(s.get(..5)?, "%H:%M").ok().filter(|_| s.len() == 5 || s.len() == 8)
+    stamps::time(s.get(..5)?).filter(|_| s.len() == 5 || s.len() == 8)
 }
 
 /// Times of day the request never says, traced to an earlier response's date-time shifted by a
@@ -284,7 +285,7 @@ fn derive_times(arguments: &mut Map<String, Value>, read: &crate::read::RequestV
     let mut traced: Vec<(String, Reference, chrono::NaiveDateTime)> = Vec::new();
     for (k, v) in arguments.iter_mut() {
         let Some(t) = time_of_day(v) else { continue };
-        if read.times.contains(&t.format("%H:%M").to_string()) {
+        if read.times.contains(&stamps::time_text(t)) {
             continue;
         }
         let found = earlier.iter().rev().find_map(|c| {
@@ -300,7 +301,7 @@ fn derive_times(arguments: &mut Map<String, Value>, read: &crate::read::RequestV
     }
     for (date_param, r, moment) in traced {
         let Some(v) = arguments.get_mut(&date_param) else { continue };
-        let day = v.as_str().and_then(|s| chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").ok());
+        let day = v.as_str().and_then(|s| stamps::date(s.trim()));
         if day == Some(moment.date()) {
             let minutes = r.derive.map_or(0, |d| d.minutes);
             *v = r.derived(Derive { part: Part::Date, minutes }).into();

@@ -231,7 +231,7 @@ pub(crate) fn assess(ctx: &Context) -> Vec<Requirement> {
     let mut out: Vec<Requirement> = Vec::new();
     let v = &ctx.values;
     for d in v.dates.iter().filter(|d| !v.unanchored.contains(d)) {
-        let iso = d.format("%Y-%m-%d").to_string();
+        let iso = super::stamps::date_text(*d);
         push(&mut out, Kind::Date, iso.clone(), covered_in(&|s| s.contains(&iso), &args));
     }
     for t in &v.times {

@@ -12,6 +12,7 @@ pub(crate) mod reading;
 pub(crate) mod requirement;
 pub(crate) mod scan;
 pub(crate) mod slots;
+pub(crate) mod stamps;
 pub(crate) mod values;
 
 pub use asks::Asks;

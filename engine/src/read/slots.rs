@@ -59,9 +59,7 @@ pub fn mentions(v: &RequestValues, kind: Kind) -> Vec<Mention> {
             .collect()
     };
     match kind {
-        Kind::Date => {
-            pair(v.dates.iter().map(|d| d.format("%Y-%m-%d").to_string()).collect(), &v.date_cues, &v.date_at)
-        }
+        Kind::Date => pair(v.dates.iter().map(|d| super::stamps::date_text(*d)).collect(), &v.date_cues, &v.date_at),
         Kind::Time => pair(v.times.clone(), &v.time_cues, &v.time_at),
         Kind::Number => pair(v.numbers.iter().map(|n| number_text(n.value)).collect(), &v.number_cues, &[]),
         Kind::Name => pair(v.names.iter().map(|n| n.to_lowercase()).collect(), &v.name_cues, &v.name_at),
@@ -82,9 +80,7 @@ pub(crate) fn normalized(v: &Value, kind: Kind) -> Option<String> {
     match (kind, v) {
         (Kind::Number, Value::Number(n)) => n.as_f64().map(number_text),
         (Kind::Number, Value::String(s)) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()).map(number_text),
-        (Kind::Date, Value::String(s)) => chrono::NaiveDate::parse_from_str(s.get(..10).unwrap_or(s), "%Y-%m-%d")
-            .ok()
-            .map(|d| d.format("%Y-%m-%d").to_string()),
+        (Kind::Date, Value::String(s)) => super::stamps::date(s.get(..10).unwrap_or(s)).map(super::stamps::date_text),
         (Kind::Time, Value::String(s)) => {
             let (h, m) = s.trim().split_once(':')?;
             let (h, m): (u32, u32) = (h.parse().ok()?, m.get(..2)?.parse().ok()?);
