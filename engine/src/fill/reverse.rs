@@ -13,23 +13,29 @@ use std::sync::Arc;
 /// Providers offered per missing parameter to a planner that looks at them.
 const OFFERS_PER_PARAM: usize = 3;
 
+/// What finding a provider reads: where the search stands, and the APIs being completed now.
+pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
+
 impl Engine {
     /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
     /// the field, else an API whose documented output has that field; by graph weight, similarity.
     /// APIs excluded, degraded or already being completed are left out.
-    pub(crate) fn providers_of(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
+    pub(crate) fn providers_of(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
+        let ((ctx, leads, how), inserting) = st;
         let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
         for (cand, feeds) in self.providers.candidates(&api.id, param) {
-            if st.ctx.excluded_tools.contains(&cand.tool)
-                || st.inserting.contains(&cand.id)
-                || self.degraded(st, &cand.id)
-            {
+            if ctx.excluded_tools.contains(&cand.tool) || inserting.contains(&cand.id) || self.degraded(how, &cand.id) {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
             let score = (if feeds { 1.0 } else { 0.0 })
                 + w
-                + st.sims().get(&cand.id).copied().unwrap_or(0.0).max(st.sims.get(&cand.id).copied().unwrap_or(0.0))
+                + leads
+                    .sims(ctx.focus)
+                    .get(&cand.id)
+                    .copied()
+                    .unwrap_or(0.0)
+                    .max(leads.sims.get(&cand.id).copied().unwrap_or(0.0))
                     * 0.5;
             scored.push((score, cand));
         }
@@ -37,13 +43,13 @@ impl Engine {
         scored.into_iter().map(|(_, a)| a).collect()
     }
 
-    pub(crate) fn provider_for(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
+    pub(crate) fn provider_for(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
         self.providers_of(st, api, param).into_iter().next()
     }
 
     /// Provider offers for the required parameters of `api` no earlier output or request value fills.
-    pub(crate) fn offers(&self, st: &RunState<'_>, api: &ApiView) -> Vec<Offer> {
-        let open = fill_arguments(&st.ctx, api).missing;
+    pub(crate) fn offers(&self, st: Providing<'_>, api: &ApiView) -> Vec<Offer> {
+        let open = fill_arguments(st.0 .0, api).missing;
         api.params
             .iter()
             .filter(|p| p.required && open.contains(&p.name))
@@ -78,7 +84,11 @@ impl Engine {
             // call); one with a required argument open is the planner's, with the providers.
             let filled_now = |st: &RunState<'b>| fill_arguments(&st.ctx, api);
             let ask = |st: &mut RunState<'b>| {
-                let offers = if st.planner.wants_offers() { self.offers(st, api) } else { Vec::new() };
+                let offers = if st.how.planner.wants_offers() {
+                    self.offers(((&st.ctx, &st.leads, &st.how), &st.ledger.inserting), api)
+                } else {
+                    Vec::new()
+                };
                 st.stats.planner_calls += 1;
                 offers
             };
@@ -87,11 +97,11 @@ impl Engine {
                 rules
             } else {
                 let offers = ask(st);
-                st.planner.fill(&st.ctx, api, &offers).await?
+                st.how.planner.fill(&st.ctx, api, &offers).await?
             };
             if !filled.missing.is_empty() {
                 let mut inserted = false;
-                st.inserting.push(api.id.clone());
+                st.ledger.inserting.push(api.id.clone());
                 for param in filled.missing.clone() {
                     if filled.ask_user.contains(&param) {
                         continue;
@@ -108,8 +118,12 @@ impl Engine {
                         .iter()
                         .find(|p| p.param == param)
                         .and_then(|p| self.apis.get(&p.api).cloned())
-                        .filter(|a| !st.inserting.contains(&a.id));
-                    let Some(provider) = pick.or_else(|| self.provider_for(st, api, &param)) else { continue };
+                        .filter(|a| !st.ledger.inserting.contains(&a.id));
+                    let Some(provider) = pick.or_else(|| {
+                        self.provider_for(((&st.ctx, &st.leads, &st.how), &st.ledger.inserting), api, &param)
+                    }) else {
+                        continue;
+                    };
                     st.emit(TraceEvent::Insert {
                         api: api.id.clone(),
                         argument: param.clone(),
@@ -120,14 +134,14 @@ impl Engine {
                         inserted = true;
                     }
                 }
-                st.inserting.pop();
+                st.ledger.inserting.pop();
                 if inserted {
                     let rules = filled_now(st);
                     filled = if deterministic || rules.missing.is_empty() {
                         rules
                     } else {
                         let offers = ask(st);
-                        st.planner.fill(&st.ctx, api, &offers).await?
+                        st.how.planner.fill(&st.ctx, api, &offers).await?
                     };
                 }
                 if !filled.missing.is_empty() {
@@ -139,8 +153,8 @@ impl Engine {
                         if filled.missing.len() == 1 { "it" } else { "them" }
                     );
                     st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
-                    if st.needs_input.is_none() {
-                        st.needs_input =
+                    if st.ledger.needs_input.is_none() {
+                        st.ledger.needs_input =
                             Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
                     }
                     st.ctx.dead_ends.push(DeadEnd {

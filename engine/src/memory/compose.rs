@@ -93,8 +93,8 @@ impl Engine {
                 let chain = &hit.entry.chain;
                 let part = fragment(chain, &api);
                 let steps: Vec<MemoryStep> = part.iter().map(|i| chain[*i].clone()).collect();
-                let analogy = self.analogy(st, &hit.entry.request, chain);
-                if !self.fit_steps(st, &analogy, &steps) {
+                let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);
+                if !self.fit_steps(&st.ctx, &analogy, &steps) {
                     why = format!("the values of the remembered {name} calls have no counterpart here");
                     continue;
                 }

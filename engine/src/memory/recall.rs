@@ -11,7 +11,7 @@ use crate::fill::filler::fill_arguments;
 use crate::fill::learned::{normalized, Kind, Mention};
 use crate::memory::analogy::{Analogy, Transfer};
 use crate::plan::judge::judge_path;
-use crate::plan::{ApiView, ArgSource, Filled, Judgement, MemoryView, Recollection};
+use crate::plan::{ApiView, ArgSource, Context, Filled, Judgement, MemoryView, Recollection};
 use crate::read::reading::words;
 use crate::run::engine::{Engine, RunState};
 use crate::run::trace::TraceEvent;
@@ -123,11 +123,11 @@ impl Engine {
         for h in hits.iter().take(hints).filter(|h| h.score >= self.settings.hint_threshold) {
             let mut prev = START_ID.to_string();
             for step in &h.entry.chain {
-                let e = st.hints.entry((prev.clone(), step.api.clone())).or_insert(0.0);
+                let e = st.leads.hints.entry((prev.clone(), step.api.clone())).or_insert(0.0);
                 *e = e.max(h.score as f64);
                 prev = step.api.clone();
             }
-            let e = st.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
+            let e = st.leads.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
             *e = e.max(h.score as f64);
         }
         let Some(Analogue { hit, fit, analogy }) = self.best_analogue(st, hits).await? else { return Ok(false) };
@@ -143,7 +143,7 @@ impl Engine {
         let Some(analogy) = analogy.filter(|_| replay) else { return Ok(false) };
         // Plan mode: the remembered chain, its values transferred, is the whole plan (a solution
         // of the library of I/O-coupled paths that recorded runs made), fixed before any call.
-        let plan_mode = st.mode == Mode::Plan;
+        let plan_mode = st.how.mode == Mode::Plan;
         if plan_mode {
             st.stats.planned = true;
             let steps: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
@@ -180,8 +180,8 @@ impl Engine {
             .enumerate()
             .map(|(i, hit)| {
                 if close(&hit) {
-                    let analogy = self.analogy(st, &hit.entry.request, &hit.entry.chain);
-                    let fit = self.fit(st, &analogy, &hit.entry.chain);
+                    let analogy = self.analogy(&st.ctx, &hit.entry.request, &hit.entry.chain);
+                    let fit = self.fit(&st.ctx, &analogy, &hit.entry.chain);
                     (i, Analogue { hit, fit, analogy: Some(analogy) })
                 } else {
                     (i, Analogue { hit, fit: Fit { transferable: false, unserved: usize::MAX }, analogy: None })
@@ -231,7 +231,7 @@ impl Engine {
                         .collect(),
                 })
                 .collect();
-            let answer = st.planner.choose_memory(&st.ctx, &views).await?;
+            let answer = st.how.planner.choose_memory(&st.ctx, &views).await?;
             let said = match answer {
                 Some(Recollection::Replay(k)) if k < offered.len() => {
                     let chosen = ranked.remove(offered[k]);
@@ -256,7 +256,7 @@ impl Engine {
     /// the planner is asked once; its answer, checked one-to-one, realigns them.
     async fn settle(&self, st: &mut RunState<'_>, old_request: &str, analogy: &mut Analogy) -> Result<()> {
         let Some((kind, unsure)) = analogy.unsure() else { return Ok(()) };
-        let Some(map) = st.planner.align_mentions(&st.ctx, old_request, &unsure).await? else { return Ok(()) };
+        let Some(map) = st.how.planner.align_mentions(&st.ctx, old_request, &unsure).await? else { return Ok(()) };
         let answer = if analogy.realign(kind, &map) {
             unsure.old.iter().zip(&map).map(|(o, j)| format!("{o} → {}", unsure.new[*j])).collect::<Vec<_>>().join("; ")
         } else {
@@ -268,8 +268,8 @@ impl Engine {
 
     /// The analogy between a remembered request and this one, mentions aligned by the roles they
     /// played in the remembered chain (what the argument model learned of each parameter).
-    pub(crate) fn analogy(&self, st: &RunState<'_>, old_request: &str, chain: &[MemoryStep]) -> Analogy {
-        let model = st.ctx.args.clone();
+    pub(crate) fn analogy(&self, ctx: &Context, old_request: &str, chain: &[MemoryStep]) -> Analogy {
+        let model = ctx.args.clone();
         let roles = move |kind: Kind, old: &Mention, new: &[Mention]| -> Option<Vec<f64>> {
             let model = model.as_ref()?;
             for step in chain {
@@ -287,16 +287,16 @@ impl Engine {
             }
             None
         };
-        Analogy::with_roles(old_request, &st.ctx.request, &st.ctx.values, self.clock.today(), Some(&roles))
+        Analogy::with_roles(old_request, &ctx.request, &ctx.values, self.clock.today(), Some(&roles))
     }
 
     /// Whether every value `steps` took from their remembered request has a counterpart here.
-    pub(crate) fn fit_steps(&self, st: &RunState<'_>, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
-        self.fit(st, analogy, steps).transferable
+    pub(crate) fn fit_steps(&self, ctx: &Context, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
+        self.fit(ctx, analogy, steps).transferable
     }
 
     /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
-    fn fit(&self, st: &RunState<'_>, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
+    fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
         let mut transferable = true;
         for step in chain {
             for (name, recorded) in &step.arguments {
@@ -307,7 +307,7 @@ impl Engine {
                 if own {
                     continue;
                 }
-                let kinds = self.mention_kinds(st, &step.api, name);
+                let kinds = self.mention_kinds(ctx, &step.api, name);
                 if analogy.transfer_deep(recorded, kinds.as_deref()).is_err() {
                     transferable = false;
                 }
@@ -367,7 +367,7 @@ impl Engine {
         let api = self
             .apis
             .get(&step.api)
-            .filter(|_| !self.degraded(st, &step.api))
+            .filter(|_| !self.degraded(&st.how, &step.api))
             .cloned()
             .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
         let filled = fill_arguments(&st.ctx, &api);
@@ -398,7 +398,7 @@ impl Engine {
                 f.sources.insert(name.clone(), ArgSource::Default);
                 continue;
             }
-            let kinds = self.mention_kinds(st, &api.id, name);
+            let kinds = self.mention_kinds(&st.ctx, &api.id, name);
             // A moment said as another shifted by a span: the new moment by the new span.
             let transfer = if let Some(v) = moments.get(name) {
                 Transfer::Mapped(v.clone())
@@ -415,7 +415,7 @@ impl Engine {
                 Transfer::Unmatched(kind) => {
                     return Err(format!("{} {name}: this request has no {} for it", api.name, kind.as_str()))
                 }
-                Transfer::Unsaid => self.unsaid(st, analogy, &api, step, name, recorded, &filled, &mut f),
+                Transfer::Unsaid => self.unsaid(&st.ctx, analogy, &api, step, name, recorded, &filled, &mut f),
             }
         }
         // What the remembered call did not send but this API requires: the shared filler's.
@@ -452,7 +452,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn unsaid(
         &self,
-        st: &RunState<'_>,
+        ctx: &Context,
         analogy: &Analogy,
         api: &ApiView,
         step: &MemoryStep,
@@ -462,11 +462,10 @@ impl Engine {
         f: &mut Filled,
     ) {
         let word =
-            recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(st, api, name))).or_else(|| {
-                st.ctx
-                    .args
+            recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(ctx, api, name))).or_else(|| {
+                ctx.args
                     .as_deref()
-                    .and_then(|m| m.cued_value(&api.id, name, &st.ctx.request))
+                    .and_then(|m| m.cued_value(&api.id, name, &ctx.request))
                     .filter(|v| recorded.is_string() && v != recorded)
                     .and_then(|v| v.as_str().map(str::to_string))
             });
@@ -487,8 +486,8 @@ impl Engine {
     /// and, where its description lists them in capitals ("either ECONOMY, PREMIUM_ECONOMY,
     /// BUSINESS or FIRST") with a recorded one among them, the values it lists: a value no
     /// recorded run of this API sent is still one of its words.
-    fn vocabulary(&self, st: &RunState<'_>, api: &ApiView, param: &str) -> Vec<String> {
-        let Some(slot) = st.ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param)) else {
+    fn vocabulary(&self, ctx: &Context, api: &ApiView, param: &str) -> Vec<String> {
+        let Some(slot) = ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param)) else {
             return Vec::new();
         };
         let mut words: Vec<String> =
@@ -503,8 +502,8 @@ impl Engine {
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
     /// third of them; none: a constant or an earlier output), or `None` when too little is known
     /// (fewer than three recorded values, or no model).
-    fn mention_kinds(&self, st: &RunState<'_>, api: &str, param: &str) -> Option<Vec<Kind>> {
-        let slot = st.ctx.args.as_ref()?.slots.get(api)?.get(param)?;
+    fn mention_kinds(&self, ctx: &Context, api: &str, param: &str) -> Option<Vec<Kind>> {
+        let slot = ctx.args.as_ref()?.slots.get(api)?.get(param)?;
         (slot.support >= 3)
             .then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
     }

@@ -58,7 +58,7 @@ async fn call_failed(
     sent: Option<Map<String, Value>>,
 ) -> bool {
     if let Some((key, why)) = failed {
-        st.failed.insert(key, why);
+        st.ledger.failed.insert(key, why);
     }
     st.ctx.dead_ends.push(DeadEnd { api: api.to_string(), arguments: arguments.clone(), reason });
     st.emit(TraceEvent::CallFailed { api: api.to_string(), arguments, error, sent }).await;
@@ -70,8 +70,8 @@ impl Engine {
     pub(crate) async fn execute(&self, st: &mut RunState<'_>, api: &Arc<ApiView>, filled: Filled) -> bool {
         let Some(node) = self.graph.apis.get(&api.id) else { return false };
         let spec = CallSpec::from_node(node);
-        let label = format!("var{}", st.next_label);
-        if st.dry_run {
+        let label = format!("var{}", st.ledger.next_label);
+        if st.how.dry_run {
             return self.execute_dry(st, api, filled, label).await;
         }
         // The arguments as they would be sent: a call that failed with exactly these is not sent
@@ -82,11 +82,11 @@ impl Engine {
             crate::exec::refs::resolve(&filled.arguments, &outputs).unwrap_or_else(|_| filled.arguments.clone())
         };
         let key = call_key(&api.id, &resolved);
-        if let Some(earlier) = st.failed.get(&key).cloned() {
+        if let Some(earlier) = st.ledger.failed.get(&key).cloned() {
             let error = CallError::Repeated { earlier };
             return call_failed(st, &api.id, filled.arguments, None, error.to_string(), error, None).await;
         }
-        if let Some(approver) = st.approver.clone().filter(|a| a.requires(&api.id)) {
+        if let Some(approver) = st.how.approver.clone().filter(|a| a.requires(&api.id)) {
             let call = PendingCall { api: api.id.clone(), name: api.name.clone(), arguments: resolved };
             st.emit(TraceEvent::AwaitingApproval { label: label.clone(), call: call.clone() }).await;
             let decision = approver.decide(&call).await;
@@ -104,7 +104,7 @@ impl Engine {
             sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         })
         .await;
-        st.calls_made += 1;
+        st.ledger.calls_made += 1;
         st.stats.http_calls += 1;
         let t = Instant::now();
         let outputs: HashMap<String, &Value> =
@@ -172,7 +172,7 @@ impl Engine {
         if let Some(i) = st.ctx.focus {
             st.ctx.step_subtask.insert(label.clone(), i);
         }
-        st.sent.insert(label.clone(), outcome.arguments);
+        st.ledger.sent.insert(label.clone(), outcome.arguments);
         st.ctx.path.push(Step {
             api: api.clone(),
             label,
@@ -182,7 +182,7 @@ impl Engine {
             response,
             repeat,
         });
-        st.next_label = st.ctx.path.len() + 1;
+        st.ledger.next_label = st.ctx.path.len() + 1;
         true
     }
 
@@ -248,7 +248,7 @@ impl Engine {
             sources: filled.sources.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         })
         .await;
-        st.calls_made += 1;
+        st.ledger.calls_made += 1;
         let response = Arc::new(skeleton(&api.output_fields, &label));
         let observation =
             compress(&response, &keep_set(&st.ctx.request, std::iter::empty()), self.settings.observation_chars);
@@ -268,7 +268,7 @@ impl Engine {
         if let Some(i) = st.ctx.focus {
             st.ctx.step_subtask.insert(label.clone(), i);
         }
-        st.sent.insert(label.clone(), filled.arguments.clone());
+        st.ledger.sent.insert(label.clone(), filled.arguments.clone());
         st.ctx.path.push(Step {
             api: api.clone(),
             label,
@@ -278,7 +278,7 @@ impl Engine {
             response,
             repeat,
         });
-        st.next_label = st.ctx.path.len() + 1;
+        st.ledger.next_label = st.ctx.path.len() + 1;
         true
     }
 }

@@ -7,7 +7,7 @@ use super::trace::TraceEvent;
 use super::RunSettings;
 use crate::memory::store::MemoryStep;
 use crate::plan::judge::{bad_response, judge_path};
-use crate::plan::{Context, Judgement, Step};
+use crate::plan::{Context, Judgement, Planner, Step};
 use crate::read::{Requirement, RequirementKind as Kind};
 use crate::Result;
 
@@ -59,24 +59,23 @@ impl Engine {
     /// across subtasks' calls …) the whole path's answer comes first and each part names the calls
     /// that served it; otherwise each part is composed from its own subtask's calls. An LLM's
     /// answer (one call) leads, the parts follow.
-    pub(crate) async fn answer(&self, st: &RunState<'_>) -> Result<String> {
-        let subtasks = &st.ctx.subtasks;
-        if subtasks.len() < 2 || st.ctx.step_subtask.is_empty() {
-            return st.planner.answer(&st.ctx).await;
+    pub(crate) async fn answer(&self, planner: &dyn Planner, ctx: &Context) -> Result<String> {
+        let subtasks = &ctx.subtasks;
+        if subtasks.len() < 2 || ctx.step_subtask.is_empty() {
+            return planner.answer(ctx).await;
         }
-        let deterministic = st.planner.composes_answers();
-        let whole = !crate::read::coverage::asked_quantities(&st.ctx.request).is_empty();
+        let deterministic = planner.composes_answers();
+        let whole = !crate::read::coverage::asked_quantities(&ctx.request).is_empty();
         let head = if !deterministic {
-            Some(st.planner.answer(&st.ctx).await?)
+            Some(planner.answer(ctx).await?)
         } else if whole {
-            Some(crate::plan::answer::compose(&st.ctx))
+            Some(crate::plan::answer::compose(ctx))
         } else {
             None
         };
         let mut parts = Vec::new();
         for (i, sub) in subtasks.iter().enumerate() {
-            let steps: Vec<&Step> =
-                st.ctx.path.iter().filter(|s| st.ctx.step_subtask.get(&s.label) == Some(&i)).collect();
+            let steps: Vec<&Step> = ctx.path.iter().filter(|s| ctx.step_subtask.get(&s.label) == Some(&i)).collect();
             let text = if steps.is_empty() {
                 "nothing found for this part".to_string()
             } else if head.is_some() {
@@ -85,9 +84,9 @@ impl Engine {
                     steps.iter().map(|s| format!("{} ({})", s.api.name, s.label)).collect::<Vec<_>>().join(", ")
                 )
             } else {
-                let mut sc = st.ctx.clone();
+                let mut sc = ctx.clone();
                 sc.request = sub.request.clone();
-                sc.path.retain(|s| st.ctx.step_subtask.get(&s.label) == Some(&i));
+                sc.path.retain(|s| ctx.step_subtask.get(&s.label) == Some(&i));
                 crate::plan::answer::compose(&sc)
             };
             parts.push(format!("[{}] {} — {}\n{}", i + 1, sub.name, sub.request, text));
@@ -111,10 +110,9 @@ impl Engine {
 
     /// The long-term memory of a run judged complete: its chain (the argument model learns from
     /// the run in `learn_from`, with the graph's counts).
-    async fn remember_run(&self, st: &RunState<'_>, meaning: &[f32]) -> Result<()> {
+    async fn remember_run(&self, ctx: &Context, meaning: &[f32]) -> Result<()> {
         if let Some(mem) = &self.memory {
-            let chain: Vec<MemoryStep> = st
-                .ctx
+            let chain: Vec<MemoryStep> = ctx
                 .path
                 .iter()
                 .map(|s| MemoryStep {
@@ -123,17 +121,17 @@ impl Engine {
                     sources: s.sources.clone(),
                 })
                 .collect();
-            mem.remember(&st.ctx.request, meaning.to_vec(), chain).await?;
+            mem.remember(&ctx.request, meaning.to_vec(), chain).await?;
         }
         Ok(())
     }
 
     /// A run out of guesses on a call it never made work ([`gave_up_on`]) is not done: the
     /// judgement fails and names that call.
-    fn out_of_guesses(&self, st: &RunState<'_>, settings: &RunSettings, j: &mut Judgement) {
-        if let Some(id) = gave_up_on(&st.ctx, st.stats.failed_calls, settings.max_failed_calls) {
+    fn out_of_guesses(&self, ctx: &Context, failed_calls: u64, settings: &RunSettings, j: &mut Judgement) {
+        if let Some(id) = gave_up_on(ctx, failed_calls, settings.max_failed_calls) {
             let name = self.apis.get(id).map_or(id, |a| a.name.as_str());
-            let what = format!("a call of {name} that works ({} calls failed)", st.stats.failed_calls);
+            let what = format!("a call of {name} that works ({} calls failed)", failed_calls);
             j.pass = false;
             j.reason = format!("the run ran out of guesses before {what}");
             j.coverage.push(Requirement { kind: Kind::Completion, value: what, covered_by: None });
@@ -156,23 +154,23 @@ impl Engine {
             Some(judge_path(&st.ctx))
         } else {
             st.stats.planner_calls += 1;
-            Some(st.planner.judge(&st.ctx).await?)
+            Some(st.how.planner.judge(&st.ctx).await?)
         };
         let mut judgement = judgement;
         if let Some(j) = judgement.as_mut() {
-            self.out_of_guesses(&st, settings, j);
+            self.out_of_guesses(&st.ctx, st.stats.failed_calls, settings, j);
             st.emit(TraceEvent::Judge { judgement: j.clone() }).await;
         }
         let status = status_of(&Outcome {
             steps: st.ctx.path.len(),
             passed: judgement.as_ref().is_some_and(|j| j.pass),
             usable_steps: st.ctx.path.iter().filter(|s| bad_response(&s.response).is_none()).count(),
-            needs_input: st.needs_input.is_some(),
+            needs_input: st.ledger.needs_input.is_some(),
             failed_calls: st.stats.failed_calls,
         });
         let answer = match status {
             // A dry run has no results to write an answer from: it says what it planned.
-            Status::Answered if st.dry_run => {
+            Status::Answered if st.how.dry_run => {
                 let a = crate::plan::answer::planned(&st.ctx);
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
@@ -181,20 +179,24 @@ impl Engine {
                 if !recalled {
                     st.stats.planner_calls += 1;
                 }
-                let a = if recalled { crate::plan::answer::compose(&st.ctx) } else { self.answer(&st).await? };
+                let a = if recalled {
+                    crate::plan::answer::compose(&st.ctx)
+                } else {
+                    self.answer(st.how.planner.as_ref(), &st.ctx).await?
+                };
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
             }
             Status::Partial => {
-                if !recalled && !st.dry_run {
+                if !recalled && !st.how.dry_run {
                     st.stats.planner_calls += 1;
                 }
-                let done = if st.dry_run {
+                let done = if st.how.dry_run {
                     crate::plan::answer::planned(&st.ctx)
                 } else if recalled {
                     crate::plan::answer::compose(&st.ctx)
                 } else {
-                    self.answer(&st).await?
+                    self.answer(st.how.planner.as_ref(), &st.ctx).await?
                 };
                 let missing =
                     judgement
@@ -211,7 +213,7 @@ impl Engine {
                 st.emit(TraceEvent::Finish { answer: a.clone() }).await;
                 a
             }
-            Status::NeedsInput => st.needs_input.as_ref().map(|n| n.message.clone()).unwrap_or_default(),
+            Status::NeedsInput => st.ledger.needs_input.as_ref().map(|n| n.message.clone()).unwrap_or_default(),
             Status::GaveUp => {
                 let reason = match &ended {
                     Ended::GaveUp(r) => r.clone(),
@@ -224,8 +226,8 @@ impl Engine {
         // Long-term memory of runs judged complete (the graph learns in `learn_from`, once per run).
         if judgement.is_some() && !recalled {
             // Only a run judged complete is a plan worth recalling.
-            if status == Status::Answered && settings.remember && !st.dry_run {
-                self.remember_run(&st, meaning).await?;
+            if status == Status::Answered && settings.remember && !st.how.dry_run {
+                self.remember_run(&st.ctx, meaning).await?;
             }
         }
         let chain = st
@@ -237,11 +239,11 @@ impl Engine {
                 api: s.api.id.clone(),
                 name: s.api.name.clone(),
                 arguments: s.arguments.clone(),
-                sent: st.sent.get(&s.label).cloned().unwrap_or_default(),
+                sent: st.ledger.sent.get(&s.label).cloned().unwrap_or_default(),
                 subtask: st.ctx.step_subtask.get(&s.label).copied(),
             })
             .collect();
-        st.stats.total_ms = st.started.elapsed().as_secs_f64() * 1000.0;
+        st.stats.total_ms = st.how.started.elapsed().as_secs_f64() * 1000.0;
         st.stats.engine_ms = (st.stats.total_ms - st.stats.http_ms - st.stats.embed_ms).max(0.0);
         let responses = st.ctx.path.iter().map(|s| s.response.clone()).collect();
         Ok(RunReport {
@@ -249,9 +251,9 @@ impl Engine {
             status,
             answer,
             chain,
-            needs_input: st.needs_input.clone(),
+            needs_input: st.ledger.needs_input.clone(),
             judgement,
-            trace: st.trace,
+            trace: st.trace.events,
             stats: st.stats,
             responses,
         })

@@ -47,57 +47,106 @@ pub struct Engine {
     pub(crate) clock: crate::clock::Clock,
 }
 
-/// Where a run stands while it searches.
+/// Where a run stands while it searches: what it knows of the request ([`Context`]), how it
+/// was asked to run, where the search looks, the calls it sent, its trace and its stats. A phase
+/// takes the parts it reads; the phases that send calls take the whole.
 pub(crate) struct RunState<'a> {
     pub(crate) ctx: Context,
-    pub(crate) trace: Vec<TraceEvent>,
-    pub(crate) sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+    pub(crate) how: RunHow,
+    pub(crate) leads: Leads,
+    pub(crate) ledger: Ledger,
+    pub(crate) trace: Trace<'a>,
     pub(crate) stats: RunStats,
+    /// Judge and answer without the planner (memory replays, plans that passed).
+    pub(crate) deterministic_judge: bool,
+    /// The judgement of a memory replayed by analogy (its requirements weighed against the
+    /// remembered request's).
+    pub(crate) recalled_judgement: Option<crate::plan::Judgement>,
+}
+
+/// What choosing among candidates reads: the run's context, where it looks and how it runs.
+pub(crate) type Here<'s> = (&'s Context, &'s Leads, &'s RunHow);
+
+/// How a run was asked to run: set when it starts (plan mode alone falls back to the search).
+pub(crate) struct RunHow {
+    /// Who decides, and how candidates are found, in this run.
+    pub(crate) planner: Arc<dyn Planner>,
+    pub(crate) mode: Mode,
+    pub(crate) backward: bool,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) dry_run: bool,
+    /// Who the run is for (see [`RunOptions::caller`]).
+    pub(crate) caller: Option<String>,
+    pub(crate) started: Instant,
+}
+
+/// Where the search looks: the APIs retrieval found (seeds, similarities; per subtask too) and
+/// the steps recalled memories made.
+#[derive(Default)]
+pub(crate) struct Leads {
     pub(crate) sims: HashMap<String, f64>,
     /// (from, to) steps of recalled memories' chains (START for the first) → best recall score.
     pub(crate) hints: HashMap<(String, String), f64>,
     pub(crate) seeds: Vec<String>,
-    pub(crate) started: Instant,
+    /// Seeds of each subtask (per-subtask search), and their similarities to it.
+    pub(crate) subtask_seeds: Vec<Vec<String>>,
+    pub(crate) subtask_sims: Vec<HashMap<String, f64>>,
+}
+
+impl Leads {
+    /// Similarities to what is being searched: subtask `focus`, else the request.
+    pub(crate) fn sims(&self, focus: Option<usize>) -> &HashMap<String, f64> {
+        match focus {
+            Some(i) if i < self.subtask_sims.len() => &self.subtask_sims[i],
+            _ => &self.sims,
+        }
+    }
+}
+
+/// The calls a run sent: how many, with which arguments, which failed and why, and what it waits
+/// for from the user.
+pub(crate) struct Ledger {
     pub(crate) calls_made: usize,
     pub(crate) next_label: usize,
     pub(crate) needs_input: Option<NeedsInput>,
     pub(crate) sent: HashMap<String, Map<String, Value>>,
     /// Calls that failed in this run — API id and arguments as sent — with why: never sent again.
     pub(crate) failed: HashMap<String, String>,
-    /// Who decides, and how candidates are found, in this run.
-    pub(crate) planner: Arc<dyn Planner>,
-    pub(crate) mode: Mode,
-    pub(crate) backward: bool,
     /// APIs whose arguments Reverse Chain is completing now (no provider loops).
     pub(crate) inserting: Vec<String>,
-    /// Seeds of each subtask (per-subtask search), and their similarities to it.
-    pub(crate) subtask_seeds: Vec<Vec<String>>,
-    pub(crate) subtask_sims: Vec<HashMap<String, f64>>,
-    /// Judge and answer without the planner (memory replays, plans that passed).
-    pub(crate) deterministic_judge: bool,
-    pub(crate) approver: Option<Arc<dyn Approver>>,
-    pub(crate) dry_run: bool,
-    /// The judgement of a memory replayed by analogy (its requirements weighed against the
-    /// remembered request's).
-    pub(crate) recalled_judgement: Option<crate::plan::Judgement>,
-    /// Who the run is for (see [`RunOptions::caller`]).
-    pub(crate) caller: Option<String>,
 }
 
-impl RunState<'_> {
-    /// Similarities to what is being searched now: the focused subtask, else the request.
-    pub(crate) fn sims(&self) -> &HashMap<String, f64> {
-        match self.ctx.focus {
-            Some(i) if i < self.subtask_sims.len() => &self.subtask_sims[i],
-            _ => &self.sims,
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger {
+            calls_made: 0,
+            next_label: 1,
+            needs_input: None,
+            sent: HashMap::new(),
+            failed: HashMap::new(),
+            inserting: Vec::new(),
         }
     }
+}
 
+/// A run's trace: every event kept, and sent as it happens where a sink listens.
+pub(crate) struct Trace<'a> {
+    pub(crate) events: Vec<TraceEvent>,
+    sink: Option<&'a tokio::sync::mpsc::Sender<TraceEvent>>,
+}
+
+impl Trace<'_> {
     pub(crate) async fn emit(&mut self, e: TraceEvent) {
         if let Some(s) = self.sink {
             let _ = s.send(e.clone()).await;
         }
-        self.trace.push(e);
+        self.events.push(e);
+    }
+}
+
+impl RunState<'_> {
+    pub(crate) async fn emit(&mut self, e: TraceEvent) {
+        self.trace.emit(e).await;
     }
 }
 
@@ -197,8 +246,8 @@ impl Engine {
     }
 
     /// Whether `id` is left out of this run: degraded for all, or for its caller.
-    pub(crate) fn degraded(&self, st: &RunState<'_>, id: &str) -> bool {
-        self.health.as_ref().is_some_and(|h| h.is_degraded_for(id, st.caller.as_deref()))
+    pub(crate) fn degraded(&self, how: &RunHow, id: &str) -> bool {
+        self.health.as_ref().is_some_and(|h| h.is_degraded_for(id, how.caller.as_deref()))
     }
 
     /// The per-user health of APIs, where kept.
@@ -286,29 +335,21 @@ impl Engine {
         ctx.earlier = earlier;
         RunState {
             ctx,
-            trace: Vec::new(),
-            sink,
+            how: RunHow {
+                planner: opts.planner.clone().unwrap_or_else(|| self.planner.clone()),
+                mode: opts.mode.unwrap_or(self.settings.mode),
+                backward: opts.backward.unwrap_or(self.settings.backward),
+                approver: opts.approver.clone(),
+                dry_run: opts.dry_run,
+                caller: opts.caller.clone(),
+                started,
+            },
+            leads: Leads::default(),
+            ledger: Ledger::default(),
+            trace: Trace { events: Vec::new(), sink },
             stats: RunStats::default(),
-            sims: HashMap::new(),
-            hints: HashMap::new(),
-            seeds: Vec::new(),
-            started,
-            calls_made: 0,
-            next_label: 1,
-            needs_input: None,
-            sent: HashMap::new(),
-            failed: HashMap::new(),
-            planner: opts.planner.clone().unwrap_or_else(|| self.planner.clone()),
-            mode: opts.mode.unwrap_or(self.settings.mode),
-            backward: opts.backward.unwrap_or(self.settings.backward),
-            inserting: Vec::new(),
-            subtask_seeds: Vec::new(),
-            subtask_sims: Vec::new(),
             deterministic_judge: false,
-            approver: opts.approver.clone(),
-            dry_run: opts.dry_run,
             recalled_judgement: None,
-            caller: opts.caller.clone(),
         }
     }
 
@@ -345,7 +386,7 @@ impl Engine {
                 })
                 .collect();
         }
-        st.stats.dry_run = st.dry_run;
+        st.stats.dry_run = st.how.dry_run;
         let t = Instant::now();
         // The request's words (what retrieval reads) and its meaning, mentions masked (what the
         // long-term memory compares), embedded together.
@@ -363,10 +404,12 @@ impl Engine {
         }
         // After a replay that went part of the way, one search goes on from its calls (the
         // subtasks' own searches would start over around them).
-        let per_subtask = self.retrieve_seeds(&mut st, &vector).await? && st.ctx.path.is_empty();
+        let (found, split) = self.retrieve_seeds(&mut st.ctx, &st.how, &mut st.stats, &mut st.trace, &vector).await?;
+        st.leads = Leads { hints: std::mem::take(&mut st.leads.hints), ..found };
+        let per_subtask = split && st.ctx.path.is_empty();
         // Plan mode plans from the solution library unless a remembered plan already went part
         // of the way (the search goes on from its calls).
-        if st.mode == Mode::Plan && st.ctx.path.is_empty() && self.run_plan(&mut st).await? {
+        if st.how.mode == Mode::Plan && st.ctx.path.is_empty() && self.run_plan(&mut st).await? {
             st.deterministic_judge = true;
             return self.conclude(st, Ended::Finished, &meaning, false).await;
         }

@@ -2,7 +2,7 @@
 //! closest solutions of the library; it runs step by step (`for_each`, `if`, `$varN.field$`
 //! references) and a failing step hands over to the graph search from where it stopped.
 
-use super::engine::{Ended, Engine, RunState};
+use super::engine::{Ended, Engine, Here, RunState};
 use super::report::{RunOptions, RunReport, Status};
 use super::trace::TraceEvent;
 use crate::exec::refs::Reference;
@@ -113,9 +113,9 @@ impl Engine {
     /// does not cover the request) hands over to the graph search from where it stopped (the mode
     /// becomes `graph`). `true`: the plan ran and its path passed the judgement.
     pub(crate) async fn run_plan(&self, st: &mut RunState<'_>) -> Result<bool> {
-        let views = self.solution_views(st);
+        let views = self.solution_views((&st.ctx, &st.leads, &st.how));
         st.stats.planner_calls += 1;
-        let plan = st.planner.plan(&st.ctx, &views).await?;
+        let plan = st.how.planner.plan(&st.ctx, &views).await?;
         let fallback = match plan {
             None => (0, format!("no solution of the library fits the request ({} offered)", views.len())),
             Some(p) => {
@@ -147,32 +147,30 @@ impl Engine {
         };
         st.stats.plan_fallback_at = Some(fallback.0);
         st.emit(TraceEvent::PlanFailed { step: fallback.0, reason: fallback.1 }).await;
-        st.mode = Mode::Graph;
+        st.how.mode = Mode::Graph;
         Ok(false)
     }
 
     /// The valid solutions closest to the request (plan mode), without excluded or degraded APIs.
-    pub(crate) fn solution_views(&self, st: &RunState<'_>) -> Vec<SolutionView> {
+    pub(crate) fn solution_views(&self, (ctx, leads, how): Here<'_>) -> Vec<SolutionView> {
         let lib = self
             .solutions
             .get_or_init(|| SolutionLibrary::build(&self.graph, &self.apis, self.settings.plan_max_steps, 20));
         let want = self.settings.plan_solutions.max(1);
         let mut out = Vec::new();
-        for (index, score) in lib.rank(&st.sims, self.settings.min_similarity, want * 20) {
+        for (index, score) in lib.rank(&leads.sims, self.settings.min_similarity, want * 20) {
             let apis: Option<Vec<Arc<ApiView>>> = lib.solutions[index]
                 .apis
                 .iter()
                 .map(|id| {
                     self.apis
                         .get(id)
-                        .filter(|a| !st.ctx.excluded_tools.contains(&a.tool) && !self.degraded(st, id))
+                        .filter(|a| !ctx.excluded_tools.contains(&a.tool) && !self.degraded(how, id))
                         .cloned()
                 })
                 .collect();
             // Valid: the request (or the user's values) can give the first API's inputs.
-            if let Some(apis) =
-                apis.filter(|a| a.first().is_some_and(|f| fill_arguments(&st.ctx, f).missing.is_empty()))
-            {
+            if let Some(apis) = apis.filter(|a| a.first().is_some_and(|f| fill_arguments(ctx, f).missing.is_empty())) {
                 out.push(SolutionView { index, score, apis });
             }
             if out.len() >= want {
@@ -193,7 +191,7 @@ impl Engine {
         let mut labels: HashMap<String, String> = HashMap::new();
         for (i, step) in plan.steps.iter().enumerate() {
             let n = i + 1;
-            let Some(api) = self.apis.get(&step.api).filter(|_| !self.degraded(st, &step.api)).cloned() else {
+            let Some(api) = self.apis.get(&step.api).filter(|_| !self.degraded(&st.how, &step.api)).cloned() else {
                 return Ok(Err((n, format!("{} is not an active API", step.api))));
             };
             let outputs: HashMap<String, &Value> = labels

@@ -37,17 +37,20 @@ impl Engine {
         let ended = loop {
             let ended = if first && per_subtask { self.search_subtasks(st).await? } else { self.search(st).await? };
             first = false;
-            if st.ctx.path.is_empty() || round >= self.settings.reflection_rounds || self.out_of_budget(st).is_some() {
+            if st.ctx.path.is_empty()
+                || round >= self.settings.reflection_rounds
+                || self.out_of_budget(&st.how, &st.ledger, &st.stats).is_some()
+            {
                 break ended;
             }
             st.stats.planner_calls += 1;
-            let j = st.planner.judge(&st.ctx).await?;
+            let j = st.how.planner.judge(&st.ctx).await?;
             if j.pass {
                 break ended;
             }
             let r = rank(&st.ctx, j.grade);
             if best.as_ref().is_none_or(|b| better(r, b.0)) {
-                best = Some((r, st.ctx.clone(), st.sent.clone()));
+                best = Some((r, st.ctx.clone(), st.ledger.sent.clone()));
             }
             round += 1;
             st.stats.reflections += 1;
@@ -88,7 +91,7 @@ impl Engine {
                 _ => {
                     // Restart without the tools judged irrelevant; a tool that holds every seed
                     // (one-tool domains) loses only the APIs of the bad steps instead.
-                    let excluded = self.exclude_for_restart(&mut st.ctx, &st.seeds, &j);
+                    let excluded = self.exclude_for_restart(&mut st.ctx, &st.leads.seeds, &j);
                     st.ctx.notes.push(format!("round {round}: {}", j.reason));
                     st.emit(TraceEvent::Reflect {
                         round,
@@ -109,7 +112,7 @@ impl Engine {
                 let trace = std::mem::take(&mut st.ctx.dead_ends);
                 st.ctx = ctx;
                 st.ctx.dead_ends.extend(trace);
-                st.sent = sent;
+                st.ledger.sent = sent;
             }
         }
         Ok(ended)
@@ -152,11 +155,11 @@ impl Engine {
     pub(crate) fn truncate(&self, st: &mut RunState<'_>, len: usize) {
         while st.ctx.path.len() > len {
             if let Some(s) = st.ctx.path.pop() {
-                st.sent.remove(&s.label);
+                st.ledger.sent.remove(&s.label);
                 st.ctx.fields.remove(&s.label);
             }
         }
-        st.next_label = st.ctx.path.len() + 1;
+        st.ledger.next_label = st.ctx.path.len() + 1;
     }
 }
 

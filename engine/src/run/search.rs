@@ -3,12 +3,14 @@
 //! filled up to K from the retriever), the planner's choice, backtracking, budgets; target-first
 //! (Reverse Chain) at the root; one search per subtask on a shared path.
 
-use super::engine::{Ended, Engine, RunState};
+use super::engine::{Ended, Engine, Here, Ledger, RunHow, RunState};
 use super::trace::{Offered, TraceEvent};
 use crate::fill::filler::{canonical, fill_arguments};
+use crate::plan::Context;
 use crate::plan::{ApiView, Candidate, DeadEnd, Decision, Source};
+use crate::run::report::RunStats;
 use crate::Result;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use toolgraph_schema::{Mode, END_ID, START_ID};
 
@@ -28,19 +30,20 @@ fn target(offered: &[Candidate]) -> Option<(usize, &Candidate)> {
 }
 
 impl Engine {
-    pub(crate) fn out_of_budget(&self, st: &RunState<'_>) -> Option<String> {
-        if st.calls_made >= self.settings.max_calls {
+    /// Why the run may spend nothing more (calls, failures, decisions, time), if it may not.
+    pub(crate) fn out_of_budget(&self, how: &RunHow, ledger: &Ledger, stats: &RunStats) -> Option<String> {
+        if ledger.calls_made >= self.settings.max_calls {
             return Some(format!("call budget of {} spent", self.settings.max_calls));
         }
-        if st.stats.failed_calls as usize >= self.settings.max_failed_calls {
-            return Some(format!("{} calls failed (run.max_failed_calls): no more guesses", st.stats.failed_calls));
+        if stats.failed_calls as usize >= self.settings.max_failed_calls {
+            return Some(format!("{} calls failed (run.max_failed_calls): no more guesses", stats.failed_calls));
         }
-        if st.stats.planner_calls as usize >= self.settings.max_planner_calls {
+        if stats.planner_calls as usize >= self.settings.max_planner_calls {
             return Some(format!("planner budget of {} decisions spent", self.settings.max_planner_calls));
         }
         // LLM time and the rest are budgeted apart.
         let llm_ms = crate::plan::run_llm_ms();
-        if st.started.elapsed().saturating_sub(Duration::from_millis(llm_ms))
+        if how.started.elapsed().saturating_sub(Duration::from_millis(llm_ms))
             > Duration::from_millis(self.settings.wall_ms)
         {
             return Some(format!("time budget of {} ms spent", self.settings.wall_ms));
@@ -51,26 +54,34 @@ impl Engine {
         None
     }
 
-    pub(crate) fn candidate(&self, st: &RunState<'_>, id: &str, source: Source, weight: f64) -> Option<Candidate> {
+    /// `id` offered at the current node, with its similarity and the recalled memories' hint;
+    /// `None` where it is excluded or degraded.
+    pub(crate) fn candidate(
+        &self,
+        (ctx, leads, how): Here<'_>,
+        id: &str,
+        source: Source,
+        weight: f64,
+    ) -> Option<Candidate> {
         if id == END_ID {
-            let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
-            let hint = st.hints.get(&(from, END_ID.to_string())).copied().unwrap_or(0.0);
+            let from = ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
+            let hint = leads.hints.get(&(from, END_ID.to_string())).copied().unwrap_or(0.0);
             return Some(Candidate { id: END_ID.into(), source, weight, similarity: 0.0, hint, api: None });
         }
         let api = self.apis.get(id)?;
-        if st.ctx.excluded_tools.contains(&api.tool) || st.ctx.excluded_apis.contains(&api.id) {
+        if ctx.excluded_tools.contains(&api.tool) || ctx.excluded_apis.contains(&api.id) {
             return None;
         }
-        if self.degraded(st, id) {
+        if self.degraded(how, id) {
             return None;
         }
-        let from = st.ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
-        let hint = st.hints.get(&(from, id.to_string())).copied().unwrap_or(0.0);
+        let from = ctx.path.last().map(|s| s.api.id.clone()).unwrap_or_else(|| START_ID.to_string());
+        let hint = leads.hints.get(&(from, id.to_string())).copied().unwrap_or(0.0);
         Some(Candidate {
             id: id.to_string(),
             source,
             weight,
-            similarity: st.sims().get(id).copied().unwrap_or(0.0),
+            similarity: leads.sims(ctx.focus).get(id).copied().unwrap_or(0.0),
             hint,
             api: Some(api.clone()),
         })
@@ -78,51 +89,52 @@ impl Engine {
 
     /// The call `api` would be now (its id and the deterministic fill's arguments), or `None` when
     /// that repeats a call on the path or a dead end.
-    pub(crate) fn variant(&self, st: &RunState<'_>, api: &ApiView) -> Option<String> {
+    pub(crate) fn variant(&self, ctx: &Context, failed: &HashMap<String, String>, api: &ApiView) -> Option<String> {
         // Only an API already on the path, at a dead end or with a failed call can repeat a call.
         let failed_before =
-            st.failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
+            failed.keys().any(|k| k.strip_prefix(api.id.as_str()).is_some_and(|rest| rest.starts_with('\u{0}')));
         if !failed_before
-            && !st.ctx.path.iter().any(|s| s.api.id == api.id)
-            && !st.ctx.dead_ends.iter().any(|d| d.api == api.id)
+            && !ctx.path.iter().any(|s| s.api.id == api.id)
+            && !ctx.dead_ends.iter().any(|d| d.api == api.id)
         {
             return Some(format!("{}|", api.id));
         }
-        let f = fill_arguments(&st.ctx, api);
+        let f = fill_arguments(ctx, api);
         let key = canonical(&f.arguments);
-        let repeats = st.ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key)
-            || st.ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
+        let repeats = ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key)
+            || ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
         // A call that failed with these very values (as they would be sent) is not offered again:
         // choosing it would cost a decision for a call that is never sent.
         let failed = failed_before && {
             let outputs: std::collections::HashMap<String, &serde_json::Value> =
-                st.ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
+                ctx.path.iter().map(|s| (s.label.clone(), s.response.as_ref())).collect();
             let resolved = crate::exec::refs::resolve(&f.arguments, &outputs).unwrap_or_else(|_| f.arguments.clone());
-            st.failed.contains_key(&super::calls::call_key(&api.id, &resolved))
+            failed.contains_key(&super::calls::call_key(&api.id, &resolved))
         };
         (!repeats && !failed).then(|| format!("{}|{key}", api.id))
     }
 
     /// The candidates at the current node (the root when the path is empty), each with the key of
     /// the call it would be (an API failed with some arguments may be offered with others).
-    pub(crate) fn candidates(&self, st: &RunState<'_>) -> Vec<(Candidate, String)> {
+    pub(crate) fn candidates(&self, here: Here<'_>, failed: &HashMap<String, String>) -> Vec<(Candidate, String)> {
+        let (ctx, leads, how) = here;
         let k = self.settings.top_k.max(1);
         let mut out: Vec<Candidate> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        let at = st.ctx.path.last().map(|s| s.api.id.clone());
-        let graph = matches!(st.mode, Mode::Graph | Mode::Plan);
+        let at = ctx.path.last().map(|s| s.api.id.clone());
+        let graph = matches!(how.mode, Mode::Graph | Mode::Plan);
         let push = |out: &mut Vec<Candidate>, seen: &mut HashSet<String>, c: Candidate| {
             if seen.insert(c.id.clone()) {
                 out.push(c);
             }
         };
         // A subtask's search starts at its own seeds (after the path earlier subtasks made).
-        let at_root = st.ctx.path.len() == st.ctx.root;
+        let at_root = ctx.path.len() == ctx.root;
         match (&at, graph) {
             (_, _) if at_root => {
                 // Root: the seeds, with the START edge as graph evidence (a subtask starts like a
                 // request of its own; earlier subtasks' outputs still fill its arguments).
-                for id in &st.seeds {
+                for id in &leads.seeds {
                     let w = if graph {
                         self.graph
                             .next
@@ -133,7 +145,7 @@ impl Engine {
                         0.0
                     };
                     let source = if w > 0.0 { Source::Graph } else { Source::Retriever };
-                    if let Some(c) = self.candidate(st, id, source, w) {
+                    if let Some(c) = self.candidate(here, id, source, w) {
                         if c.similarity >= self.settings.min_similarity || w > 0.0 {
                             push(&mut out, &mut seen, c);
                         }
@@ -142,7 +154,7 @@ impl Engine {
             }
             (Some(a), true) => {
                 for s in self.graph.successors(a, k + 1) {
-                    if let Some(c) = self.candidate(st, &s.id, Source::Graph, s.dynamic_weight) {
+                    if let Some(c) = self.candidate(here, &s.id, Source::Graph, s.dynamic_weight) {
                         push(&mut out, &mut seen, c);
                     }
                 }
@@ -153,27 +165,27 @@ impl Engine {
         // Steps recalled memories made from here join (as graph evidence: they are observed chains).
         let from = at.clone().unwrap_or_else(|| START_ID.to_string());
         let mut hinted: Vec<(&String, f64)> =
-            st.hints.iter().filter(|((f, _), _)| *f == from).map(|((_, t), s)| (t, *s)).collect();
+            leads.hints.iter().filter(|((f, _), _)| *f == from).map(|((_, t), s)| (t, *s)).collect();
         hinted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         for (to, _) in hinted {
             if to == END_ID && at.is_none() {
                 continue;
             }
             let w = self.graph.next.get(&(from.clone(), to.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
-            if let Some(c) = self.candidate(st, to, Source::Graph, w) {
+            if let Some(c) = self.candidate(here, to, Source::Graph, w) {
                 push(&mut out, &mut seen, c);
             }
         }
         if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
             let mut ranked: Vec<(&String, &f64)> =
-                st.sims().iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
+                leads.sims(ctx.focus).iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
             ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
             for (id, _) in ranked {
                 if out.iter().filter(|c| !c.is_end()).count() >= k {
                     break;
                 }
-                if let Some(c) = self.candidate(st, id, Source::Retriever, 0.0) {
+                if let Some(c) = self.candidate(here, id, Source::Retriever, 0.0) {
                     push(&mut out, &mut seen, c);
                 }
             }
@@ -181,7 +193,7 @@ impl Engine {
         out.into_iter()
             .filter_map(|c| match &c.api {
                 None => Some((c, END_ID.to_string())),
-                Some(a) => self.variant(st, a).map(|k| (c, k)),
+                Some(a) => self.variant(ctx, failed, a).map(|k| (c, k)),
             })
             .collect()
     }
@@ -190,16 +202,16 @@ impl Engine {
     /// shared path (a later subtask may use an earlier one's outputs). A subtask that finds
     /// nothing is noted and the next one goes on.
     pub(crate) async fn search_subtasks(&self, st: &mut RunState<'_>) -> Result<Ended> {
-        let all_seeds = st.seeds.clone();
-        let n = st.ctx.subtasks.len().min(st.subtask_seeds.len());
+        let all_seeds = st.leads.seeds.clone();
+        let n = st.ctx.subtasks.len().min(st.leads.subtask_seeds.len());
         let mut gave_up = Vec::new();
         for i in 0..n {
-            if self.out_of_budget(st).is_some() {
+            if self.out_of_budget(&st.how, &st.ledger, &st.stats).is_some() {
                 break;
             }
             st.ctx.focus = Some(i);
             st.ctx.root = st.ctx.path.len();
-            st.seeds = st.subtask_seeds[i].clone();
+            st.leads.seeds = st.leads.subtask_seeds[i].clone();
             let sub = st.ctx.subtasks[i].clone();
             st.emit(TraceEvent::Subtask {
                 index: i,
@@ -215,7 +227,7 @@ impl Engine {
         }
         st.ctx.focus = None;
         st.ctx.root = 0;
-        st.seeds = all_seeds;
+        st.leads.seeds = all_seeds;
         Ok(if st.ctx.path.is_empty() {
             Ended::GaveUp(gave_up.first().cloned().unwrap_or_else(|| "no subtask found a usable call".into()))
         } else {
@@ -228,11 +240,11 @@ impl Engine {
     pub(crate) async fn search(&self, st: &mut RunState<'_>) -> Result<Ended> {
         // Candidates tried at each depth of the current path.
         let mut tried: Vec<HashSet<String>> = vec![HashSet::new(); st.ctx.path.len() + 1];
-        let greedy = st.mode == Mode::RetrieveGreedy;
+        let greedy = st.how.mode == Mode::RetrieveGreedy;
         let root = st.ctx.root;
-        let mut backward = st.backward && st.ctx.path.len() == root;
+        let mut backward = st.how.backward && st.ctx.path.len() == root;
         loop {
-            if let Some(why) = self.out_of_budget(st) {
+            if let Some(why) = self.out_of_budget(&st.how, &st.ledger, &st.stats) {
                 return Ok(if st.ctx.path.len() <= root { Ended::GaveUp(why) } else { Ended::Finished });
             }
             let depth = st.ctx.path.len();
@@ -240,7 +252,10 @@ impl Engine {
             let (offered, keys): (Vec<Candidate>, Vec<String>) = if depth >= self.settings.max_depth {
                 (Vec::new(), Vec::new())
             } else {
-                self.candidates(st).into_iter().filter(|(_, k)| !tried[depth].contains(k)).unzip()
+                self.candidates((&st.ctx, &st.leads, &st.how), &st.ledger.failed)
+                    .into_iter()
+                    .filter(|(_, k)| !tried[depth].contains(k))
+                    .unzip()
             };
             if offered.is_empty() && depth >= self.settings.max_depth {
                 return Ok(Ended::Finished);
@@ -280,7 +295,7 @@ impl Engine {
                 }
             }
             st.stats.planner_calls += 1;
-            let decision = st.planner.choose(&st.ctx, &offered).await?;
+            let decision = st.how.planner.choose(&st.ctx, &offered).await?;
             st.emit(TraceEvent::Choose {
                 depth,
                 offered: offered
@@ -331,9 +346,9 @@ impl Engine {
 
     pub(crate) async fn backtrack(&self, st: &mut RunState<'_>, tried: &mut Vec<HashSet<String>>, reason: String) {
         if let Some(s) = st.ctx.path.pop() {
-            st.sent.remove(&s.label);
+            st.ledger.sent.remove(&s.label);
             st.ctx.fields.remove(&s.label);
-            st.next_label = st.ctx.path.len() + 1;
+            st.ledger.next_label = st.ctx.path.len() + 1;
             st.stats.backtracks += 1;
             st.ctx.dead_ends.push(DeadEnd {
                 api: s.api.id.clone(),

@@ -2,9 +2,11 @@
 //! the APIs retrieval finds for the request and each subtask — similarity is the best
 //! max-normalized score; per-subtask seeds when each subtask is searched on its own.
 
-use super::engine::{Engine, RunState};
+use super::engine::{Engine, Leads, RunHow, Trace};
+use super::report::RunStats;
 use super::trace::TraceEvent;
 use crate::plan::decompose::subtasks_of;
+use crate::plan::Context;
 use crate::plan::Subtask;
 use crate::retrieval::hybrid::Method;
 use crate::retrieval::Filter;
@@ -18,20 +20,29 @@ const SUBTASK_APIS: usize = 5;
 
 impl Engine {
     /// Decompose the request and retrieve seeds for it and its subtasks (`vector`: the request's
-    /// embedding). Returns whether each subtask is then searched on its own.
-    pub(crate) async fn retrieve_seeds(&self, st: &mut RunState<'_>, vector: &[f32]) -> Result<bool> {
-        let request = st.ctx.request.clone();
-        let plan_mode = st.mode == Mode::Plan;
+    /// embedding): the subtasks and what serves each go into `ctx`; returns where the search
+    /// looks (`hints` left empty: recall's) and whether each subtask is searched on its own.
+    pub(crate) async fn retrieve_seeds(
+        &self,
+        ctx: &mut Context,
+        how: &RunHow,
+        stats: &mut RunStats,
+        trace: &mut Trace<'_>,
+        vector: &[f32],
+    ) -> Result<(Leads, bool)> {
+        let mut found = Leads::default();
+        let request = ctx.request.clone();
+        let plan_mode = how.mode == Mode::Plan;
         let subtasks: Vec<Subtask> = if plan_mode {
             // Plan mode spends no decision on decomposition: the plan is the decomposition.
             subtasks_of(&request)
         } else {
-            st.stats.planner_calls += 1;
-            st.planner.decompose(&st.ctx).await?
+            stats.planner_calls += 1;
+            how.planner.decompose(ctx).await?
         };
-        st.ctx.subtasks = subtasks.clone();
+        ctx.subtasks = subtasks.clone();
         let split = subtasks.len() > 1;
-        let per_subtask = self.settings.per_subtask && split && !plan_mode && st.mode != Mode::RetrieveGreedy;
+        let per_subtask = self.settings.per_subtask && split && !plan_mode && how.mode != Mode::RetrieveGreedy;
         let mut texts = vec![request.to_string()];
         if split {
             texts.extend(subtasks.iter().map(|s| s.request.clone()));
@@ -41,7 +52,7 @@ impl Engine {
         if texts.len() > 1 {
             vectors.extend(self.retriever.embedder().embed(texts[1..].to_vec()).await?);
         }
-        st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
+        stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
         let pool = self.settings.seeds.max(50);
         for (i, (text, v)) in texts.iter().zip(&vectors).enumerate() {
             let t = Instant::now();
@@ -65,7 +76,7 @@ impl Engine {
                     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
                 }
             }
-            st.stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
+            stats.retrieve_ms += t.elapsed().as_secs_f64() * 1000.0;
             let top = hits.first().map(|h| h.score as f64).unwrap_or(1.0).max(1e-9);
             if i > 0 {
                 // What serves this subtask, for the judge's coverage check.
@@ -75,7 +86,7 @@ impl Engine {
                     .take(SUBTASK_APIS)
                     .map(|h| h.id.clone())
                     .collect();
-                st.ctx.subtask_apis.push((text.clone(), ids));
+                ctx.subtask_apis.push((text.clone(), ids));
                 if per_subtask {
                     let sims: HashMap<String, f64> =
                         hits.iter().map(|h| (h.id.clone(), h.score as f64 / top)).collect();
@@ -85,9 +96,9 @@ impl Engine {
                         .take(self.settings.seeds)
                         .map(|h| (h.id.clone(), h.score as f64 / top))
                         .collect();
-                    st.subtask_seeds.push(seeds.iter().map(|(id, _)| id.clone()).collect());
-                    st.subtask_sims.push(sims);
-                    st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
+                    found.subtask_seeds.push(seeds.iter().map(|(id, _)| id.clone()).collect());
+                    found.subtask_sims.push(sims);
+                    trace.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
                 }
                 if !self.settings.retrieve_subtasks {
                     continue;
@@ -96,17 +107,17 @@ impl Engine {
             let mut seeds = Vec::new();
             for h in &hits {
                 let s = h.score as f64 / top;
-                let e = st.sims.entry(h.id.clone()).or_insert(0.0);
+                let e = found.sims.entry(h.id.clone()).or_insert(0.0);
                 *e = e.max(s);
                 if seeds.len() < self.settings.seeds && self.apis.contains_key(&h.id) {
                     seeds.push((h.id.clone(), s));
-                    if !st.seeds.contains(&h.id) {
-                        st.seeds.push(h.id.clone());
+                    if !found.seeds.contains(&h.id) {
+                        found.seeds.push(h.id.clone());
                     }
                 }
             }
-            st.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
+            trace.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
         }
-        Ok(per_subtask)
+        Ok((found, per_subtask))
     }
 }
