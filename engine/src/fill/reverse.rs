@@ -49,7 +49,7 @@ impl Engine {
 
     /// Provider offers for the required parameters of `api` no earlier output or request value fills.
     pub(crate) fn offers(&self, st: Providing<'_>, api: &ApiView) -> Vec<Offer> {
-        let open = fill_arguments(st.0 .0, api).missing;
+        let open = fill_arguments((st.0).0, api).missing;
         api.params
             .iter()
             .filter(|p| p.required && open.contains(&p.name))
@@ -85,7 +85,7 @@ impl Engine {
             let filled_now = |st: &RunState<'b>| fill_arguments(&st.ctx, api);
             let ask = |st: &mut RunState<'b>| {
                 let offers = if st.how.planner.wants_offers() {
-                    self.offers(((&st.ctx, &st.leads, &st.how), &st.ledger.inserting), api)
+                    self.offers((st.here(), &st.ledger.inserting), api)
                 } else {
                     Vec::new()
                 };
@@ -119,9 +119,9 @@ impl Engine {
                         .find(|p| p.param == param)
                         .and_then(|p| self.apis.get(&p.api).cloned())
                         .filter(|a| !st.ledger.inserting.contains(&a.id));
-                    let Some(provider) = pick.or_else(|| {
-                        self.provider_for(((&st.ctx, &st.leads, &st.how), &st.ledger.inserting), api, &param)
-                    }) else {
+                    let Some(provider) =
+                        pick.or_else(|| self.provider_for((st.here(), &st.ledger.inserting), api, &param))
+                    else {
                         continue;
                     };
                     st.emit(TraceEvent::Insert {

@@ -148,6 +148,11 @@ impl RunState<'_> {
     pub(crate) async fn emit(&mut self, e: TraceEvent) {
         self.trace.emit(e).await;
     }
+
+    /// Where the search stands, as the readers of candidates take it.
+    pub(crate) fn here(&self) -> Here<'_> {
+        (&self.ctx, &self.leads, &self.how)
+    }
 }
 
 pub(crate) enum Ended {

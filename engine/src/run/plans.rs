@@ -113,7 +113,7 @@ impl Engine {
     /// does not cover the request) hands over to the graph search from where it stopped (the mode
     /// becomes `graph`). `true`: the plan ran and its path passed the judgement.
     pub(crate) async fn run_plan(&self, st: &mut RunState<'_>) -> Result<bool> {
-        let views = self.solution_views((&st.ctx, &st.leads, &st.how));
+        let views = self.solution_views(st.here());
         st.stats.planner_calls += 1;
         let plan = st.how.planner.plan(&st.ctx, &views).await?;
         let fallback = match plan {

@@ -252,7 +252,7 @@ impl Engine {
             let (offered, keys): (Vec<Candidate>, Vec<String>) = if depth >= self.settings.max_depth {
                 (Vec::new(), Vec::new())
             } else {
-                self.candidates((&st.ctx, &st.leads, &st.how), &st.ledger.failed)
+                self.candidates(st.here(), &st.ledger.failed)
                     .into_iter()
                     .filter(|(_, k)| !tried[depth].contains(k))
                     .unzip()
