@@ -183,6 +183,25 @@ fn from_request(
     None
 }
 
+/// The end of a span said as a length after its start ("book the studio at 10 PM on March 3rd
+/// and keep it 5 hours", "return it 30 hours later"): for an API that takes its end as a date
+/// and a time, where the request says one date, one time and one span after, the end parameter
+/// takes the moment said plus the span.
+fn spanned_end(values: &RequestValues, api: &ApiView, p: &toolgraph_schema::ParamDoc) -> Option<Value> {
+    let end_date = |q: &toolgraph_schema::ParamDoc| is_date_param(&q.name, &q.description) && is_end_param(&q.name);
+    let end_time = |q: &toolgraph_schema::ParamDoc| is_time_param(&q.name) && is_end_param(&q.name);
+    let (date, time) = (end_date(p), end_time(p));
+    if !(date || time) || !api.params.iter().any(end_date) || !api.params.iter().any(end_time) {
+        return None;
+    }
+    let ([d], [t], [span]) = (values.dates.as_slice(), values.times.as_slice(), values.shifts.as_slice()) else {
+        return None;
+    };
+    let start = stamps::moment(&stamps::date_text(*d), t).filter(|_| *span > 0)?;
+    let end = start + Duration::minutes(*span);
+    Some(Value::String(if date { stamps::date_text(end.date()) } else { stamps::time_text(end.time()) }))
+}
+
 /// Parameters that take free text as the user wrote it.
 fn is_text_param(lower_name: &str) -> bool {
     crate::read::lexicon().text_params.contains(lower_name)
@@ -259,6 +278,11 @@ pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             .filter(|d| d.api == api.id)
             .filter_map(|d| d.arguments.get(&p.name)?.as_str().map(str::to_ascii_lowercase))
             .collect();
+        if let Some(v) = spanned_end(&ctx.values, api, p) {
+            out.arguments.insert(p.name.clone(), v);
+            out.sources.insert(p.name.clone(), ArgSource::Request { kind: "span".into() });
+            continue;
+        }
         let learned = ctx.args.as_deref().map(|m| (m, api.id.as_str()));
         if let Some((v, kind)) = from_request(&ctx.values, p, repeat, &used, &avoid, learned) {
             if p.required || kind != "name" {
@@ -430,6 +454,35 @@ mod tests {
         assert_eq!(f.arguments["drop_off_time"], json!("17:00"));
         assert_eq!(f.arguments["currency_code"], json!("USD"));
         assert!(f.missing.is_empty());
+    }
+
+    /// A booking's end said as a length after its start: the end date and time are the start
+    /// plus the span (here past midnight); a request that says its end leaves them to the rules.
+    #[test]
+    fn an_end_said_as_a_span_after_the_start_is_the_start_plus_the_span() {
+        let book = api(
+            "studio/book",
+            vec![
+                p("start_date", "string", true),
+                p("start_time", "string", true),
+                p("end_date", "string", true),
+                p("end_time", "string", true),
+            ],
+        );
+        let c = ctx("Book the recording studio on March 3rd, 2025 at 10 PM and keep it until 5 hours later.");
+        let f = fill_arguments(&c, &book);
+        let got: Vec<&str> = ["start_date", "start_time", "end_date", "end_time"]
+            .iter()
+            .map(|k| f.arguments[*k].as_str().unwrap())
+            .collect();
+        assert_eq!(got, ["2025-03-03", "22:00", "2025-03-04", "03:00"]);
+        let c = ctx("Book the recording studio on March 3rd, 2025 from 10 PM to 11 PM.");
+        let f = fill_arguments(&c, &book);
+        assert!(
+            !matches!(&f.sources["end_time"], ArgSource::Request { kind } if kind == "span"),
+            "an end said is not a span: {:?}",
+            f.sources["end_time"]
+        );
     }
 
     /// A number no word ties to the parameter ("2 adults" would): recorded runs point at the

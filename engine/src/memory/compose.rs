@@ -8,11 +8,14 @@
 
 use super::store::MemoryStep;
 use crate::exec::refs::Reference;
+use crate::plan::Context;
 use crate::run::engine::{Engine, RunState};
 use std::collections::{BTreeSet, HashMap};
 
 /// Memories looked at for a fragment, nearest by meaning first.
 const FRAGMENT_POOL: usize = 64;
+/// Fragments sent for one API before it is left unserved (each failed one cost calls).
+const FRAGMENT_TRIES: usize = 2;
 
 /// `s` with each reference's label replaced by its counterpart in `labels` (the others kept).
 pub(crate) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
@@ -58,6 +61,14 @@ pub(crate) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
 }
 
 impl Engine {
+    /// Whether a fragment's call of `api` serves this request (composing `wanted`): the API
+    /// itself, one the request's words ask for, or a lookup chains always go on from.
+    fn wanted_here(&self, ctx: &Context, api: &str, wanted: &str) -> bool {
+        api == wanted
+            || ctx.asked_apis.iter().any(|a| a.api == api)
+            || self.apis.get(api).is_some_and(|a| a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
+    }
+
     /// Serve each API this request's words ask for that the path has not called and the
     /// remembered request (its words `old_words`) did not ask for, by a fragment of another
     /// memory. Best effort: what stays unserved is named by the judge.
@@ -89,15 +100,36 @@ impl Engine {
                 continue;
             }
             let mut why = format!("no remembered chain calls {name}");
-            for hit in hits.iter().filter(|h| h.entry.chain.iter().any(|s| s.api == api)) {
+            let mut tried = false;
+            // The fragments that bring the fewest calls this request does not ask for (a
+            // lookup aside) first, then the nearer by meaning; at most FRAGMENT_TRIES sent.
+            let mut offers: Vec<(usize, usize, Vec<usize>)> = hits
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.entry.chain.iter().any(|s| s.api == api))
+                .map(|(n, h)| {
+                    let part = fragment(&h.entry.chain, &api);
+                    let extra =
+                        part.iter().filter(|i| !self.wanted_here(&st.ctx, &h.entry.chain[**i].api, &api)).count();
+                    (extra, n, part)
+                })
+                .collect();
+            offers.sort();
+            let mut sent = 0;
+            for (_, n, part) in offers {
+                if sent == FRAGMENT_TRIES {
+                    break;
+                }
+                let hit = &hits[n];
                 let chain = &hit.entry.chain;
-                let part = fragment(chain, &api);
                 let steps: Vec<MemoryStep> = part.iter().map(|i| chain[*i].clone()).collect();
                 let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);
                 if !self.fit_steps(&st.ctx, &analogy, &steps) {
                     why = format!("the values of the remembered {name} calls have no counterpart here");
                     continue;
                 }
+                tried = true;
+                sent += 1;
                 let mut labels = HashMap::new();
                 let mut done = Ok(());
                 for i in part {
@@ -122,7 +154,15 @@ impl Engine {
                     Err(e) => why = e,
                 }
             }
-            tracing::debug!(target: "run.compose", api = %name, why = %why, "composed");
+            if !tried {
+                // No fragment was sent: the trace says why none could be.
+                st.emit(crate::run::trace::TraceEvent::Composed {
+                    api: name.clone(),
+                    from: String::new(),
+                    error: Some(why),
+                })
+                .await;
+            }
         }
     }
 }

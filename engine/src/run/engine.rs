@@ -6,6 +6,7 @@ use crate::graph::GraphStore;
 use crate::memory::store::Memory;
 use crate::plan::program::SolutionLibrary;
 use crate::plan::{ApiView, Context, Planner};
+use crate::read::asks::Asked;
 use crate::read::values::RequestValues;
 use crate::retrieval::hybrid::Retriever;
 use crate::Result;
@@ -358,6 +359,24 @@ impl Engine {
         }
     }
 
+    /// The APIs `request`'s words ask for (the ask model learned with `args`, see
+    /// [`crate::read::asks`]); none without a model.
+    pub(crate) fn asked_in(&self, args: Option<&ArgModel>, request: &str) -> Vec<Asked> {
+        let Some(m) = args else { return Vec::new() };
+        let about = |word: &str| self.documented.get(word).map(Vec::as_slice).unwrap_or_default();
+        m.asks
+            .cues(&crate::read::asks::ask_words(request), |api, word| {
+                about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
+            })
+            .into_iter()
+            .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
+            // A lookup observed chains always go on from (a location search) is asked for
+            // only through the call that reads it.
+            .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
+            .map(|(c, a)| Asked { about: about(&c.word).to_vec(), api: c.api, name: a.name.clone(), word: c.word })
+            .collect()
+    }
+
     async fn run_inner(
         &self,
         request: &str,
@@ -371,26 +390,7 @@ impl Engine {
             st.ctx.args = self.arg_model().await?;
         }
         // The APIs the request's words ask for (learned with the argument model).
-        if let Some(m) = st.ctx.args.clone() {
-            let about = |word: &str| self.documented.get(word).map(Vec::as_slice).unwrap_or_default();
-            st.ctx.asked_apis = m
-                .asks
-                .cues(&crate::read::asks::ask_words(request), |api, word| {
-                    about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
-                })
-                .into_iter()
-                .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
-                // A lookup observed chains always go on from (a location search) is asked for
-                // only through the call that reads it.
-                .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
-                .map(|(c, a)| crate::read::asks::Asked {
-                    about: about(&c.word).to_vec(),
-                    api: c.api,
-                    name: a.name.clone(),
-                    word: c.word,
-                })
-                .collect();
-        }
+        st.ctx.asked_apis = self.asked_in(st.ctx.args.as_deref(), request);
         st.stats.dry_run = st.how.dry_run;
         let t = Instant::now();
         // The request's words (what retrieval reads) and its meaning, mentions masked (what the

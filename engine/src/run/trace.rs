@@ -91,7 +91,8 @@ pub enum TraceEvent {
         answer: String,
     },
     /// An API the request asks for beyond the replayed memory, composed from a fragment of
-    /// another memory (`from`: its request); `error` where that fragment failed.
+    /// another memory (`from`: its request); `error` where that fragment failed (`from` empty:
+    /// no fragment could be sent, `error` says why).
     Composed {
         /// The API's id.
         api: String,

@@ -31,6 +31,17 @@ pub(super) fn detail(
         paper_first_error: paper.first_error,
         paper_success: paper.success,
         planner_calls: r.stats.planner_calls,
+        composed: r
+            .trace
+            .iter()
+            .filter_map(|t| match t {
+                TraceEvent::Composed { api, error: None, .. } => Some(api.clone()),
+                TraceEvent::Composed { api, error: Some(e), .. } => {
+                    Some(format!("{api}: {}", e.chars().take(160).collect::<String>()))
+                }
+                _ => None,
+            })
+            .collect(),
         method: method.to_string(),
         request: gold.request.chars().take(300).collect(),
         gold: gold.calls.iter().map(|c| c.name.clone()).collect(),

@@ -105,6 +105,9 @@ pub struct ChainDetail {
     /// Planner decisions the run took.
     #[serde(default)]
     pub planner_calls: u64,
+    /// The fragments composed beyond a replayed memory: `API` where one served, `API: why not`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub composed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
