@@ -66,7 +66,7 @@ impl Engine {
     fn wanted_here(&self, ctx: &Context, api: &str, wanted: &str) -> bool {
         api == wanted
             || ctx.asked_apis.iter().any(|a| a.api == api)
-            || self.apis.get(api).is_some_and(|a| a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
+            || self.apis.get(api).is_some_and(|a| a.is_lookup())
     }
 
     /// Serve each API this request's words ask for that the path has not called and the
@@ -100,7 +100,6 @@ impl Engine {
                 continue;
             }
             let mut why = format!("no remembered chain calls {name}");
-            let mut tried = false;
             // The fragments that bring the fewest calls this request does not ask for (a
             // lookup aside) first, then the nearer by meaning; at most FRAGMENT_TRIES sent.
             let mut offers: Vec<(usize, usize, Vec<usize>)> = hits
@@ -128,7 +127,6 @@ impl Engine {
                     why = format!("the values of the remembered {name} calls have no counterpart here");
                     continue;
                 }
-                tried = true;
                 sent += 1;
                 let mut labels = HashMap::new();
                 let mut done = Ok(());
@@ -154,7 +152,7 @@ impl Engine {
                     Err(e) => why = e,
                 }
             }
-            if !tried {
+            if sent == 0 {
                 // No fragment was sent: the trace says why none could be.
                 st.emit(crate::run::trace::TraceEvent::Composed {
                     api: name.clone(),

@@ -27,10 +27,7 @@ fn empty_response(v: &Value) -> bool {
 /// one observed chains end with (a location lookup alone does not serve "rent a car").
 pub(crate) fn subtask_served(ctx: &Context, i: usize) -> bool {
     let Some((_, apis)) = ctx.subtask_apis.get(i) else { return true };
-    ctx.path
-        .iter()
-        .skip(ctx.root)
-        .any(|s| apis.contains(&s.api.id) && s.api.ends.is_none_or(|e| e >= crate::read::coverage::MIN_END_WEIGHT))
+    ctx.path.iter().skip(ctx.root).any(|s| apis.contains(&s.api.id) && !s.api.is_lookup())
 }
 
 /// Requirements of the request no call covers yet that more calls could cover (names are left

@@ -35,7 +35,17 @@ pub struct ApiView {
     pub ends: Option<f64>,
 }
 
+/// The share of the chains through an API that ended after it, below which it is a lookup
+/// ([`ApiView::is_lookup`]): a chain's last API must have ended at least this share.
+pub(crate) const MIN_END_WEIGHT: f64 = 0.05;
+
 impl ApiView {
+    /// A lookup: chains were seen to go on after it (almost) always (a location search), so it
+    /// serves a request only through the call that reads it.
+    pub(crate) fn is_lookup(&self) -> bool {
+        self.ends.is_some_and(|w| w < MIN_END_WEIGHT)
+    }
+
     /// The view of a graph node.
     pub fn from_node(n: &ApiNode) -> Self {
         ApiView {

@@ -33,9 +33,6 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use toolgraph_schema::fields::name_key;
 
-/// The last API must have ended at least this share of the chains through it.
-pub(crate) const MIN_END_WEIGHT: f64 = 0.05;
-
 /// Strings and numbers a response or argument holds (lower-cased), bounded.
 fn scalars(v: &Value, out: &mut Vec<String>, budget: &mut usize) {
     if *budget == 0 {
@@ -296,7 +293,7 @@ pub(crate) fn assess(ctx: &Context) -> Vec<Requirement> {
     let fed: std::collections::HashSet<String> =
         ctx.path.iter().flat_map(|s| s.arguments.values()).flat_map(refs::labels_in).collect();
     for s in &ctx.path {
-        if !fed.contains(s.label.as_str()) && s.api.ends.is_some_and(|w| w < MIN_END_WEIGHT) {
+        if !fed.contains(s.label.as_str()) && s.api.is_lookup() {
             push(&mut out, Kind::Completion, format!("observed chains go on after {}", s.api.name), None);
         }
     }

@@ -372,7 +372,7 @@ impl Engine {
             .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
             // A lookup observed chains always go on from (a location search) is asked for
             // only through the call that reads it.
-            .filter(|(_, a)| !a.ends.is_some_and(|w| w < crate::read::coverage::MIN_END_WEIGHT))
+            .filter(|(_, a)| !a.is_lookup())
             .map(|(c, a)| Asked { about: about(&c.word).to_vec(), api: c.api, name: a.name.clone(), word: c.word })
             .collect()
     }
