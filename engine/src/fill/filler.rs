@@ -6,6 +6,7 @@
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
 use super::learned::{mentions, ArgModel, Kind, Repeat};
+use super::vocabulary::{known_words, named_value};
 use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
 use crate::read::stamps;
@@ -293,12 +294,17 @@ pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
         }
         // A value recorded runs sent it with that the request says in words (an enumeration),
         // else the one the words said with it in recorded runs choose (an ordering: "the
-        // cheapest", "top-rated"); for an optional parameter only the latter.
+        // cheapest", "top-rated"), else a known one said beside the parameter's own words (for
+        // an optional parameter only the last two: a known word said alone is an ordinary word).
         let model = ctx.args.as_deref();
         let said = model.filter(|_| p.required).and_then(|m| m.said_value(&api.id, &p.name, &ctx.request));
         let (said, kind) = match said {
             Some(v) => (Some(v), "word"),
-            None => (model.and_then(|m| m.cued_value(&api.id, &p.name, &ctx.request)), "cue"),
+            None => match model.and_then(|m| m.cued_value(&api.id, &p.name, &ctx.request)) {
+                Some(v) => (Some(v), "cue"),
+                // A known value named beside the parameter's own words ("first class").
+                None => (named_value(&ctx.request, p, &known_words(ctx, api, &p.name)), "named"),
+            },
         };
         if let Some(v) = said {
             out.arguments.insert(p.name.clone(), v);

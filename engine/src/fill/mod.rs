@@ -10,6 +10,7 @@ pub(crate) mod learned;
 pub(crate) mod outputs;
 pub(crate) mod providers;
 mod reverse;
+pub(crate) mod vocabulary;
 
 pub use crate::read::slots::{mentions, Kind as MentionKind};
 pub use args::{stored_model, ArgTrainer};

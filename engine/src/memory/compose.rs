@@ -8,9 +8,22 @@
 
 use super::store::MemoryStep;
 use crate::exec::refs::Reference;
-use crate::plan::Context;
+use crate::plan::{ApiView, Context};
 use crate::run::engine::{Engine, RunState};
+use crate::run::trace::TraceEvent;
 use std::collections::{BTreeSet, HashMap};
+
+/// The most APIs a planner is asked to choose among for one word.
+const ASK_CHOICES: usize = 5;
+
+/// Which API serves an ask: the one learned to follow its word, or several a planner may choose
+/// among (nothing composed where it does not).
+enum Serving {
+    Api(String, String),
+    Unsure(Vec<ApiView>),
+    /// Too many or too few to choose among: nothing is composed for it (the judge names it).
+    Undecided,
+}
 
 /// Memories looked at for a fragment, nearest by meaning first.
 const FRAGMENT_POOL: usize = 64;
@@ -69,11 +82,48 @@ impl Engine {
             || self.apis.get(api).is_some_and(|a| a.is_lookup())
     }
 
+    /// The API (id, name) that serves `asked` after this run's calls: the API learned to follow
+    /// its word. A word that asks for one of several APIs, none learned to follow it by itself
+    /// (see [`crate::read::asks`]), is not composed by rule: the graph's links from the calls made
+    /// pointed as often at a call the request never wanted as at the right one (dev folds). A
+    /// planner may choose among 2–5 ([`Serving::Unsure`]), those a call made leads to first (the
+    /// data-flow links, then NEXT weight); else the judge names the ask.
+    fn serving(&self, ctx: &Context, asked: &crate::read::asks::Asked) -> Serving {
+        if !asked.open {
+            return Serving::Api(asked.api.clone(), asked.name.clone());
+        }
+        // How a call made leads to `member`: (feeds it, the best NEXT weight to it).
+        let link = |member: &str| {
+            ctx.path
+                .iter()
+                .map(|s| {
+                    let key = (s.api.id.clone(), member.to_string());
+                    let feeds = self.graph.feeds.get(&key).is_some_and(|f| !f.is_empty());
+                    (feeds, self.graph.next.get(&key).map_or(0.0, |e| e.dynamic_weight))
+                })
+                .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+                .unwrap_or_default()
+        };
+        let mut members: Vec<((bool, f64), ApiView)> = asked
+            .about
+            .iter()
+            .filter_map(|m| self.apis.get(m))
+            .filter(|a| !a.is_lookup())
+            .map(|a| (link(&a.id), a.as_ref().clone()))
+            .collect();
+        members.sort_by(|a, b| b.0 .0.cmp(&a.0 .0).then(b.0 .1.total_cmp(&a.0 .1)));
+        if (2..=ASK_CHOICES).contains(&members.len()) {
+            Serving::Unsure(members.into_iter().map(|(_, a)| a).collect())
+        } else {
+            Serving::Undecided
+        }
+    }
+
     /// Serve each API this request's words ask for that the path has not called and the
     /// remembered request (its words `old_words`) did not ask for, by a fragment of another
     /// memory. Best effort: what stays unserved is named by the judge.
     pub(crate) async fn compose_missing(&self, st: &mut RunState<'_>, old_words: &[String], meaning: &[f32]) {
-        let wanted: Vec<(String, String)> = st
+        let asks: Vec<crate::read::asks::Asked> = st
             .ctx
             .asked_apis
             .iter()
@@ -81,8 +131,29 @@ impl Engine {
                 !old_words.contains(&a.word)
                     && !st.ctx.path.iter().any(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
             })
-            .map(|a| (a.api.clone(), a.name.clone()))
+            .cloned()
             .collect();
+        let mut wanted = Vec::new();
+        for a in &asks {
+            wanted.extend(match self.serving(&st.ctx, a) {
+                Serving::Api(id, name) => Some((id, name)),
+                Serving::Undecided => None,
+                Serving::Unsure(members) => {
+                    match st.how.planner.choose_api(&st.ctx, &a.word, &members).await.ok().flatten() {
+                        Some(i) if i < members.len() => {
+                            let m = &members[i];
+                            st.emit(TraceEvent::Unsure {
+                                about: format!("the API \"{}\" asks for", a.word),
+                                answer: m.name.clone(),
+                            })
+                            .await;
+                            Some((m.id.clone(), m.name.clone()))
+                        }
+                        _ => None,
+                    }
+                }
+            });
+        }
         if wanted.is_empty() || !self.settings.use_memory {
             return;
         }
@@ -141,7 +212,7 @@ impl Engine {
                         }
                     }
                 }
-                st.emit(crate::run::trace::TraceEvent::Composed {
+                st.emit(TraceEvent::Composed {
                     api: name.clone(),
                     from: hit.entry.request.clone(),
                     error: done.clone().err(),
@@ -154,12 +225,7 @@ impl Engine {
             }
             if sent == 0 {
                 // No fragment was sent: the trace says why none could be.
-                st.emit(crate::run::trace::TraceEvent::Composed {
-                    api: name.clone(),
-                    from: String::new(),
-                    error: Some(why),
-                })
-                .await;
+                st.emit(TraceEvent::Composed { api: name.clone(), from: String::new(), error: Some(why) }).await;
             }
         }
     }

@@ -9,6 +9,7 @@
 use super::store::{MemoryStep, Recalled};
 use crate::fill::filler::fill_arguments;
 use crate::fill::learned::{normalized, Kind, Mention};
+use crate::fill::vocabulary::{known_words, named_value};
 use crate::memory::analogy::{Analogy, Transfer};
 use crate::plan::judge::judge_path;
 use crate::plan::{ApiView, ArgSource, Context, Filled, Judgement, MemoryView, Recollection};
@@ -430,6 +431,20 @@ impl Engine {
         for name in &lacking {
             take_filled(&filled, name, &mut f);
         }
+        // An optional one this request names a value of beside the parameter's own words ("first
+        // class") where the remembered request named none: that request did not ask for it, so
+        // its call did not send it.
+        let unasked: Vec<String> = api
+            .params
+            .iter()
+            .filter(|p| !p.required && !f.arguments.contains_key(&p.name))
+            .filter(|p| matches!(filled.sources.get(&p.name), Some(ArgSource::Request { kind }) if kind == "named"))
+            .filter(|p| named_value(analogy.old_words(), p, &known_words(&st.ctx, &api, &p.name)).is_none())
+            .map(|p| p.name.clone())
+            .collect();
+        for name in &unasked {
+            take_filled(&filled, name, &mut f);
+        }
         if !f.missing.is_empty() {
             return Err(format!("{} needs {} for this request", api.name, f.missing.join(", ")));
         }
@@ -462,7 +477,7 @@ impl Engine {
         f: &mut Filled,
     ) {
         let word =
-            recorded.as_str().and_then(|v| analogy.transfer_word(v, &self.vocabulary(ctx, api, name))).or_else(|| {
+            recorded.as_str().and_then(|v| analogy.transfer_word(v, &known_words(ctx, api, name))).or_else(|| {
                 ctx.args
                     .as_deref()
                     .and_then(|m| m.cued_value(&api.id, name, &ctx.request))
@@ -482,23 +497,6 @@ impl Engine {
         }
     }
 
-    /// The string values `api`'s `param` took in recorded runs (an enumeration's known words),
-    /// and, where its description lists them in capitals ("either ECONOMY, PREMIUM_ECONOMY,
-    /// BUSINESS or FIRST") with a recorded one among them, the values it lists: a value no
-    /// recorded run of this API sent is still one of its words.
-    fn vocabulary(&self, ctx: &Context, api: &ApiView, param: &str) -> Vec<String> {
-        let Some(slot) = ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param)) else {
-            return Vec::new();
-        };
-        let mut words: Vec<String> =
-            slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect();
-        let listed = api.params.iter().find(|p| p.name == param).map(|p| listed_values(&p.description));
-        if let Some(listed) = listed.filter(|l| l.iter().any(|v| words.contains(v))) {
-            words.extend(listed.into_iter().filter(|v| !words.contains(v)).collect::<Vec<_>>());
-        }
-        words
-    }
-
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
     /// third of them; none: a constant or an earlier output), or `None` when too little is known
     /// (fewer than three recorded values, or no model).
@@ -506,31 +504,5 @@ impl Engine {
         let slot = ctx.args.as_ref()?.slots.get(api)?.get(param)?;
         (slot.support >= 3)
             .then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
-    }
-}
-
-/// The values a parameter's description lists in capitals (`ECONOMY`, `PREMIUM_ECONOMY`): words
-/// of two or more capital letters, digits or underscores.
-fn listed_values(description: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for w in description.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        let caps = w.len() >= 2 && w.starts_with(|c: char| c.is_ascii_uppercase());
-        if caps
-            && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-            && !out.iter().any(|o| o == w)
-        {
-            out.push(w.to_string());
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_description_lists_its_values_in_capitals() {
-        let d = "Search for flights that match the cabin class specified. Cabin call can be either ECONOMY, PREMIUM_ECONOMY, BUSINESS or FIRST.";
-        assert_eq!(super::listed_values(d), ["ECONOMY", "PREMIUM_ECONOMY", "BUSINESS", "FIRST"]);
-        assert!(super::listed_values("The id of the hotel (e.g. from a search).").is_empty());
     }
 }

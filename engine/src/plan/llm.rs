@@ -24,13 +24,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use super::prompt::{
-    approx_tokens, candidate_lines, compact_api, path_lines, render, render_align, render_answer, render_choose,
-    render_decompose, render_fill, render_judge, render_plan, render_recall, solution_lines, ALIGN, ANSWER, CHOOSE,
-    DECISION_TOKENS, DECOMPOSE, FILL, JUDGE, PLAN, PLAN_TOKENS, RECALL, SYSTEM,
+    approx_tokens, candidate_lines, compact_api, path_lines, render, render_align, render_answer, render_ask,
+    render_choose, render_decompose, render_fill, render_judge, render_plan, render_recall, solution_lines, ALIGN,
+    ANSWER, ASK, CHOOSE, DECISION_TOKENS, DECOMPOSE, FILL, JUDGE, PLAN, PLAN_TOKENS, RECALL, SYSTEM,
 };
 pub use super::replies::{
     align_schema, arguments_schema, choose_schema, decompose_schema, fill_schema, judge_schema, parse_align,
-    parse_choice, parse_fill, parse_judgement, parse_recall, parse_subtasks, plan_schema, recall_schema,
+    parse_choice, parse_fill, parse_judgement, parse_pick, parse_recall, parse_subtasks, plan_schema, recall_schema,
 };
 
 /// Where and how to ask the model.
@@ -534,6 +534,14 @@ impl Planner for LlmPlanner {
             parse_align(v, unsure)
         })
         .await
+    }
+
+    async fn choose_api(&self, ctx: &Context, word: &str, apis: &[ApiView]) -> Result<Option<usize>> {
+        if !(2..=5).contains(&apis.len()) {
+            return Ok(None);
+        }
+        let n = apis.len();
+        Ok(self.ask_once("ask", &render_ask(ctx, word, apis), recall_schema(n), |v| parse_pick(v, n)).await?.flatten())
     }
 
     async fn judge(&self, ctx: &Context) -> Result<Judgement> {

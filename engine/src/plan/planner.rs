@@ -524,6 +524,12 @@ pub trait Planner: Send + Sync {
     ) -> Result<Option<Vec<usize>>> {
         Ok(None)
     }
+    /// Where no learned cue decides which of these 2–5 APIs (all about the request's `word`) it
+    /// asks for: the index of the one it does. `None`: the rules' choice stands (the
+    /// deterministic planner never overrides it).
+    async fn choose_api(&self, _ctx: &Context, _word: &str, _apis: &[ApiView]) -> Result<Option<usize>> {
+        Ok(None)
+    }
     /// Judge the finished path.
     async fn judge(&self, ctx: &Context) -> Result<Judgement>;
     /// The final answer from the path's observations.

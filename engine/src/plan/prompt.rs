@@ -28,6 +28,8 @@ pub const PLAN: &str = include_str!("../../prompts/plan.prompt.md");
 pub const RECALL: &str = include_str!("../../prompts/recall.prompt.md");
 /// Align this request's mentions with a remembered request's.
 pub const ALIGN: &str = include_str!("../../prompts/align.prompt.md");
+/// Pick the API a word of the request asks for, where no learned cue decides.
+pub const ASK: &str = include_str!("../../prompts/ask.prompt.md");
 
 /// The most a decision's prompt (system prompt included) may take: choose, fill, judge, answer.
 pub const DECISION_TOKENS: usize = 800;
@@ -413,6 +415,21 @@ pub fn render_align(ctx: &Context, old_request: &str, unsure: &UnsureMentions) -
     )
 }
 
+/// The prompt that asks which of 2–5 APIs a word of the request asks for (no learned cue decides
+/// it): within [`DECISION_TOKENS`], each API in one line, the calls made by name.
+pub fn render_ask(ctx: &Context, word: &str, apis: &[ApiView]) -> String {
+    let calls = ctx.path.iter().map(|s| s.api.name.as_str()).collect::<Vec<_>>().join(", ");
+    let calls = cut(if calls.is_empty() { "none" } else { &calls }, 300);
+    let (word, request) = (cut(word, 40), cut(&ctx.request, 800));
+    let each = room(DECISION_TOKENS, ASK, &[&word, &calls, &request]) / apis.len().max(1);
+    let lines: Vec<String> = apis
+        .iter()
+        .enumerate()
+        .map(|(i, a)| cut(&format!("{}. {}", i + 1, compact_api(a, each.saturating_sub(a.name.len() + 8) / 2)), each))
+        .collect();
+    render(ASK, &[("word", &word), ("apis", &lines.join("\n")), ("calls", &calls), ("request", &request)])
+}
+
 /// The judge's prompt (asked only when a model decides everything).
 pub fn render_judge(ctx: &Context) -> String {
     let request = cut(&ctx.request, 600);
@@ -449,4 +466,32 @@ pub fn render_answer(ctx: &Context) -> String {
 pub fn render_decompose(ctx: &Context, categories: &[String]) -> String {
     let cats = cut(&or_none(categories.join(", ")), 600);
     render(DECOMPOSE, &[("request", &cut(&ctx.request, 800)), ("categories", &cats)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::replies::parse_pick;
+    use crate::plan::test_support::{api, ctx};
+    use serde_json::json;
+
+    /// A museum's request and five APIs about "details", each with a long description: the prompt
+    /// lists all five by number and stays within a decision's budget; the answer is a number.
+    #[test]
+    fn the_ask_prompt_lists_every_api_within_the_budget() {
+        let long = "Returns the full record, with every field the museum keeps about it. ".repeat(40);
+        let apis: Vec<ApiView> = ["Painting_Details", "Artist_Details", "Room_Details", "Tour_Details", "Shop_Details"]
+            .iter()
+            .map(|n| ApiView { name: n.to_string(), description: long.clone(), ..(*api(n, vec![])).clone() })
+            .collect();
+        let c = ctx(&"Show me the details of the painting by Vermeer in the second room. ".repeat(30));
+        let p = render_ask(&c, "detail", &apis);
+        assert!(approx_tokens(SYSTEM) + approx_tokens(&p) <= DECISION_TOKENS, "~{} tokens", approx_tokens(&p));
+        for (i, a) in apis.iter().enumerate() {
+            assert!(p.contains(&format!("{}. {}", i + 1, a.name)), "{p}");
+        }
+        assert_eq!(parse_pick(&json!({"pick": 2}), 5), Ok(Some(1)));
+        assert_eq!(parse_pick(&json!({"pick": 0}), 5), Ok(None));
+        assert!(parse_pick(&json!({"pick": 6}), 5).is_err());
+    }
 }

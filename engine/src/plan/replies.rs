@@ -29,6 +29,15 @@ pub fn parse_recall(v: &Value, n: usize) -> std::result::Result<Recollection, St
     }
 }
 
+/// The model's pick among `n` APIs (1-based; 0: none): an index, `None` for none.
+pub fn parse_pick(v: &Value, n: usize) -> std::result::Result<Option<usize>, String> {
+    match v.get("pick").and_then(Value::as_u64) {
+        Some(0) => Ok(None),
+        Some(k) if (k as usize) <= n => Ok(Some(k as usize - 1)),
+        _ => Err(format!("`pick` must be an integer from 0 to {n}")),
+    }
+}
+
 /// JSON schema of the answer to "which new mention plays each old mention's part".
 pub fn align_schema(unsure: &UnsureMentions) -> Value {
     let n = unsure.old.len();

@@ -7,7 +7,10 @@
 //! taxi search, "lyrics" → the lyrics lookup): a request saying it is not served until a call of
 //! that API is made. Words that merely co-occur with an API in a few runs ("whether", "back")
 //! ask for nothing: the documentation gate keeps the model to what an API is for, which holds
-//! in wordings it never saw.
+//! in wordings it never saw. A word several APIs are about, none of them called after it most of
+//! the time but one of them together ("detailed": a hotel's, a car's, a flight's details; their
+//! shares summed), asks for one of them: any call of them serves it, and composition takes the
+//! one the calls made lead to.
 //!
 //! The counts are kept with the argument model (stored with the graph as counters, learned by
 //! `ingest` and by every run remembered); nothing here names an API or a domain. A replayed
@@ -38,6 +41,9 @@ pub(crate) struct Asked {
     /// The APIs whose name or description uses the word, sorted: a call of any of them serves it
     /// (one hotel search for another).
     pub about: Vec<String>,
+    /// No one of them was learned to follow the word: `api` only stands for them all, and which
+    /// serves is decided by the calls made (or a planner).
+    pub open: bool,
 }
 
 /// Word → the APIs whose name or description uses it ([`doc_words`]), built once per graph.
@@ -59,8 +65,11 @@ pub(crate) fn documented_index<'a>(
 pub struct Cue {
     pub api: String,
     pub word: String,
-    /// The share of the requests saying it whose chains called the API.
+    /// The share of the requests saying it whose chains called the API (of those about the word,
+    /// summed, where `open`).
     pub share: f64,
+    /// The word asks for one of several APIs, none learned to follow it by itself.
+    pub open: bool,
 }
 
 /// The counts (see the [module](self)).
@@ -71,7 +80,8 @@ pub struct Asks {
     pub words: BTreeMap<String, u32>,
     /// API → word → learned requests that said it and whose chains called the API.
     pub apis: BTreeMap<String, BTreeMap<String, u32>>,
-    /// Word → the APIs it asks for (built on first use, after the last change).
+    /// Word → the APIs called after it, with their share (built on first use, after the last
+    /// change).
     #[serde(skip)]
     index: OnceLock<HashMap<String, Vec<(String, f64)>>>,
 }
@@ -162,10 +172,23 @@ impl Asks {
         let index = self.index.get_or_init(|| self.build_index());
         let mut best: BTreeMap<&str, Cue> = BTreeMap::new();
         for w in words {
-            for (api, share) in index.get(w).into_iter().flatten().filter(|(api, _)| documented(api, w)) {
-                let better = best.get(api.as_str()).is_none_or(|c| *share > c.share);
+            let about: Vec<&(String, f64)> =
+                index.get(w).into_iter().flatten().filter(|(api, _)| documented(api, w)).collect();
+            let mut asks: Vec<(&String, f64, bool)> =
+                about.iter().filter(|(_, share)| *share > MIN_SHARE).map(|(api, share)| (api, *share, false)).collect();
+            // No one API the word is about was called after it most of the time, but one of
+            // them was ("detailed": the details of a hotel, of a car, of a flight): the word
+            // asks for one of them, the most called standing for all.
+            let together: f64 = about.iter().map(|(_, share)| share).sum();
+            if asks.is_empty() && about.len() > 1 && together > MIN_SHARE {
+                if let Some((api, _)) = about.iter().max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))) {
+                    asks.push((api, together.min(1.0), true));
+                }
+            }
+            for (api, share, open) in asks {
+                let better = best.get(api.as_str()).is_none_or(|c| (!open, share) > (!c.open, c.share));
                 if better {
-                    best.insert(api, Cue { api: api.clone(), word: w.clone(), share: *share });
+                    best.insert(api, Cue { api: api.clone(), word: w.clone(), share, open });
                 }
             }
         }
@@ -180,9 +203,7 @@ impl Asks {
             for (w, n) in words {
                 let Some(said) = self.words.get(w).copied().filter(|s| *s >= MIN_SUPPORT) else { continue };
                 let share = f64::from(*n) / f64::from(said);
-                if share > MIN_SHARE {
-                    index.entry(w.clone()).or_default().push((api.clone(), share));
-                }
+                index.entry(w.clone()).or_default().push((api.clone(), share));
             }
         }
         index
@@ -256,5 +277,41 @@ mod tests {
         let all: BTreeSet<String> = a.words.keys().cloned().collect();
         let apis: BTreeSet<String> = a.apis.keys().cloned().collect();
         assert_eq!(a.only(&apis, &all), a);
+    }
+
+    fn library_docs(api: &str, word: &str) -> bool {
+        let (name, description) = match api {
+            "lib.books" => ("Search_Books", "Find books by title"),
+            "lib.book" => ("Book_Details", "The details of a book"),
+            "lib.author" => ("Author_Details", "The details of an author"),
+            "lib.film" => ("Film_Details", "The details of a film"),
+            _ => return false,
+        };
+        doc_words(name, description).iter().any(|w| w == word)
+    }
+
+    /// A library: "details" was followed by a book's, an author's or a film's details, none of
+    /// them most of the time but one of them always; it asks for one of them, the most called
+    /// standing for all. "find" is about the book search alone, called after it less than half
+    /// the time: it asks for nothing.
+    #[test]
+    fn a_word_several_apis_are_about_asks_for_one_of_them() {
+        let mut a = Asks::default();
+        for i in 0..4 {
+            a.learn(&format!("Show the details of book number {i}"), ["lib.books", "lib.book"]);
+            a.learn(&format!("Show the details of author number {i}"), ["lib.author"]);
+            a.learn(&format!("Find film number {i} and its details"), ["lib.film"]);
+        }
+        for i in 0..3 {
+            a.learn(&format!("Find book number {i}"), ["lib.books"]);
+        }
+        let cues = a.cues(&ask_words("I want the details"), library_docs);
+        assert_eq!(cues.len(), 1, "{cues:?}");
+        assert_eq!(cues[0].word, "detail");
+        assert!(["lib.book", "lib.author", "lib.film"].contains(&cues[0].api.as_str()), "{cues:?}");
+        assert!(cues[0].share > MIN_SHARE && cues[0].share <= 1.0);
+        // Three of the seven requests saying "find" called the book search, the one API about
+        // it: no group stands in for one API.
+        assert!(a.cues(&ask_words("find it"), library_docs).is_empty());
     }
 }

@@ -213,6 +213,21 @@ pub(crate) fn mistyped(value: &str, name: &str) -> bool {
     row[b.len()] <= allowed
 }
 
+/// Whether `value` is the name `name` shortened, as a call is often sent one ("Stanford" of
+/// "Stanford University", "Ursula Le Guin" of "Ursula Kroeber Le Guin"): its words are some of
+/// the name's, in the name's order, beginning with the name's first word (a name keeps its head),
+/// and fewer. Both lower-case.
+pub(crate) fn shortened(value: &str, name: &str) -> bool {
+    // A letter alone is no word of the name ("John's": the possessive's `s`).
+    let (v, n) = (word_list(value), word_list(name));
+    let n: Vec<String> = n.into_iter().filter(|w| w.chars().count() >= 2).collect();
+    if v.is_empty() || v.len() >= n.len() || v[0] != n[0] || v[0].chars().count() < 3 {
+        return false;
+    }
+    let mut rest = n.iter();
+    v.iter().all(|w| rest.any(|x| x == w))
+}
+
 /// Whether the request compares options ("compare", "both", "each", …).
 pub(crate) fn compares(request: &str) -> bool {
     word_list(request).iter().any(|w| lexicon().compare_words.contains(w))
@@ -314,7 +329,9 @@ mod tests {
                 let path = entry.unwrap().path();
                 let name = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
                 let whole = |(f, l, _): &(&str, &str, &str)| *f == name && l.is_empty();
-                if path.extension().is_none_or(|e| e != "rs") || not_language.iter().any(whole) {
+                // A module's tests in a file of their own (`*_tests.rs`) are tests too.
+                let tests = name.ends_with("_tests.rs");
+                if path.extension().is_none_or(|e| e != "rs") || tests || not_language.iter().any(whole) {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap();

@@ -373,7 +373,22 @@ impl Engine {
             // A lookup observed chains always go on from (a location search) is asked for
             // only through the call that reads it.
             .filter(|(_, a)| !a.is_lookup())
-            .map(|(c, a)| Asked { about: about(&c.word).to_vec(), api: c.api, name: a.name.clone(), word: c.word })
+            .map(|(c, a)| {
+                let about = about(&c.word).to_vec();
+                // A word that asks for one of several APIs is named by them.
+                let name = if c.open {
+                    let names: Vec<&str> = about
+                        .iter()
+                        .filter_map(|id| self.apis.get(id))
+                        .filter(|m| !m.is_lookup())
+                        .map(|m| m.name.as_str())
+                        .collect();
+                    format!("one of {}", names.join(", "))
+                } else {
+                    a.name.clone()
+                };
+                Asked { about, api: c.api, name, word: c.word, open: c.open }
+            })
             .collect()
     }
 
