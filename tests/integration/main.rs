@@ -33,7 +33,6 @@ mod llm_planner;
 mod malformed_inputs;
 mod mcp_import;
 mod mcp_serve;
-mod open_asks;
 mod reverse_chain_and_plans;
 mod scale_out;
 mod search_and_index;

@@ -373,6 +373,10 @@ impl Engine {
             // A lookup observed chains always go on from (a location search) is asked for
             // only through the call that reads it.
             .filter(|(_, a)| !a.is_lookup())
+            // A word that asks for one of several APIs is not yet a requirement: with few runs
+            // learned a common word ("price") stands for APIs of other kinds, and a request
+            // served without them ended `partial` (see docs/evaluation.md).
+            .filter(|(c, _)| !c.open)
             .map(|(c, a)| {
                 let about = about(&c.word).to_vec();
                 // A word that asks for one of several APIs is named by them.
