@@ -3,7 +3,9 @@
 //! nutrition facts; never both), and a request asking for the ingredients **and** the nutrition
 //! of a dish gets both calls, in data-flow order (the search once, both reading its result), with
 //! their arguments; what the words ask for that no remembered part can serve leaves the run
-//! `partial`, naming it. The ask model behind it is learned at ingest and stored with the graph.
+//! `partial`, naming it; a remembered chain of another kind leaves out the call its request's
+//! own words asked for that this request's do not. The ask model behind it is learned at ingest
+//! and stored with the graph.
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -28,6 +30,12 @@ fn tools() -> Value {
             json!(["recipe_id"])
         ),
         f(
+            "recipes__reviews",
+            "Reviews of a recipe: what cooks who made it say",
+            json!({"recipe_id": {"type": "string"}}),
+            json!(["recipe_id"])
+        ),
+        f(
             "recipes__nutrition",
             "Nutrition facts of a recipe: calories and protein for a number of portions",
             json!({"recipe_id": {"type": "string"}, "portions": {"type": "integer"}}),
@@ -38,6 +46,11 @@ fn tools() -> Value {
 
 /// One conversation: the request, then the search for `dish` and the `then` call reading its id.
 fn conversation(request: &str, dish: &str, then: Option<(&str, Value)>, id: usize) -> String {
+    conversation_of(request, dish, then.as_slice(), id)
+}
+
+/// One conversation: the request, then the search for `dish` and each `then` call reading its id.
+fn conversation_of(request: &str, dish: &str, then: &[(&str, Value)], id: usize) -> String {
     let call = |n: usize, name: &str, args: Value| {
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{n}"), "type": "function",
             "function": {"name": name, "arguments": args.to_string()}}]})
@@ -49,10 +62,11 @@ fn conversation(request: &str, dish: &str, then: Option<(&str, Value)>, id: usiz
         call(1, "recipes__search", json!({"query": dish})),
         result(1, json!({"results": [{"id": rid, "title": dish}]})),
     ];
-    if let Some((name, mut args)) = then {
+    for (n, (name, args)) in then.iter().enumerate() {
+        let mut args = args.clone();
         args["recipe_id"] = json!(rid);
-        messages.push(call(2, name, args));
-        messages.push(result(2, json!({"ok": true, "recipe": rid})));
+        messages.push(call(n + 2, name, args));
+        messages.push(result(n + 2, json!({"ok": true})));
     }
     messages.push(json!({"role": "assistant", "content": "Here it is."}));
     json!({"category": "Food", "messages": messages, "tools": tools()}).to_string()
@@ -77,6 +91,15 @@ fn ingest_kitchen(dir: &Path) -> String {
             d,
             Some(("recipes__nutrition", json!({"portions": n}))),
             10 + i,
+        ));
+    }
+    // The reviews only ever together with the ingredients.
+    for (i, d) in ["Lasagne", "Borscht", "Paella Valenciana", "Pad Thai"].iter().enumerate() {
+        lines.push(conversation_of(
+            &format!("What do cooks say in the reviews of {d}, and which ingredients do I need to buy for it?"),
+            d,
+            &[("recipes__ingredients", json!({})), ("recipes__reviews", json!({}))],
+            30 + i,
         ));
     }
     lines.push(conversation("Find me a recipe for Pierogi.", "Pierogi", None, 20));
@@ -139,6 +162,30 @@ fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
     );
 }
 
+/// The nearest memory asked for the reviews and the ingredients; this request asks for the
+/// reviews and the nutrition facts. Replayed, that memory is of another kind: its ingredients
+/// call, asked for by a word this request does not say, is left out, and the nutrition is
+/// composed beside the reviews.
+#[test]
+fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask(
+        dir.path(),
+        &store,
+        "What do cooks say in the reviews of Gazpacho, and what are its nutrition facts for 2 portions?",
+    );
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    let replayed = r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned();
+    assert!(
+        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("reviews")),
+        "the combined memory is the one replayed: {replayed:#?}"
+    );
+    assert!(apis.contains(&"food/recipes/reviews".to_string()), "{apis:?}");
+    assert!(apis.contains(&"food/recipes/nutrition".to_string()), "{apis:?}");
+    assert!(!apis.contains(&"food/recipes/ingredients".to_string()), "{apis:?}");
+}
+
 /// The nutrition facts need a number of portions, which this request does not say: no
 /// remembered part can serve "nutrition", and the run says so instead of answering.
 #[test]
@@ -166,8 +213,8 @@ fn the_ask_model_is_learned_at_ingest() {
         g.model_counts(toolgraph_engine::graph::counts::ARGUMENT_COUNTS).await.unwrap()
     });
     let model = toolgraph_engine::fill::ArgModel::from_counts(&counts).unwrap().unwrap();
-    assert_eq!(model.asks.words.get("ingredient"), Some(&4), "{:?}", model.asks.words);
-    assert_eq!(model.asks.apis["food/recipes/ingredients"].get("ingredient"), Some(&4));
+    assert_eq!(model.asks.words.get("ingredient"), Some(&8), "{:?}", model.asks.words);
+    assert_eq!(model.asks.apis["food/recipes/ingredients"].get("ingredient"), Some(&8));
     assert_eq!(model.asks.apis["food/recipes/nutrition"].get("nutrition"), Some(&4));
     assert_eq!(model.asks.apis["food/recipes/search"].get("recipe"), Some(&2));
 }

@@ -303,7 +303,7 @@ pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             None => match model.and_then(|m| m.cued_value(&api.id, &p.name, &ctx.request)) {
                 Some(v) => (Some(v), "cue"),
                 // A known value named beside the parameter's own words ("first class").
-                None => (named_value(&ctx.request, p, &known_words(ctx, api, &p.name)), "named"),
+                None => (named_value(&ctx.request, p, || known_words(ctx, api, &p.name)), "named"),
             },
         };
         if let Some(v) = said {

@@ -67,15 +67,17 @@ fn name_words(name: &str) -> Vec<String> {
 /// The known value (of `known`) that `request` says right beside a word of `p`'s own name — "a
 /// premium economy class seat", "in size large" — the longest so said; `None` when none is, or two
 /// different ones as long are. A known word said elsewhere ("a business trip", "the first date")
-/// names nothing: said alone it is an ordinary word.
-pub(crate) fn named_value(request: &str, p: &ParamDoc, known: &[String]) -> Option<Value> {
+/// names nothing: said alone it is an ordinary word. `known` is asked for only where the request
+/// says a word of the name at all (it reads the recorded values).
+pub(crate) fn named_value(request: &str, p: &ParamDoc, known: impl FnOnce() -> Vec<String>) -> Option<Value> {
     let names = name_words(&p.name);
-    if names.is_empty() {
+    let said = word_list(request);
+    if !said.iter().any(|w| names.contains(w)) {
         return None;
     }
-    let said = word_list(request);
+    let known = known();
     let mut best: Vec<(usize, &String)> = Vec::new();
-    for value in known {
+    for value in &known {
         let words: Vec<String> = value
             .split(|c: char| c == '_' || c.is_whitespace())
             .filter(|w| !w.is_empty())
@@ -129,11 +131,11 @@ mod tests {
         let sizes: Vec<String> = ["SMALL", "LARGE", "EXTRA_LARGE"].map(String::from).to_vec();
         let speeds: Vec<String> = ["STANDARD", "EXPRESS"].map(String::from).to_vec();
         let ask = "Order two blue shirts in extra large size for a large party, express delivery please.";
-        assert_eq!(named_value(ask, &size, &sizes), Some(json!("EXTRA_LARGE")));
-        assert_eq!(named_value(ask, &speed, &speeds), Some(json!("EXPRESS")));
+        assert_eq!(named_value(ask, &size, || sizes.clone()), Some(json!("EXTRA_LARGE")));
+        assert_eq!(named_value(ask, &speed, || speeds.clone()), Some(json!("EXPRESS")));
         let plain = "Order a large batch of shirts by express courier for a standard event.";
-        assert_eq!(named_value(plain, &size, &sizes), None, "a size word said alone names no size");
-        assert_eq!(named_value(plain, &speed, &speeds), None);
+        assert_eq!(named_value(plain, &size, || sizes.clone()), None, "a size word said alone names no size");
+        assert_eq!(named_value(plain, &speed, || speeds.clone()), None);
         assert_eq!(name_words("cabinClass"), ["cabin", "class"]);
     }
 }

@@ -56,8 +56,14 @@ pub(crate) fn relabel(s: &str, labels: &HashMap<String, String>) -> String {
 /// The steps of `chain` (indexes, in order) that the calls of `api` need: those calls and,
 /// transitively, every earlier call whose output they read.
 pub(crate) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
+    fragment_of(chain, |a| a == api)
+}
+
+/// The steps of `chain` (indexes, in order) whose API is `wanted`, with every earlier call
+/// whose output they read, transitively.
+pub(crate) fn fragment_of(chain: &[MemoryStep], wanted: impl Fn(&str) -> bool) -> Vec<usize> {
     let label_of: HashMap<String, usize> = (0..chain.len()).map(|i| (format!("var{}", i + 1), i)).collect();
-    let mut need: BTreeSet<usize> = chain.iter().enumerate().filter(|(_, s)| s.api == api).map(|(i, _)| i).collect();
+    let mut need: BTreeSet<usize> = chain.iter().enumerate().filter(|(_, s)| wanted(&s.api)).map(|(i, _)| i).collect();
     let mut todo: Vec<usize> = need.iter().copied().collect();
     while let Some(i) = todo.pop() {
         for v in chain[i].arguments.values() {

@@ -333,7 +333,8 @@ impl Engine {
             tracing::debug!(target: "run.recall", error = %e, "could not ask the planner about unsure mentions");
         }
         let mut labels = std::collections::HashMap::new();
-        for (i, step) in chain.iter().enumerate() {
+        let kept = self.of_this_kind(&st.ctx, old_request, chain);
+        for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
             let label = self.replay_step(st, &analogy, step, &labels, false).await?;
             labels.insert(format!("var{}", i + 1), label);
         }
@@ -352,6 +353,40 @@ impl Engine {
         }
         st.recalled_judgement = Some(j);
         Ok(())
+    }
+
+    /// The steps of a remembered chain (indexes, in order) this request wants. The whole chain,
+    /// unless this request's words ask for an API (see [`crate::read::asks`]) the chain never
+    /// calls: then the memory is of another kind, and a call the remembered request's own words
+    /// asked for, by a word this request does not say, served that request, not this one: it is
+    /// left out, with the calls only it read from. (A request that asks for no more than the
+    /// remembered one may only word it otherwise — "a sedan" for a car — and is replayed whole;
+    /// a call no word of the remembered request asked for stays.)
+    fn of_this_kind(&self, ctx: &Context, old_request: &str, chain: &[MemoryStep]) -> Vec<usize> {
+        let all: Vec<usize> = (0..chain.len()).collect();
+        let of = |a: &crate::read::asks::Asked, api: &str| {
+            a.api == api || a.about.binary_search_by(|m| m.as_str().cmp(api)).is_ok()
+        };
+        if ctx.asked_apis.iter().all(|a| chain.iter().any(|s| of(a, &s.api))) {
+            return all;
+        }
+        let said_here = crate::read::asks::ask_words(&ctx.request);
+        let asked_there: Vec<crate::read::asks::Asked> = self
+            .asked_in(ctx.args.as_deref(), old_request)
+            .into_iter()
+            .filter(|a| !said_here.contains(&a.word) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
+            .collect();
+        if asked_there.is_empty() {
+            return all;
+        }
+        let dropped = |api: &str| asked_there.iter().any(|a| of(a, api)) && !ctx.asked_apis.iter().any(|a| of(a, api));
+        let lookup = |api: &str| self.apis.get(api).is_some_and(|a| a.is_lookup());
+        let kept = super::compose::fragment_of(chain, |api| !lookup(api) && !dropped(api));
+        if kept.is_empty() {
+            return all;
+        }
+        tracing::debug!(target: "run.recall", kept = ?kept, of = chain.len(), "a memory of another kind: calls its request asked for left out");
+        kept
     }
 
     /// Replay one remembered step by analogy (its references relabelled by `labels`, the
@@ -439,7 +474,7 @@ impl Engine {
             .iter()
             .filter(|p| !p.required && !f.arguments.contains_key(&p.name))
             .filter(|p| matches!(filled.sources.get(&p.name), Some(ArgSource::Request { kind }) if kind == "named"))
-            .filter(|p| named_value(analogy.old_words(), p, &known_words(&st.ctx, &api, &p.name)).is_none())
+            .filter(|p| named_value(analogy.old_words(), p, || known_words(&st.ctx, &api, &p.name)).is_none())
             .map(|p| p.name.clone())
             .collect();
         for name in &unasked {

@@ -25,8 +25,17 @@ pub(super) fn detail(
         TraceEvent::NeedsInput { api, missing } => Some(format!("{api} needs {}", missing.join(", "))),
         _ => None,
     });
-    let paper = crate::complexfuncbench::score(protocol, gold, &crate::complexfuncbench::sent_calls(&r.trace));
+    let sent_calls = crate::complexfuncbench::sent_calls(&r.trace);
+    let paper = crate::complexfuncbench::score(protocol, gold, &sent_calls);
     ChainDetail {
+        sent: sent_calls.iter().map(|c| c.api.clone()).collect(),
+        asked: r
+            .judgement
+            .iter()
+            .flat_map(|j| &j.coverage)
+            .filter(|q| q.kind == toolgraph_engine::read::RequirementKind::Api)
+            .map(|q| q.value.clone())
+            .collect(),
         paper_correct: paper.correct,
         paper_first_error: paper.first_error,
         paper_success: paper.success,

@@ -105,6 +105,12 @@ pub struct ChainDetail {
     /// Planner decisions the run took.
     #[serde(default)]
     pub planner_calls: u64,
+    /// Every call sent, in order (the protocol's names), and the APIs the request's words asked
+    /// for (the judge's API requirements).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<String>,
     /// The fragments composed beyond a replayed memory: `API` where one served, `API: why not`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub composed: Vec<String>,
