@@ -145,12 +145,15 @@ impl Engine {
         // Plan mode: the remembered chain, its values transferred, is the whole plan (a solution
         // of the library of I/O-coupled paths that recorded runs made), fixed before any call.
         let plan_mode = st.how.mode == Mode::Plan;
+        // The calls of the remembered chain this request wants (a memory of another kind in part).
+        let kept = self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain);
         if plan_mode {
             st.stats.planned = true;
-            let steps: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
-            st.emit(TraceEvent::Plan { source: "memory".into(), solution: steps.clone(), steps }).await;
+            let solution: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
+            let steps: Vec<String> = kept.iter().map(|i| solution[*i].clone()).collect();
+            st.emit(TraceEvent::Plan { source: "memory".into(), solution, steps }).await;
         }
-        match self.replay(st, &hit.entry.request, analogy, &hit.entry.chain, meaning).await {
+        match self.replay(st, &hit.entry.request, analogy, (&hit.entry.chain, &kept), meaning).await {
             Ok(()) => {
                 st.stats.recalled = true;
                 Ok(true)
@@ -319,13 +322,14 @@ impl Engine {
 
     /// Replay a remembered chain by analogy: references kept; every value the remembered request
     /// said replaced by this request's counterpart; values it never said kept as the constants
-    /// they are, unless an earlier output of this run provides the parameter.
+    /// they are, unless an earlier output of this run provides the parameter. Only the steps
+    /// `kept` are replayed ([`Self::of_this_kind`]).
     pub(crate) async fn replay(
         &self,
         st: &mut RunState<'_>,
         old_request: &str,
         mut analogy: Analogy,
-        chain: &[MemoryStep],
+        (chain, kept): (&[MemoryStep], &[usize]),
         meaning: &[f32],
     ) -> std::result::Result<(), String> {
         if let Err(e) = self.settle(st, old_request, &mut analogy).await {
@@ -333,7 +337,6 @@ impl Engine {
             tracing::debug!(target: "run.recall", error = %e, "could not ask the planner about unsure mentions");
         }
         let mut labels = std::collections::HashMap::new();
-        let kept = self.of_this_kind(&st.ctx, old_request, chain);
         for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
             let label = self.replay_step(st, &analogy, step, &labels, false).await?;
             labels.insert(format!("var{}", i + 1), label);

@@ -29,6 +29,10 @@ const BACKEND: &str = "falkordb";
 /// How long a connection waits for a server that goes on computing a query past its limit before
 /// it gives up (and frees the query's slot).
 const SERVER_GRACE: Duration = Duration::from_secs(600);
+/// How long the copy of the graph a user query runs on may take (it grows with the graph, not
+/// with the query: 47k APIs took over 5 s on a busy 2-core machine); the query's own limit counts
+/// after it.
+const VIEW_LIMIT: Duration = Duration::from_secs(60);
 /// Nesting deeper than this is not kept (FalkorDB's own lists nest as deep as a query builds them).
 const MAX_DEPTH: usize = 64;
 /// Longest header or status line (`*N`, `$N`, `:N`, `+…`, `-…`) read.
@@ -44,6 +48,9 @@ pub(super) async fn read_only(
     slot: OwnedSemaphorePermit,
 ) -> Result<CypherRows> {
     let (tx, rx) = oneshot::channel();
+    // Sent once the query's view is made: its limit counts from there (the copy takes as long
+    // as the graph is large, whatever the query).
+    let (viewed_tx, viewed) = oneshot::channel::<()>();
     let (addr, graph) = (addr.to_string(), graph.to_string());
     tokio::task::spawn_blocking(move || {
         // Every answer comes once the server has finished the query (its reply has begun, or the
@@ -57,7 +64,9 @@ pub(super) async fn read_only(
         };
         match Conn::open(&addr, limits.timeout_ms) {
             Ok(mut conn) => {
-                let (on, ran) = match conn.view(&graph) {
+                let made = conn.view(&graph);
+                let _ = viewed_tx.send(());
+                let (on, ran) = match made {
                     Ok(view) => {
                         let on = view.unwrap_or_else(|| graph.clone());
                         let ran = conn.query(&on, &text, limits, &mut answer);
@@ -76,6 +85,13 @@ pub(super) async fn read_only(
             Err(e) => answer(Err(e)),
         }
     });
+    if tokio::time::timeout(VIEW_LIMIT, viewed).await.is_err() {
+        return Err(EngineError::store(
+            BACKEND,
+            ErrorClass::Transient,
+            format!("no copy of the graph to query within {} s (the server is busy)", VIEW_LIMIT.as_secs()),
+        ));
+    }
     // FalkorDB notices its own timeout late (a 0.5 s limit fired after 1.4 s, 5.6 s, …): the
     // answer comes back at the limit regardless; the connection waits for the server on its own.
     let grace = Duration::from_millis(limits.timeout_ms.saturating_add(500));
