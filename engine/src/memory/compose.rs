@@ -134,7 +134,7 @@ impl Engine {
             .asked_apis
             .iter()
             .filter(|a| {
-                !old_words.contains(&a.word)
+                !a.said_in(old_words)
                     && !st.ctx.path.iter().any(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
             })
             .cloned()

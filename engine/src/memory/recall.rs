@@ -46,9 +46,9 @@ fn judged_by_analogy(
         if r.kind == Req::Api {
             // An API the words ask for, said in the remembered request too: its chain served
             // those words without the API.
-            let said_there = asked.iter().any(|a| {
-                crate::read::coverage::asked_value(&a.name, &a.word) == r.value && old_words.contains(&a.word)
-            });
+            let said_there = asked
+                .iter()
+                .any(|a| crate::read::coverage::asked_value(&a.name, &a.word) == r.value && a.said_in(old_words));
             if said_there {
                 r.covered_by = Some("recalled".into());
             }
@@ -377,12 +377,15 @@ impl Engine {
         let asked_there: Vec<crate::read::asks::Asked> = self
             .asked_in(ctx.args.as_deref(), old_request)
             .into_iter()
-            .filter(|a| !said_here.contains(&a.word) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
+            .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
             .collect();
         if asked_there.is_empty() {
             return all;
         }
         let dropped = |api: &str| asked_there.iter().any(|a| of(a, api)) && !ctx.asked_apis.iter().any(|a| of(a, api));
+        if !chain.iter().any(|s| dropped(&s.api)) {
+            return all;
+        }
         let lookup = |api: &str| self.apis.get(api).is_some_and(|a| a.is_lookup());
         let kept = super::compose::fragment_of(chain, |api| !lookup(api) && !dropped(api));
         if kept.is_empty() {

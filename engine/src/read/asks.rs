@@ -37,6 +37,8 @@ pub(crate) struct Asked {
     pub api: String,
     /// Its name, as the answer names it.
     pub name: String,
+    /// The word that asked for it; the words of its name, space-separated, where the request
+    /// said its name (see the `named` module).
     pub word: String,
     /// The APIs whose name or description uses the word, sorted: a call of any of them serves it
     /// (one hotel search for another).
@@ -86,6 +88,14 @@ pub struct Asks {
     index: OnceLock<HashMap<String, Vec<(String, f64)>>>,
 }
 
+impl Asked {
+    /// Whether `words` (as [`ask_words`] gives them) say what asked for it: its word, or every
+    /// word of its name where it was asked for by name (see the `named` module).
+    pub(crate) fn said_in(&self, words: &[String]) -> bool {
+        self.word.split(' ').all(|w| says_word(words, w))
+    }
+}
+
 impl PartialEq for Asks {
     fn eq(&self, other: &Self) -> bool {
         self.words == other.words && self.apis == other.apis
@@ -103,6 +113,24 @@ pub(crate) fn ask_words(request: &str) -> Vec<String> {
 /// masked: a documentation names no one).
 pub(crate) fn doc_words(name: &str, description: &str) -> Vec<String> {
     content_words(super::reading::word_list(&format!("{name} {description}")), 4 * MAX_REQUEST_WORDS)
+}
+
+/// [`ask_words`] in the order said, one a word of the request: `None` where a word is one the
+/// ask model does not count (so that positions are the request's).
+pub(crate) fn ask_word_seq(request: &str) -> Vec<Option<String>> {
+    super::reading::word_list(&super::reading::meaning_text(request))
+        .into_iter()
+        .map(|w| content_words(vec![w], 1).pop())
+        .collect()
+}
+
+/// Whether `words` (as [`ask_words`] gives them) say `word`: the word itself or its "-ed" /
+/// "-ing" form.
+pub(crate) fn says_word(words: &[String], word: &str) -> bool {
+    words.iter().any(|w| {
+        w == word
+            || w.strip_prefix(word).is_some_and(|rest| super::lexicon::lexicon().participle_endings.contains(rest))
+    })
 }
 
 fn content_words(words: Vec<String>, cap: usize) -> Vec<String> {
@@ -195,6 +223,14 @@ impl Asks {
         let mut out: Vec<Cue> = best.into_values().collect();
         out.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.api.cmp(&b.api)));
         out
+    }
+
+    /// The share of the learned requests saying `word` whose chains called `api`; `None` where
+    /// fewer than [`MIN_SUPPORT`] said it.
+    pub fn share(&self, api: &str, word: &str) -> Option<f64> {
+        let said = self.words.get(word).copied().filter(|s| *s >= MIN_SUPPORT)?;
+        let called = self.apis.get(api).and_then(|m| m.get(word)).copied().unwrap_or(0);
+        Some(f64::from(called) / f64::from(said))
     }
 
     fn build_index(&self) -> HashMap<String, Vec<(String, f64)>> {

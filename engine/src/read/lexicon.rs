@@ -154,6 +154,7 @@ pub struct Lexicon {
     pub function_words: Words,
     pub clause_links: Words,
     pub sibilant_plurals: Words,
+    pub participle_endings: Words,
     pub asking_verbs: Words,
     pub highest_words: Words,
     pub lowest_words: Words,

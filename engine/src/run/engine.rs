@@ -44,6 +44,8 @@ pub struct Engine {
     /// Word → the active APIs whose name or description uses it (what an asked word may be
     /// served by; see [`crate::read::asks`]).
     pub(crate) documented: HashMap<String, Vec<String>>,
+    /// The APIs a request may ask for by name ([`crate::read::named`]).
+    pub(crate) named: crate::read::named::NameIndex,
     /// Today where a request does not say it (`run.today`, else the system's).
     pub(crate) clock: crate::clock::Clock,
 }
@@ -209,6 +211,10 @@ impl Engine {
         let documented = crate::read::asks::documented_index(
             apis.values().map(|a: &Arc<ApiView>| (a.id.as_str(), a.name.as_str(), a.description.as_str())),
         );
+        // A lookup is asked for only through the call that reads it, by name too.
+        let named = crate::read::named::NameIndex::build(
+            apis.values().filter(|a| !a.is_lookup()).map(|a| (a.id.as_str(), a.name.as_str())),
+        );
         Engine {
             graph: p.graph,
             apis,
@@ -225,6 +231,7 @@ impl Engine {
             solutions: std::sync::OnceLock::new(),
             args: std::sync::RwLock::new(None),
             documented,
+            named,
             clock,
         }
     }
@@ -364,7 +371,8 @@ impl Engine {
     pub(crate) fn asked_in(&self, args: Option<&ArgModel>, request: &str) -> Vec<Asked> {
         let Some(m) = args else { return Vec::new() };
         let about = |word: &str| self.documented.get(word).map(Vec::as_slice).unwrap_or_default();
-        m.asks
+        let mut asked: Vec<Asked> = m
+            .asks
             .cues(&crate::read::asks::ask_words(request), |api, word| {
                 about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
             })
@@ -393,7 +401,19 @@ impl Engine {
                 };
                 Asked { about, api: c.api, name, word: c.word, open: c.open }
             })
-            .collect()
+            .collect();
+        // An API the request names, its name's single words asking for none of it.
+        for (api, words) in self.named.asked(request, &m.asks) {
+            let Some(a) = self.apis.get(&api).filter(|_| !asked.iter().any(|h| h.api == api)) else { continue };
+            asked.push(Asked {
+                about: vec![api.clone()],
+                api,
+                name: a.name.clone(),
+                word: words.join(" "),
+                open: false,
+            });
+        }
+        asked
     }
 
     async fn run_inner(
