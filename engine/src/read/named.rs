@@ -7,7 +7,7 @@
 //! its own form or with "-ed" / "-ing" ("detailed" says "detail"). Where two names are said and
 //! one's words are all the other's, the longer name is the ask.
 
-use super::asks::{ask_words, says_word, Asks, MIN_SHARE};
+use super::asks::{says_word, Asks, MIN_SHARE};
 use std::collections::HashMap;
 
 /// A name's words ask for its API only where one of them alone was followed by a call of it at
@@ -15,7 +15,7 @@ use std::collections::HashMap;
 /// pointing at the API; chosen on ComplexFuncBench's dev folds of new kinds).
 pub(crate) const NAME_SHARE: f64 = MIN_SHARE / 2.0;
 
-/// The words of an API's name that say what it is, as [`ask_words`] reads a request, the
+/// The words of an API's name that say what it is, as [`super::asks::ask_words`] reads a request, the
 /// asking verbs left out ("Search_Flights_Multi_Stops" → flight, multi, stop).
 pub(crate) fn name_words(name: &str) -> Vec<String> {
     let verbs = &super::lexicon::lexicon().asking_verbs;
@@ -97,8 +97,8 @@ impl NameIndex {
     /// The APIs `request` asks for by name (see the [module](self)), with the name's words as
     /// said: only where `asks` learned a call of the API after one of them often enough.
     pub(crate) fn asked(&self, request: &str, asks: &Asks) -> Vec<(String, Vec<String>)> {
-        let said = ask_words(request);
         let seq = super::asks::ask_word_seq(request);
+        let said: Vec<String> = seq.iter().flatten().cloned().collect();
         let mut seen: Vec<usize> = Vec::new();
         for w in stems(&said) {
             for i in self.by_word.get(&w).into_iter().flatten() {
@@ -129,6 +129,7 @@ impl NameIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::read::asks::ask_words;
 
     #[test]
     fn a_name_is_its_words_without_asking_verbs() {

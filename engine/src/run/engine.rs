@@ -402,7 +402,7 @@ impl Engine {
                 Asked { about, api: c.api, name, word: c.word, open: c.open }
             })
             .collect();
-        // An API the request names, its name's single words asking for none of it.
+        // An API the request says by its name, where no single word asked for it already.
         for (api, words) in self.named.asked(request, &m.asks) {
             let Some(a) = self.apis.get(&api).filter(|_| !asked.iter().any(|h| h.api == api)) else { continue };
             asked.push(Asked {
