@@ -5,11 +5,13 @@ One fold of ComplexFuncBench's dev chains (every k-th chain held out, the rest f
 
 1. `toolgraph convert complexfuncbench` + `toolgraph ingest` of the training chains into fresh
    embedded stores (graph, argument model, long-term memory, usage vectors);
-2. `toolgraph sandbox` serving the held-out chains' recorded responses, each request's own sample's
-   first (`POST /_sandbox/sample`), as the benchmark's runner answers a sample's calls;
+2. `toolgraph sandbox` serving every chain's recorded responses (the held-out chains last), each
+   request's own sample's first (`POST /_sandbox/sample`), as the benchmark's runner answers a
+   sample's calls and as the harness's sandbox does (a call a training chain recorded is answered
+   as the live API answered it);
 3. every held-out request asked with `toolgraph ask --no-learn --json` (and, with --daemon, POSTed
    to `/v1/orchestrate` of `toolgraph serve` on the same stores), the runs written as predictions;
-4. `toolgraph eval score` of those runs, beside `toolgraph eval chains --train … --test …` on the
+4. `toolgraph eval score` of those runs (over the same recordings), beside `toolgraph eval chains --train … --test …` on the
    same chains (the evaluation harness, which builds its fold with the same ingest).
 
 Usage: python3 scripts/user_path.py [--bin target/release/toolgraph] [--out DIR] [--fold 0]
@@ -70,6 +72,10 @@ def main():
     paths = {k: os.path.join(a.out, f"{k}.json") for k in ("train", "test")}
     for k, v in (("train", train), ("test", test)):
         json.dump(v, open(paths[k], "w"))
+    # Every recorded call answers, the held-out chains last, as the evaluation harness's sandbox
+    # answers (`eval chains`): the live API would have answered a call a training chain recorded.
+    every = os.path.join(a.out, "every.json")
+    json.dump(train + test, open(every, "w"))
     env = dict(os.environ)
     env["TOOLGRAPH__VECTORS__URI"] = "embedded:" + os.path.join(a.out, "vectors")
     env["TOOLGRAPH_LOG"] = "warn"
@@ -80,7 +86,7 @@ def main():
     t0 = time.time()
     sh([a.bin, "--store", store, "ingest", "--tools", tools, "--trajectories", runs], env=env)
     print(f"ingest: {time.time() - t0:.1f} s", file=sys.stderr)
-    sandbox = subprocess.Popen([a.bin, "sandbox", "--chains", paths["test"], "--spec", spec, "--port", "0"],
+    sandbox = subprocess.Popen([a.bin, "sandbox", "--chains", every, "--spec", spec, "--port", "0"],
                                env=env, stderr=subprocess.PIPE)
     daemon = None
     try:
@@ -116,7 +122,7 @@ def main():
         table = []
         for name, preds, secs in rows:
             report = os.path.join(a.out, os.path.basename(preds) + ".score.json")
-            sh([a.bin, "eval", "score", "--chains", paths["test"], "--spec", spec, "--predictions", preds,
+            sh([a.bin, "eval", "score", "--chains", every, "--spec", spec, "--predictions", preds,
                 "--report", report], env=env, stdout=subprocess.DEVNULL)
             r = json.load(open(report))
             table.append((name, r["scored"], r["overall_success"], r["overall_call_acc"], secs))
