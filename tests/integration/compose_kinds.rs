@@ -184,6 +184,18 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
     assert!(apis.contains(&"food/recipes/reviews".to_string()), "{apis:?}");
     assert!(apis.contains(&"food/recipes/nutrition".to_string()), "{apis:?}");
     assert!(!apis.contains(&"food/recipes/ingredients".to_string()), "{apis:?}");
+    // The trace says which remembered calls the replay left out, and the text answer says it.
+    let left_out = replayed.as_ref().map(|t| t["left_out"].clone()).unwrap_or_default();
+    assert_eq!(left_out, serde_json::json!(["food/recipes/ingredients"]), "{replayed:#?}");
+    let out = bin_in(dir.path())
+        .arg("--store")
+        .arg(&store)
+        .args(["ask", "What do cooks say in the reviews of Gazpacho, and what are its nutrition facts for 2 portions?"])
+        .args(["--dry-run", "--no-learn"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("its calls of ingredients (what its own request asked for) left out"), "{text}");
 }
 
 /// The nutrition facts need a number of portions, which this request does not say: no

@@ -133,20 +133,27 @@ impl Engine {
         }
         let Some(Analogue { hit, fit, analogy }) = self.best_analogue(st, hits).await? else { return Ok(false) };
         let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
+        // The calls of the remembered chain this request wants (a memory of another kind in part).
+        let kept = if replay { self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain) } else { Vec::new() };
+        let left_out = if replay {
+            let chain = &hit.entry.chain;
+            (0..chain.len()).filter(|i| kept.binary_search(i).is_err()).map(|i| chain[i].api.clone()).collect()
+        } else {
+            Vec::new()
+        };
         st.emit(TraceEvent::Recall {
             request: hit.entry.request.clone(),
             score: hit.score,
             unserved: fit.unserved,
             chain: hit.entry.chain.iter().map(|s| s.api.clone()).collect(),
             replayed: replay,
+            left_out,
         })
         .await;
         let Some(analogy) = analogy.filter(|_| replay) else { return Ok(false) };
         // Plan mode: the remembered chain, its values transferred, is the whole plan (a solution
         // of the library of I/O-coupled paths that recorded runs made), fixed before any call.
         let plan_mode = st.how.mode == Mode::Plan;
-        // The calls of the remembered chain this request wants (a memory of another kind in part).
-        let kept = self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain);
         if plan_mode {
             st.stats.planned = true;
             let solution: Vec<String> = hit.entry.chain.iter().map(|s| s.api.clone()).collect();
@@ -391,7 +398,6 @@ impl Engine {
         if kept.is_empty() {
             return all;
         }
-        tracing::debug!(target: "run.recall", kept = ?kept, of = chain.len(), "a memory of another kind: calls its request asked for left out");
         kept
     }
 

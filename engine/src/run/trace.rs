@@ -80,6 +80,10 @@ pub enum TraceEvent {
         chain: Vec<String>,
         /// Whether it was replayed.
         replayed: bool,
+        /// The remembered calls a replay leaves out (APIs, in order): the memory is of another
+        /// kind, and these served its own request's asks, not this one's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
     },
     /// The reading was unsure (which remembered chain serves the request, or which of its
     /// mentions plays which remembered role) and asked the planner: what it was asked
