@@ -205,7 +205,9 @@ impl Engine {
 
     /// Of the recalled memories close enough by meaning, the one that fits this request best: its
     /// chain's values all transferable, then the fewest of this request's mentions left unserved,
-    /// then the nearer by meaning. With none close enough: the nearest, for the trace. Where the
+    /// then the nearer by meaning (where none of the nearest leaves no mention unserved, the
+    /// memories almost as near are weighed too, see [`farther_bound`]). With none close enough:
+    /// the nearest, for the trace. Where the
     /// reading is unsure — two or three of the first three close, transferable and with different
     /// chains — the planner is asked which (the deterministic planner leaves the order).
     async fn best_analogue(
@@ -226,7 +228,10 @@ impl Engine {
         };
         let pool = hits.len();
         let mut scored: Vec<(usize, Analogue)> = hits.into_iter().enumerate().map(|(i, h)| (i, weigh(h))).collect();
-        if let (Some(mem), Some(bound)) = (&self.memory, farther_bound(scored.iter().map(|(_, a)| a))) {
+        // (Only where the nearest is close enough to be replayed: a farther one is not.)
+        let bound = farther_bound(scored.iter().map(|(_, a)| a))
+            .filter(|b| b + ANALOGY_MARGIN >= self.settings.memory_threshold);
+        if let (Some(mem), Some(bound)) = (&self.memory, bound) {
             let more = mem.recall(meaning, ANALOGY_WIDE).await?;
             scored.extend(
                 more.into_iter().enumerate().skip(pool).filter(|(_, h)| h.score >= bound).map(|(i, h)| (i, weigh(h))),
