@@ -11,8 +11,9 @@ One fold of ComplexFuncBench's dev chains (every k-th chain held out, the rest f
    as the live API answered it);
 3. every held-out request asked with `toolgraph ask --no-learn --json` (and, with --daemon, POSTed
    to `/v1/orchestrate` of `toolgraph serve` on the same stores), the runs written as predictions;
-4. `toolgraph eval score` of those runs (over the same recordings), beside `toolgraph eval chains --train … --test …` on the
-   same chains (the evaluation harness, which builds its fold with the same ingest).
+4. `toolgraph eval score` of those runs (over the same recordings), beside
+   `toolgraph eval chains --train … --test …` on the same chains (the evaluation harness, which
+   builds its fold with the same ingest).
 
 Usage: python3 scripts/user_path.py [--bin target/release/toolgraph] [--out DIR] [--fold 0]
        [--folds 5] [--limit N] [--daemon]

@@ -92,14 +92,6 @@ pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
         });
         for e in &r.trace {
             if let TraceEvent::Recall { request, score, replayed: true, left_out, .. } = e {
-                if !left_out.is_empty() {
-                    let names: Vec<&str> = left_out.iter().map(|a| a.rsplit('/').next().unwrap_or(a)).collect();
-                    let _ = writeln!(
-                        out,
-                        "a memory of another kind: its calls of {} (what its own request asked for) left out",
-                        names.join(", ")
-                    );
-                }
                 match failed {
                     None => {
                         let _ = writeln!(out, "recalled (similarity {score:.2}) and replayed: \"{request}\"");
@@ -110,6 +102,15 @@ pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
                             "recalled (similarity {score:.2}): \"{request}\"; its replay failed ({why}), the search went on"
                         );
                     }
+                }
+                // The remembered calls the replay left out (a memory of another kind), after it.
+                if !left_out.is_empty() {
+                    let names: Vec<&str> = left_out.iter().map(|a| a.rsplit('/').next().unwrap_or(a)).collect();
+                    let _ = writeln!(
+                        out,
+                        "a memory of another kind: its calls of {} (what its own request asked for) left out",
+                        names.join(", ")
+                    );
                 }
             }
         }
