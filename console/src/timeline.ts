@@ -67,7 +67,7 @@ function step(s: any, runId: (() => string | undefined) | undefined, calls: Map<
       return item('plan_failed', `at step ${s.step}`, h('p', { class: 'muted' }, s.reason));
     case 'recall':
       return item('recall', `memory ${s.score.toFixed(3)}${s.replayed ? ' (replayed)' : ''}`, h('p', null, `“${s.request}”`), h('p', { class: 'muted' }, s.chain.map(short).join(' → ')),
-        ...(s.left_out?.length ? [h('p', { class: 'muted' }, `of another kind: left out ${s.left_out.map(short).join(', ')}`)] : []));
+        ...(s.left_out?.length ? [h('p', { class: 'muted' }, `left out of the replay: ${s.left_out.map(short).join(', ')}`)] : []));
     case 'recall_failed':
       return item('recall_failed', 'the replayed memory failed', h('p', { class: 'muted' }, s.reason));
     case 'unsure':

@@ -103,12 +103,13 @@ pub(super) async fn ask(cli: &Global, args: &AskArgs) -> Result<ExitCode> {
                         );
                     }
                 }
-                // The remembered calls the replay left out (a memory of another kind), after it.
+                // The remembered calls the replay left out (what only the remembered request asked
+                // for), after it.
                 if !left_out.is_empty() {
                     let names: Vec<&str> = left_out.iter().map(|a| a.rsplit('/').next().unwrap_or(a)).collect();
                     let _ = writeln!(
                         out,
-                        "a memory of another kind: its calls of {} (what its own request asked for) left out",
+                        "left out of the replay: its calls of {} (what only the remembered request asked for)",
                         names.join(", ")
                     );
                 }

@@ -195,7 +195,29 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("its calls of ingredients (what its own request asked for) left out"), "{text}");
+    assert!(
+        text.contains("left out of the replay: its calls of ingredients (what only the remembered request asked for)"),
+        "{text}"
+    );
+}
+
+/// This request asks for less than the nearest memory: only the reviews, where the remembered
+/// request asked for the reviews and the ingredients. The ingredients call, asked for by a word
+/// this request does not say and taking nothing it says, is left out; the run answers with the
+/// search and the reviews.
+#[test]
+fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask(dir.path(), &store, "What do cooks say in the reviews of Gazpacho?");
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    let replayed = r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned();
+    assert!(
+        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("ingredients")),
+        "a reviews-and-ingredients memory is the one replayed: {replayed:#?}"
+    );
+    assert_eq!(apis, ["food/recipes/search", "food/recipes/reviews"], "{r:#}");
+    assert_eq!(r["status"], "answered", "{r:#}");
 }
 
 /// The nutrition facts need a number of portions, which this request does not say: no

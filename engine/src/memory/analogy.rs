@@ -269,6 +269,22 @@ impl Analogy {
         }
     }
 
+    /// Whether a recorded value holds something the new request says: a mention of the old
+    /// request (or a date or time derived from one) with its counterpart here, or a reference
+    /// derived by a span ("one hour after" the landing) the new request says a counterpart of;
+    /// inside arrays and objects too. A constant or a plain earlier output is nothing said.
+    pub(crate) fn says_any(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> bool {
+        match value {
+            Value::Array(items) => items.iter().any(|x| self.says_any(x, mention_kinds)),
+            Value::Object(m) => m.values().any(|x| self.says_any(x, mention_kinds)),
+            Value::String(s) if crate::exec::refs::holds_reference(s) => crate::exec::refs::Reference::all_in(s)
+                .iter()
+                .filter_map(|r| r.derive.as_ref())
+                .any(|d| spans::counterpart(&self.old.shifts, &self.new.shifts, d.minutes).is_some()),
+            _ => matches!(self.transfer(value, mention_kinds), Transfer::Mapped(_)),
+        }
+    }
+
     /// `s` with each derived reference's span the new request's counterpart (see [`spans`]).
     pub(crate) fn reshift(&self, s: &str) -> String {
         spans::reshift(s, &self.old.shifts, &self.new.shifts)

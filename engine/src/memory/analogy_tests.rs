@@ -216,3 +216,24 @@ fn a_word_said_around_a_name_takes_the_word_the_new_request_says_in_its_place() 
     let a = Analogy::new(old, two, &RequestValues::extract(two, day()), day());
     assert_eq!(a.transfer(&json!("Beach, Barcelona"), None), Transfer::Mapped(json!("Beach, Hawaii")));
 }
+
+/// What a remembered call takes that a new request says: a mention with its counterpart, a date
+/// derived from one, a span said again; not a constant, an output, or a mention the new request
+/// has no counterpart for (a garden center's deliveries).
+#[test]
+fn a_value_is_said_here_where_its_mention_or_span_has_a_counterpart() {
+    let old = "Deliver 3 olive trees to Rosewood Nursery on May 4, 2025, and plant them two hours after they arrive.";
+    let new = "Deliver 5 lemon trees to Oakfield Gardens on June 9, 2025, and plant them two hours after they arrive.";
+    let values = RequestValues::extract(new, day());
+    let a = Analogy::new(old, new, &values, day());
+    assert!(a.says_any(&json!("Rosewood Nursery"), Some(&[Kind::Name])));
+    assert!(a.says_any(&json!({"when": {"date": "2025-05-05"}}), None), "the day after a date said");
+    assert!(a.says_any(&json!("$var2.arrival@time+120$"), None), "two hours after: said again");
+    assert!(!a.says_any(&json!("$var2.arrival@time+30$"), None), "a span neither said");
+    assert!(!a.says_any(&json!("$var1.items.0.id$"), None));
+    assert!(!a.says_any(&json!("express"), None));
+    let fewer = "Deliver 5 lemon trees to Oakfield Gardens.";
+    let b = Analogy::new(old, fewer, &RequestValues::extract(fewer, day()), day());
+    assert!(!b.says_any(&json!("$var2.arrival@time+120$"), None), "this request says no span");
+    assert!(!b.says_any(&json!("2025-05-04"), Some(&[Kind::Date])), "nor a date");
+}

@@ -62,8 +62,14 @@ pub(crate) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
 /// The steps of `chain` (indexes, in order) whose API is `wanted`, with every earlier call
 /// whose output they read, transitively.
 pub(crate) fn fragment_of(chain: &[MemoryStep], wanted: impl Fn(&str) -> bool) -> Vec<usize> {
+    fragment_at(chain, |i| wanted(&chain[i].api))
+}
+
+/// The steps of `chain` (indexes, in order) `wanted` by index, with every earlier call whose
+/// output they read, transitively.
+pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) -> Vec<usize> {
     let label_of: HashMap<String, usize> = (0..chain.len()).map(|i| (format!("var{}", i + 1), i)).collect();
-    let mut need: BTreeSet<usize> = chain.iter().enumerate().filter(|(_, s)| wanted(&s.api)).map(|(i, _)| i).collect();
+    let mut need: BTreeSet<usize> = (0..chain.len()).filter(|i| wanted(*i)).collect();
     let mut todo: Vec<usize> = need.iter().copied().collect();
     while let Some(i) = todo.pop() {
         for v in chain[i].arguments.values() {

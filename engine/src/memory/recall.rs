@@ -158,7 +158,11 @@ impl Engine {
         };
         let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
         // The calls of the remembered chain this request wants (a memory of another kind in part).
-        let kept = if replay { self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain) } else { Vec::new() };
+        let kept = if replay {
+            self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain, analogy.as_ref())
+        } else {
+            Vec::new()
+        };
         let left_out = if replay {
             let chain = &hit.entry.chain;
             (0..chain.len()).filter(|i| kept.binary_search(i).is_err()).map(|i| chain[i].api.clone()).collect()
@@ -345,6 +349,14 @@ impl Engine {
     }
 
     /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
+    /// Whether a remembered step takes a value this request says ([`Analogy::says_any`]),
+    /// whatever the recorded source (an earlier output may hold the same date).
+    fn takes_said(&self, ctx: &Context, analogy: &Analogy, step: &MemoryStep) -> bool {
+        step.arguments
+            .iter()
+            .any(|(name, recorded)| analogy.says_any(recorded, self.mention_kinds(ctx, &step.api, name).as_deref()))
+    }
+
     fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
         let mut transferable = true;
         for step in chain {
@@ -403,21 +415,29 @@ impl Engine {
         Ok(())
     }
 
-    /// The steps of a remembered chain (indexes, in order) this request wants. The whole chain,
-    /// unless this request's words ask for an API (see [`crate::read::asks`]) the chain never
-    /// calls: then the memory is of another kind, and a call the remembered request's own words
-    /// asked for, by a word this request does not say, served that request, not this one: it is
-    /// left out, with the calls only it read from. (A request that asks for no more than the
-    /// remembered one may only word it otherwise — "a sedan" for a car — and is replayed whole;
-    /// a call no word of the remembered request asked for stays.)
-    fn of_this_kind(&self, ctx: &Context, old_request: &str, chain: &[MemoryStep]) -> Vec<usize> {
+    /// The steps of a remembered chain (indexes, in order) this request wants. A call the
+    /// remembered request's own words asked for (see [`crate::read::asks`]), by a word this
+    /// request does not say, for an API no word of this one asks for, served that request, not
+    /// this one: it is left out, with the calls only it read from (a memory of another kind, or
+    /// one that asked for more: "which museums are trending" replaying "the trending museums and
+    /// their tickets"). Where this request asks for no more than the remembered one, it may only
+    /// word an ask otherwise ("an SUV, collected one hour after I land" for "pick up the car one
+    /// hour after arriving"): a call that takes a value this request says stays. A call no word of
+    /// the remembered request asked for stays.
+    fn of_this_kind(
+        &self,
+        ctx: &Context,
+        old_request: &str,
+        chain: &[MemoryStep],
+        analogy: Option<&Analogy>,
+    ) -> Vec<usize> {
         let all: Vec<usize> = (0..chain.len()).collect();
         let of = |a: &crate::read::asks::Asked, api: &str| {
             a.api == api || a.about.binary_search_by(|m| m.as_str().cmp(api)).is_ok()
         };
-        if ctx.asked_apis.iter().all(|a| chain.iter().any(|s| of(a, &s.api))) {
-            return all;
-        }
+        // Every ask of this request has its call in the chain: the memory is of this kind or
+        // asked for more.
+        let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| of(a, &s.api)));
         let said_here = crate::read::asks::ask_words(&ctx.request);
         let asked_there: Vec<crate::read::asks::Asked> = self
             .asked_in(ctx.args.as_deref(), old_request)
@@ -427,12 +447,17 @@ impl Engine {
         if asked_there.is_empty() {
             return all;
         }
-        let dropped = |api: &str| asked_there.iter().any(|a| of(a, api)) && !ctx.asked_apis.iter().any(|a| of(a, api));
-        if !chain.iter().any(|s| dropped(&s.api)) {
+        let dropped = |i: usize| {
+            let api = chain[i].api.as_str();
+            asked_there.iter().any(|a| of(a, api))
+                && !ctx.asked_apis.iter().any(|a| of(a, api))
+                && !(narrower && analogy.is_some_and(|an| self.takes_said(ctx, an, &chain[i])))
+        };
+        if !(0..chain.len()).any(dropped) {
             return all;
         }
         let lookup = |api: &str| self.apis.get(api).is_some_and(|a| a.is_lookup());
-        let kept = super::compose::fragment_of(chain, |api| !lookup(api) && !dropped(api));
+        let kept = super::compose::fragment_at(chain, |i| !lookup(&chain[i].api) && !dropped(i));
         if kept.is_empty() {
             return all;
         }
