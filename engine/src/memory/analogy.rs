@@ -51,7 +51,7 @@ pub(crate) struct Analogy {
     /// The two requests' words, lower-case (enumeration words are looked up in them).
     old_words: String,
     new_words: String,
-    pub(crate) old: RequestValues,
+    pub(crate) old: std::sync::Arc<RequestValues>,
     pub(crate) new: RequestValues,
     /// Per kind (in [`Kind::ALL`] order): the old mentions, the new ones, old index → new index.
     kinds: Vec<Aligned>,
@@ -66,19 +66,25 @@ fn kind_index(kind: Kind) -> usize {
 impl Analogy {
     #[cfg(test)]
     pub(crate) fn new(old_request: &str, new_request: &str, new: &RequestValues, today: NaiveDate) -> Self {
-        Self::with_roles(old_request, new_request, new, today, None)
+        Self::of_read(
+            old_request,
+            std::sync::Arc::new(RequestValues::extract(old_request, today)),
+            new_request,
+            new,
+            None,
+        )
     }
 
-    /// The analogy of `old_request` to `new_request` (`new` its values): mentions aligned by the
-    /// roles the old ones played where `roles` knows them.
-    pub(crate) fn with_roles(
+    /// The analogy of `old_request` (`old` its values) to `new_request` (`new` its values, read
+    /// on the same day): mentions aligned by the roles the old ones played where `roles` knows
+    /// them.
+    pub(crate) fn of_read(
         old_request: &str,
+        old: std::sync::Arc<RequestValues>,
         new_request: &str,
         new: &RequestValues,
-        today: NaiveDate,
         roles: Option<Roles<'_>>,
     ) -> Self {
-        let old = RequestValues::extract(old_request, today);
         let dates = (mentions(&old, Kind::Date), mentions(new, Kind::Date));
         // Each request tokenized once for the words before every mention.
         let read = |text| {

@@ -340,7 +340,8 @@ impl Engine {
             }
             None
         };
-        Analogy::with_roles(old_request, &ctx.request, &ctx.values, self.clock.today(), Some(&roles))
+        let old = self.read_old(old_request, self.clock.today());
+        Analogy::of_read(old_request, old, &ctx.request, &ctx.values, Some(&roles))
     }
 
     /// Whether every value `steps` took from their remembered request has a counterpart here.
@@ -348,7 +349,6 @@ impl Engine {
         self.fit(ctx, analogy, steps).transferable
     }
 
-    /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
     /// Whether a remembered step takes a value this request says ([`Analogy::says_any`]),
     /// whatever the recorded source (an earlier output may hold the same date).
     fn takes_said(&self, ctx: &Context, analogy: &Analogy, step: &MemoryStep) -> bool {
@@ -357,6 +357,7 @@ impl Engine {
             .any(|(name, recorded)| analogy.says_any(recorded, self.mention_kinds(ctx, &step.api, name).as_deref()))
     }
 
+    /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
     fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
         let mut transferable = true;
         for step in chain {

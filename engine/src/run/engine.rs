@@ -48,7 +48,12 @@ pub struct Engine {
     pub(crate) named: crate::read::named::NameIndex,
     /// Today where a request does not say it (`run.today`, else the system's).
     pub(crate) clock: crate::clock::Clock,
+    /// The readings of remembered requests, as replays weigh them (see [`Self::read_old`]).
+    pub(crate) old_readings: std::sync::Mutex<HashMap<(String, chrono::NaiveDate), Arc<RequestValues>>>,
 }
+
+/// Remembered requests whose readings are kept; past it the kept ones are dropped.
+const OLD_READINGS: usize = 4096;
 
 /// Where a run stands while it searches: what it knows of the request ([`Context`]), how it
 /// was asked to run, where the search looks, the calls it sent, its trace and its stats. A phase
@@ -233,7 +238,25 @@ impl Engine {
             documented,
             named,
             clock,
+            old_readings: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The typed reading of a remembered request on `today`: read once, kept (every run weighs
+    /// the same few memories again; a reading takes tens of microseconds, a run weighs up to
+    /// dozens).
+    pub(crate) fn read_old(&self, request: &str, today: chrono::NaiveDate) -> Arc<RequestValues> {
+        let key = (request.to_string(), today);
+        if let Some(v) = self.old_readings.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return v.clone();
+        }
+        let v = Arc::new(RequestValues::extract(request, today));
+        let mut kept = self.old_readings.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= OLD_READINGS {
+            kept.clear();
+        }
+        kept.insert(key, v.clone());
+        v
     }
 
     /// The same engine over a newer graph (counts, weights and statuses learned since).
