@@ -157,7 +157,8 @@ impl Engine {
             return Ok(false);
         };
         let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
-        // The calls of the remembered chain this request wants (a memory of another kind in part).
+        // The calls of the remembered chain this request wants (what only the remembered request
+        // asked for left out).
         let kept = if replay {
             self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain, analogy.as_ref())
         } else {

@@ -264,6 +264,9 @@ impl Engine {
         let e = self.rebuilt_parts(graph);
         *e.args.write().unwrap_or_else(|p| p.into_inner()) =
             self.args.read().unwrap_or_else(|p| p.into_inner()).clone();
+        // The remembered requests read so far read the same over a newer graph.
+        *e.old_readings.lock().unwrap_or_else(|p| p.into_inner()) =
+            self.old_readings.lock().unwrap_or_else(|p| p.into_inner()).clone();
         e
     }
 
