@@ -124,6 +124,11 @@ fn ask(dir: &Path, store: &str, request: &str) -> Value {
     })
 }
 
+/// The trace's recall event of a run (which memory, what its replay left out).
+fn recall_event(r: &Value) -> Option<Value> {
+    r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()
+}
+
 /// The calls of a run: (label, API id, arguments).
 fn calls(r: &Value) -> Vec<(String, String, Value)> {
     r["trace"]
@@ -176,7 +181,7 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
         "What do cooks say in the reviews of Gazpacho, and what are its nutrition facts for 2 portions?",
     );
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
-    let replayed = r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned();
+    let replayed = recall_event(&r);
     assert!(
         replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("reviews")),
         "the combined memory is the one replayed: {replayed:#?}"
@@ -211,7 +216,7 @@ fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
     let store = ingest_kitchen(dir.path());
     let r = ask(dir.path(), &store, "What do cooks say in the reviews of Gazpacho?");
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
-    let replayed = r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned();
+    let replayed = recall_event(&r);
     assert!(
         replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("ingredients")),
         "a reviews-and-ingredients memory is the one replayed: {replayed:#?}"

@@ -449,17 +449,21 @@ impl Engine {
         if asked_there.is_empty() {
             return all;
         }
-        let dropped = |i: usize| {
-            let api = chain[i].api.as_str();
-            asked_there.iter().any(|a| of(a, api))
-                && !ctx.asked_apis.iter().any(|a| of(a, api))
-                && !(narrower && analogy.is_some_and(|an| self.takes_said(ctx, an, &chain[i])))
-        };
-        if !(0..chain.len()).any(dropped) {
+        // Each step weighed once (whether it takes a value said here reads its arguments).
+        let dropped: Vec<bool> = chain
+            .iter()
+            .map(|step| {
+                let api = step.api.as_str();
+                asked_there.iter().any(|a| of(a, api))
+                    && !ctx.asked_apis.iter().any(|a| of(a, api))
+                    && !(narrower && analogy.is_some_and(|an| self.takes_said(ctx, an, step)))
+            })
+            .collect();
+        if !dropped.contains(&true) {
             return all;
         }
         let lookup = |api: &str| self.apis.get(api).is_some_and(|a| a.is_lookup());
-        let kept = super::compose::fragment_at(chain, |i| !lookup(&chain[i].api) && !dropped(i));
+        let kept = super::compose::fragment_at(chain, |i| !lookup(&chain[i].api) && !dropped[i]);
         if kept.is_empty() {
             return all;
         }

@@ -49,7 +49,8 @@ pub struct Engine {
     /// Today where a request does not say it (`run.today`, else the system's).
     pub(crate) clock: crate::clock::Clock,
     /// The readings of remembered requests, as replays weigh them (see [`Self::read_old`]).
-    pub(crate) old_readings: std::sync::Mutex<HashMap<(String, chrono::NaiveDate), Arc<RequestValues>>>,
+    /// Request → the day it was read on and its reading.
+    pub(crate) old_readings: std::sync::Mutex<HashMap<String, (chrono::NaiveDate, Arc<RequestValues>)>>,
 }
 
 /// Remembered requests whose readings are kept; past it the kept ones are dropped.
@@ -246,8 +247,10 @@ impl Engine {
     /// the same few memories again; a reading takes tens of microseconds, a run weighs up to
     /// dozens).
     pub(crate) fn read_old(&self, request: &str, today: chrono::NaiveDate) -> Arc<RequestValues> {
-        let key = (request.to_string(), today);
-        if let Some(v) = self.old_readings.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        // Read on another day, a request reads anew ("tomorrow" moved).
+        if let Some((_, v)) =
+            self.old_readings.lock().unwrap_or_else(|p| p.into_inner()).get(request).filter(|(day, _)| *day == today)
+        {
             return v.clone();
         }
         let v = Arc::new(RequestValues::extract(request, today));
@@ -255,7 +258,7 @@ impl Engine {
         if kept.len() >= OLD_READINGS {
             kept.clear();
         }
-        kept.insert(key, v.clone());
+        kept.insert(request.to_string(), (today, v.clone()));
         v
     }
 
