@@ -56,10 +56,11 @@ fn ingest_cmd(store: &str, graph: &str, tools: &Path, runs: &Path) -> std::proce
 }
 
 fn count_runs(uri: &str, graph: &str) -> u64 {
-    count_runs_with(uri, graph, None)
+    count_runs_with(uri, graph, None).unwrap_or(0)
 }
 
-fn count_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
+/// How many runs `graph` records, or why the count failed.
+fn count_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> Result<u64, String> {
     let mut c = bin();
     if let Some(n) = neo {
         n.env(&mut c);
@@ -70,15 +71,15 @@ fn count_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
         .arg(uri)
         .args(["graph", "cypher", "MATCH (r:IngestedRun) RETURN count(r) AS n"])
         .output()
-        .unwrap();
+        .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return 0;
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["rows"][0][0].as_u64().unwrap_or(0)
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    v["rows"][0][0].as_u64().ok_or_else(|| format!("no count in {v}"))
 }
 
-const TOTAL: usize = 6000;
+const TOTAL: usize = 3000;
 
 /// A corpus, a FalkorDB server, and the graph one clean ingest of the corpus gives (graph "clean").
 struct FalkorSetup {
@@ -101,28 +102,35 @@ fn falkor_setup() -> FalkorSetup {
     FalkorSetup { _dir: dir, _falkor: falkor, uri, tools, runs, clean }
 }
 
-/// Wait until `graph` has recorded some ingested runs; returns how many.
-fn wait_for_runs(uri: &str, graph: &str) -> u64 {
-    wait_for_runs_with(uri, graph, None)
-}
-
-fn wait_for_runs_with(uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(120);
+/// Wait until `graph` has recorded some ingested runs while `child` ingests; returns how many.
+/// Fails, saying why, when the ingest ends first or nothing is recorded within five minutes (a
+/// loaded CI machine runs other suites beside this one).
+fn wait_for_runs(child: &mut std::process::Child, uri: &str, graph: &str, neo: Option<&Neo4jServer>) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut last = String::new();
     while Instant::now() < deadline {
-        let seen = count_runs_with(uri, graph, neo);
-        if seen > 0 {
-            return seen;
+        match count_runs_with(uri, graph, neo) {
+            Ok(seen) if seen > 0 => return seen,
+            Ok(_) => last = "0 runs".into(),
+            Err(e) => last = e,
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+            }
+            panic!("the ingest ended ({status}) before any run was seen (last count: {last}); stderr: {stderr}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    0
+    panic!("no ingested run seen in 300 s; last count: {last}");
 }
 
 #[test]
 fn killed_falkordb_ingest_reruns_to_the_same_graph() {
     let FalkorSetup { uri, tools, runs, clean, .. } = &falkor_setup();
     let mut child = ingest_cmd(uri, "killed", tools, runs).spawn().unwrap();
-    let seen = wait_for_runs(uri, "killed");
+    let seen = wait_for_runs(&mut child, uri, "killed", None);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let after_kill = count_runs(uri, "killed");
@@ -145,10 +153,10 @@ fn killed_neo4j_ingest_reruns_to_the_same_graph() {
     neo.wipe();
 
     let mut child = neo.env(&mut ingest_cmd(&uri, "g", &tools, &runs)).spawn().unwrap();
-    let seen = wait_for_runs_with(&uri, "g", Some(&neo));
+    let seen = wait_for_runs(&mut child, &uri, "g", Some(&neo));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let after_kill = count_runs_with(&uri, "g", Some(&neo));
+    let after_kill = count_runs_with(&uri, "g", Some(&neo)).unwrap();
     assert!(seen > 0 && after_kill < TOTAL as u64, "the kill did not land mid-way ({seen}, {after_kill})");
 
     run_ok(neo.env(&mut ingest_cmd(&uri, "g", &tools, &runs)));
@@ -186,8 +194,8 @@ fn killed_embedded_ingest_reruns_to_the_same_graph() {
 #[test]
 fn ctrl_c_finishes_what_was_read_and_exits_130() {
     let FalkorSetup { uri, tools, runs, clean, .. } = &falkor_setup();
-    let child = ingest_cmd(uri, "stopped", tools, runs).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    assert!(wait_for_runs(uri, "stopped") > 0);
+    let mut child = ingest_cmd(uri, "stopped", tools, runs).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    wait_for_runs(&mut child, uri, "stopped", None);
     let sent = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(sent.success());
     let out = child.wait_with_output().unwrap();

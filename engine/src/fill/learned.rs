@@ -91,10 +91,23 @@ impl ArgModel {
         // The last reference each (API, parameter) took in this run, and the calls per API.
         let mut last_ref: BTreeMap<(&str, &str), Reference> = BTreeMap::new();
         let mut calls_per_api: BTreeMap<&str, u32> = BTreeMap::new();
-        for (api, args) in calls {
+        let calls: Vec<(&str, &Map<String, Value>)> = calls.into_iter().collect();
+        for (i, &(api, args)) in calls.iter().enumerate() {
             *calls_per_api.entry(api).or_default() += 1;
             for (param, value) in args {
                 if let Some(r) = value.as_str().and_then(Reference::whole) {
+                    // A recorded chain's step k is labelled `var{k}` (as memories are replayed).
+                    let producer = r.label.strip_prefix("var").and_then(|k| k.parse::<usize>().ok());
+                    if let Some(&(from, _)) = producer.filter(|k| (1..=i).contains(k)).and_then(|k| calls.get(k - 1)) {
+                        for slot in [
+                            self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default(),
+                            self.by_name.entry(name_key(param)).or_default(),
+                        ] {
+                            *slot.producers.entry(from.to_string()).or_default() += 1;
+                        }
+                        touched.apis.insert(api.to_string());
+                        touched.names.insert(name_key(param));
+                    }
                     if let Some(before) = last_ref.insert((api, param.as_str()), r.clone()) {
                         let how = Repeat::of(&before, &r) as usize;
                         self.slots.entry(api.to_string()).or_default().entry(param.clone()).or_default().on_repeat
@@ -332,6 +345,18 @@ impl ArgModel {
         counts::delta(&before, &self.counts(Some(only)))
     }
 
+    /// The share of the recorded calls of `api`'s `param` that took it from an output of
+    /// `producer`: the slot's own when it took a reference twice or more, else the parameter
+    /// name's (three or more); `None` where neither has.
+    pub fn producer_share(&self, api: &str, param: &str, producer: &str) -> Option<f64> {
+        let share = |s: &SlotStats, min: u32| {
+            let total: u32 = s.producers.values().sum();
+            (total >= min).then(|| f64::from(s.producers.get(producer).copied().unwrap_or(0)) / f64::from(total))
+        };
+        let own = self.slots.get(api).and_then(|s| s.get(param)).and_then(|s| share(s, 2));
+        own.or_else(|| self.by_name.get(&name_key(param)).and_then(|s| share(s, 3)))
+    }
+
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
@@ -400,7 +425,8 @@ impl ArgModel {
     }
 
     /// What was learned for `api`'s parameters, for people: source kinds, the strongest cue
-    /// words either way, the order taken, constants and support counts.
+    /// words either way, the order taken, constants, the APIs its references were taken from and
+    /// support counts.
     pub fn describe(&self, api: &str) -> Value {
         let Some(slots) = self.slots.get(api) else { return Value::Null };
         let mut out = Map::new();
@@ -446,6 +472,9 @@ impl ArgModel {
                     })
                     .collect::<BTreeMap<_, _>>());
             }
+            if !s.producers.is_empty() {
+                shown["taken_from"] = serde_json::json!(s.producers);
+            }
             if !is_unset(&s.on_repeat) {
                 let [same, next, newest, other] = s.on_repeat;
                 let usual = self.repeat_of(api, param).map(|r| format!("{r:?}").to_lowercase());
@@ -468,6 +497,41 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    /// Where recorded runs took a parameter from another call's output is learned per API and
+    /// per parameter name: an order's `customer_id` came from the customer lookup (not from the
+    /// order list that outputs one too), and a refund API never seen takes its `customer_id` from
+    /// where the name's other slots took it.
+    #[test]
+    fn the_api_a_parameter_was_taken_from_is_learned() {
+        let mut m = ArgModel::default();
+        let (find, list, order) = ("shop/find_customer", "shop/list_orders", "shop/create_order");
+        for i in 0..3 {
+            let lookup = args(json!({"email": format!("c{i}@example.com")}));
+            let listed = args(json!({"customer_id": "$var1.customers.0.id$"}));
+            let ordered = args(json!({"customer_id": "$var1.customers.0.id$", "sku": "$var2.orders.0.sku$"}));
+            m.learn(
+                "Order again what I ordered last time",
+                [(find, &lookup), (list, &listed), (order, &ordered)],
+                day(),
+            );
+        }
+        assert_eq!(m.producer_share(order, "customer_id", find), Some(1.0));
+        assert_eq!(m.producer_share(order, "customer_id", list), Some(0.0));
+        assert_eq!(m.producer_share(order, "sku", list), Some(1.0));
+        // Another API's parameter of the same name: the name's slots speak.
+        assert_eq!(m.producer_share("shop/refund", "customer_id", find), Some(1.0));
+        // A label no earlier call has teaches nothing.
+        let mut fresh = ArgModel::default();
+        for _ in 0..3 {
+            fresh.learn("refund", [(order, &args(json!({"customer_id": "$var2.id$"})))], day());
+        }
+        assert_eq!(fresh.producer_share(order, "customer_id", find), None);
+        // The counts go into the store and read back.
+        let stored: Vec<(String, i64)> = m.counts(None).into_iter().collect();
+        assert_eq!(ArgModel::from_counts(&stored).unwrap().unwrap(), m);
+        assert_eq!(m.describe(order)["customer_id"]["taken_from"][find], 3);
     }
 
     /// Three recorded rentals teach `drop_off_time` to take the time said after "return" — even

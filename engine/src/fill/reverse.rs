@@ -12,13 +12,16 @@ use std::sync::Arc;
 
 /// Providers offered per missing parameter to a planner that looks at them.
 const OFFERS_PER_PARAM: usize = 3;
+/// What a provider scores per share of the recorded calls that took the parameter from it.
+const LEARNED_PRODUCER: f64 = 2.0;
 
 /// What finding a provider reads: where the search stands, and the APIs being completed now.
 pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
 
 impl Engine {
     /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
-    /// the field, else an API whose documented output has that field; by graph weight, similarity.
+    /// the field, else an API whose documented output has that field; by where recorded runs took
+    /// the parameter from, graph weight, similarity.
     /// APIs excluded, degraded or already being completed are left out.
     pub(crate) fn providers_of(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
         let ((ctx, leads, how), inserting) = st;
@@ -28,7 +31,10 @@ impl Engine {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+            // Where recorded runs took this parameter from (the argument model).
+            let learned = ctx.args.as_ref().and_then(|m| m.producer_share(&api.id, param, &cand.id)).unwrap_or(0.0);
             let score = (if feeds { 1.0 } else { 0.0 })
+                + LEARNED_PRODUCER * learned
                 + w
                 + leads
                     .sims(ctx.focus)

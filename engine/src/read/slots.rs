@@ -121,6 +121,11 @@ pub struct SlotStats {
     /// was first sent a word value, against which a word's pull toward one value is measured.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub words: BTreeMap<String, BTreeMap<String, u32>>,
+    /// The APIs whose output recorded calls took the parameter from (a reference to an earlier
+    /// call of the run), API id → calls: a hotel search's `dest_id` came from the destination
+    /// lookup, not from the nearby-cities call that also outputs one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub producers: BTreeMap<String, u32>,
 }
 
 pub(crate) fn is_unset(v: &[u32; 4]) -> bool {

@@ -8,6 +8,7 @@ use super::trace::TraceEvent;
 use crate::plan::decompose::subtasks_of;
 use crate::plan::Context;
 use crate::plan::Subtask;
+use crate::read::asks::Asked;
 use crate::retrieval::hybrid::Method;
 use crate::retrieval::Filter;
 use crate::Result;
@@ -17,6 +18,37 @@ use toolgraph_schema::Mode;
 
 /// How many of the APIs retrieval finds for a subtask may serve it.
 const SUBTASK_APIS: usize = 5;
+
+/// Whether a part of the request asks for something: it is a question, says a verb that asks
+/// ("find", "book") or a word that asked for one of the request's APIs (`asked`).
+fn asks_something(text: &str, asked: &[Asked]) -> bool {
+    let verbs = &crate::read::lexicon().asking_verbs;
+    if text.contains('?') || crate::read::reading::word_list(text).iter().any(|w| verbs.contains(w)) {
+        return true;
+    }
+    let words = crate::read::asks::ask_words(text);
+    asked.iter().any(|a| a.said_in(&words))
+}
+
+/// The subtasks that ask for something. A part that only states ("We are moving to Lyon in
+/// March.") is context: its values are read with the whole request and serve the asks, and a
+/// search of its own would call whatever its words are near. Where no part asks, all stay.
+fn asking_parts(subtasks: Vec<Subtask>, asked: &[Asked]) -> Vec<Subtask> {
+    if subtasks.len() < 2 {
+        return subtasks;
+    }
+    let asking: Vec<Subtask> = subtasks.iter().filter(|s| asks_something(&s.request, asked)).cloned().collect();
+    if asking.is_empty() {
+        return subtasks;
+    }
+    // The rule's parts are named by their place ("subtask 2"): renumbered; a planner's names stay.
+    let numbered = |s: &Subtask| s.name.strip_prefix("subtask ").is_some_and(|n| n.parse::<usize>().is_ok());
+    asking
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| if numbered(&s) { Subtask { name: format!("subtask {}", i + 1), ..s } } else { s })
+        .collect()
+}
 
 impl Engine {
     /// Decompose the request and retrieve seeds for it and its subtasks (`vector`: the request's
@@ -40,6 +72,7 @@ impl Engine {
             stats.planner_calls += 1;
             how.planner.decompose(ctx).await?
         };
+        let subtasks = asking_parts(subtasks, &ctx.asked_apis);
         ctx.subtasks = subtasks.clone();
         let split = subtasks.len() > 1;
         let per_subtask = self.settings.per_subtask && split && !plan_mode && how.mode != Mode::RetrieveGreedy;
@@ -119,5 +152,47 @@ impl Engine {
             trace.emit(TraceEvent::Retrieve { subtask: text.clone(), seeds }).await;
         }
         Ok((found, per_subtask))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(api: &str, word: &str) -> Asked {
+        Asked { api: api.into(), name: api.into(), word: word.into(), about: vec![api.into()], open: false }
+    }
+
+    fn texts(subtasks: &[Subtask]) -> Vec<(&str, &str)> {
+        subtasks.iter().map(|s| (s.name.as_str(), s.request.as_str())).collect()
+    }
+
+    /// A sentence that only states is context, not an ask of its own: the move's date and city
+    /// serve the quotes the next sentences ask for.
+    #[test]
+    fn a_part_that_only_states_is_context() {
+        let parts = crate::plan::decompose::subtasks_of(
+            "We are moving from Leeds to Lyon on March 3rd. Find two removal firms for the piano. \
+             I also need storage for the sofa.",
+        );
+        assert_eq!(parts.len(), 3);
+        let kept = asking_parts(parts.clone(), &[asked("moving/storage_units", "storage")]);
+        // "Find" asks; "storage" is a word that asked for an API; the first sentence says neither.
+        assert_eq!(
+            texts(&kept),
+            vec![
+                ("subtask 1", "Find two removal firms for the piano."),
+                ("subtask 2", "I also need storage for the sofa.")
+            ]
+        );
+        // Without the ask model's word, the third sentence states too.
+        assert_eq!(
+            texts(&asking_parts(parts.clone(), &[])),
+            vec![("subtask 1", "Find two removal firms for the piano.")]
+        );
+        // A question asks; where no part asks, every part stays.
+        assert!(asks_something("Is the van big enough for a piano?", &[]));
+        let statements = crate::plan::decompose::subtasks_of("We are moving to Lyon. The piano is heavy.");
+        assert_eq!(asking_parts(statements.clone(), &[]), statements);
     }
 }
