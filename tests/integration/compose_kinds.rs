@@ -75,6 +75,11 @@ fn conversation_of(request: &str, dish: &str, then: &[(&str, Value)], id: usize)
 /// Ingested: four "ingredients" conversations, four "nutrition" ones (each for a number of
 /// portions the request says), two plain searches. Never ingredients and nutrition together.
 fn ingest_kitchen(dir: &Path) -> String {
+    ingest_kitchen_with(dir, Vec::new())
+}
+
+/// [`ingest_kitchen`] with more conversations (`extra`).
+fn ingest_kitchen_with(dir: &Path, extra: Vec<String>) -> String {
     let dishes = ["Moussaka", "Goulash", "Ratatouille", "Shakshuka"];
     let mut lines = Vec::new();
     for (i, d) in dishes.iter().enumerate() {
@@ -104,6 +109,7 @@ fn ingest_kitchen(dir: &Path) -> String {
     }
     lines.push(conversation("Find me a recipe for Pierogi.", "Pierogi", None, 20));
     lines.push(conversation("Look up a recipe for Baklava.", "Baklava", None, 21));
+    lines.extend(extra);
     let file = dir.join("kitchen.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let store = format!("embedded:{}", dir.join("g.redb").display());
@@ -222,6 +228,37 @@ fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
         "a reviews-and-ingredients memory is the one replayed: {replayed:#?}"
     );
     assert_eq!(apis, ["food/recipes/search", "food/recipes/reviews"], "{r:#}");
+    assert_eq!(r["status"], "answered", "{r:#}");
+}
+
+/// A remembered request pointed to its last call by a word only the API's documentation ties to
+/// it ("what those who made it think": the reviews are "what cooks who made it say"), too seldom
+/// said for the ask model to have learned it. This request says none of that: the reviews are
+/// left out, and the run answers with the search alone.
+#[test]
+fn a_last_call_only_the_remembered_words_documented_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["Couscous", "Moqueca"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            conversation(
+                &format!("Get the {d} recipe for tonight, and what those who made it think."),
+                d,
+                Some(("recipes__reviews", json!({}))),
+                40 + i,
+            )
+        })
+        .collect();
+    let store = ingest_kitchen_with(dir.path(), extra);
+    let r = ask(dir.path(), &store, "Get the Tiramisu recipe for tonight.");
+    let replayed = recall_event(&r);
+    assert!(
+        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("made it")),
+        "a search-and-reviews memory is the one replayed: {replayed:#?}"
+    );
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    assert_eq!(apis, ["food/recipes/search"], "{r:#}");
     assert_eq!(r["status"], "answered", "{r:#}");
 }
 

@@ -106,6 +106,10 @@ impl Engine {
                 st.how.planner.fill(&st.ctx, api, &offers).await?
             };
             if !filled.missing.is_empty() {
+                // What the user is asked for is this call's own missing input, not that of a
+                // provider tried for it (the policies need the hotel's id; the search that could
+                // have found it needing dates and coordinates is no question for the user).
+                let asked_before = st.ledger.needs_input.is_some();
                 let mut inserted = false;
                 st.ledger.inserting.push(api.id.clone());
                 for param in filled.missing.clone() {
@@ -159,7 +163,7 @@ impl Engine {
                         if filled.missing.len() == 1 { "it" } else { "them" }
                     );
                     st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
-                    if st.ledger.needs_input.is_none() {
+                    if !asked_before {
                         st.ledger.needs_input =
                             Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
                     }

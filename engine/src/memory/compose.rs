@@ -86,6 +86,54 @@ pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) 
 }
 
 impl Engine {
+    /// Which steps of a remembered chain are a last call (no call kept, `dropped` aside, reads its output) that
+    /// only the remembered request's words point to: it said a word the API's documentation uses
+    /// that this request does not say, and every word this request says that the documentation
+    /// uses is documented by an earlier call of the chain too ("car" for a rental search before
+    /// a car's details). The ask model speaks for words it learned; this is the documentation's
+    /// word for the rest (a vehicle's details asked for by "the vehicle").
+    pub(super) fn said_only_there(
+        &self,
+        ctx: &Context,
+        old_request: &str,
+        chain: &[MemoryStep],
+        dropped: &[bool],
+        said_here: &[String],
+    ) -> Vec<bool> {
+        // The outputs the calls kept so far read.
+        let read: std::collections::HashSet<String> = chain
+            .iter()
+            .zip(dropped)
+            .filter(|(_, d)| !**d)
+            .flat_map(|(s, _)| s.arguments.values())
+            .flat_map(crate::exec::refs::labels_in)
+            .collect();
+        let mut last = vec![false; chain.len()];
+        let candidates: Vec<usize> = (0..chain.len())
+            .filter(|&i| {
+                !dropped[i]
+                    && !read.contains(&format!("var{}", i + 1))
+                    && !ctx.asked_apis.iter().any(|a| a.api == chain[i].api)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return last;
+        }
+        let docs: Vec<Vec<String>> = chain
+            .iter()
+            .map(|s| {
+                self.apis.get(&s.api).map(|a| crate::read::asks::doc_words(&a.name, &a.description)).unwrap_or_default()
+            })
+            .collect();
+        let old_words = crate::read::asks::ask_words(old_request);
+        let documents = |d: &[String], w: &str| d.iter().any(|x| crate::read::asks::same_stem(x, w));
+        for i in candidates {
+            last[i] = old_words.iter().any(|w| documents(&docs[i], w) && !documents(said_here, w))
+                && said_here.iter().all(|w| !documents(&docs[i], w) || docs[..i].iter().any(|d| documents(d, w)));
+        }
+        last
+    }
+
     /// Whether a fragment's call of `api` serves this request (composing `wanted`): the API
     /// itself, one the request's words ask for, or a lookup chains always go on from.
     fn wanted_here(&self, ctx: &Context, api: &str, wanted: &str) -> bool {

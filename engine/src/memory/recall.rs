@@ -446,19 +446,24 @@ impl Engine {
             .into_iter()
             .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
             .collect();
-        if asked_there.is_empty() {
-            return all;
-        }
         // Each step weighed once (whether it takes a value said here reads its arguments).
-        let dropped: Vec<bool> = chain
+        let takes_said: Vec<bool> =
+            chain.iter().map(|step| analogy.is_some_and(|an| self.takes_said(ctx, an, step))).collect();
+        let mut dropped: Vec<bool> = chain
             .iter()
-            .map(|step| {
+            .zip(&takes_said)
+            .map(|(step, &said)| {
                 let api = step.api.as_str();
                 asked_there.iter().any(|a| of(a, api))
                     && !ctx.asked_apis.iter().any(|a| of(a, api))
-                    && !(narrower && analogy.is_some_and(|an| self.takes_said(ctx, an, step)))
+                    && !(narrower && said)
             })
             .collect();
+        // Then the last calls of what is left that only the remembered words point to.
+        let last = self.said_only_there(ctx, old_request, chain, &dropped, &said_here);
+        for (i, d) in dropped.iter_mut().enumerate() {
+            *d |= last[i] && !takes_said[i];
+        }
         if !dropped.contains(&true) {
             return all;
         }

@@ -124,6 +124,14 @@ pub(crate) fn ask_word_seq(request: &str) -> Vec<Option<String>> {
         .collect()
 }
 
+/// Whether two words are one word in two forms: equal, or sharing a start of five letters or more
+/// that leaves at most three of the shorter ("describe" and "description", "summary" and
+/// "summarize"; not "price" and "prime").
+pub(crate) fn same_stem(a: &str, b: &str) -> bool {
+    let common = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    a == b || (common >= 5 && common + 3 >= a.len().min(b.len()))
+}
+
 /// Whether `words` (as [`ask_words`] gives them) say `word`: the word itself or its "-ed" /
 /// "-ing" form.
 pub(crate) fn says_word(words: &[String], word: &str) -> bool {
@@ -266,6 +274,19 @@ impl Asks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two forms of one word are one word; two words that only start alike are not.
+    #[test]
+    fn a_word_and_its_other_forms_share_a_stem() {
+        for (a, b) in
+            [("describe", "description"), ("summary", "summarize"), ("detail", "detailed"), ("locate", "location")]
+        {
+            assert!(same_stem(a, b) && same_stem(b, a), "{a} / {b}");
+        }
+        for (a, b) in [("price", "prime"), ("search", "seared"), ("contact", "content")] {
+            assert!(!same_stem(a, b), "{a} / {b}");
+        }
+    }
 
     #[test]
     fn words_are_masked_singular_and_without_function_words() {
