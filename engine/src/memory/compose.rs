@@ -86,12 +86,14 @@ pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) 
 }
 
 impl Engine {
-    /// Which steps of a remembered chain are a last call (no call kept, `dropped` aside, reads its output) that
-    /// only the remembered request's words point to: it said a word the API's documentation uses
-    /// that this request does not say, and every word this request says that the documentation
-    /// uses is documented by an earlier call of the chain too ("car" for a rental search before
-    /// a car's details). The ask model speaks for words it learned; this is the documentation's
-    /// word for the rest (a vehicle's details asked for by "the vehicle").
+    /// Which steps of a remembered chain are a last call (no call kept, those `dropped` aside,
+    /// reads its output), not asked for by this request's words, that only the remembered
+    /// request's words point to: it said a word the API's documentation uses that this request
+    /// does not say, and every word this request says that the documentation uses is documented
+    /// by an earlier call of the chain too ("car" for a rental search before a car's details).
+    /// Words are compared by stem ([`crate::read::asks::same_stem`]). The ask model speaks for
+    /// the words it learned; this is the documentation's word for the rest (a vehicle's details
+    /// asked for by "the vehicle").
     pub(super) fn said_only_there(
         &self,
         ctx: &Context,

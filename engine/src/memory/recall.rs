@@ -424,8 +424,9 @@ impl Engine {
     /// one that asked for more: "which museums are trending" replaying "the trending museums and
     /// their tickets"). Where this request asks for no more than the remembered one, it may only
     /// word an ask otherwise ("an SUV, collected one hour after I land" for "pick up the car one
-    /// hour after arriving"): a call that takes a value this request says stays. A call no word of
-    /// the remembered request asked for stays.
+    /// hour after arriving"): a call that takes a value this request says stays. A last call only
+    /// the remembered request's words point to, by its documentation, is left out too
+    /// ([`Engine::said_only_there`]). Any other call stays.
     fn of_this_kind(
         &self,
         ctx: &Context,
@@ -446,23 +447,22 @@ impl Engine {
             .into_iter()
             .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
             .collect();
-        // Each step weighed once (whether it takes a value said here reads its arguments).
-        let takes_said: Vec<bool> =
-            chain.iter().map(|step| analogy.is_some_and(|an| self.takes_said(ctx, an, step))).collect();
+        // Whether a step takes a value said here reads its arguments: asked at most once a step
+        // (a step the first rule drops is no last call).
+        let takes_said = |step: &MemoryStep| analogy.is_some_and(|an| self.takes_said(ctx, an, step));
         let mut dropped: Vec<bool> = chain
             .iter()
-            .zip(&takes_said)
-            .map(|(step, &said)| {
+            .map(|step| {
                 let api = step.api.as_str();
                 asked_there.iter().any(|a| of(a, api))
                     && !ctx.asked_apis.iter().any(|a| of(a, api))
-                    && !(narrower && said)
+                    && !(narrower && takes_said(step))
             })
             .collect();
         // Then the last calls of what is left that only the remembered words point to.
         let last = self.said_only_there(ctx, old_request, chain, &dropped, &said_here);
         for (i, d) in dropped.iter_mut().enumerate() {
-            *d |= last[i] && !takes_said[i];
+            *d |= last[i] && !takes_said(&chain[i]);
         }
         if !dropped.contains(&true) {
             return all;
