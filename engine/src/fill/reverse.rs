@@ -12,16 +12,13 @@ use std::sync::Arc;
 
 /// Providers offered per missing parameter to a planner that looks at them.
 const OFFERS_PER_PARAM: usize = 3;
-/// What a provider scores per share of the recorded calls that took the parameter from it.
-const LEARNED_PRODUCER: f64 = 2.0;
 
 /// What finding a provider reads: where the search stands, and the APIs being completed now.
 pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
 
 impl Engine {
     /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
-    /// the field, else an API whose documented output has that field; by where recorded runs took
-    /// the parameter from, graph weight, similarity.
+    /// the field, else an API whose documented output has that field; by graph weight, similarity.
     /// APIs excluded, degraded or already being completed are left out.
     pub(crate) fn providers_of(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
         let ((ctx, leads, how), inserting) = st;
@@ -31,10 +28,7 @@ impl Engine {
                 continue;
             }
             let w = self.graph.next.get(&(cand.id.clone(), api.id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
-            // Where recorded runs took this parameter from (the argument model).
-            let learned = ctx.args.as_ref().and_then(|m| m.producer_share(&api.id, param, &cand.id)).unwrap_or(0.0);
             let score = (if feeds { 1.0 } else { 0.0 })
-                + LEARNED_PRODUCER * learned
                 + w
                 + leads
                     .sims(ctx.focus)
@@ -106,10 +100,6 @@ impl Engine {
                 st.how.planner.fill(&st.ctx, api, &offers).await?
             };
             if !filled.missing.is_empty() {
-                // What the user is asked for is this call's own missing input, not that of a
-                // provider tried for it (the policies need the hotel's id; the search that could
-                // have found it needing dates and coordinates is no question for the user).
-                let asked_before = st.ledger.needs_input.is_some();
                 let mut inserted = false;
                 st.ledger.inserting.push(api.id.clone());
                 for param in filled.missing.clone() {
@@ -163,7 +153,7 @@ impl Engine {
                         if filled.missing.len() == 1 { "it" } else { "them" }
                     );
                     st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
-                    if !asked_before {
+                    if st.ledger.needs_input.is_none() {
                         st.ledger.needs_input =
                             Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
                     }
