@@ -94,6 +94,19 @@ fn fraction(w: &str) -> Option<f64> {
     (a >= 1 && a < b && b <= 16).then(|| f64::from(a) / f64::from(b))
 }
 
+/// Whether the word at `i` is a number spelled out and capitalised inside a sentence, before
+/// another capitalised word: a part of a name ("the Four Seasons Grill", "Seven Dials Market"),
+/// not a count. A sentence's first word may be capitalised for the sentence alone.
+fn spelled_in_name(toks: &[Token<'_>], i: usize) -> bool {
+    let spelled = toks[i].text.chars().all(|c| c.is_alphabetic() || c == '-');
+    spelled
+        && is_capitalised(toks[i].text)
+        && i > 0
+        && !toks[i - 1].ends_sentence()
+        && toks[i].punct.is_none()
+        && toks.get(i + 1).is_some_and(|t| is_capitalised(t.text))
+}
+
 /// Counted numbers: "2 adults", "two rooms", "3/4 cup"; not parts of dates or times.
 fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, used } = scan;
@@ -110,6 +123,9 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
                     amount(n).filter(|(_, currency)| currency.is_none()).map(|(x, _)| x).or_else(|| small_number(n))?;
                 Some((n, word.to_lowercase()))
             });
+        if spelled_in_name(toks, i) {
+            continue;
+        }
         let (n, currency) = match amount(toks[i].text).or_else(|| fraction(toks[i].text).map(|f| (f, None))) {
             Some(a) => a,
             None => match small_number(toks[i].text).filter(|_| lower[i] != "a" && lower[i] != "an") {
@@ -367,6 +383,10 @@ mod tests {
             counted("Fly with my 3-year-old and 8-year-old kids."),
             [(3.0, "year".into()), (8.0, "year".into())]
         );
+        // A number spelled out and capitalised inside a sentence, before another capitalised
+        // word, is a part of a name; at a sentence's start it counts.
+        assert_eq!(counted("Book a table at the Four Seasons Grill for 2 people."), [(2.0, "people".into())]);
+        assert_eq!(counted("Two tickets for Seven Dials Market, please."), [(2.0, "tickets".into())]);
         // Tens spelled out, alone or with a unit.
         assert_eq!(
             counted("Hotels within thirty kilometers, forty-five minutes away."),
@@ -433,8 +453,8 @@ mod tests {
         assert!(v.phones.is_empty(), "{:?}", v.phones);
     }
 
-    /// A pronoun's contraction, a bracket that opens, and a sentence's first word that is a verb
-    /// or said in lower case elsewhere do not become (part of) a name.
+    /// A pronoun's contraction, a bracket that opens, a sentence's first word that is a verb or
+    /// said in lower case elsewhere, and a feast do not become (part of) a name.
     #[test]
     fn contractions_brackets_and_sentence_verbs_are_not_names() {
         let d = NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
@@ -452,6 +472,9 @@ mod tests {
         assert_eq!(v.names, ["Seattle Airport", "Tacoma"]);
         let v = RequestValues::extract("Beijing Capital Airport at 9 AM, then Beijing Railway Station.", d);
         assert_eq!(v.names, ["Beijing Capital Airport", "Beijing Railway Station"]);
+        // A feast whose date moves names a time, not a place.
+        let v = RequestValues::extract("With the 2025 Diwali holiday coming up, order lanterns from Ikea.", d);
+        assert_eq!(v.names, ["Ikea"]);
     }
 
     /// A label is not a name, and a house number belongs to its street.
