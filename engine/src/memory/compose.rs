@@ -121,17 +121,13 @@ impl Engine {
         if candidates.is_empty() {
             return last;
         }
-        let docs: Vec<Vec<String>> = chain
-            .iter()
-            .map(|s| {
-                self.apis.get(&s.api).map(|a| crate::read::asks::doc_words(&a.name, &a.description)).unwrap_or_default()
-            })
-            .collect();
+        let docs: Vec<&[String]> =
+            chain.iter().map(|s| self.doc_words.get(&s.api).map(Vec::as_slice).unwrap_or_default()).collect();
         let old_words = crate::read::asks::ask_words(old_request);
         let documents = |d: &[String], w: &str| d.iter().any(|x| crate::read::asks::same_stem(x, w));
         for i in candidates {
-            last[i] = old_words.iter().any(|w| documents(&docs[i], w) && !documents(said_here, w))
-                && said_here.iter().all(|w| !documents(&docs[i], w) || docs[..i].iter().any(|d| documents(d, w)));
+            last[i] = old_words.iter().any(|w| documents(docs[i], w) && !documents(said_here, w))
+                && said_here.iter().all(|w| !documents(docs[i], w) || docs[..i].iter().any(|d| documents(d, w)));
         }
         last
     }

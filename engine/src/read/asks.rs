@@ -50,12 +50,12 @@ pub(crate) struct Asked {
 
 /// Word → the APIs whose name or description uses it ([`doc_words`]), built once per graph.
 pub(crate) fn documented_index<'a>(
-    apis: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    apis: impl IntoIterator<Item = (&'a str, &'a [String])>,
 ) -> HashMap<String, Vec<String>> {
     let mut index: HashMap<String, Vec<String>> = HashMap::new();
-    for (id, name, description) in apis {
-        for w in doc_words(name, description) {
-            index.entry(w).or_default().push(id.to_string());
+    for (id, words) in apis {
+        for w in words {
+            index.entry(w.clone()).or_default().push(id.to_string());
         }
     }
     index.values_mut().for_each(|v| v.sort());
@@ -90,9 +90,10 @@ pub struct Asks {
 
 impl Asked {
     /// Whether `words` (as [`ask_words`] gives them) say what asked for it: its word, or every
-    /// word of its name where it was asked for by name (see the `named` module).
+    /// word of its name where it was asked for by name (see the `named` module), in any of its
+    /// forms ([`says_word`], [`same_stem`]: "available" says "availability").
     pub(crate) fn said_in(&self, words: &[String]) -> bool {
-        self.word.split(' ').all(|w| says_word(words, w))
+        self.word.split(' ').all(|w| says_word(words, w) || words.iter().any(|x| same_stem(x, w)))
     }
 }
 
@@ -286,6 +287,16 @@ mod tests {
         for (a, b) in [("price", "prime"), ("search", "seared"), ("contact", "content")] {
             assert!(!same_stem(a, b), "{a} / {b}");
         }
+        // An ask is said in another form of its word too.
+        let asked = |word: &str| Asked {
+            api: "venues.availability".into(),
+            name: "Venue_Availability".into(),
+            word: word.into(),
+            about: vec!["venues.availability".into()],
+            open: false,
+        };
+        assert!(asked("availability").said_in(&ask_words("Is the concert hall available on Friday?")));
+        assert!(!asked("availability").said_in(&ask_words("Is the concert hall open on Friday?")));
     }
 
     #[test]

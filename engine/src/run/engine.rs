@@ -44,6 +44,9 @@ pub struct Engine {
     /// Word → the active APIs whose name or description uses it (what an asked word may be
     /// served by; see [`crate::read::asks`]).
     pub(crate) documented: HashMap<String, Vec<String>>,
+    /// API id → the words of its name and description (read once a graph, see
+    /// [`crate::read::asks::doc_words`]).
+    pub(crate) doc_words: HashMap<String, Vec<String>>,
     /// The APIs a request may ask for by name ([`crate::read::named`]).
     pub(crate) named: crate::read::named::NameIndex,
     /// Today where a request does not say it (`run.today`, else the system's).
@@ -214,9 +217,12 @@ impl Engine {
             tracing::warn!(error = %e, "the system clock is used");
             crate::clock::Clock::system()
         });
-        let documented = crate::read::asks::documented_index(
-            apis.values().map(|a: &Arc<ApiView>| (a.id.as_str(), a.name.as_str(), a.description.as_str())),
-        );
+        let doc_words: HashMap<String, Vec<String>> = apis
+            .values()
+            .map(|a: &Arc<ApiView>| (a.id.clone(), crate::read::asks::doc_words(&a.name, &a.description)))
+            .collect();
+        let documented =
+            crate::read::asks::documented_index(doc_words.iter().map(|(id, w)| (id.as_str(), w.as_slice())));
         // A lookup is asked for only through the call that reads it, by name too.
         let named = crate::read::named::NameIndex::build(
             apis.values().filter(|a| !a.is_lookup()).map(|a| (a.id.as_str(), a.name.as_str())),
@@ -237,6 +243,7 @@ impl Engine {
             solutions: std::sync::OnceLock::new(),
             args: std::sync::RwLock::new(None),
             documented,
+            doc_words,
             named,
             clock,
             old_readings: std::sync::Mutex::new(HashMap::new()),
