@@ -240,16 +240,13 @@ impl Analogy {
         Some(map.contains(&Some(j)))
     }
 
-    /// This request's dates, times, names and numbers that count or measure a thing ("within 10
-    /// kilometers", "two rooms", "under $400"; not a bare figure) the remembered request had no
-    /// counterpart for.
+    /// This request's dates, times and names the remembered request had no counterpart for.
     pub(crate) fn unserved(&self) -> usize {
-        let counts = |j: usize| self.new.numbers.get(j).is_some_and(|c| c.counts_a_thing());
-        Kind::ALL
+        [Kind::Date, Kind::Time, Kind::Name]
             .iter()
             .map(|k| {
                 let (_, new, map) = &self.kinds[kind_index(*k)];
-                (0..new.len()).filter(|j| !map.contains(&Some(*j)) && (*k != Kind::Number || counts(*j))).count()
+                (0..new.len()).filter(|j| !map.contains(&Some(*j))).count()
             })
             .sum()
     }

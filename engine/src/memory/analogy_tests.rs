@@ -237,25 +237,3 @@ fn a_value_is_said_here_where_its_mention_or_span_has_a_counterpart() {
     assert!(!b.says_any(&json!("$var2.arrival@time+120$"), None), "this request says no span");
     assert!(!b.says_any(&json!("2025-05-04"), Some(&[Kind::Date])), "nor a date");
 }
-
-/// A number this request says that counts or measures a thing (a distance, a budget) and that
-/// the remembered request had no counterpart for is a thing its chain may not serve:
-/// "restaurants within 2 kilometers" is served better by a memory that said a distance too. A
-/// bare figure is not counted.
-#[test]
-fn a_measure_without_a_counterpart_is_unserved() {
-    let text = "Find Italian restaurants within 2 kilometers of Central Station on March 3, 2025.";
-    let said = RequestValues::extract(text, day());
-    let near = Analogy::new(
-        "Find Thai restaurants within 5 kilometers of the Old Harbour on May 2, 2025.",
-        text,
-        &said,
-        day(),
-    );
-    assert_eq!(near.unserved(), 0);
-    let plain = Analogy::new("Find Thai restaurants close to the Old Harbour on May 2, 2025.", text, &said, day());
-    assert_eq!(plain.unserved(), 1);
-    let text = "Convert 250 to binary and 17 to hex.";
-    let said = RequestValues::extract(text, day());
-    assert_eq!(Analogy::new("Convert a number to octal.", text, &said, day()).unserved(), 0);
-}

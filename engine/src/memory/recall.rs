@@ -121,10 +121,9 @@ struct Analogue {
 }
 
 /// How well a remembered request fits this one: whether every value its chain took from the
-/// remembered request has a counterpart here, and how many of this request's dates, times,
-/// names and measures ("within 10 km", "under $400") the remembered one had no counterpart for
-/// (each a thing this request asks that the remembered chain may not serve: a hotel search
-/// within a radius, which a memory that said no distance did not make).
+/// remembered request has a counterpart here, and how many of this request's dates, times and
+/// names the remembered one had no counterpart for (each a thing this request asks that the
+/// remembered chain may not serve).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 struct Fit {
     transferable: bool,

@@ -19,15 +19,6 @@ impl Counted {
     pub fn is_money(&self) -> bool {
         lexicon().currency_words.contains(&self.word)
     }
-
-    /// Whether it counts or measures a thing it names ("10 kilometers", "two rooms", "$400"),
-    /// not a bare figure ("the sum of 3 and 5", "the factorial of 7.").
-    pub fn counts_a_thing(&self) -> bool {
-        self.is_money()
-            || self.word.len() >= 3
-                && self.word.chars().all(|c| c.is_alphabetic())
-                && !lexicon().function_words.contains(&self.word)
-    }
 }
 
 /// A number as written, with its thousands grouped (`1,200.50`) and a currency sign before it
