@@ -157,7 +157,7 @@ fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
     let apis: Vec<&str> = made.iter().map(|(_, a, _)| a.as_str()).collect();
     assert_eq!(apis.iter().filter(|a| **a == "food/recipes/search").count(), 1, "one search: {made:#?}");
     assert_eq!(apis[0], "food/recipes/search", "the search first: {made:#?}");
-    assert!(apis.contains(&"food/recipes/ingredients") && apis.contains(&"food/recipes/nutrition"), "{made:#?}");
+    assert!(apis.contains(&"food/recipes/ingredients") && apis.contains(&"food/recipes/nutrition"), "{r:#}");
     let search = &made[0];
     assert_eq!(search.2["query"], "Paella", "{made:#?}");
     for (_, api, args) in &made[1..] {
@@ -171,6 +171,29 @@ fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
         "{:#}",
         r["trace"]
     );
+}
+
+/// The ingredients are asked for before the nutrition facts, and the memory replayed is a
+/// nutrition one (it serves the "2 portions"): the ingredients, composed from another memory,
+/// come first all the same — the calls follow the order the request says its asks in (the
+/// search once, then the ingredients, then the nutrition), not the replayed chain's.
+#[test]
+fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask(
+        dir.path(),
+        &store,
+        "Which ingredients do I need to buy for Gazpacho, and what are its nutrition facts for 2 portions?",
+    );
+    let replayed = recall_event(&r);
+    assert!(
+        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("nutrition")),
+        "a nutrition memory is the one replayed: {replayed:#?}"
+    );
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    assert_eq!(apis, ["food/recipes/search", "food/recipes/ingredients", "food/recipes/nutrition"], "{r:#}");
+    assert_eq!(r["status"], "answered", "{r:#}");
 }
 
 /// The nearest memory asked for the reviews and the ingredients; this request asks for the

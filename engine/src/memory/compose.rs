@@ -9,6 +9,7 @@
 use super::store::MemoryStep;
 use crate::exec::refs::Reference;
 use crate::plan::{ApiView, Context};
+use crate::read::asks::Asked;
 use crate::run::engine::{Engine, RunState};
 use crate::run::trace::TraceEvent;
 use std::collections::{BTreeSet, HashMap};
@@ -83,6 +84,23 @@ pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) 
         }
     }
     need.into_iter().collect()
+}
+
+/// Where in the request (a position of [`crate::read::asks::ask_word_seq`]) `asked`'s word is
+/// first said (the first word of a name said in several).
+pub(crate) fn position(seq: &[Option<String>], asked: &Asked) -> Option<usize> {
+    let first = asked.word.split(' ').next().unwrap_or(&asked.word);
+    seq.iter().position(|w| w.as_deref() == Some(first))
+}
+
+/// The position of the first ask of this request that a call of `chain` serves.
+pub(crate) fn first_served(ctx: &Context, chain: &[MemoryStep]) -> Option<usize> {
+    let seq = crate::read::asks::ask_word_seq(&ctx.request);
+    ctx.asked_apis
+        .iter()
+        .filter(|a| chain.iter().any(|s| a.api == s.api || a.about.binary_search(&s.api).is_ok()))
+        .filter_map(|a| position(&seq, a))
+        .min()
 }
 
 impl Engine {
@@ -177,16 +195,23 @@ impl Engine {
         }
     }
 
-    /// Serve each API this request's words ask for that the path has not called and the
-    /// remembered request (its words `old_words`) did not ask for, by a fragment of another
-    /// memory. Best effort: what stays unserved is named by the judge.
-    pub(crate) async fn compose_missing(&self, st: &mut RunState<'_>, old_words: &[String], meaning: &[f32]) {
-        let asks: Vec<crate::read::asks::Asked> = st
+    /// Serve each API this request's words ask for (of those `only` lets through) that the path
+    /// has not called and the remembered request (its words `old_words`) did not ask for, by a
+    /// fragment of another memory. Best effort: what stays unserved is named by the judge.
+    pub(crate) async fn compose_missing(
+        &self,
+        st: &mut RunState<'_>,
+        old_words: &[String],
+        meaning: &[f32],
+        only: &(dyn Fn(&Asked) -> bool + Sync),
+    ) {
+        let asks: Vec<Asked> = st
             .ctx
             .asked_apis
             .iter()
             .filter(|a| {
-                !a.said_in(old_words)
+                only(a)
+                    && !a.said_in(old_words)
                     && !st.ctx.path.iter().any(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
             })
             .cloned()

@@ -395,15 +395,27 @@ impl Engine {
             // The model could not be asked: the rules' alignment stands.
             tracing::debug!(target: "run.recall", error = %e, "could not ask the planner about unsure mentions");
         }
+        let old_words = crate::read::asks::ask_words(old_request);
+        // The asks this request says before the first one the remembered chain serves are
+        // composed first: the calls follow the order the request says its asks in.
+        let replayed: Vec<MemoryStep> = kept.iter().map(|i| chain[*i].clone()).collect();
+        let before = st.ctx.path.len();
+        if let Some(first) = super::compose::first_served(&st.ctx, &replayed) {
+            let seq = crate::read::asks::ask_word_seq(&st.ctx.request);
+            let before = |a: &crate::read::asks::Asked| super::compose::position(&seq, a).is_some_and(|p| p < first);
+            self.compose_missing(st, &old_words, meaning, &before).await;
+        }
         let mut labels = std::collections::HashMap::new();
+        // A call those composed calls made with the same arguments (the same search) is not
+        // sent again.
+        let composed_first = st.ctx.path.len() > before;
         for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
-            let label = self.replay_step(st, &analogy, step, &labels, false).await?;
+            let label = self.replay_step(st, &analogy, step, &labels, composed_first).await?;
             labels.insert(format!("var{}", i + 1), label);
         }
         // What this request's words ask for beyond the remembered request's: composed from the
         // fragments of other memories that served it.
-        let old_words = crate::read::asks::ask_words(old_request);
-        self.compose_missing(st, &old_words, meaning).await;
+        self.compose_missing(st, &old_words, meaning, &|_| true).await;
         let j = judged_by_analogy(judge_path(&st.ctx), &analogy, &st.ctx.asked_apis, &old_words);
         // Every call went through and all the request asks is served but an API its words ask
         // for that no memory served: the replay stands and the run ends partial, naming it (a
