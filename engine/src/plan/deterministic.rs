@@ -2,8 +2,10 @@
 //!
 //! - choose: score = (graph weight + w₀) × (similarity + s₀) × (0.5 + 0.5·availability), halved per
 //!   earlier call of the same API for retriever candidates; `END` scores its weight × (s₀ + 0.5).
-//!   A step that recalled memories made scores × (1 + 2·recall score). The best wins; below
-//!   `min_score` the run finishes (or gives up at the root).
+//!   A step that recalled memories made scores × (1 + 2·recall score). `END` scores × 0.1 while
+//!   a requirement is open; once none is (and the request's words asked for an API), so does an
+//!   API no word asks for. The best wins; below `min_score` the run finishes (or gives up at the
+//!   root).
 //! - decompose, fill, judge and answer: the rules every planner shares
 //!   ([`super::decompose`], [`crate::fill::filler`], [`super::judge`], [`super::answer`]).
 
@@ -27,7 +29,8 @@ const HINT_WEIGHT: f64 = 2.0;
 /// γ of the seed score (similarity + s₀)^γ · (1 + START weight).
 const SEED_SHARPNESS: f64 = 4.0;
 /// `END`'s score is multiplied by this while the request has an open requirement (a date, time,
-/// count, compared option, asked-for quantity or completion no call covers yet).
+/// count, compared option, asked-for quantity or completion no call covers yet); so is an API no
+/// word of the request asks for once nothing is open.
 const OPEN_END_FACTOR: f64 = 0.1;
 /// A first call the shared filler cannot fill from the request (a required argument open: it can
 /// only start after Reverse Chain's providers) is multiplied by this.
@@ -135,12 +138,17 @@ impl Planner for DeterministicPlanner {
                 reason: "every requirement is covered and no observed chain goes on".into(),
             });
         }
+        // Symmetrically, once every ask the request's words make (one at least) has its call and
+        // nothing else is open, going on to an API no word asks for is worth little: finishing is.
+        let done = !at_root && open == 0 && !ctx.asked_apis.is_empty() && candidates.iter().any(Candidate::is_end);
+        let asked = |c: &Candidate| c.api.as_ref().is_none_or(|a| ctx.asked_apis.iter().any(|k| k.api == a.id));
         let best = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| {
-                (i, if c.is_end() && open > 0 { self.score(ctx, c) * OPEN_END_FACTOR } else { self.score(ctx, c) })
+                let factor = if c.is_end() && open > 0 || done && !asked(c) { OPEN_END_FACTOR } else { 1.0 };
+                (i, self.score(ctx, c) * factor)
             })
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         Ok(match best {
@@ -248,6 +256,49 @@ mod tests {
         );
         assert!(matches!(planner.choose(&c, &[]).await.unwrap(), Decision::Finish { .. }));
         assert!(matches!(planner.choose(&ctx("x"), &[]).await.unwrap(), Decision::GiveUp { .. }));
+    }
+
+    /// A music service: the request's words ask for the lyrics, and the lyrics call is made.
+    /// Nothing is open, so the chords — a likely next step in recorded chains, but no word asks
+    /// for them — lose to finishing; asked for too, they are called.
+    #[tokio::test]
+    async fn once_every_ask_is_served_an_unasked_api_loses_to_finishing() {
+        use crate::read::asks::Asked;
+        let planner = DeterministicPlanner::default();
+        let lyrics = api("songs.lyrics", vec![]);
+        let chords = api("songs.chords", vec![]);
+        let ask = |a: &str, w: &str| Asked {
+            api: a.into(),
+            name: a.into(),
+            word: w.into(),
+            about: vec![a.into()],
+            open: false,
+        };
+        let mut c = ctx("Show me the lyrics of Yesterday.");
+        c.asked_apis = vec![ask("songs.lyrics", "lyric")];
+        c.path.push(Step {
+            api: lyrics,
+            label: "var1".into(),
+            arguments: Map::new(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: json!({"lyrics": "Yesterday, all my troubles seemed so far away"}).into(),
+            repeat: 0,
+        });
+        let cands = vec![
+            Candidate {
+                id: "songs.chords".into(),
+                source: Source::Graph,
+                weight: 0.6,
+                similarity: 0.5,
+                hint: 0.0,
+                api: Some(chords),
+            },
+            Candidate { id: "END".into(), source: Source::Graph, weight: 0.4, similarity: 0.0, hint: 0.0, api: None },
+        ];
+        assert!(matches!(planner.choose(&c, &cands).await.unwrap(), Decision::Finish { .. }));
+        c.asked_apis.push(ask("songs.chords", "chord"));
+        assert!(matches!(planner.choose(&c, &cands).await.unwrap(), Decision::Call { index: 0, .. }));
     }
 
     /// Of two equally similar first calls, the one the request can fill goes first: the rental
