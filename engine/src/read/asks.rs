@@ -5,7 +5,8 @@
 //! prior: what the API says it is about) and more than [`MIN_SHARE`] of the at least
 //! [`MIN_SUPPORT`] learned requests that said it had chains that called the API ("taxi" → the
 //! taxi search, "lyrics" → the lyrics lookup): a request saying it is not served until a call of
-//! that API is made. Words that merely co-occur with an API in a few runs ("whether", "back")
+//! that API is made. A word asks for one API, the one most called after it (an API called
+//! after it too is mostly called with that one, and needs a word of its own). Words that merely co-occur with an API in a few runs ("whether", "back")
 //! ask for nothing: the documentation gate keeps the model to what an API is for, which holds
 //! in wordings it never saw. A word several APIs are about, none of them called after it most of
 //! the time but one of them together ("detailed": a hotel's, a car's, a flight's details; their
@@ -213,6 +214,11 @@ impl Asks {
                 index.get(w).into_iter().flatten().filter(|(api, _)| documented(api, w)).collect();
             let mut asks: Vec<(&String, f64, bool)> =
                 about.iter().filter(|(_, share)| *share > MIN_SHARE).map(|(api, share)| (api, *share, false)).collect();
+            // A word asks for one API: the one most called after it. Another one also called
+            // after it most of the time is mostly called with that one (an attraction's details
+            // after the attraction search), and needs a word of its own ("details").
+            asks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            asks.truncate(1);
             // No one API the word is about was called after it most of the time, but one of
             // them was ("detailed": the details of a hotel, of a car, of a flight): the word
             // asks for one of them, the most called standing for all.
@@ -317,6 +323,27 @@ mod tests {
             _ => return false,
         };
         doc_words(name, description).iter().any(|w| w == word)
+    }
+
+    /// "song" was said in every request, and the lyrics were fetched in 6 of 10: both the search
+    /// and the lyrics were called after it most of the time, but the lyrics always with the
+    /// search. The word asks for the search only; the lyrics need their own word.
+    #[test]
+    fn a_word_asks_for_the_one_api_most_called_after_it() {
+        let mut a = Asks::default();
+        for i in 0..6 {
+            a.learn(&format!("Show the lyrics of song number {i}"), ["music.search", "music.lyrics"]);
+        }
+        for i in 0..4 {
+            a.learn(&format!("Play song number {i}"), ["music.search"]);
+        }
+        let apis = |text: &str| -> Vec<(String, String)> {
+            a.cues(&ask_words(text), music_docs).into_iter().map(|c| (c.api, c.word)).collect()
+        };
+        assert_eq!(apis("Play that song"), [("music.search".to_string(), "song".to_string())]);
+        let both = apis("Show the lyrics of that song");
+        assert!(both.contains(&("music.lyrics".to_string(), "lyric".to_string())), "{both:?}");
+        assert!(both.contains(&("music.search".to_string(), "song".to_string())), "{both:?}");
     }
 
     /// Music requests: "lyrics" was said only where the chain fetched lyrics, "song" everywhere

@@ -410,13 +410,13 @@ impl Engine {
         let mut asked: Vec<Asked> = m
             .asks
             .cues(&crate::read::asks::ask_words(request), |api, word| {
+                // A lookup observed chains always go on from (a location search) is asked for
+                // only through the call that reads it: no word asks for it.
                 about(word).binary_search_by(|a| a.as_str().cmp(api)).is_ok()
+                    && !self.apis.get(api).is_some_and(|a| a.is_lookup())
             })
             .into_iter()
             .filter_map(|c| self.apis.get(&c.api).map(|a| (c, a)))
-            // A lookup observed chains always go on from (a location search) is asked for
-            // only through the call that reads it.
-            .filter(|(_, a)| !a.is_lookup())
             // A word that asks for one of several APIs is not yet a requirement: with few runs
             // learned a common word ("price") stands for APIs of other kinds, and a request
             // served without them ended `partial` (see docs/evaluation.md).
