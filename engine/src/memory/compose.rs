@@ -93,13 +93,13 @@ pub(crate) fn position(seq: &[Option<String>], asked: &Asked) -> Option<usize> {
     seq.iter().position(|w| w.as_deref() == Some(first))
 }
 
-/// The position of the first ask of this request that a call of `chain` serves.
-pub(crate) fn first_served(ctx: &Context, chain: &[MemoryStep]) -> Option<usize> {
-    let seq = crate::read::asks::ask_word_seq(&ctx.request);
+/// The position in the request (its words `seq`, see [`position`]) of the first ask that a call
+/// of `chain` serves.
+pub(crate) fn first_served(ctx: &Context, seq: &[Option<String>], chain: &[MemoryStep]) -> Option<usize> {
     ctx.asked_apis
         .iter()
         .filter(|a| chain.iter().any(|s| a.api == s.api || a.about.binary_search(&s.api).is_ok()))
-        .filter_map(|a| position(&seq, a))
+        .filter_map(|a| position(seq, a))
         .min()
 }
 

@@ -399,16 +399,17 @@ impl Engine {
         // The asks this request says before the first one the remembered chain serves are
         // composed first: the calls follow the order the request says its asks in.
         let replayed: Vec<MemoryStep> = kept.iter().map(|i| chain[*i].clone()).collect();
-        let before = st.ctx.path.len();
-        if let Some(first) = super::compose::first_served(&st.ctx, &replayed) {
-            let seq = crate::read::asks::ask_word_seq(&st.ctx.request);
-            let before = |a: &crate::read::asks::Asked| super::compose::position(&seq, a).is_some_and(|p| p < first);
-            self.compose_missing(st, &old_words, meaning, &before).await;
+        let made = st.ctx.path.len();
+        let seq = crate::read::asks::ask_word_seq(&st.ctx.request);
+        if let Some(first) = super::compose::first_served(&st.ctx, &seq, &replayed) {
+            let said_before =
+                |a: &crate::read::asks::Asked| super::compose::position(&seq, a).is_some_and(|p| p < first);
+            self.compose_missing(st, &old_words, meaning, &said_before).await;
         }
         let mut labels = std::collections::HashMap::new();
         // A call those composed calls made with the same arguments (the same search) is not
         // sent again.
-        let composed_first = st.ctx.path.len() > before;
+        let composed_first = st.ctx.path.len() > made;
         for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
             let label = self.replay_step(st, &analogy, step, &labels, composed_first).await?;
             labels.insert(format!("var{}", i + 1), label);

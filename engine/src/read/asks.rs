@@ -6,9 +6,9 @@
 //! [`MIN_SUPPORT`] learned requests that said it had chains that called the API ("taxi" → the
 //! taxi search, "lyrics" → the lyrics lookup): a request saying it is not served until a call of
 //! that API is made. A word asks for one API, the one most called after it (an API called
-//! after it too is mostly called with that one, and needs a word of its own). Words that merely co-occur with an API in a few runs ("whether", "back")
-//! ask for nothing: the documentation gate keeps the model to what an API is for, which holds
-//! in wordings it never saw. A word several APIs are about, none of them called after it most of
+//! after it too is mostly called with that one, and needs a word of its own). Words that merely
+//! co-occur with an API in a few runs ("whether", "back") ask for nothing: the documentation
+//! gate keeps the model to what an API is for, which holds in wordings it never saw. A word several APIs are about, none of them called after it most of
 //! the time but one of them together ("detailed": a hotel's, a car's, a flight's details; their
 //! shares summed), asks for one of them: any call of them serves it, and composition takes the
 //! one the calls made lead to.
