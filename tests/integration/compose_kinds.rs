@@ -135,6 +135,11 @@ fn recall_event(r: &Value) -> Option<Value> {
     r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()
 }
 
+/// Whether the memory a run replayed (its recall event) was a request saying `words`.
+fn replayed_one_saying(recall: Option<&Value>, words: &str) -> bool {
+    recall.is_some_and(|t| t["request"].as_str().unwrap_or_default().contains(words))
+}
+
 /// The calls of a run: (label, API id, arguments).
 fn calls(r: &Value) -> Vec<(String, String, Value)> {
     r["trace"]
@@ -188,7 +193,7 @@ fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
     );
     let replayed = recall_event(&r);
     assert!(
-        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("nutrition")),
+        replayed_one_saying(replayed.as_ref(), "nutrition"),
         "a nutrition memory is the one replayed: {replayed:#?}"
     );
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
@@ -212,7 +217,7 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     let replayed = recall_event(&r);
     assert!(
-        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("reviews")),
+        replayed_one_saying(replayed.as_ref(), "reviews"),
         "the combined memory is the one replayed: {replayed:#?}"
     );
     assert!(apis.contains(&"food/recipes/reviews".to_string()), "{apis:?}");
@@ -247,7 +252,7 @@ fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     let replayed = recall_event(&r);
     assert!(
-        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("ingredients")),
+        replayed_one_saying(replayed.as_ref(), "ingredients"),
         "a reviews-and-ingredients memory is the one replayed: {replayed:#?}"
     );
     assert_eq!(apis, ["food/recipes/search", "food/recipes/reviews"], "{r:#}");
@@ -277,7 +282,7 @@ fn a_last_call_only_the_remembered_words_documented_is_left_out() {
     let r = ask(dir.path(), &store, "Get the Tiramisu recipe for tonight.");
     let replayed = recall_event(&r);
     assert!(
-        replayed.as_ref().is_some_and(|t| t["request"].as_str().unwrap_or_default().contains("made it")),
+        replayed_one_saying(replayed.as_ref(), "made it"),
         "a search-and-reviews memory is the one replayed: {replayed:#?}"
     );
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();

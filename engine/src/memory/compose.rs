@@ -94,13 +94,13 @@ pub(crate) fn position(seq: &[Option<String>], asked: &Asked) -> Option<usize> {
 }
 
 /// The position in the request (its words `seq`, see [`position`]) of the first ask that a call
-/// of `chain` serves.
-pub(crate) fn first_served(ctx: &Context, seq: &[Option<String>], chain: &[MemoryStep]) -> Option<usize> {
-    ctx.asked_apis
-        .iter()
-        .filter(|a| chain.iter().any(|s| a.api == s.api || a.about.binary_search(&s.api).is_ok()))
-        .filter_map(|a| position(seq, a))
-        .min()
+/// of one of `apis` serves.
+pub(crate) fn first_served<'a>(
+    ctx: &Context,
+    seq: &[Option<String>],
+    apis: impl Iterator<Item = &'a str> + Clone,
+) -> Option<usize> {
+    ctx.asked_apis.iter().filter(|a| apis.clone().any(|api| a.served_by(api))).filter_map(|a| position(seq, a)).min()
 }
 
 impl Engine {
@@ -209,11 +209,7 @@ impl Engine {
             .ctx
             .asked_apis
             .iter()
-            .filter(|a| {
-                only(a)
-                    && !a.said_in(old_words)
-                    && !st.ctx.path.iter().any(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
-            })
+            .filter(|a| only(a) && !a.said_in(old_words) && !st.ctx.path.iter().any(|s| a.served_by(&s.api.id)))
             .cloned()
             .collect();
         let mut wanted = Vec::new();

@@ -398,10 +398,10 @@ impl Engine {
         let old_words = crate::read::asks::ask_words(old_request);
         // The asks this request says before the first one the remembered chain serves are
         // composed first: the calls follow the order the request says its asks in.
-        let replayed: Vec<MemoryStep> = kept.iter().map(|i| chain[*i].clone()).collect();
         let made = st.ctx.path.len();
         let seq = crate::read::asks::ask_word_seq(&st.ctx.request);
-        if let Some(first) = super::compose::first_served(&st.ctx, &seq, &replayed) {
+        let replayed = kept.iter().map(|i| chain[*i].api.as_str());
+        if let Some(first) = super::compose::first_served(&st.ctx, &seq, replayed) {
             let said_before =
                 |a: &crate::read::asks::Asked| super::compose::position(&seq, a).is_some_and(|p| p < first);
             self.compose_missing(st, &old_words, meaning, &said_before).await;
@@ -448,12 +448,9 @@ impl Engine {
         analogy: Option<&Analogy>,
     ) -> Vec<usize> {
         let all: Vec<usize> = (0..chain.len()).collect();
-        let of = |a: &crate::read::asks::Asked, api: &str| {
-            a.api == api || a.about.binary_search_by(|m| m.as_str().cmp(api)).is_ok()
-        };
         // Every ask of this request has its call in the chain: the memory is of this kind or
         // asked for more.
-        let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| of(a, &s.api)));
+        let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| a.served_by(&s.api)));
         let said_here = crate::read::asks::ask_words(&ctx.request);
         let asked_there: Vec<crate::read::asks::Asked> = self
             .asked_in(ctx.args.as_deref(), old_request)
@@ -467,8 +464,8 @@ impl Engine {
             .iter()
             .map(|step| {
                 let api = step.api.as_str();
-                asked_there.iter().any(|a| of(a, api))
-                    && !ctx.asked_apis.iter().any(|a| of(a, api))
+                asked_there.iter().any(|a| a.served_by(api))
+                    && !ctx.asked_apis.iter().any(|a| a.served_by(api))
                     && !(narrower && takes_said(step))
             })
             .collect();

@@ -96,6 +96,11 @@ impl Asked {
     pub(crate) fn said_in(&self, words: &[String]) -> bool {
         self.word.split(' ').all(|w| says_word(words, w) || words.iter().any(|x| same_stem(x, w)))
     }
+
+    /// Whether a call of `api` serves it: its API or one its word is about.
+    pub(crate) fn served_by(&self, api: &str) -> bool {
+        self.api == api || self.about.binary_search_by(|m| m.as_str().cmp(api)).is_ok()
+    }
 }
 
 impl PartialEq for Asks {

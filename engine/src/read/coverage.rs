@@ -281,11 +281,7 @@ pub(crate) fn assess(ctx: &Context) -> Vec<Requirement> {
     // An API the request's words ask for is served by a call of it, or of another API about
     // the same word (its name or description uses it: one hotel search for another).
     for a in &ctx.asked_apis {
-        let by = ctx
-            .path
-            .iter()
-            .find(|s| s.api.id == a.api || a.about.binary_search(&s.api.id).is_ok())
-            .map(|s| s.label.clone());
+        let by = ctx.path.iter().find(|s| a.served_by(&s.api.id)).map(|s| s.label.clone());
         push(&mut out, Kind::Api, asked_value(&a.name, &a.word), by);
     }
     // A step whose output feeds nothing later must be one observed chains stop after (a location
