@@ -33,6 +33,7 @@ mod llm_planner;
 mod malformed_inputs;
 mod mcp_import;
 mod mcp_serve;
+mod replay_kinds;
 mod reverse_chain_and_plans;
 mod scale_out;
 mod search_and_index;

@@ -230,8 +230,33 @@ fn repeated_source(ctx: &Context, api: &ApiView, param: &str, options: Option<us
     }
 }
 
-/// Fill `api`'s parameters in `ctx` the deterministic way (also used to re-fill replayed memories).
+/// Fill `api`'s parameters in `ctx` the deterministic way.
 pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
+    fill_with(ctx, api, true)
+}
+
+/// [`fill_arguments`] for a replayed call of a remembered chain, which made each of its calls
+/// for something: a call again of an API this run made, where reading every parameter from
+/// where the earlier call read it would send the same arguments (the same lookup twice), fills
+/// as a first call would — the request's values no call took yet come first.
+pub(crate) fn fill_distinct(ctx: &Context, api: &ApiView) -> Filled {
+    let first = fill_with(ctx, api, true);
+    let same = |f: &Filled| {
+        let mine = canonical(&f.arguments);
+        ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == mine)
+    };
+    if ctx.calls_of(&api.id) == 0 || !same(&first) {
+        return first;
+    }
+    let fresh = fill_with(ctx, api, false);
+    if same(&fresh) || !fresh.missing.is_empty() {
+        return first;
+    }
+    fresh
+}
+
+/// [`fill_arguments`]; `repeats`: a repeated call reads where the earlier one read.
+fn fill_with(ctx: &Context, api: &ApiView, repeats: bool) -> Filled {
     let mut out = Filled::default();
     let repeat = ctx.calls_of(&api.id);
     let used = used_strings(ctx);
@@ -244,7 +269,7 @@ pub(crate) fn fill_arguments(ctx: &Context, api: &ApiView) -> Filled {
             out.sources.insert(p.name.clone(), ArgSource::Given);
             continue;
         }
-        let earlier = repeated_source(ctx, api, &p.name, options);
+        let earlier = repeated_source(ctx, api, &p.name, options).filter(|_| repeats);
         if let Some((label, path)) = earlier {
             out.arguments.insert(p.name.clone(), Reference::new(&label, &path).into());
             out.sources.insert(p.name.clone(), ArgSource::Output { label, path });
@@ -379,307 +404,5 @@ pub(crate) fn canonical(m: &Map<String, Value>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_canonical_form_at_every_depth() {
-        let a = json!({"ingredients": {"flour": 2, "eggs": 3}, "servings": 4});
-        let b = json!({"servings": 4, "ingredients": {"eggs": 3, "flour": 2}});
-        let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
-        assert_eq!(canonical(a), canonical(b));
-        assert_eq!(canonical(a), r#"{"ingredients":{"eggs":3,"flour":2,},"servings":4,}"#);
-        assert_ne!(canonical(a), canonical(json!({"servings": 5}).as_object().unwrap()));
-    }
-    use crate::plan::test_support::{api, ctx, p};
-    use crate::plan::Step;
-    use serde_json::json;
-    use std::sync::Arc;
-
-    #[test]
-    fn a_later_turn_takes_what_the_request_lacks_from_earlier_turns() {
-        let mut c = ctx("Book the first one for me");
-        let book = api("book", vec![p("hotel_id", "number", true), p("currency", "string", false)]);
-        assert_eq!(fill_arguments(&c, &book).missing, vec!["hotel_id".to_string()]);
-        let older = Arc::new(json!({"data": [{"hotel_id": 7}]}));
-        let newer = Arc::new(json!({"data": {"hotels": [{"hotel_id": 42, "name": "Ritz"}]}}));
-        c.earlier = vec![
-            crate::plan::Earlier::new(1, "hotels in Rome", "search", older),
-            crate::plan::Earlier::new(2, "hotels in Paris", "search", newer),
-        ];
-        let f = fill_arguments(&c, &book);
-        assert_eq!(f.arguments["hotel_id"], json!(42), "the most recent turn wins");
-        assert!(matches!(&f.sources["hotel_id"], ArgSource::Earlier { turn: 2, .. }));
-        assert!(!f.arguments.contains_key("currency"), "optional parameters are not filled from earlier turns");
-    }
-
-    /// The learned filler in the fill: without it both times take the first mention (the
-    /// issue's rental: drop-off at the pick-up time); learned from three recorded rentals, the
-    /// drop-off takes the time said with "return", and a required parameter nothing fills takes
-    /// the constant those runs always sent.
-    #[test]
-    fn learned_cues_choose_the_mention_and_constants_fill_what_nothing_else_does() {
-        let rent = api(
-            "car/rent",
-            vec![
-                p("pick_up_time", "string", true),
-                p("drop_off_time", "string", true),
-                p("currency_code", "string", true),
-            ],
-        );
-        let request = "Rent a car at Seattle-Tacoma International Airport at 11 AM on December 25th, 2024, and return it at the same place at 5 PM seven days later.";
-        let mut c = ctx(request);
-        let f = fill_arguments(&c, &rent);
-        assert_eq!(
-            (f.arguments["pick_up_time"].as_str(), f.arguments["drop_off_time"].as_str()),
-            (Some("11:00"), Some("11:00")),
-            "the rules alone"
-        );
-        assert_eq!(f.missing, vec!["currency_code".to_string()]);
-        let mut model = crate::fill::learned::ArgModel::default();
-        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        for (req, pick, drop) in [
-            (
-                "Rent a car at Miami airport at 9 AM on July 3rd, 2024 and return it there at 6 PM on July 5th.",
-                "09:00",
-                "18:00",
-            ),
-            (
-                "I want to return the car at 8 PM on August 9th, 2024; pick it up at LAX at 10 AM on August 2nd.",
-                "10:00",
-                "20:00",
-            ),
-            ("Pick up a car in Denver at 7 AM on May 1st, 2024, return it at 11 PM two days later.", "07:00", "23:00"),
-        ] {
-            let args = json!({"pick_up_time": pick, "drop_off_time": drop, "currency_code": "USD"});
-            model.learn(req, [("car/rent", args.as_object().unwrap())], day);
-        }
-        c.args = Some(Arc::new(model));
-        let f = fill_arguments(&c, &rent);
-        assert_eq!(f.arguments["pick_up_time"], json!("11:00"));
-        assert_eq!(f.arguments["drop_off_time"], json!("17:00"));
-        assert_eq!(f.arguments["currency_code"], json!("USD"));
-        assert!(f.missing.is_empty());
-    }
-
-    /// A booking's end said as a length after its start: the end date and time are the start
-    /// plus the span (here past midnight); a request that says its end leaves them to the rules.
-    #[test]
-    fn an_end_said_as_a_span_after_the_start_is_the_start_plus_the_span() {
-        let book = api(
-            "studio/book",
-            vec![
-                p("start_date", "string", true),
-                p("start_time", "string", true),
-                p("end_date", "string", true),
-                p("end_time", "string", true),
-            ],
-        );
-        let c = ctx("Book the recording studio on March 3rd, 2025 at 10 PM and keep it until 5 hours later.");
-        let f = fill_arguments(&c, &book);
-        let got: Vec<&str> = ["start_date", "start_time", "end_date", "end_time"]
-            .iter()
-            .map(|k| f.arguments[*k].as_str().unwrap())
-            .collect();
-        assert_eq!(got, ["2025-03-03", "22:00", "2025-03-04", "03:00"]);
-        let c = ctx("Book the recording studio on March 3rd, 2025 from 10 PM to 11 PM.");
-        let f = fill_arguments(&c, &book);
-        assert!(
-            !matches!(&f.sources["end_time"], ArgSource::Request { kind } if kind == "span"),
-            "an end said is not a span: {:?}",
-            f.sources["end_time"]
-        );
-    }
-
-    /// A number no word ties to the parameter ("2 adults" would): recorded runs point at the
-    /// mention (the rules alone leave it out).
-    #[test]
-    fn learned_numbers_follow_the_recorded_runs_where_no_word_ties_them() {
-        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = crate::fill::learned::ArgModel::default();
-        for (req, rooms, city) in [
-            ("Book 3 nights in Rome for 2 of us in Milan style, we need 1 please", 1, "Rome"),
-            ("In Paris, for 4 days, 2 guests, need 1 in the Paris Hilton area please", 1, "Paris"),
-            ("Five nights, 2 people, need 3 please, near Berlin or Hamburg", 3, "Berlin"),
-        ] {
-            let args = json!({"room_qty": rooms, "city": city});
-            model.learn(req, [("h/book", args.as_object().unwrap())], day);
-        }
-        let book = api("h/book", vec![p("room_qty", "integer", true), p("city", "string", true)]);
-        let mut c = ctx("Stay 6 nights, 3 travellers, we need 2 please, in Lisbon or Porto");
-        assert_eq!(fill_arguments(&c, &book).arguments.get("room_qty"), None, "no word ties a number to room_qty");
-        c.args = Some(Arc::new(model));
-        let f = fill_arguments(&c, &book);
-        assert_eq!(f.arguments["room_qty"], json!(2.0), "the number said before `please`");
-    }
-
-    #[test]
-    fn fills_from_outputs_then_request_then_defaults() {
-        let mut c = ctx("Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow.");
-        let loc = api("loc", vec![p("query", "string", true)]);
-        let f = fill_arguments(&c, &loc);
-        assert_eq!(f.arguments["query"], json!("San Diego Marriott La Jolla"));
-        assert!(f.missing.is_empty());
-        c.path.push(Step {
-            api: loc,
-            label: "var1".into(),
-            arguments: f.arguments,
-            sources: f.sources,
-            observation: String::new(),
-            response: json!([{"city": "San Diego", "coordinates": {"latitude": 32.87, "longitude": -117.2}}]).into(),
-            repeat: 0,
-        });
-        let mut with_default = p("currency", "string", true);
-        with_default.default = Some(json!("USD"));
-        let rent = api(
-            "rent",
-            vec![
-                p("pick_up_latitude", "number", true),
-                p("pick_up_date", "string", true),
-                p("drop_off_date", "string", true),
-                p("pick_up_time", "string", true),
-                with_default,
-                p("driver_id", "string", true),
-                p("adults", "number", false),
-            ],
-        );
-        let f = fill_arguments(&c, &rent);
-        assert_eq!(f.arguments["pick_up_latitude"], json!("$var1.coordinates.latitude$"));
-        assert_eq!(f.arguments["pick_up_date"], json!("2024-10-14"));
-        assert_eq!(f.arguments["drop_off_date"], json!("2024-10-15"));
-        assert_eq!(f.arguments["pick_up_time"], json!("08:00"));
-        assert_eq!(f.arguments["currency"], json!("USD"));
-        assert_eq!(f.missing, vec!["driver_id"]);
-        assert!(!f.arguments.contains_key("adults"), "optional with no value stays out");
-    }
-
-    /// One call per option, learned: recorded runs called the details API once per hotel of the
-    /// search's list, as many times as the request's count said. An unseen request ("two
-    /// hotels") gets the first, then the second hotel's id, and no third call; without the model
-    /// the repeat takes the first hotel again (a call the search never repeats).
-    #[test]
-    fn a_call_per_option_takes_the_next_element_as_many_times_as_the_request_counts() {
-        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = crate::fill::learned::ArgModel::default();
-        for (req, n) in [
-            ("Find three hotels in Rome near the Colosseum and tell me about each.", 3),
-            ("I want the two cheapest hotels in Paris for 4 nights and their details.", 2),
-            ("Show me 3 hotels in Berlin for 2 adults with their descriptions.", 3),
-        ] {
-            let search = json!({"city": "x"});
-            let details: Vec<Map<String, Value>> = (0..n)
-                .map(|i| json!({"hotel_id": format!("$var1.result.{i}.hotel_id$")}).as_object().cloned().unwrap())
-                .collect();
-            let calls = std::iter::once(("h/search", search.as_object().unwrap()))
-                .chain(details.iter().map(|d| ("h/details", d)));
-            model.learn(req, calls, day);
-        }
-        assert!(model.advances("h/details", "hotel_id"));
-        assert!(model.advances("other/details", "hotel_id"), "backed off to the parameter name");
-        let details = api("h/details", vec![p("hotel_id", "string", true)]);
-        let search = api("h/search", vec![p("city", "string", true)]);
-        let mut c = ctx("Find two hotels in Lisbon for 5 nights and describe them.");
-        let push = |c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value| {
-            let label = format!("var{}", c.path.len() + 1);
-            c.path.push(Step {
-                api: a.clone(),
-                label,
-                arguments: f.arguments,
-                sources: f.sources,
-                observation: String::new(),
-                response: response.into(),
-                repeat: 0,
-            });
-        };
-        let f = fill_arguments(&c, &search);
-        push(&mut c, &search, f, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}, {"hotel_id": 13}]}));
-        let first = fill_arguments(&c, &details);
-        assert_eq!(first.arguments["hotel_id"], json!("$var1.result.hotel_id$"));
-        push(&mut c, &details, first, json!({"description": "a"}));
-        // Without the model: the same hotel again.
-        let plain = Context { args: None, ..c.clone() };
-        assert_eq!(fill_arguments(&plain, &details).arguments["hotel_id"], json!("$var1.result.hotel_id$"));
-        assert_eq!(option_count(&plain, &details), None);
-        c.args = Some(Arc::new(model));
-        assert_eq!(option_count(&c, &details), Some(2), "`two hotels`");
-        let second = fill_arguments(&c, &details);
-        assert_eq!(second.arguments["hotel_id"], json!("$var1.result.1.hotel_id$"));
-        push(&mut c, &details, second, json!({"description": "b"}));
-        assert_eq!(
-            fill_arguments(&c, &details).arguments["hotel_id"],
-            json!("$var1.result.1.hotel_id$"),
-            "two options, two calls: a third repeats"
-        );
-        // A request that compares and names no count: as many as the list holds.
-        let mut all = c.clone();
-        all.request = "Compare the hotels in Lisbon and describe each.".into();
-        all.values = RequestValues::extract(&all.request, day);
-        assert_eq!(fill_arguments(&all, &details).arguments["hotel_id"], json!("$var1.result.2.hotel_id$"));
-        let f = fill_arguments(&all, &details);
-        push(&mut all, &details, f, json!({"description": "c"}));
-        assert_eq!(
-            fill_arguments(&all, &details).arguments["hotel_id"],
-            json!("$var1.result.2.hotel_id$"),
-            "the list holds no fourth"
-        );
-    }
-
-    /// Interleaved options: recorded runs called the payment API after each hotel's details call,
-    /// with the id the newest details call returned. The second payment call reads the second
-    /// details call, not the first one's output again.
-    #[test]
-    fn a_call_per_option_reads_the_newest_producer_where_recorded_runs_did() {
-        let repeat = |a: &str, b: &str| Repeat::of(&Reference::whole(a).unwrap(), &Reference::whole(b).unwrap());
-        assert_eq!(repeat("$var4.hotel_id$", "$var6.hotel_id$"), Repeat::Newest);
-        assert_eq!(repeat("$var2.result.0.id$", "$var2.result.1.id$"), Repeat::Next);
-        assert_eq!(repeat("$var2.result.id$", "$var2.result.1.id$"), Repeat::Next, "a left-out index is the first");
-        assert_eq!(repeat("$var1.lat$", "$var1.lat$"), Repeat::Same);
-        assert_eq!(repeat("$var1.lat$", "$var1.lon$"), Repeat::Other);
-        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
-        let mut model = crate::fill::learned::ArgModel::default();
-        for req in [
-            "Find two hotels in Rome and their details and payment methods.",
-            "Check 2 hotels in Oslo: details and how to pay.",
-            "Two hotels in Bergen, please: details, then payment.",
-        ] {
-            let a = |v: Value| v.as_object().cloned().unwrap();
-            let calls = [
-                ("h/search", a(json!({"city": "x"}))),
-                ("h/details", a(json!({"hotel_id": "$var1.result.0.hotel_id$"}))),
-                ("h/pay", a(json!({"hotel_id": "$var2.hotel_id$"}))),
-                ("h/details", a(json!({"hotel_id": "$var1.result.1.hotel_id$"}))),
-                ("h/pay", a(json!({"hotel_id": "$var4.hotel_id$"}))),
-            ];
-            model.learn(req, calls.iter().map(|(api, m)| (*api, m)), day);
-        }
-        assert_eq!(model.repeat_of("h/pay", "hotel_id"), Some(Repeat::Newest));
-        assert_eq!(model.repeat_of("h/details", "hotel_id"), Some(Repeat::Next));
-        let (search, details, pay) = (
-            api("h/search", vec![p("city", "string", true)]),
-            api("h/details", vec![p("hotel_id", "string", true)]),
-            api("h/pay", vec![p("hotel_id", "string", true)]),
-        );
-        let mut c = ctx("Find two hotels in Lisbon with their details and payment options.");
-        c.args = Some(Arc::new(model));
-        let call = |c: &mut Context, a: &Arc<ApiView>, response: Value| -> Value {
-            let f = fill_arguments(c, a);
-            let sent = f.arguments.get("hotel_id").cloned().unwrap_or(Value::Null);
-            let label = format!("var{}", c.path.len() + 1);
-            c.path.push(Step {
-                api: a.clone(),
-                label,
-                arguments: f.arguments,
-                sources: f.sources,
-                observation: String::new(),
-                response: response.into(),
-                repeat: 0,
-            });
-            sent
-        };
-        call(&mut c, &search, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}]}));
-        assert_eq!(call(&mut c, &details, json!({"hotel_id": 11, "name": "A"})), json!("$var1.result.hotel_id$"));
-        assert_eq!(call(&mut c, &pay, json!({"cards": ["visa"]})), json!("$var2.hotel_id$"));
-        assert_eq!(call(&mut c, &details, json!({"hotel_id": 12, "name": "B"})), json!("$var1.result.1.hotel_id$"));
-        assert_eq!(fill_arguments(&c, &pay).arguments["hotel_id"], json!("$var4.hotel_id$"), "the newest details call");
-    }
-}
+#[path = "filler_tests.rs"]
+mod tests;

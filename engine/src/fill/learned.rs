@@ -424,6 +424,19 @@ impl ArgModel {
         self.slots.get(api)?.get(param)?.constant()
     }
 
+    /// Whether recorded calls gave `api`'s `param` a literal value (what a request says, or a
+    /// constant) more often than they read it from an earlier call's output.
+    pub fn mostly_literal(&self, api: &str, param: &str) -> bool {
+        let slot = self.slots.get(api).and_then(|s| s.get(param));
+        slot.is_some_and(|s| s.support > s.producers.values().sum::<u32>())
+    }
+
+    /// How many recorded calls sent `api`'s `param` the literal `value` (0: none kept).
+    pub fn sent_times(&self, api: &str, param: &str, value: &Value) -> u32 {
+        let slot = self.slots.get(api).and_then(|s| s.get(param));
+        slot.and_then(|s| s.values.get(&value.to_string())).copied().unwrap_or(0)
+    }
+
     /// What was learned for `api`'s parameters, for people: source kinds, the strongest cue
     /// words either way, the order taken, constants, the APIs its references were taken from and
     /// support counts.

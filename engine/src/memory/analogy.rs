@@ -291,6 +291,47 @@ impl Analogy {
         }
     }
 
+    /// [`Analogy::says_any`] for the values the new request says itself: a date or time derived
+    /// only by the distance from a said one (a check-out a week after the flight's day, where
+    /// neither request says a week) is not what this request says, it is what the old chain did.
+    pub(crate) fn says_own(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> bool {
+        match value {
+            Value::Array(items) => items.iter().any(|x| self.says_own(x, mention_kinds)),
+            Value::Object(m) => m.values().any(|x| self.says_own(x, mention_kinds)),
+            Value::String(s) if !crate::exec::refs::holds_reference(s) => {
+                self.says_any(value, mention_kinds) && !self.date_by_distance_only(s)
+            }
+            _ => self.says_any(value, mention_kinds),
+        }
+    }
+
+    /// `s` is a date the old request did not say, derived from the nearest said one by a number
+    /// of days no request says.
+    fn date_by_distance_only(&self, s: &str) -> bool {
+        let Some(d) = s.get(..10).and_then(stamps::date) else { return false };
+        let olds = self.old_mentions(Kind::Date);
+        if olds.iter().any(|m| m.value == stamps::date_text(d)) {
+            return false;
+        }
+        match Self::nearest_date(olds, d) {
+            Some((_, o)) => {
+                let (old_days, new_days) = (spans::day_counts(&self.old), spans::day_counts(&self.new));
+                spans::days_counterpart(&old_days, &new_days, (d - o).num_days()).is_none()
+            }
+            None => true,
+        }
+    }
+
+    /// The said date `d` is derived from: the nearest earlier one, else the nearest later one,
+    /// within a month (index among `olds`, its date).
+    fn nearest_date(olds: &[Mention], d: NaiveDate) -> Option<(usize, NaiveDate)> {
+        olds.iter()
+            .enumerate()
+            .filter_map(|(i, m)| stamps::date(&m.value).map(|o| (i, o)))
+            .min_by_key(|(_, o)| (*o > d, (d - *o).num_days().abs()))
+            .filter(|(_, o)| (d - *o).num_days().abs() <= 31)
+    }
+
     /// `s` with each derived reference's span the new request's counterpart (see [`spans`]).
     pub(crate) fn reshift(&self, s: &str) -> String {
         spans::reshift(s, &self.old.shifts, &self.new.shifts)
@@ -311,12 +352,7 @@ impl Analogy {
         }
         // Derived: the offset from the nearest earlier date mention, else from the nearest later
         // one ("arrive the day before" the conference), else from "today".
-        let nearest = olds
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| stamps::date(&m.value).map(|o| (i, o)))
-            .min_by_key(|(_, o)| (*o > d, (d - *o).num_days().abs()));
-        if let Some((i, o)) = nearest.filter(|(_, o)| (d - *o).num_days().abs() <= 31) {
+        if let Some((i, o)) = Self::nearest_date(olds, d) {
             let base = self.counterpart(Kind::Date, i).and_then(|m| stamps::date(&m.value));
             let (old_days, new_days) = (spans::day_counts(&self.old), spans::day_counts(&self.new));
             let stays = spans::days_counterpart(&old_days, &new_days, (d - o).num_days());

@@ -237,3 +237,19 @@ fn a_value_is_said_here_where_its_mention_or_span_has_a_counterpart() {
     assert!(!b.says_any(&json!("$var2.arrival@time+120$"), None), "this request says no span");
     assert!(!b.says_any(&json!("2025-05-04"), Some(&[Kind::Date])), "nor a date");
 }
+
+/// What a new request says itself: the date it says, and a date a span it says away from it; a
+/// date the remembered run derived by a span only the remembered request said (a week of
+/// storage) is that run's doing, not this request's.
+#[test]
+fn a_date_derived_by_a_span_only_the_old_request_said_is_not_said_here() {
+    let old = "Deliver 3 olive trees to Rosewood Nursery on May 4, 2025, and store them for 7 days.";
+    let new = "Deliver 5 lemon trees to Oakfield Gardens on June 9, 2025.";
+    let a = Analogy::new(old, new, &RequestValues::extract(new, day()), day());
+    assert!(a.says_own(&json!("2025-05-04"), Some(&[Kind::Date])), "the day said");
+    assert!(a.says_any(&json!("2025-05-11"), Some(&[Kind::Date])), "derived, it transfers");
+    assert!(!a.says_own(&json!("2025-05-11"), Some(&[Kind::Date])), "but no span here says it");
+    let longer = "Deliver 5 lemon trees to Oakfield Gardens on June 9, 2025, and store them for 10 days.";
+    let b = Analogy::new(old, longer, &RequestValues::extract(longer, day()), day());
+    assert!(b.says_own(&json!("2025-05-11"), Some(&[Kind::Date])), "a span said here too");
+}

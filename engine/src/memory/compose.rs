@@ -63,19 +63,24 @@ pub(crate) fn fragment(chain: &[MemoryStep], api: &str) -> Vec<usize> {
 /// The steps of `chain` (indexes, in order) whose API is `wanted`, with every earlier call
 /// whose output they read, transitively.
 pub(crate) fn fragment_of(chain: &[MemoryStep], wanted: impl Fn(&str) -> bool) -> Vec<usize> {
-    fragment_at(chain, |i| wanted(&chain[i].api))
+    fragment_at(chain, |i| wanted(&chain[i].api), |_, _| true)
 }
 
 /// The steps of `chain` (indexes, in order) `wanted` by index, with every earlier call whose
-/// output they read, transitively.
-pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) -> Vec<usize> {
+/// output they read, transitively, where `pull(reader, read)` lets that call in (one it does not
+/// is left out; what read from it is filled afresh at replay).
+pub(crate) fn fragment_at(
+    chain: &[MemoryStep],
+    wanted: impl Fn(usize) -> bool,
+    pull: impl Fn(usize, usize) -> bool,
+) -> Vec<usize> {
     let label_of: HashMap<String, usize> = (0..chain.len()).map(|i| (format!("var{}", i + 1), i)).collect();
     let mut need: BTreeSet<usize> = (0..chain.len()).filter(|i| wanted(*i)).collect();
     let mut todo: Vec<usize> = need.iter().copied().collect();
     while let Some(i) = todo.pop() {
         for v in chain[i].arguments.values() {
             for l in crate::exec::refs::labels_in(v) {
-                if let Some(&j) = label_of.get(&l).filter(|j| **j < i) {
+                if let Some(&j) = label_of.get(&l).filter(|j| **j < i && pull(i, **j)) {
                     if need.insert(j) {
                         todo.push(j);
                     }
@@ -84,6 +89,16 @@ pub(crate) fn fragment_at(chain: &[MemoryStep], wanted: impl Fn(usize) -> bool) 
         }
     }
     need.into_iter().collect()
+}
+
+/// The scalars of a recorded value, inside arrays and objects.
+pub(crate) fn leaves(value: &serde_json::Value) -> Box<dyn Iterator<Item = &serde_json::Value> + '_> {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => Box::new(items.iter().flat_map(leaves)),
+        Value::Object(m) => Box::new(m.values().flat_map(leaves)),
+        v => Box::new(std::iter::once(v)),
+    }
 }
 
 /// Where in the request (a position of [`crate::read::asks::ask_word_seq`]) `asked`'s word is

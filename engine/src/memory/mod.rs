@@ -1,5 +1,6 @@
 //! What is remembered and how it is recalled and transferred: the long-term memory (`store`), its
-//! recall and replay by analogy in a run (`recall`), a remembered literal's counterpart in a new
+//! recall and replay by analogy in a run (`recall`; which of a remembered chain's calls a request
+//! wants: `kinds`), a remembered literal's counterpart in a new
 //! request (`analogy`, `align`, `moments`, `lists`, `spans`), a choice by a field's extreme
 //! (`extremes`), and the fragments of other memories a replay is composed with (`compose`).
 
@@ -7,6 +8,7 @@ pub(crate) mod align;
 pub(crate) mod analogy;
 mod compose;
 pub(crate) mod extremes;
+mod kinds;
 pub(crate) mod lists;
 pub(crate) mod moments;
 mod recall;

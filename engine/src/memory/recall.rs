@@ -7,7 +7,7 @@
 //! filler); the memories below the replay threshold still vote for the steps their chains made.
 
 use super::store::{MemoryStep, Recalled};
-use crate::fill::filler::fill_arguments;
+use crate::fill::filler::fill_distinct;
 use crate::fill::learned::{normalized, Kind, Mention};
 use crate::fill::vocabulary::{known_words, named_value};
 use crate::memory::analogy::{Analogy, Transfer};
@@ -350,14 +350,6 @@ impl Engine {
         self.fit(ctx, analogy, steps).transferable
     }
 
-    /// Whether a remembered step takes a value this request says ([`Analogy::says_any`]),
-    /// whatever the recorded source (an earlier output may hold the same date).
-    fn takes_said(&self, ctx: &Context, analogy: &Analogy, step: &MemoryStep) -> bool {
-        step.arguments
-            .iter()
-            .any(|(name, recorded)| analogy.says_any(recorded, self.mention_kinds(ctx, &step.api, name).as_deref()))
-    }
-
     /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
     fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
         let mut transferable = true;
@@ -430,61 +422,6 @@ impl Engine {
         Ok(())
     }
 
-    /// The steps of a remembered chain (indexes, in order) this request wants. A call the
-    /// remembered request's own words asked for (see [`crate::read::asks`]), by a word this
-    /// request does not say, for an API no word of this one asks for, served that request, not
-    /// this one: it is left out, with the calls only it read from (a memory of another kind, or
-    /// one that asked for more: "which museums are trending" replaying "the trending museums and
-    /// their tickets"). Where this request asks for no more than the remembered one, it may only
-    /// word an ask otherwise ("an SUV, collected one hour after I land" for "pick up the car one
-    /// hour after arriving"): a call that takes a value this request says stays. A last call only
-    /// the remembered request's words point to, by its documentation, is left out too
-    /// ([`Engine::said_only_there`]). Any other call stays.
-    fn of_this_kind(
-        &self,
-        ctx: &Context,
-        old_request: &str,
-        chain: &[MemoryStep],
-        analogy: Option<&Analogy>,
-    ) -> Vec<usize> {
-        let all: Vec<usize> = (0..chain.len()).collect();
-        // Every ask of this request has its call in the chain: the memory is of this kind or
-        // asked for more.
-        let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| a.served_by(&s.api)));
-        let said_here = crate::read::asks::ask_words(&ctx.request);
-        let asked_there: Vec<crate::read::asks::Asked> = self
-            .asked_in(ctx.args.as_deref(), old_request)
-            .into_iter()
-            .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
-            .collect();
-        // Whether a step takes a value said here reads its arguments: asked at most once a step
-        // (a step the first rule drops is no last call).
-        let takes_said = |step: &MemoryStep| analogy.is_some_and(|an| self.takes_said(ctx, an, step));
-        let mut dropped: Vec<bool> = chain
-            .iter()
-            .map(|step| {
-                let api = step.api.as_str();
-                asked_there.iter().any(|a| a.served_by(api))
-                    && !ctx.asked_apis.iter().any(|a| a.served_by(api))
-                    && !(narrower && takes_said(step))
-            })
-            .collect();
-        // Then the last calls of what is left that only the remembered words point to.
-        let last = self.said_only_there(ctx, old_request, chain, &dropped, &said_here);
-        for (i, d) in dropped.iter_mut().enumerate() {
-            *d |= last[i] && !takes_said(&chain[i]);
-        }
-        if !dropped.contains(&true) {
-            return all;
-        }
-        let lookup = |api: &str| self.apis.get(api).is_some_and(|a| a.is_lookup());
-        let kept = super::compose::fragment_at(chain, |i| !lookup(&chain[i].api) && !dropped[i]);
-        if kept.is_empty() {
-            return all;
-        }
-        kept
-    }
-
     /// Replay one remembered step by analogy (its references relabelled by `labels`, the
     /// remembered chain's labels → this run's); a call this run already made with the same
     /// arguments is not sent again. The label of this run's call.
@@ -502,13 +439,19 @@ impl Engine {
             .filter(|_| !self.degraded(&st.how, &step.api))
             .cloned()
             .ok_or_else(|| format!("{} is no longer an active API", step.api))?;
-        let filled = fill_arguments(&st.ctx, &api);
+        let filled = fill_distinct(&st.ctx, &api);
         let mut f = Filled::default();
         let moments = analogy.moments_after(&step.arguments);
         for (name, recorded) in &step.arguments {
             if let Some(ArgSource::Output { label, path }) =
                 step.sources.get(name).cloned().or_else(|| ArgSource::of_reference(recorded))
             {
+                // It read a remembered call this replay left out: this request's own value.
+                let unreplayed = |l: &String| l.starts_with("var") && !labels.contains_key(l);
+                if unreplayed(&label) || crate::exec::refs::labels_in(recorded).iter().any(unreplayed) {
+                    take_filled(&filled, name, &mut f);
+                    continue;
+                }
                 let reshifted = match recorded.as_str() {
                     Some(s) => Value::String(super::compose::relabel(&analogy.reshift(s), labels)),
                     None => recorded.clone(),
@@ -594,7 +537,9 @@ impl Engine {
     /// A remembered value this request does not say: the known value this request says in words,
     /// else the one the words it says went with in recorded runs ("the quickest" → FASTEST); an
     /// earlier output of this run or the request itself (a quoted string, an email…) where the
-    /// memory says it came from there; else the constant it was.
+    /// memory says it came from there, or a name of this request where the remembered value is
+    /// a name only that run sent and its request never said (the hotel it had booked); else the
+    /// constant it was.
     #[allow(clippy::too_many_arguments)]
     fn unsaid(
         &self,
@@ -615,8 +560,15 @@ impl Engine {
                     .filter(|v| recorded.is_string() && v != recorded)
                     .and_then(|v| v.as_str().map(str::to_string))
             });
+        // A name of this request for a name only that remembered run sent and its request never
+        // said (what its own earlier call found, not a constant of the call).
+        let one_off = || {
+            ctx.args.as_deref().is_some_and(|m| m.sent_times(&api.id, name, recorded) <= 1)
+                && recorded.as_str().is_some_and(|v| !crate::read::reading::says(analogy.old_words(), &words(v)))
+        };
         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
-            || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded");
+            || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded")
+            || (matches!(filled.sources.get(name), Some(ArgSource::Request { kind }) if kind == "name") && one_off());
         if let Some(word) = word {
             f.arguments.insert(name.to_string(), Value::String(word));
             f.sources.insert(name.to_string(), ArgSource::Request { kind: "analogy".into() });
@@ -631,7 +583,7 @@ impl Engine {
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a
     /// third of them; none: a constant or an earlier output), or `None` when too little is known
     /// (fewer than three recorded values, or no model).
-    fn mention_kinds(&self, ctx: &Context, api: &str, param: &str) -> Option<Vec<Kind>> {
+    pub(super) fn mention_kinds(&self, ctx: &Context, api: &str, param: &str) -> Option<Vec<Kind>> {
         let slot = ctx.args.as_ref()?.slots.get(api)?.get(param)?;
         (slot.support >= 3)
             .then(|| slot.kinds.iter().filter(|(_, n)| 3 * **n >= slot.support).map(|(k, _)| *k).collect())
