@@ -291,9 +291,9 @@ impl Analogy {
         }
     }
 
-    /// [`Analogy::says_any`] for the values the new request says itself: a date or time derived
-    /// only by the distance from a said one (a check-out a week after the flight's day, where
-    /// neither request says a week) is not what this request says, it is what the old chain did.
+    /// [`Analogy::says_any`] for the values the new request says itself: a date derived only by
+    /// its distance from a said one (a check-out a week after the flight's day, where this
+    /// request says no span of days) is not what this request says, it is what the old chain did.
     pub(crate) fn says_own(&self, value: &Value, mention_kinds: Option<&[Kind]>) -> bool {
         match value {
             Value::Array(items) => items.iter().any(|x| self.says_own(x, mention_kinds)),

@@ -20,7 +20,7 @@ impl Engine {
     /// time the calls this request asks for take too, nor a date only the remembered request's
     /// span gave: [`Engine::takes_said`]). A last call only the remembered request's words point
     /// to, by its documentation, is left out too ([`Engine::said_only_there`]). Any other call
-    /// stays; a lookup that read a call left out looks up what this request says instead.
+    /// stays; a name, day or time a kept call read from a call left out is this request's.
     pub(super) fn of_this_kind(
         &self,
         ctx: &Context,
