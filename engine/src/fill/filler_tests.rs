@@ -194,18 +194,7 @@ fn a_call_per_option_takes_the_next_element_as_many_times_as_the_request_counts(
     let details = api("h/details", vec![p("hotel_id", "string", true)]);
     let search = api("h/search", vec![p("city", "string", true)]);
     let mut c = ctx("Find two hotels in Lisbon for 5 nights and describe them.");
-    let push = |c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value| {
-        let label = format!("var{}", c.path.len() + 1);
-        c.path.push(Step {
-            api: a.clone(),
-            label,
-            arguments: f.arguments,
-            sources: f.sources,
-            observation: String::new(),
-            response: response.into(),
-            repeat: 0,
-        });
-    };
+    let push = |c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value| made(c, a, f, response);
     let f = fill_arguments(&c, &search);
     push(&mut c, &search, f, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}, {"hotel_id": 13}]}));
     let first = fill_arguments(&c, &details);
@@ -279,16 +268,7 @@ fn a_call_per_option_reads_the_newest_producer_where_recorded_runs_did() {
     let call = |c: &mut Context, a: &Arc<ApiView>, response: Value| -> Value {
         let f = fill_arguments(c, a);
         let sent = f.arguments.get("hotel_id").cloned().unwrap_or(Value::Null);
-        let label = format!("var{}", c.path.len() + 1);
-        c.path.push(Step {
-            api: a.clone(),
-            label,
-            arguments: f.arguments,
-            sources: f.sources,
-            observation: String::new(),
-            response: response.into(),
-            repeat: 0,
-        });
+        made(c, a, f, response);
         sent
     };
     call(&mut c, &search, json!({"result": [{"hotel_id": 11}, {"hotel_id": 12}]}));
@@ -307,17 +287,8 @@ fn a_replayed_call_again_that_would_repeat_the_same_arguments_takes_what_no_call
     let tickets = api("t/tickets", vec![p("event", "string", true)]);
     let map = api("t/map", vec![p("query", "string", true)]);
     let mut c = ctx("Get my tickets for the Orchard Festival and a route to Harbour Hall.");
-    let push = |c: &mut Context, a: &Arc<ApiView>, arguments: Map<String, Value>, sources, response: Value| {
-        let label = format!("var{}", c.path.len() + 1);
-        c.path.push(Step {
-            api: a.clone(),
-            label,
-            arguments,
-            sources,
-            observation: String::new(),
-            response: response.into(),
-            repeat: 0,
-        });
+    let push = |c: &mut Context, a: &Arc<ApiView>, arguments, sources, response: Value| {
+        made(c, a, Filled { arguments, sources, ..Filled::default() }, response)
     };
     let event = json!({"event": "Orchard Festival"}).as_object().cloned().unwrap();
     let said = [("event".to_string(), ArgSource::Request { kind: "name".into() })].into_iter().collect();
@@ -329,4 +300,18 @@ fn a_replayed_call_again_that_would_repeat_the_same_arguments_takes_what_no_call
     assert_eq!(fill_arguments(&c, &map).arguments["query"], json!("$var1.entrance.hall$"));
     let again = fill_distinct(&c, &map);
     assert_eq!(again.arguments["query"], json!("Harbour Hall"), "{again:?}");
+}
+
+/// `a` called with `f`'s arguments, answering `response`: the next step of `c`'s path.
+fn made(c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value) {
+    let label = format!("var{}", c.path.len() + 1);
+    c.path.push(Step {
+        api: a.clone(),
+        label,
+        arguments: f.arguments,
+        sources: f.sources,
+        observation: String::new(),
+        response: response.into(),
+        repeat: 0,
+    });
 }

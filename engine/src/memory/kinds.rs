@@ -40,22 +40,29 @@ impl Engine {
             .collect();
         // Whether a step takes a value said here reads its arguments: asked at most once a step
         // (a step the first rule drops is no last call).
-        let asked_here: Vec<&MemoryStep> =
-            chain.iter().filter(|s| ctx.asked_apis.iter().any(|a| a.served_by(&s.api))).collect();
-        let takes_said = |step: &MemoryStep| analogy.is_some_and(|an| self.takes_said(ctx, an, step, &asked_here));
+        // The days and times the calls this request asks for take (step index, value), read once.
+        let asked_moments: Vec<(usize, &Value)> = chain
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| ctx.asked_apis.iter().any(|a| a.served_by(&s.api)))
+            .flat_map(|(i, s)| s.arguments.values().flat_map(super::compose::leaves).map(move |v| (i, v)))
+            .filter(|(_, v)| moment(v))
+            .collect();
+        let takes_said = |i: usize| analogy.is_some_and(|an| self.takes_said(ctx, an, chain, i, &asked_moments));
         let mut dropped: Vec<bool> = chain
             .iter()
-            .map(|step| {
+            .enumerate()
+            .map(|(i, step)| {
                 let api = step.api.as_str();
                 asked_there.iter().any(|a| a.served_by(api))
                     && !ctx.asked_apis.iter().any(|a| a.served_by(api))
-                    && !(narrower && takes_said(step))
+                    && !(narrower && takes_said(i))
             })
             .collect();
         // Then the last calls of what is left that only the remembered words point to.
         let last = self.said_only_there(ctx, old_request, chain, &dropped, &said_here);
         for (i, d) in dropped.iter_mut().enumerate() {
-            *d |= last[i] && !takes_said(&chain[i]);
+            *d |= last[i] && !takes_said(i);
         }
         if !dropped.contains(&true) {
             return all;
@@ -86,28 +93,33 @@ impl Engine {
         kept
     }
 
-    /// Whether a remembered step takes a value this request says itself ([`Analogy::says_own`]),
-    /// whatever the recorded source (an earlier output may hold the same date). A day or a time
-    /// that one of `others` (the calls this request asks for) takes too does not count: the
-    /// moments of a request are every call's context — a hotel search that took the flight's day
-    /// is no sign that a request saying that day for its flight wants a hotel — where a name or
-    /// an amount a call takes is what it is about.
-    fn takes_said(&self, ctx: &Context, analogy: &Analogy, step: &MemoryStep, others: &[&MemoryStep]) -> bool {
-        let theirs: Vec<&Value> = others
-            .iter()
-            .filter(|o| !std::ptr::eq(**o, step))
-            .flat_map(|o| o.arguments.values())
-            .flat_map(super::compose::leaves)
-            .collect();
-        let moment = |v: &Value| {
-            v.as_str().is_some_and(|s| {
-                s.get(..10).and_then(crate::read::stamps::date).is_some() || crate::read::stamps::time(s).is_some()
-            })
-        };
+    /// Whether the remembered step `i` takes a value this request says itself
+    /// ([`Analogy::says_own`]), whatever the recorded source (an earlier output may hold the same
+    /// date). A day or a time that another of the calls this request asks for takes too
+    /// (`asked_moments`: step index, value) does not count: the moments of a request are every
+    /// call's context — a hotel search that took the flight's day is no sign that a request saying
+    /// that day for its flight wants a hotel — where a name or an amount a call takes is what it
+    /// is about.
+    fn takes_said(
+        &self,
+        ctx: &Context,
+        analogy: &Analogy,
+        chain: &[MemoryStep],
+        i: usize,
+        asked_moments: &[(usize, &Value)],
+    ) -> bool {
+        let step = &chain[i];
+        let theirs = |v: &Value| asked_moments.iter().any(|(j, w)| *j != i && *w == v);
         step.arguments.iter().any(|(name, recorded)| {
             let kinds = self.mention_kinds(ctx, &step.api, name);
-            super::compose::leaves(recorded)
-                .any(|v| !(moment(v) && theirs.contains(&v)) && analogy.says_own(v, kinds.as_deref()))
+            super::compose::leaves(recorded).any(|v| !theirs(v) && analogy.says_own(v, kinds.as_deref()))
         })
     }
+}
+
+/// A recorded day or time (`2024-11-10`, `2024-11-10T…`, `16:51`).
+fn moment(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.get(..10).and_then(crate::read::stamps::date).is_some() || crate::read::stamps::time(s).is_some()
+    })
 }
