@@ -2,6 +2,7 @@
 //! crate's async client). A single GRAPH.QUERY is atomic, which is what a contribution batch needs.
 
 use super::cypher::{CypherRunner, CypherStore, Dialect, Stmt};
+use super::falkordb_gate::WriteGate;
 use super::falkordb_query;
 use crate::{CypherLimits, CypherRows};
 use crate::{EngineError, ErrorClass, Result};
@@ -19,6 +20,8 @@ pub struct FalkorRunner {
     /// `HOST:PORT`: users' queries open connections of their own ([`falkordb_query`]).
     addr: String,
     name: String,
+    /// Writes wait while a copy of the graph is made ([`super::falkordb_gate`]).
+    gate: WriteGate,
 }
 
 /// Connect to `host:port` and select `graph`.
@@ -41,6 +44,7 @@ pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<
         write_timeout_ms: 300_000,
         addr: host_port.to_string(),
         name: graph.to_string(),
+        gate: WriteGate::new(host_port, graph),
     };
     Ok(CypherStore::new(runner, batch_rows))
 }
@@ -56,6 +60,12 @@ fn classify(e: &FalkorDBError) -> ErrorClass {
         }
         _ => ErrorClass::Permanent,
     }
+}
+
+/// Whether a statement changes the graph (a read that sets, merges, creates or deletes is one).
+fn writes(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| ["MERGE", "CREATE", "SET", "DELETE", "REMOVE"].iter().any(|k| w.eq_ignore_ascii_case(k)))
 }
 
 fn store_err(e: FalkorDBError) -> EngineError {
@@ -134,7 +144,7 @@ impl CypherRunner for FalkorRunner {
         for (k, v) in &stmt.params {
             q = q.with_param(k.as_str(), to_falkor(v));
         }
-        q.execute().await.map_err(store_err)?;
+        self.gate.write(async { q.execute().await.map_err(store_err) }).await?;
         Ok(())
     }
 
@@ -145,7 +155,11 @@ impl CypherRunner for FalkorRunner {
         for (k, v) in &stmt.params {
             q = q.with_param(k.as_str(), to_falkor(v));
         }
-        let res = q.execute().await.map_err(store_err)?;
+        let res = if writes(stmt.text) {
+            self.gate.write(async { q.execute().await.map_err(store_err) }).await?
+        } else {
+            q.execute().await.map_err(store_err)?
+        };
         let mut rows = Vec::with_capacity(res.data.len());
         for row in res.data.into_values_lossy() {
             rows.push(row.into_iter().map(from_falkor).collect::<Result<Vec<_>>>()?);
@@ -155,10 +169,10 @@ impl CypherRunner for FalkorRunner {
 
     async fn schema(&self, text: &str) -> Result<bool> {
         let mut g = self.graph();
-        match g.query(text).execute().await {
+        match self.gate.write(async { g.query(text).execute().await.map_err(store_err) }).await {
             Ok(_) => Ok(true),
             Err(e) if e.to_string().contains("already indexed") => Ok(false),
-            Err(e) => Err(store_err(e)),
+            Err(e) => Err(e),
         }
     }
 
@@ -196,5 +210,19 @@ impl CypherRunner for FalkorRunner {
         }
         text.push_str(query);
         falkordb_query::read_only(&self.addr, &self.name, text, limits, slot).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_that_change_the_graph_take_a_writes_turn_and_reads_do_not() {
+        assert!(writes("UNWIND $rows AS r MATCH (a:Api {id: r.id}) SET a.status = $status RETURN a.id"));
+        assert!(writes("merge (m:Meta {id: $id})"));
+        assert!(writes("MATCH (n) DETACH DELETE n"));
+        assert!(!writes("MATCH (a:Api) RETURN a.id AS id, a.description AS description, a.created_at AS created"));
+        assert!(!writes("MATCH (m:Meta {id: 'settings'}) RETURN m.value AS value"));
     }
 }

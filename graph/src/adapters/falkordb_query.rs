@@ -17,6 +17,7 @@
 //! next user query is told to wait (`EngineError::Busy`) instead of taking another. (FalkorDB
 //! replies only once a query has finished, so a reply that has begun frees the slot when cut.)
 
+use super::falkordb_gate::in_turn;
 use crate::{CypherLimits, CypherRows, EngineError, ErrorClass, Result};
 use serde_json::{Map, Number, Value};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -64,17 +65,14 @@ pub(super) async fn read_only(
         };
         match Conn::open(&addr, limits.timeout_ms) {
             Ok(mut conn) => {
-                let made = conn.view(&graph);
+                // No write to the graph runs while its copy is made (FalkorDB 4.16 deadlocks).
+                let made = in_turn(&addr, &graph, VIEW_LIMIT / 2, || conn.view(&graph));
                 let _ = viewed_tx.send(());
-                let (on, ran) = match made {
-                    Ok(view) => {
-                        let on = view.unwrap_or_else(|| graph.clone());
-                        let ran = conn.query(&on, &text, limits, &mut answer);
-                        (on, ran)
-                    }
-                    Err(e) => (graph.clone(), Err(e)),
+                let on = match made {
+                    Ok(view) => view.unwrap_or_else(|| graph.clone()),
+                    Err(e) => return answer(Err(e)),
                 };
-                if let Err(e) = ran {
+                if let Err(e) = conn.query(&on, &text, limits, &mut answer) {
                     tracing::debug!(error = %e, "a user query's FalkorDB connection ended");
                     answer(Err(EngineError::store(BACKEND, ErrorClass::Transient, format!("query connection: {e}"))));
                 }

