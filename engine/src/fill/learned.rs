@@ -431,12 +431,6 @@ impl ArgModel {
         slot.is_some_and(|s| s.support > s.producers.values().sum::<u32>())
     }
 
-    /// How many recorded calls sent `api`'s `param` the literal `value` (0: none kept).
-    pub fn sent_times(&self, api: &str, param: &str, value: &Value) -> u32 {
-        let slot = self.slots.get(api).and_then(|s| s.get(param));
-        slot.and_then(|s| s.values.get(&value.to_string())).copied().unwrap_or(0)
-    }
-
     /// What was learned for `api`'s parameters, for people: source kinds, the strongest cue
     /// words either way, the order taken, constants, the APIs its references were taken from and
     /// support counts.

@@ -560,10 +560,11 @@ impl Engine {
                     .filter(|v| recorded.is_string() && v != recorded)
                     .and_then(|v| v.as_str().map(str::to_string))
             });
-        // A name of this request for a name only that remembered run sent and its request never
-        // said (what its own earlier call found, not a constant of the call).
+        // A name of this request for a name the remembered request never said: what that run's
+        // own earlier call found, or how it put a name its request said ("Los Angeles Airport"
+        // sent as "Los Angeles International Airport") — anything but the call's constant.
         let one_off = || {
-            ctx.args.as_deref().is_some_and(|m| m.sent_times(&api.id, name, recorded) <= 1)
+            ctx.args.as_deref().is_some_and(|m| m.constant(&api.id, name).as_ref() != Some(recorded))
                 && recorded.as_str().is_some_and(|v| !crate::read::reading::says(analogy.old_words(), &words(v)))
         };
         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
