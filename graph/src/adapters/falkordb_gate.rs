@@ -18,8 +18,8 @@
 use crate::{EngineError, ErrorClass, Result};
 use redis::aio::ConnectionManager;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -175,21 +175,18 @@ impl WriteGate {
 
 /// The copier's side, on a blocking thread: its claim, renewed until dropped.
 struct CopyTurn {
-    url: String,
-    copying: String,
-    id: String,
-    done: Arc<AtomicBool>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    renewer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl CopyTurn {
     /// Claim a copy of `graph` on `addr` and wait until the writes under way have ended; fails
     /// (and gives the claim back) after `limit`.
     fn claim(addr: &str, graph: &str, limit: Duration) -> Result<CopyTurn> {
-        let url = format!("redis://{addr}/");
         let (copying, writers) = keys(graph);
         let id = unique_id();
         let ttl = ttl_ms().to_string();
-        let mut conn = connect(&url)?;
+        let mut conn = connect(&format!("redis://{addr}/"))?;
         let started = Instant::now();
         loop {
             let under_way: i64 = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl])
@@ -208,23 +205,18 @@ impl CopyTurn {
             }
             std::thread::sleep(POLL);
         }
-        let done = Arc::new(AtomicBool::new(false));
-        let (d, keys2, id2, ttl2) = (done.clone(), [copying.clone(), writers], id.clone(), ttl);
-        std::thread::spawn(move || {
-            let mut last = Instant::now();
-            while !d.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(100));
-                if last.elapsed() < RENEW {
-                    continue;
-                }
-                last = Instant::now();
-                let renewed = script(CLAIM_COPY, &[&keys2[0], &keys2[1]], &[&id2, &ttl2]).query::<i64>(&mut conn);
+        // Renewed every RENEW until the turn is dropped (its sender with it), then given back.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let renewer = std::thread::spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW) {
+                let renewed = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl]).query::<i64>(&mut conn);
                 if let Err(e) = renewed {
                     tracing::warn!(error = %e, "could not renew a copy's claim on the graph");
                 }
             }
+            release(&mut conn, &copying, &id);
         });
-        Ok(CopyTurn { url, copying, id, done })
+        Ok(CopyTurn { stop: Some(stop), renewer: Some(renewer) })
     }
 }
 
@@ -242,11 +234,11 @@ pub(super) fn in_turn<T>(
 }
 
 impl Drop for CopyTurn {
+    /// The renewer gives the claim back as it stops (a renewal after it would claim again).
     fn drop(&mut self) {
-        self.done.store(true, Ordering::Release);
-        match connect(&self.url) {
-            Ok(mut conn) => release(&mut conn, &self.copying, &self.id),
-            Err(e) => tracing::warn!(error = %e, "could not give back a copy's claim on the graph (it lapses)"),
+        drop(self.stop.take());
+        if let Some(r) = self.renewer.take() {
+            let _ = r.join();
         }
     }
 }
