@@ -49,6 +49,34 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// Ingest chat transcripts (one JSON line each) from `dir/name` into an embedded store in `dir`;
+/// returns the store's URI.
+pub fn ingest_transcripts(dir: &Path, name: &str, lines: &[String]) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let store = format!("embedded:{}", dir.join("g.redb").display());
+    run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
+    store
+}
+
+/// `ask --dry-run --json --no-learn` of `request` over `store`: the run as JSON.
+pub fn ask_dry(dir: &Path, store: &str, request: &str) -> serde_json::Value {
+    let out = bin_in(dir)
+        .arg("--store")
+        .arg(store)
+        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// The trace's recall event of a run (which memory, what its replay left out).
+pub fn recall_event(r: &serde_json::Value) -> Option<serde_json::Value> {
+    r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()
+}
+
 /// Arguments that ingest all of the shared ToolBench data and docs.
 pub fn shared_ingest_args() -> Vec<String> {
     let d = data();

@@ -110,29 +110,7 @@ fn ingest_kitchen_with(dir: &Path, extra: Vec<String>) -> String {
     lines.push(conversation("Find me a recipe for Pierogi.", "Pierogi", None, 20));
     lines.push(conversation("Look up a recipe for Baklava.", "Baklava", None, 21));
     lines.extend(extra);
-    let file = dir.join("kitchen.jsonl");
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let store = format!("embedded:{}", dir.join("g.redb").display());
-    run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
-    store
-}
-
-/// `ask --dry-run --json` of `request` over the ingested stores.
-fn ask(dir: &Path, store: &str, request: &str) -> Value {
-    let out = bin_in(dir)
-        .arg("--store")
-        .arg(store)
-        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    })
-}
-
-/// The trace's recall event of a run (which memory, what its replay left out).
-fn recall_event(r: &Value) -> Option<Value> {
-    r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()
+    ingest_transcripts(dir, "kitchen.jsonl", &lines)
 }
 
 /// Whether the memory a run replayed (its recall event) was a request saying `words`.
@@ -157,7 +135,7 @@ fn calls(r: &Value) -> Vec<(String, String, Value)> {
 fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask(dir.path(), &store, "I want the ingredients and the nutrition facts of Paella for 5 portions.");
+    let r = ask_dry(dir.path(), &store, "I want the ingredients and the nutrition facts of Paella for 5 portions.");
     let made = calls(&r);
     let apis: Vec<&str> = made.iter().map(|(_, a, _)| a.as_str()).collect();
     assert_eq!(apis.iter().filter(|a| **a == "food/recipes/search").count(), 1, "one search: {made:#?}");
@@ -186,7 +164,7 @@ fn two_asks_no_remembered_chain_combined_get_both_apis_in_data_flow_order() {
 fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask(
+    let r = ask_dry(
         dir.path(),
         &store,
         "Which ingredients do I need to buy for Gazpacho, and what are its nutrition facts for 2 portions?",
@@ -209,7 +187,7 @@ fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
 fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask(
+    let r = ask_dry(
         dir.path(),
         &store,
         "What do cooks say in the reviews of Gazpacho, and what are its nutrition facts for 2 portions?",
@@ -248,7 +226,7 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
 fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask(dir.path(), &store, "What do cooks say in the reviews of Gazpacho?");
+    let r = ask_dry(dir.path(), &store, "What do cooks say in the reviews of Gazpacho?");
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     let replayed = recall_event(&r);
     assert!(
@@ -279,7 +257,7 @@ fn a_last_call_only_the_remembered_words_documented_is_left_out() {
         })
         .collect();
     let store = ingest_kitchen_with(dir.path(), extra);
-    let r = ask(dir.path(), &store, "Get the Tiramisu recipe for tonight.");
+    let r = ask_dry(dir.path(), &store, "Get the Tiramisu recipe for tonight.");
     let replayed = recall_event(&r);
     assert!(
         replayed_one_saying(replayed.as_ref(), "made it"),
@@ -296,7 +274,7 @@ fn a_last_call_only_the_remembered_words_documented_is_left_out() {
 fn an_ask_no_remembered_part_serves_ends_partial_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask(dir.path(), &store, "Which ingredients do I need for Paella, and what are its nutrition facts?");
+    let r = ask_dry(dir.path(), &store, "Which ingredients do I need for Paella, and what are its nutrition facts?");
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     assert!(apis.contains(&"food/recipes/ingredients".to_string()), "{apis:?}");
     assert!(!apis.contains(&"food/recipes/nutrition".to_string()), "{apis:?}");

@@ -103,11 +103,7 @@ fn ingest_festival(dir: &Path) -> String {
             )],
         ));
     }
-    let file = dir.join("festival.jsonl");
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let store = format!("embedded:{}", dir.join("g.redb").display());
-    run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
-    store
+    ingest_transcripts(dir, "festival.jsonl", &lines)
 }
 
 #[test]
@@ -115,17 +111,9 @@ fn a_call_kept_for_a_value_the_asked_calls_take_too_is_left_out_and_what_read_it
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_festival(dir.path());
     let request = "Show me the lineup on September 6, 2025, and a shuttle from the North Gate to the Oak Stage.";
-    let out = bin_in(dir.path())
-        .arg("--store")
-        .arg(&store)
-        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    });
+    let r = ask_dry(dir.path(), &store, request);
+    let recall = recall_event(&r).expect("a memory is replayed");
     let trace = r["trace"].as_array().unwrap();
-    let recall = trace.iter().find(|t| t["type"] == "recall").expect("a memory is replayed");
     assert!(recall["request"].as_str().unwrap_or_default().contains("camping"), "{recall:#}");
     assert_eq!(recall["left_out"], json!(["events/festival/camping"]), "{recall:#}");
     let calls: Vec<(&str, &Value)> =

@@ -60,23 +60,12 @@ fn a_name_the_remembered_run_put_in_its_own_words_is_this_requests_in_a_replay()
     ] {
         lines.push(transcript(&format!("What is the weather in {place} on {said}?"), place, day, (40.0, -8.0)));
     }
-    let file = dir.path().join("weather.jsonl");
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let store = format!("embedded:{}", dir.path().join("g.redb").display());
-    run_ok(bin_in(dir.path()).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
+    let store = ingest_transcripts(dir.path(), "weather.jsonl", &lines);
 
     let request = "Will it rain at Helsinki Airport on September 6, 2025? My plane lands there.";
-    let out = bin_in(dir.path())
-        .arg("--store")
-        .arg(&store)
-        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    });
+    let r = ask_dry(dir.path(), &store, request);
+    let recall = recall_event(&r).expect("a memory is replayed");
     let trace = r["trace"].as_array().unwrap();
-    let recall = trace.iter().find(|t| t["type"] == "recall").expect("a memory is replayed");
     assert!(recall["request"].as_str().unwrap_or_default().contains("Oslo Airport"), "{recall:#}");
     let lookup = trace
         .iter()
