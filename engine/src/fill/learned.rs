@@ -357,6 +357,19 @@ impl ArgModel {
         own.or_else(|| self.by_name.get(&name_key(param)).and_then(|s| share(s, 3)))
     }
 
+    /// Whether a parameter of `api` took numbers counted by `unit` (see
+    /// [`crate::read::slots::unit_word`]) in recorded runs, twice or more: a hotel search by
+    /// coordinates takes "20 kilometers" as its radius, a search by city does not.
+    pub fn takes_unit(&self, api: &str, unit: &str) -> bool {
+        self.slots.get(api).is_some_and(|s| s.values().any(|slot| slot.units.get(unit).is_some_and(|n| *n >= 2)))
+    }
+
+    /// Whether some parameter took numbers counted by `unit` twice or more (by parameter name,
+    /// across APIs): a number so counted is a quantity some call can be sent.
+    pub fn knows_unit(&self, unit: &str) -> bool {
+        self.by_name.values().any(|slot| slot.units.get(unit).is_some_and(|n| *n >= 2))
+    }
+
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {
@@ -539,6 +552,30 @@ mod tests {
         let stored: Vec<(String, i64)> = m.counts(None).into_iter().collect();
         assert_eq!(ArgModel::from_counts(&stored).unwrap().unwrap(), m);
         assert_eq!(m.describe(order)["customer_id"]["taken_from"][find], 3);
+    }
+
+    /// The words that counted the numbers a parameter took are learned per API: a bike-station
+    /// search near a point took "within 2 kilometers" as its `radius`; the search by district
+    /// never took a distance. "adults" counts no distance; "2024 in" is no unit.
+    #[test]
+    fn the_unit_a_parameter_took_its_numbers_in_is_learned() {
+        let mut m = ArgModel::default();
+        let (near, district) = ("bikes/stations_near", "bikes/stations_in_district");
+        for (km, place) in [(2, "the harbour"), (3, "the old town"), (5, "the stadium")] {
+            let a = args(json!({"lat": "$var1.lat$", "radius": km}));
+            m.learn(&format!("Bike stations within {km} kilometers of {place}, please."), [(near, &a)], day());
+        }
+        for d in ["Mitte", "Neukolln"] {
+            m.learn(&format!("Bike stations in {d} for 2 adults"), [(district, &args(json!({"district": d})))], day());
+        }
+        assert!(m.takes_unit(near, "kilometer") && !m.takes_unit(district, "kilometer"));
+        assert!(m.knows_unit("kilometer") && !m.knows_unit("mile"));
+        assert_eq!(crate::read::slots::unit_word("Kilometers").as_deref(), Some("kilometer"));
+        assert_eq!(crate::read::slots::unit_word("km").as_deref(), Some("km"));
+        assert_eq!(crate::read::slots::unit_word("in"), None);
+        // The counts go into the store and read back.
+        let stored: Vec<(String, i64)> = m.counts(None).into_iter().collect();
+        assert_eq!(ArgModel::from_counts(&stored).unwrap().unwrap(), m);
     }
 
     /// Three recorded rentals teach `drop_off_time` to take the time said after "return" — even

@@ -6,6 +6,7 @@
 //! made with the same arguments (the same location lookup) is not sent again: its references
 //! point to the call made. What no memory serves stays missing, and the judge names it.
 
+pub(crate) use super::join::leaves;
 use super::store::MemoryStep;
 use crate::exec::refs::Reference;
 use crate::plan::{ApiView, Context};
@@ -91,16 +92,6 @@ pub(crate) fn fragment_at(
     need.into_iter().collect()
 }
 
-/// The scalars of a recorded value, inside arrays and objects.
-pub(crate) fn leaves(value: &serde_json::Value) -> Box<dyn Iterator<Item = &serde_json::Value> + '_> {
-    use serde_json::Value;
-    match value {
-        Value::Array(items) => Box::new(items.iter().flat_map(leaves)),
-        Value::Object(m) => Box::new(m.values().flat_map(leaves)),
-        v => Box::new(std::iter::once(v)),
-    }
-}
-
 /// Where in the request (a position of [`crate::read::asks::ask_word_seq`]) `asked`'s word is
 /// first said (the first word of a name said in several).
 pub(crate) fn position(seq: &[Option<String>], asked: &Asked) -> Option<usize> {
@@ -165,6 +156,29 @@ impl Engine {
         last
     }
 
+    /// Whether two APIs, neither a lookup, are documented by a word of `said` (this request's
+    /// ask words): a search for gyms near coordinates and one for gyms in a city, where the
+    /// request says "gym".
+    pub(super) fn siblings(&self, said: &[String], a: &str, b: &str) -> bool {
+        let plain = |id: &str| self.apis.get(id).is_some_and(|x| !x.is_lookup());
+        plain(a)
+            && plain(b)
+            && said.iter().any(|w| {
+                self.documented.get(w).is_some_and(|apis| {
+                    apis.binary_search_by(|x| x.as_str().cmp(a)).is_ok()
+                        && apis.binary_search_by(|x| x.as_str().cmp(b)).is_ok()
+                })
+            })
+    }
+
+    /// Whether recorded calls of `api` read an output of a sibling of `other` (see
+    /// [`Self::siblings`]; not `other` itself): the hours of a gym, read from the city search,
+    /// where `other` is the search near a place.
+    pub(super) fn reads_a_sibling_of(&self, ctx: &Context, said: &[String], api: &str, other: &str) -> bool {
+        let Some(slots) = ctx.args.as_deref().and_then(|m| m.slots.get(api)) else { return false };
+        slots.values().flat_map(|s| s.producers.keys()).any(|p| p != other && self.siblings(said, p, other))
+    }
+
     /// Whether a fragment's call of `api` serves this request (composing `wanted`): the API
     /// itself, one the request's words ask for, or a lookup chains always go on from.
     fn wanted_here(&self, ctx: &Context, api: &str, wanted: &str) -> bool {
@@ -227,6 +241,7 @@ impl Engine {
             .filter(|a| only(a) && !a.said_in(old_words) && !st.ctx.path.iter().any(|s| a.served_by(&s.api.id)))
             .cloned()
             .collect();
+        let said = crate::read::asks::ask_words(&st.ctx.request);
         let mut wanted = Vec::new();
         for a in &asks {
             wanted.extend(match self.serving(&st.ctx, a) {
@@ -286,17 +301,24 @@ impl Engine {
                 }
                 let hit = &hits[n];
                 let chain = &hit.entry.chain;
-                let steps: Vec<MemoryStep> = part.iter().map(|i| chain[*i].clone()).collect();
+                // A producer a sibling call made stands in for is not sent (see `join`).
+                let keep: BTreeSet<usize> = part.iter().copied().collect();
+                let without = |stood: &BTreeSet<usize>| {
+                    fragment_at(chain, |i| keep.contains(&i) && chain[i].api == api, |_, read| !stood.contains(&read))
+                };
+                let joined = super::join::join(&st.ctx, chain, &part, &api, |a, b| self.siblings(&said, a, b), without);
+                let step_at = |i: usize| joined.steps.get(&i).unwrap_or(&chain[i]);
+                let steps: Vec<MemoryStep> = joined.part.iter().map(|i| step_at(*i).clone()).collect();
                 let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);
                 if !self.fit_steps(&st.ctx, &analogy, &steps) {
                     why = format!("the values of the remembered {name} calls have no counterpart here");
                     continue;
                 }
                 sent += 1;
-                let mut labels = HashMap::new();
+                let mut labels = joined.labels.clone();
                 let mut done = Ok(());
-                for i in part {
-                    match self.replay_step(st, &analogy, &chain[i], &labels, true).await {
+                for &i in &joined.part {
+                    match self.replay_step(st, &analogy, step_at(i), &labels, true).await {
                         Ok(label) => {
                             labels.insert(format!("var{}", i + 1), label);
                         }

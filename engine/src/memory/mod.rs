@@ -2,12 +2,14 @@
 //! recall and replay by analogy in a run (`recall`; which of a remembered chain's calls a request
 //! wants: `kinds`), a remembered literal's counterpart in a new
 //! request (`analogy`, `align`, `moments`, `lists`, `spans`), a choice by a field's extreme
-//! (`extremes`), and the fragments of other memories a replay is composed with (`compose`).
+//! (`extremes`), and the fragments of other memories a replay is composed with (`compose`), joined to the
+//! calls made (`join`).
 
 pub(crate) mod align;
 pub(crate) mod analogy;
 mod compose;
 pub(crate) mod extremes;
+mod join;
 mod kinds;
 pub(crate) mod lists;
 pub(crate) mod moments;

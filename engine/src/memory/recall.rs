@@ -113,17 +113,32 @@ fn farther_bound<'a>(weighed: impl IntoIterator<Item = &'a Analogue>) -> Option<
     nearest.map(|s| s - ANALOGY_MARGIN)
 }
 
+/// This request's numbers counted by a unit some API's parameter takes ("within 20 kilometers":
+/// a radius) that no API of `chain` takes: what this request asks that the chain cannot be
+/// sent (a search by city for "a hotel within 20 km of the airport", where a search by
+/// coordinates takes the distance).
+fn untaken_quantities(ctx: &Context, chain: &[&MemoryStep]) -> usize {
+    let Some(model) = ctx.args.as_deref() else { return 0 };
+    let mut units: Vec<String> =
+        ctx.values.numbers.iter().filter_map(|c| crate::read::slots::unit_word(&c.word)).collect();
+    units.sort();
+    units.dedup();
+    units.iter().filter(|u| model.knows_unit(u) && !chain.iter().any(|s| model.takes_unit(&s.api, u))).count()
+}
+
 /// A recalled memory weighed for a replay: how it fits, and its analogy (for a close one).
 struct Analogue {
     hit: Recalled,
     fit: Fit,
     analogy: Option<Analogy>,
+    /// The steps of its chain this request wants ([`Engine::of_this_kind`]).
+    kept: Vec<usize>,
 }
 
 /// How well a remembered request fits this one: whether every value its chain took from the
 /// remembered request has a counterpart here, and how many of this request's dates, times and
-/// names the remembered one had no counterpart for (each a thing this request asks that the
-/// remembered chain may not serve).
+/// names the remembered one had no counterpart for, and quantities no API of its chain takes
+/// (each a thing this request asks that the remembered chain may not serve).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 struct Fit {
     transferable: bool,
@@ -153,17 +168,13 @@ impl Engine {
             let e = st.leads.hints.entry((prev, END_ID.to_string())).or_insert(0.0);
             *e = e.max(h.score as f64);
         }
-        let Some(Analogue { hit, fit, analogy }) = self.best_analogue(st, hits, meaning).await? else {
+        let Some(Analogue { hit, fit, analogy, kept }) = self.best_analogue(st, hits, meaning).await? else {
             return Ok(false);
         };
         let replay = hit.score >= self.settings.memory_threshold && fit.transferable;
         // The calls of the remembered chain this request wants (what only the remembered request
         // asked for left out).
-        let kept = if replay {
-            self.of_this_kind(&st.ctx, &hit.entry.request, &hit.entry.chain, analogy.as_ref())
-        } else {
-            Vec::new()
-        };
+        let kept = if replay { kept } else { Vec::new() };
         let left_out = if replay {
             let chain = &hit.entry.chain;
             (0..chain.len()).filter(|i| kept.binary_search(i).is_err()).map(|i| chain[i].api.clone()).collect()
@@ -224,11 +235,21 @@ impl Engine {
         let close = |h: &Recalled| h.score >= self.settings.memory_threshold;
         let weigh = |hit: Recalled| {
             if close(&hit) {
-                let analogy = self.analogy(&st.ctx, &hit.entry.request, &hit.entry.chain);
-                let fit = self.fit(&st.ctx, &analogy, &hit.entry.chain);
-                Analogue { hit, fit, analogy: Some(analogy) }
+                let chain = &hit.entry.chain;
+                let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);
+                // Only the calls this request wants must fit (what only the remembered request
+                // asked for is left out of a replay).
+                let kept = self.of_this_kind(&st.ctx, &hit.entry.request, chain, Some(&analogy));
+                let steps: Vec<&MemoryStep> = kept.iter().map(|i| &chain[*i]).collect();
+                let fit = self.fit(&st.ctx, &analogy, &steps);
+                Analogue { hit, fit, analogy: Some(analogy), kept }
             } else {
-                Analogue { hit, fit: Fit { transferable: false, unserved: usize::MAX }, analogy: None }
+                Analogue {
+                    hit,
+                    fit: Fit { transferable: false, unserved: usize::MAX },
+                    analogy: None,
+                    kept: Vec::new(),
+                }
             }
         };
         let pool = hits.len();
@@ -347,12 +368,12 @@ impl Engine {
 
     /// Whether every value `steps` took from their remembered request has a counterpart here.
     pub(crate) fn fit_steps(&self, ctx: &Context, analogy: &Analogy, steps: &[MemoryStep]) -> bool {
-        self.fit(ctx, analogy, steps).transferable
+        self.fit(ctx, analogy, &steps.iter().collect::<Vec<_>>()).transferable
     }
 
     /// How a remembered chain fits this request (see [`Fit`]), before anything is sent.
-    fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[MemoryStep]) -> Fit {
-        let mut transferable = true;
+    fn fit(&self, ctx: &Context, analogy: &Analogy, chain: &[&MemoryStep]) -> Fit {
+        let mut transferable = !chain.is_empty();
         for step in chain {
             for (name, recorded) in &step.arguments {
                 let own = matches!(
@@ -368,7 +389,7 @@ impl Engine {
                 }
             }
         }
-        Fit { transferable, unserved: analogy.unserved() }
+        Fit { transferable, unserved: analogy.unserved() + untaken_quantities(ctx, chain) }
     }
 
     /// Replay a remembered chain by analogy: references kept; every value the remembered request
@@ -394,8 +415,19 @@ impl Engine {
         let seq = crate::read::asks::ask_word_seq(&st.ctx.request);
         let replayed = kept.iter().map(|i| chain[*i].api.as_str());
         if let Some(first) = super::compose::first_served(&st.ctx, &seq, replayed) {
-            let said_before =
-                |a: &crate::read::asks::Asked| super::compose::position(&seq, a).is_some_and(|p| p < first);
+            // (Not an ask whose API reads what a sibling of a call the replay makes outputs: it
+            // reads that call, once made — see `join`.)
+            let said = crate::read::asks::ask_words(&st.ctx.request);
+            let waiting: Vec<String> = st
+                .ctx
+                .asked_apis
+                .iter()
+                .filter(|a| kept.iter().any(|i| self.reads_a_sibling_of(&st.ctx, &said, &a.api, &chain[*i].api)))
+                .map(|a| a.api.clone())
+                .collect();
+            let said_before = |a: &crate::read::asks::Asked| {
+                super::compose::position(&seq, a).is_some_and(|p| p < first) && !waiting.contains(&a.api)
+            };
             self.compose_missing(st, &old_words, meaning, &said_before).await;
         }
         let mut labels = std::collections::HashMap::new();
@@ -601,6 +633,7 @@ mod tests {
             hit: Recalled { score, entry: MemoryEntry { request: String::new(), chain: Vec::new() } },
             fit: Fit { transferable, unserved },
             analogy: None,
+            kept: Vec::new(),
         }
     }
 

@@ -126,6 +126,10 @@ pub struct SlotStats {
     /// lookup, not from the nearby-cities call that also outputs one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub producers: BTreeMap<String, u32>,
+    /// The words that counted the numbers it took ("within 20 kilometers" → `kilometer`,
+    /// see [`unit_word`]) → calls: what a request's "5 km" or "3 tickets" can be sent as.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub units: BTreeMap<String, u32>,
 }
 
 pub(crate) fn is_unset(v: &[u32; 4]) -> bool {
@@ -196,6 +200,22 @@ pub(crate) fn word_value(v: &Value, request: &RequestValues) -> bool {
             .any(|k| normalized(v, *k).is_some_and(|want| mentions(request, *k).iter().any(|m| m.value == want)))
 }
 
+/// The unit a number's counted word names, in one form ("kilometers" → `kilometer`, "USD" →
+/// `usd`): `None` for no word, a function word ("2024 in"), or one not made of letters.
+pub(crate) fn unit_word(word: &str) -> Option<String> {
+    let w = word.to_lowercase();
+    if w.chars().count() < 2
+        || !w.chars().all(char::is_alphabetic)
+        || super::lexicon::lexicon().function_words.contains(&w)
+    {
+        return None;
+    }
+    Some(match w.strip_suffix('s') {
+        Some(one) if one.chars().count() >= 3 && !one.ends_with('s') => one.to_string(),
+        _ => w,
+    })
+}
+
 pub(crate) fn count_words(map: &mut BTreeMap<String, u32>, words: &[String], cap: usize) {
     for w in words {
         if map.len() < cap || map.contains_key(w) {
@@ -216,6 +236,12 @@ impl SlotStats {
             let ms = mentions(request, kind);
             let Some(pick) = ms.iter().position(|m| m.value == want) else { continue };
             *self.kinds.entry(kind).or_default() += 1;
+            if let Some(u) = request.numbers.get(pick).filter(|_| kind == Kind::Number).and_then(|c| unit_word(&c.word))
+            {
+                if self.units.len() < MAX_CUE_WORDS || self.units.contains_key(&u) {
+                    *self.units.entry(u).or_default() += 1;
+                }
+            }
             // A value is one mention: the first kind it reads as.
             let others: Vec<&Mention> = ms.iter().filter(|m| m.value != want).collect();
             if others.is_empty() {

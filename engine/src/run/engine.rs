@@ -452,6 +452,34 @@ impl Engine {
         asked
     }
 
+    /// An ask whose API takes none of the quantities the request says ("within 20 kilometers")
+    /// that exactly one other API about the same word takes (learned: a parameter of it took
+    /// numbers so counted, see [`ArgModel::takes_unit`]) asks for that one: "a hotel within 20 km
+    /// of the airport" is a search by coordinates (its radius), not the search by city the word
+    /// "hotel" alone was learned to ask for.
+    fn ask_quantity_takers(&self, ctx: &mut Context) {
+        let Some(m) = ctx.args.clone() else { return };
+        let mut units: Vec<String> =
+            ctx.values.numbers.iter().filter_map(|c| crate::read::slots::unit_word(&c.word)).collect();
+        units.sort();
+        units.dedup();
+        units.retain(|u| m.knows_unit(u));
+        for a in ctx.asked_apis.iter_mut().filter(|a| !a.open) {
+            for u in units.iter().filter(|u| !m.takes_unit(&a.api, u)) {
+                let takers: Vec<&String> = a
+                    .about
+                    .iter()
+                    .filter(|id| m.takes_unit(id, u) && self.apis.get(*id).is_some_and(|x| !x.is_lookup()))
+                    .collect();
+                if let ([one], Some(api)) = (takers.as_slice(), takers.first().and_then(|id| self.apis.get(*id))) {
+                    a.api = (*one).clone();
+                    a.name = api.name.clone();
+                    break;
+                }
+            }
+        }
+    }
+
     async fn run_inner(
         &self,
         request: &str,
@@ -466,6 +494,7 @@ impl Engine {
         }
         // The APIs the request's words ask for (learned with the argument model).
         st.ctx.asked_apis = self.asked_in(st.ctx.args.as_deref(), request);
+        self.ask_quantity_takers(&mut st.ctx);
         st.stats.dry_run = st.how.dry_run;
         let t = Instant::now();
         // The request's words (what retrieval reads) and its meaning, mentions masked (what the
