@@ -179,12 +179,13 @@ fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
     assert_eq!(r["status"], "answered", "{r:#}");
 }
 
-/// The nearest memory asked for the reviews and the ingredients; this request asks for the
-/// reviews and the nutrition facts. Replayed, that memory is of another kind: its ingredients
-/// call, asked for by a word this request does not say, is left out, and the nutrition is
-/// composed beside the reviews.
+/// This request asks for the reviews and the nutrition facts "for 2 portions"; the nearest
+/// memory asked for the reviews and the ingredients, and none of its calls this request wants
+/// takes a number of portions. The memory whose chain takes them (a nutrition one) is replayed,
+/// and the reviews are composed beside it; the ingredients, asked for by no word of this
+/// request, are never called.
 #[test]
-fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
+fn a_quantity_said_prefers_the_memory_whose_calls_take_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
     let r = ask_dry(
@@ -194,28 +195,10 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
     );
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     let replayed = recall_event(&r);
-    assert!(
-        replayed_one_saying(replayed.as_ref(), "reviews"),
-        "the combined memory is the one replayed: {replayed:#?}"
-    );
+    assert!(replayed_one_saying(replayed.as_ref(), "portions"), "the memory taking the portions: {replayed:#?}");
     assert!(apis.contains(&"food/recipes/reviews".to_string()), "{apis:?}");
     assert!(apis.contains(&"food/recipes/nutrition".to_string()), "{apis:?}");
     assert!(!apis.contains(&"food/recipes/ingredients".to_string()), "{apis:?}");
-    // The trace says which remembered calls the replay left out, and the text answer says it.
-    let left_out = replayed.as_ref().map(|t| t["left_out"].clone()).unwrap_or_default();
-    assert_eq!(left_out, serde_json::json!(["food/recipes/ingredients"]), "{replayed:#?}");
-    let out = bin_in(dir.path())
-        .arg("--store")
-        .arg(&store)
-        .args(["ask", "What do cooks say in the reviews of Gazpacho, and what are its nutrition facts for 2 portions?"])
-        .args(["--dry-run", "--no-learn"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("left out of the replay: its calls of ingredients (what only the remembered request asked for)"),
-        "{text}"
-    );
 }
 
 /// This request asks for less than the nearest memory: only the reviews, where the remembered
@@ -226,7 +209,8 @@ fn a_call_the_remembered_request_asked_for_and_this_one_does_not_is_left_out() {
 fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
     let dir = tempfile::tempdir().unwrap();
     let store = ingest_kitchen(dir.path());
-    let r = ask_dry(dir.path(), &store, "What do cooks say in the reviews of Gazpacho?");
+    let request = "What do cooks say in the reviews of Gazpacho?";
+    let r = ask_dry(dir.path(), &store, request);
     let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
     let replayed = recall_event(&r);
     assert!(
@@ -235,6 +219,20 @@ fn a_request_asking_for_less_than_the_remembered_one_gets_only_what_it_asks() {
     );
     assert_eq!(apis, ["food/recipes/search", "food/recipes/reviews"], "{r:#}");
     assert_eq!(r["status"], "answered", "{r:#}");
+    // The trace says which remembered calls the replay left out, and the text answer says it.
+    let left_out = replayed.as_ref().map(|t| t["left_out"].clone()).unwrap_or_default();
+    assert_eq!(left_out, serde_json::json!(["food/recipes/ingredients"]), "{replayed:#?}");
+    let out = bin_in(dir.path())
+        .arg("--store")
+        .arg(&store)
+        .args(["ask", request, "--dry-run", "--no-learn"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("left out of the replay: its calls of ingredients (what only the remembered request asked for)"),
+        "{text}"
+    );
 }
 
 /// A remembered request pointed to its last call by a word only the API's documentation ties to

@@ -556,7 +556,7 @@ mod tests {
 
     /// The words that counted the numbers a parameter took are learned per API: a bike-station
     /// search near a point took "within 2 kilometers" as its `radius`; the search by district
-    /// never took a distance. "adults" counts no distance; "2024 in" is no unit.
+    /// never took a distance. "adults" counts no distance; "2024 for" is no unit.
     #[test]
     fn the_unit_a_parameter_took_its_numbers_in_is_learned() {
         let mut m = ArgModel::default();
@@ -572,7 +572,7 @@ mod tests {
         assert!(m.knows_unit("kilometer") && !m.knows_unit("mile"));
         assert_eq!(crate::read::slots::unit_word("Kilometers").as_deref(), Some("kilometer"));
         assert_eq!(crate::read::slots::unit_word("km").as_deref(), Some("km"));
-        assert_eq!(crate::read::slots::unit_word("in"), None);
+        assert_eq!(crate::read::slots::unit_word("for"), None);
         // The counts go into the store and read back.
         let stored: Vec<(String, i64)> = m.counts(None).into_iter().collect();
         assert_eq!(ArgModel::from_counts(&stored).unwrap().unwrap(), m);

@@ -201,7 +201,7 @@ pub(crate) fn word_value(v: &Value, request: &RequestValues) -> bool {
 }
 
 /// The unit a number's counted word names, in one form ("kilometers" → `kilometer`, "USD" →
-/// `usd`): `None` for no word, a function word ("2024 in"), or one not made of letters.
+/// `usd`): `None` for no word, a function word ("2024 for"), or one not made of letters.
 pub(crate) fn unit_word(word: &str) -> Option<String> {
     let w = word.to_lowercase();
     if w.chars().count() < 2
