@@ -72,6 +72,17 @@ pub fn ask_dry(dir: &Path, store: &str, request: &str) -> serde_json::Value {
     })
 }
 
+/// A tool declaration of a chat transcript (OpenAI function format).
+pub fn function_tool(
+    name: &str,
+    description: &str,
+    props: serde_json::Value,
+    required: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {"name": name, "description": description,
+        "parameters": {"type": "object", "properties": props, "required": required}}})
+}
+
 /// The trace's recall event of a run (which memory, what its replay left out).
 pub fn recall_event(r: &serde_json::Value) -> Option<serde_json::Value> {
     r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()

@@ -12,10 +12,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 fn tools() -> Value {
-    let f = |name: &str, description: &str, props: Value, required: Value| {
-        json!({"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}})
-    };
+    let f = function_tool;
     json!([
         f(
             "recipes__search",

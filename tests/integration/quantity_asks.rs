@@ -11,10 +11,7 @@ use crate::common::*;
 use serde_json::{json, Value};
 
 fn tools() -> Value {
-    let f = |name: &str, description: &str, props: Value, required: Value| {
-        json!({"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}})
-    };
+    let f = function_tool;
     json!([
         f(
             "places__geocode",
