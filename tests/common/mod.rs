@@ -216,6 +216,22 @@ impl Falkor {
     pub fn uri(&self) -> String {
         format!("falkordb://127.0.0.1:{}", self.port)
     }
+
+    /// Send one command to the server (RESP over a plain socket) and return its first reply
+    /// line (`+OK`, `-ERR …`, `:1`).
+    pub fn command(&self, args: &[&str]) -> String {
+        use std::io::{BufRead, Write};
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        let sock = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        (&sock).write_all(out.as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(&sock).read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
 }
 
 impl Drop for Falkor {

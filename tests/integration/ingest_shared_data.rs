@@ -44,15 +44,25 @@ fn shared_data_builds_the_same_graph_on_embedded_falkordb_and_neo4j() {
         n.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>(),
         m.as_array().unwrap().iter().map(|x| &x["id"]).collect::<Vec<_>>()
     );
-    let out = run_ok(bin().arg("--store").arg(falkor.uri()).args([
-        "graph",
-        "cypher",
-        "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n",
-        "--param",
-        "t=\"data/theclique\"",
-    ]));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(rows["rows"][0][0].as_u64().unwrap() >= 4, "{rows}");
+    // A user's query is answered while the server saves its data in a child process (it rewrites
+    // its append-only file by itself after a large ingest): FalkorDB 4.16's copy for the query,
+    // forked beside the save's child, hung the whole server every time (the CI failure of this
+    // test). The copy waits for the save.
+    for _ in 0..2 {
+        // (Started, scheduled, or already running: Redis rewrites by itself after large writes.)
+        let rewrite = falkor.command(&["BGREWRITEAOF"]);
+        assert!(rewrite.starts_with('+') || rewrite.contains("already in progress"), "no rewrite: {rewrite}");
+        let out = run_ok(bin().arg("--store").arg(falkor.uri()).args([
+            "graph",
+            "cypher",
+            "MATCH (a:Api)-[:BELONGS_TO]->(t:Tool) WHERE t.id = $t RETURN count(a) AS n",
+            "--param",
+            "t=\"data/theclique\"",
+        ]));
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(rows["rows"][0][0].as_u64().unwrap() >= 4, "{rows}");
+    }
+    assert_eq!(falkor.command(&["PING"]), "+PONG");
     let out = bin().arg("--store").arg(&embedded).args(["graph", "cypher", "MATCH (n) RETURN n"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("embedded store does not support Cypher"));

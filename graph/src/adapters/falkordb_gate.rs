@@ -14,6 +14,16 @@
 //! copier claims first (no new write enters) and sends `GRAPH.COPY` once the writes under way have
 //! ended. A process killed mid-write or mid-copy holds the other side back for one time to live
 //! at most. Writes by other programs (`redis-cli`) are not covered.
+//!
+//! And a copy waits while the server saves its data in a child process of its own (an AOF
+//! rewrite, an RDB save) or is due to start one: `GRAPH.COPY` forks too, and when its fork is
+//! refused because a save's child runs, it retries holding the graph's read lock while the save's
+//! end takes the module lock and then waits for that graph lock — the whole server hangs (seen
+//! every time: `BGREWRITEAOF`, then a user's query on a 47k-API graph). Whether a save is due is
+//! computed from `INFO persistence` and the server's own rules (`save` points,
+//! `auto-aof-rewrite-*`), read once a copy with `CONFIG GET`; while writes are held, a save that
+//! is not due does not become due, but for the passing of a save point's seconds, which counts
+//! [`SAVE_SOON`] ahead. A copy that cannot start within its limit is told to wait (`Busy`).
 
 use crate::{EngineError, ErrorClass, Result};
 use redis::aio::ConnectionManager;
@@ -32,6 +42,10 @@ const RENEW: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_millis(5);
 /// The longest a write waits for copies to be made before it fails (a transient error).
 const WRITE_WAIT: Duration = Duration::from_secs(120);
+/// How often a copy waiting for the server's own save looks again.
+const SAVE_POLL: Duration = Duration::from_millis(50);
+/// A save point whose seconds pass within this many is due already (the copy's fork comes later).
+const SAVE_SOON: u64 = 3;
 
 /// A write enters unless a copy is claimed: 1 entered, 0 wait. KEYS: copying, writers; ARGV: id, ttl ms.
 const ENTER_WRITE: &str = r"
@@ -187,23 +201,28 @@ impl CopyTurn {
         let id = unique_id();
         let ttl = ttl_ms().to_string();
         let mut conn = connect(&format!("redis://{addr}/"))?;
+        let rules = SaveRules::read(&mut conn);
         let started = Instant::now();
         loop {
             let under_way: i64 = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl])
                 .query(&mut conn)
                 .map_err(|e| redis_err("copy gate", e))?;
-            if under_way == 0 {
-                break;
-            }
+            let why = match under_way {
+                0 => match saving(&mut conn, &rules)? {
+                    None => break,
+                    Some(save) => save,
+                },
+                n if n < 0 => "another copy is being made",
+                _ => "writes are under way",
+            };
             if started.elapsed() > limit {
                 release(&mut conn, &copying, &id);
-                let why = if under_way < 0 { "another copy is being made" } else { "writes are under way" };
                 return Err(EngineError::Busy(format!(
                     "no copy of the graph to query within {} s ({why})",
                     limit.as_secs()
                 )));
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(if under_way == 0 { SAVE_POLL } else { POLL });
         }
         // Renewed every RENEW until the turn is dropped (its sender with it), then given back.
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
@@ -251,8 +270,142 @@ fn connect(url: &str) -> Result<redis::Connection> {
     Ok(conn)
 }
 
+/// The server's rules for saving its data by itself, as `CONFIG GET` tells them (Redis's defaults
+/// where it does not answer: a renamed or refused `CONFIG`).
+#[derive(Debug, Clone, PartialEq)]
+struct SaveRules {
+    /// `save`: (seconds, changes) pairs.
+    points: Vec<(u64, u64)>,
+    /// `auto-aof-rewrite-percentage` (0: never by itself).
+    aof_percent: u64,
+    /// `auto-aof-rewrite-min-size`, bytes.
+    aof_min_size: u64,
+}
+
+impl Default for SaveRules {
+    fn default() -> Self {
+        SaveRules { points: vec![(3600, 1), (300, 100), (60, 10_000)], aof_percent: 100, aof_min_size: 64 << 20 }
+    }
+}
+
+impl SaveRules {
+    fn read(conn: &mut redis::Connection) -> SaveRules {
+        let mut rules = SaveRules::default();
+        let got: redis::RedisResult<Vec<String>> =
+            redis::cmd("CONFIG").arg("GET").arg("save").arg("auto-aof-rewrite-*").query(conn);
+        match got {
+            Ok(pairs) => rules.apply(&pairs),
+            Err(e) => tracing::debug!(error = %e, "no CONFIG GET: Redis's default save rules assumed"),
+        }
+        rules
+    }
+
+    /// Take `CONFIG GET`'s name, value pairs.
+    fn apply(&mut self, pairs: &[String]) {
+        for kv in pairs.chunks(2) {
+            let [k, v] = kv else { continue };
+            match k.as_str() {
+                "save" => {
+                    let n: Vec<u64> = v.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                    self.points = n.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+                }
+                "auto-aof-rewrite-percentage" => self.aof_percent = v.parse().unwrap_or(self.aof_percent),
+                "auto-aof-rewrite-min-size" => self.aof_min_size = v.parse().unwrap_or(self.aof_min_size),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Whether the server is saving its data in a child process, or is due to start one.
+fn saving(conn: &mut redis::Connection, rules: &SaveRules) -> Result<Option<&'static str>> {
+    let info: String = redis::cmd("INFO").arg("persistence").query(conn).map_err(|e| redis_err("copy gate", e))?;
+    let (secs, _micros): (u64, u64) = redis::cmd("TIME").query(conn).map_err(|e| redis_err("copy gate", e))?;
+    Ok(save_under_way(&info, rules, secs))
+}
+
+/// `INFO persistence` read against the save rules, at the server's time `now` (unix seconds):
+/// why a fork of the server's own runs or is due, if it is.
+fn save_under_way(info: &str, rules: &SaveRules, now: u64) -> Option<&'static str> {
+    let field = |name: &str| {
+        info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim).and_then(|v| v.parse().ok())
+    };
+    let on = |name: &str| field(name).is_some_and(|v: u64| v != 0);
+    if on("rdb_bgsave_in_progress") || on("aof_rewrite_in_progress") || on("module_fork_in_progress") {
+        return Some("the server is saving its data");
+    }
+    if on("aof_rewrite_scheduled") {
+        return Some("the server is about to rewrite its append-only file");
+    }
+    let changes = field("rdb_changes_since_last_save").unwrap_or(0);
+    let since = now.saturating_sub(field("rdb_last_save_time").unwrap_or(now));
+    if changes > 0 && rules.points.iter().any(|&(secs, n)| changes >= n && since + SAVE_SOON > secs) {
+        return Some("the server is about to save its data");
+    }
+    if on("aof_enabled") && rules.aof_percent > 0 {
+        let current = field("aof_current_size").unwrap_or(0);
+        let base = field("aof_base_size").unwrap_or(0).max(1);
+        if current > rules.aof_min_size && (current * 100 / base).saturating_sub(100) >= rules.aof_percent {
+            return Some("the server is about to rewrite its append-only file");
+        }
+    }
+    None
+}
+
 fn release(conn: &mut redis::Connection, copying: &str, id: &str) {
     if let Err(e) = script(RELEASE_COPY, &[copying], &[id]).query::<i64>(conn) {
         tracing::warn!(error = %e, "could not give back a copy's claim on the graph (it lapses)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUIET: &str = "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n\
+rdb_last_save_time:1000\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n\
+module_fork_in_progress:0\r\naof_current_size:1000\r\naof_base_size:1000\r\n";
+
+    fn with(info: &str, field: &str, value: &str) -> String {
+        info.lines()
+            .map(|l| if l.split(':').next() == Some(field) { format!("{field}:{value}") } else { l.to_string() })
+            .collect::<Vec<_>>()
+            .join("\r\n")
+    }
+
+    #[test]
+    fn a_save_the_server_runs_or_is_due_to_start_holds_a_copy_back() {
+        let rules = SaveRules::default();
+        assert_eq!(save_under_way(QUIET, &rules, 1010), None);
+        for running in ["rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress"] {
+            assert!(save_under_way(&with(QUIET, running, "1"), &rules, 1010).is_some(), "{running}");
+        }
+        assert!(save_under_way(&with(QUIET, "aof_rewrite_scheduled", "1"), &rules, 1010).is_some());
+        // A save point: 10,000 changes and 60 s since the last save (due 3 s ahead of it).
+        let busy = with(QUIET, "rdb_changes_since_last_save", "20000");
+        assert_eq!(save_under_way(&busy, &rules, 1050), None);
+        assert!(save_under_way(&busy, &rules, 1058).is_some());
+        // The append-only file grown past its minimum and by 100 % since its last rewrite.
+        let grown = with(&with(QUIET, "aof_current_size", "200000000"), "aof_base_size", "90000000");
+        assert!(save_under_way(&grown, &rules, 1010).is_some());
+        let off = SaveRules { aof_percent: 0, ..SaveRules::default() };
+        assert_eq!(save_under_way(&grown, &off, 1010), None);
+        assert_eq!(save_under_way(&with(&grown, "aof_enabled", "0"), &rules, 1010), None);
+    }
+
+    #[test]
+    fn save_rules_are_read_from_config_get() {
+        let mut rules = SaveRules::default();
+        rules.apply(&[
+            "save".into(),
+            "".into(),
+            "auto-aof-rewrite-percentage".into(),
+            "0".into(),
+            "auto-aof-rewrite-min-size".into(),
+            "1024".into(),
+        ]);
+        assert_eq!(rules, SaveRules { points: vec![], aof_percent: 0, aof_min_size: 1024 });
+        rules.apply(&["save".into(), "900 1 300 10".into()]);
+        assert_eq!(rules.points, vec![(900, 1), (300, 10)]);
     }
 }

@@ -216,15 +216,17 @@ impl Conn {
         static VIEWS: AtomicU64 = AtomicU64::new(0);
         let name =
             format!("{graph}{VIEW_MARK}{}-{}-{}", unix_ms(), std::process::id(), VIEWS.fetch_add(1, Ordering::Relaxed));
+        // Given up past the view's limit (a hung server held the process for SERVER_GRACE).
+        self.w.set_read_timeout(Some(VIEW_LIMIT))?;
         self.send(&["GRAPH.COPY", graph, &name])?;
         let mut budget = 1 << 16;
-        match self.r.value(&mut budget, 0)? {
-            Some(Resp::Error(m)) => {
-                tracing::debug!(error = %m, "no view of the graph for a user query");
-                Ok(None)
-            }
-            _ => Ok(Some(name)),
+        let reply = self.r.value(&mut budget, 0);
+        self.w.set_read_timeout(Some(SERVER_GRACE))?;
+        if let Some(Resp::Error(m)) = reply? {
+            tracing::debug!(error = %m, "no view of the graph for a user query");
+            return Ok(None);
         }
+        Ok(Some(name))
     }
 
     fn send(&mut self, args: &[&str]) -> io::Result<()> {
