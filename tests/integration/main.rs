@@ -34,6 +34,7 @@ mod malformed_inputs;
 mod mcp_import;
 mod mcp_serve;
 mod quantity_asks;
+mod replay_choices;
 mod replay_kinds;
 mod replay_names;
 mod reverse_chain_and_plans;

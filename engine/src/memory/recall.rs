@@ -602,6 +602,9 @@ impl Engine {
         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
             || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded")
             || (matches!(filled.sources.get(name), Some(ArgSource::Request { kind }) if kind == "name") && one_off());
+        if word.is_none() && !refill && self.chosen_there_only(ctx, analogy, api, name, recorded) {
+            return;
+        }
         if let Some(word) = word {
             f.arguments.insert(name.to_string(), Value::String(word));
             f.sources.insert(name.to_string(), ArgSource::Request { kind: "analogy".into() });
@@ -611,6 +614,34 @@ impl Engine {
             f.arguments.insert(name.to_string(), recorded.clone());
             f.sources.insert(name.to_string(), ArgSource::Default);
         }
+    }
+
+    /// Whether `recorded`, an optional parameter's word value, was a choice the remembered
+    /// request made in words that this request makes in none: it said the value ("the most
+    /// trending", "economy class") or words that went with it in recorded runs, and this request
+    /// says no value of the parameter nor any such word (nor, for a choice made by an ordering
+    /// word, any ordering word). Such a value is not this request's and is not sent ("find some
+    /// tour routes" sorts nothing; the request that said "trending" did).
+    fn chosen_there_only(&self, ctx: &Context, analogy: &Analogy, api: &ApiView, name: &str, recorded: &Value) -> bool {
+        let (Some(value), Some(m)) = (recorded.as_str(), ctx.args.as_deref()) else { return false };
+        if api.params.iter().all(|p| p.name != name || p.required) {
+            return false;
+        }
+        let known = known_words(ctx, api, name);
+        let chose_there = crate::read::reading::says(analogy.old_words(), value)
+            || m.cued_value(&api.id, name, analogy.old_words()).as_ref() == Some(recorded);
+        let request = words(&ctx.request);
+        // A choice made by an ordering word ("the most trending") stands where this request
+        // orders too, in words no run taught ("the highest-rated"): which order is its guess.
+        let ordering = crate::read::reading::ordering_words;
+        let ordered_there = m
+            .value_cues(&api.id, name)
+            .get(&recorded.to_string())
+            .is_some_and(|cues| cues.iter().any(|(w, _)| ordering(analogy.old_words()).contains(w)));
+        let chooses_here = m.cued_value(&api.id, name, &ctx.request).is_some()
+            || known.iter().any(|v| crate::read::reading::says(&request, v))
+            || (ordered_there && !ordering(&ctx.request).is_empty());
+        chose_there && !chooses_here
     }
 
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a

@@ -1,0 +1,70 @@
+//! A choice a remembered request made in words is not replayed where this request makes none, as
+//! a user gets it from the binary. Chat transcripts of a bookshop assistant are ingested: books
+//! searched by author, sorted where the request said how ("the newest books", "the bestselling
+//! books": the search's optional `sort`), never plain. Asked for "some books" by another author,
+//! the replay of a sorted search sends no order; asked for "the bestselling" ones, it sends that
+//! order, whichever memory it replays.
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+fn tools() -> Value {
+    json!([function_tool(
+        "books__search",
+        "Search the shop's books by author",
+        json!({"author": {"type": "string"}, "sort": {"type": "string", "enum": ["newest", "bestselling", "top_rated"]}}),
+        json!(["author"])
+    )])
+}
+
+fn conversation(request: &str, args: Value) -> String {
+    json!({"category": "Books", "tools": tools(), "messages": [
+        {"role": "user", "content": request},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "books__search", "arguments": args.to_string()}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json!({"books": [{"id": "b1"}]}).to_string()},
+        {"role": "assistant", "content": "Here they are."}
+    ]})
+    .to_string()
+}
+
+fn bookshop(dir: &std::path::Path) -> String {
+    let mut lines = Vec::new();
+    for author in ["Ursula Le Guin", "Terry Pratchett", "Zadie Smith", "Haruki Murakami"] {
+        lines.push(conversation(
+            &format!("Find the newest books by {author}."),
+            json!({"author": author, "sort": "newest"}),
+        ));
+    }
+    for author in ["Agatha Christie", "Stephen King", "Toni Morrison"] {
+        lines.push(conversation(
+            &format!("Find the bestselling books by {author}."),
+            json!({"author": author, "sort": "bestselling"}),
+        ));
+    }
+    ingest_transcripts(dir, "books.jsonl", &lines)
+}
+
+/// The search calls of a dry run: their arguments.
+fn searches(r: &Value) -> Vec<Value> {
+    r["trace"].as_array().unwrap().iter().filter(|t| t["type"] == "call").map(|t| t["arguments"].clone()).collect()
+}
+
+#[test]
+fn an_order_the_remembered_request_chose_in_words_is_not_sent_where_this_one_says_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = bookshop(dir.path());
+    let r = ask_dry(dir.path(), &store, "Find some books by Octavia Butler.");
+    let replayed = recall_event(&r);
+    assert!(replayed.is_some_and(|e| e["replayed"] == true), "a remembered search is replayed: {r:#}");
+    let made = searches(&r);
+    assert_eq!(made.len(), 1, "{made:#?}");
+    assert_eq!(made[0]["author"], "Octavia Butler", "{made:#?}");
+    assert!(made[0].get("sort").is_none(), "no order was asked for: {made:#?}");
+
+    // Said, the order is sent (the remembered one's word, or its counterpart here).
+    let r = ask_dry(dir.path(), &store, "Find the bestselling books by Octavia Butler.");
+    let made = searches(&r);
+    assert_eq!(made.len(), 1, "{made:#?}");
+    assert_eq!(made[0]["sort"], "bestselling", "{made:#?}");
+}
