@@ -67,6 +67,21 @@ async fn exercise(store: &dyn VectorStore, name: &str) {
     assert!(hits[0].score > hits[1].score && hits[0].score <= 1.0001);
     assert_eq!(hits[0].payload["category"], "weather");
 
+    // Ids and scores alone: the same points, in the same order (twice: the ids seen are kept).
+    for _ in 0..2 {
+        let bare = store.search_ids(name, &q, 3, &Conditions::default()).await.unwrap();
+        let full = store.search(name, &q, 3, &Conditions::default()).await.unwrap();
+        assert_eq!(bare.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ids(&full));
+        assert!(bare.iter().zip(&full).all(|((_, s), h)| (s - h.score).abs() < 1e-6));
+    }
+
+    // Points read by id, with their payloads, in the order asked; a missing id is left out.
+    let asked = ["memory/1".to_string(), "missing".into(), "weather/hub/geocode".into()];
+    let got = store.retrieve(name, &asked).await.unwrap();
+    assert_eq!(got.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["memory/1", "weather/hub/geocode"]);
+    assert_eq!(got[0].1["apis"], json!(["weather/hub/forecast", "finance/fx/convert"]));
+    assert!(store.retrieve(name, &[]).await.unwrap().is_empty());
+
     let finance = store.search(name, &q, 5, &Conditions::default().with("category", "finance")).await.unwrap();
     assert_eq!(ids(&finance), ["finance/fx/convert"]);
     let by_array = store.search(name, &q, 5, &Conditions::default().with("apis", "finance/fx/convert")).await.unwrap();

@@ -76,6 +76,13 @@ pub mod requests {
     pub fn point_id(id: &str) -> PointId {
         PointId::from(point_number(id))
     }
+    /// The request that reads points `ids` of a collection with their payloads (no vectors).
+    pub fn get(collection: &str, ids: &[String]) -> qdrant_client::qdrant::GetPoints {
+        qdrant_client::qdrant::GetPointsBuilder::new(collection, ids.iter().map(|i| point_id(i)).collect::<Vec<_>>())
+            .with_payload(true)
+            .with_vectors(false)
+            .build()
+    }
     /// The request that writes `points` (vectors and payloads) into a collection.
     pub fn upsert(collection: &str, points: Vec<VectorPoint>) -> qdrant_client::qdrant::UpsertPoints {
         let points: Vec<PointStruct> = points
@@ -136,6 +143,18 @@ pub mod requests {
             Some(f) => b.filter(f).build(),
             None => b.build(),
         }
+    }
+    /// [`search`] reading only each point's id from its payload.
+    pub fn search_ids(
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+        hnsw_ef: usize,
+    ) -> qdrant_client::qdrant::QueryPoints {
+        let mut q = search(collection, vector, k, conditions, hnsw_ef);
+        q.with_payload = Some(vec![ID_KEY].into());
+        q
     }
     /// The request for one page of a collection's points with the named payload fields.
     pub fn scroll(collection: &str, fields: &[&str], offset: Option<PointId>) -> ScrollPoints {
@@ -360,6 +379,37 @@ impl VectorStore for QdrantStore {
             .collect())
     }
 
+    async fn search_ids(
+        &self,
+        collection: &str,
+        vector: &[f32],
+        k: usize,
+        conditions: &Conditions,
+    ) -> Result<Vec<(String, f32)>> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let q = requests::search_ids(&self.resolve(collection), vector, k, conditions, self.hnsw_ef);
+        let r = self.client.query(q).await.map_err(err)?;
+        Ok(r.result.into_iter().map(|p| (id_of(&to_map(p.payload)), p.score)).collect())
+    }
+
+    async fn retrieve(&self, collection: &str, ids: &[String]) -> Result<Vec<(String, Map<String, Value>)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let r = self.client.get_points(requests::get(&self.resolve(collection), ids)).await.map_err(err)?;
+        let mut found: std::collections::HashMap<String, Map<String, Value>> = r
+            .result
+            .into_iter()
+            .map(|p| {
+                let payload = to_map(p.payload);
+                (id_of(&payload), payload)
+            })
+            .collect();
+        Ok(ids.iter().filter_map(|id| found.remove(id).map(|p| (id.clone(), p))).collect())
+    }
+
     async fn scan(&self, collection: &str, fields: &[&str]) -> Result<Vec<(String, Map<String, Value>)>> {
         let alias = self.resolve(collection);
         let mut out = Vec::new();
@@ -462,6 +512,11 @@ mod tests {
         );
         let sc = scroll("tg_apis", &["text_hash"], None);
         assert!(format!("{:?}", sc.with_payload).contains("text_hash"));
+        let si = search_ids("tg_memory", &[1.0], 5, &Conditions::default(), 16);
+        assert!(format!("{:?}", si.with_payload).contains(ID_KEY) && si.limit == Some(5), "{:?}", si.with_payload);
+        let g = get("tg_memory", &["mem-a".into(), "mem-b".into()]);
+        assert_eq!(g.ids, vec![point_id("mem-a"), point_id("mem-b")]);
+        assert!(format!("{:?}", g.with_payload).contains("Enable(true)"), "{:?}", g.with_payload);
     }
 
     #[test]

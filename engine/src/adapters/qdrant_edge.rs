@@ -33,7 +33,14 @@ pub struct EdgeVectorStore {
     /// `try_lock` and panics when another write holds them, so two runs remembering at once
     /// (two users' runs ending together) must not write side by side.
     writing: Arc<Mutex<()>>,
+    /// Point number → its string id (a number is a digest of its id, so this never goes stale):
+    /// a search reads no payload for the ids it has seen before. Payloads are stored compressed
+    /// as one blob, so reading the id alone costs as much as reading the whole payload.
+    names: Mutex<HashMap<u64, String>>,
 }
+
+/// Point ids kept in [`EdgeVectorStore::names`] (then it starts over).
+const KEPT_NAMES: usize = 1 << 20;
 
 fn valid_name(name: &str) -> Result<()> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
@@ -103,7 +110,37 @@ impl EdgeVectorStore {
             hnsw_ef,
             shards: Mutex::new(HashMap::new()),
             writing: Arc::new(Mutex::new(())),
+            names: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The string ids of `points` (numbers; others have none), read from their payloads where
+    /// not seen before.
+    fn names_of(&self, shard: &EdgeShard, points: &[PointId]) -> Result<Vec<String>> {
+        let num = |p: &PointId| match p {
+            PointId::NumId(n) => Some(*n),
+            _ => None,
+        };
+        let missing: Vec<PointId> = {
+            let names = self.names.lock().map_err(|_| err("id table poisoned"))?;
+            points.iter().filter(|p| num(p).is_some_and(|n| !names.contains_key(&n))).copied().collect()
+        };
+        if !missing.is_empty() {
+            let read = shard
+                .retrieve(&missing, Some(WithPayloadInterface::Fields(vec![json_path(ID_KEY)?])), None)
+                .map_err(err)?;
+            let mut names = self.names.lock().map_err(|_| err("id table poisoned"))?;
+            if names.len() + read.len() > KEPT_NAMES {
+                names.clear();
+            }
+            for r in read {
+                if let Some(n) = num(&r.id) {
+                    names.insert(n, id_of(&payload_of(r.payload)));
+                }
+            }
+        }
+        let names = self.names.lock().map_err(|_| err("id table poisoned"))?;
+        Ok(points.iter().map(|p| num(p).and_then(|n| names.get(&n).cloned()).unwrap_or_default()).collect())
     }
 
     fn shard(&self, name: &str) -> Result<Arc<EdgeShard>> {
@@ -285,6 +322,25 @@ impl VectorStore for EdgeVectorStore {
         .await
     }
 
+    async fn retrieve(&self, collection: &str, ids: &[String]) -> Result<Vec<(String, Map<String, Value>)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pids: Vec<PointId> = ids.iter().map(|i| PointId::NumId(point_number(i))).collect();
+        // (On the calling thread, as a search: a few points' payloads.)
+        let shard = self.shard(collection)?;
+        let records = shard
+            .retrieve(&pids, Some(WithPayloadInterface::Bool(true)), Some(WithVector::Bool(false)))
+            .map_err(err)?;
+        Ok(records
+            .into_iter()
+            .map(|r| {
+                let payload = payload_of(r.payload);
+                (id_of(&payload), payload)
+            })
+            .collect())
+    }
+
     async fn search_ids(
         &self,
         collection: &str,
@@ -295,10 +351,12 @@ impl VectorStore for EdgeVectorStore {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let request = self.nearest(vector, k, conditions, WithPayloadInterface::Fields(vec![json_path(ID_KEY)?]))?;
+        let request = self.nearest(vector, k, conditions, WithPayloadInterface::Bool(false))?;
         let shard = self.shard(collection)?;
         let points = shard.query(request).map_err(err)?;
-        Ok(points.into_iter().map(|p| (id_of(&payload_of(p.payload)), p.score)).collect())
+        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
+        let names = self.names_of(&shard, &ids)?;
+        Ok(names.into_iter().zip(points).map(|(id, p)| (id, p.score)).collect())
     }
 
     async fn search(

@@ -33,9 +33,9 @@ impl Engine {
         // asked for more.
         let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| a.served_by(&s.api)));
         let said_here = crate::read::asks::ask_words(&ctx.request);
-        let asked_there: Vec<crate::read::asks::Asked> = self
-            .asked_in(ctx.args.as_deref(), old_request)
-            .into_iter()
+        let asked_old = self.asked_in_old(ctx.args.as_ref(), old_request);
+        let asked_there: Vec<&crate::read::asks::Asked> = asked_old
+            .iter()
             .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
             .collect();
         // Whether a step takes a value said here reads its arguments: asked at most once a step

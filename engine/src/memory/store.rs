@@ -96,16 +96,22 @@ impl Memory {
     /// ids, so a recall does not depend on how the store happened to lay its points out.
     pub async fn recall(&self, vector: &[f32], k: usize) -> Result<Vec<Recalled>> {
         let wider = k.saturating_mul(4).max(k + 32);
-        let mut hits = self.vectors.search(&self.collection, vector, wider, &Conditions::default()).await?;
+        // The order from ids and scores alone; then only the `k` kept are read (a chain's JSON
+        // is most of what a recall costs).
+        let mut hits = self.vectors.search_ids(&self.collection, vector, wider, &Conditions::default()).await?;
         let level = |s: f32| (f64::from(s) * 1e5).round() as i64;
-        hits.sort_by(|a, b| level(b.score).cmp(&level(a.score)).then_with(|| a.id.cmp(&b.id)));
+        hits.sort_by(|a, b| level(b.1).cmp(&level(a.1)).then_with(|| a.0.cmp(&b.0)));
         hits.truncate(k);
+        let ids: Vec<String> = hits.iter().map(|(id, _)| id.clone()).collect();
+        let mut payloads: HashMap<String, Map<String, Value>> =
+            self.vectors.retrieve(&self.collection, &ids).await?.into_iter().collect();
         Ok(hits
             .into_iter()
-            .filter_map(|h| {
-                let request = h.payload.get("request")?.as_str()?.to_string();
-                let chain: Vec<MemoryStep> = serde_json::from_str(h.payload.get("chain")?.as_str()?).ok()?;
-                Some(Recalled { score: h.score, entry: MemoryEntry { request, chain } })
+            .filter_map(|(id, score)| {
+                let payload = payloads.remove(&id)?;
+                let request = payload.get("request")?.as_str()?.to_string();
+                let chain: Vec<MemoryStep> = serde_json::from_str(payload.get("chain")?.as_str()?).ok()?;
+                Some(Recalled { score, entry: MemoryEntry { request, chain } })
             })
             .collect())
     }

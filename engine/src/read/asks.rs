@@ -113,8 +113,27 @@ impl PartialEq for Asks {
 /// masked, function words and words under three letters left out, a plural read as its singular
 /// (`cars` → `car`, `cities` → `city`), each once, in the order said.
 pub(crate) fn ask_words(request: &str) -> Vec<String> {
-    content_words(super::reading::word_list(&super::reading::meaning_text(request)), MAX_REQUEST_WORDS)
+    // A pure function of the text, asked of the same few requests many times a run (this one,
+    // and each remembered one weighed): kept per thread, the first [`KEPT_READINGS`] texts.
+    thread_local! {
+        static READ: std::cell::RefCell<HashMap<String, Vec<String>>> = std::cell::RefCell::new(HashMap::new());
+    }
+    if let Some(words) = READ.with(|r| r.borrow().get(request).cloned()) {
+        return words;
+    }
+    let words = content_words(super::reading::word_list(&super::reading::meaning_text(request)), MAX_REQUEST_WORDS);
+    READ.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= KEPT_READINGS {
+            r.clear();
+        }
+        r.insert(request.to_string(), words.clone());
+    });
+    words
 }
+
+/// Request texts whose ask words a thread keeps (then it starts over).
+const KEPT_READINGS: usize = 4096;
 
 /// The words of an API's name and description as [`ask_words`] reads a request's (nothing
 /// masked: a documentation names no one).

@@ -54,7 +54,13 @@ pub struct Engine {
     /// The readings of remembered requests, as replays weigh them (see [`Self::read_old`]).
     /// Request → the day it was read on and its reading.
     pub(crate) old_readings: std::sync::Mutex<HashMap<String, (chrono::NaiveDate, Arc<RequestValues>)>>,
+    /// What remembered requests' words ask for ([`Self::asked_in`]), under the argument model
+    /// they were read with (held, so a newer model reads them anew).
+    pub(crate) old_asks: std::sync::Mutex<OldAsks>,
 }
+
+/// The argument model remembered requests' asks were read with, and request → its asks.
+pub(crate) type OldAsks = (Option<Arc<ArgModel>>, HashMap<String, Arc<Vec<Asked>>>);
 
 /// Remembered requests whose readings are kept; past it the kept ones are dropped.
 const OLD_READINGS: usize = 4096;
@@ -247,7 +253,31 @@ impl Engine {
             named,
             clock,
             old_readings: std::sync::Mutex::new(HashMap::new()),
+            old_asks: std::sync::Mutex::new((None, HashMap::new())),
         }
+    }
+
+    /// [`Self::asked_in`] of a remembered request, read once per argument model (a run weighs
+    /// 8–24 memories, and the same ones again run after run).
+    pub(crate) fn asked_in_old(&self, args: Option<&Arc<ArgModel>>, request: &str) -> Arc<Vec<Asked>> {
+        let same = |kept: &OldAsks| match (&kept.0, args) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        {
+            let kept = self.old_asks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(v) = kept.1.get(request).filter(|_| same(&kept)) {
+                return v.clone();
+            }
+        }
+        let v = Arc::new(self.asked_in(args.map(Arc::as_ref), request));
+        let mut kept = self.old_asks.lock().unwrap_or_else(|p| p.into_inner());
+        if !same(&kept) || kept.1.len() >= OLD_READINGS {
+            *kept = (args.cloned(), HashMap::new());
+        }
+        kept.1.insert(request.to_string(), v.clone());
+        v
     }
 
     /// The typed reading of a remembered request on `today`: read once, kept (every run weighs

@@ -118,6 +118,8 @@ pub trait VectorStore: Send + Sync {
     ) -> Result<Vec<(String, f32)>> {
         Ok(self.search(collection, vector, k, conditions).await?.into_iter().map(|h| (h.id, h.score)).collect())
     }
+    /// The points `ids` names that exist, with their whole payloads, in the order asked.
+    async fn retrieve(&self, collection: &str, ids: &[String]) -> Result<Vec<(String, Map<String, Value>)>>;
     /// Every point's id and the payload `fields` asked for (for incremental re-indexing).
     async fn scan(&self, collection: &str, fields: &[&str]) -> Result<Vec<(String, Map<String, Value>)>>;
     /// How many points a collection holds.
