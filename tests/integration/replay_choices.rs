@@ -3,7 +3,8 @@
 //! searched by author, sorted where the request said how ("the newest books", "the bestselling
 //! books": the search's optional `sort`), never plain. Asked for "some books" by another author,
 //! the replay of a sorted search sends no order; asked for "the bestselling" ones, it sends that
-//! order, whichever memory it replays.
+//! order, whichever memory it replays. A catch-all value the remembered request said in passing
+//! ("any books") was no choice and is replayed.
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -67,4 +68,36 @@ fn an_order_the_remembered_request_chose_in_words_is_not_sent_where_this_one_say
     let made = searches(&r);
     assert_eq!(made.len(), 1, "{made:#?}");
     assert_eq!(made[0]["sort"], "bestselling", "{made:#?}");
+}
+
+/// A catch-all value the remembered request said in passing ("do you have any books") was no
+/// choice in words: it is replayed like any other of the memory's values.
+#[test]
+fn a_catch_all_value_said_in_passing_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let formats = json!([function_tool(
+        "books__search",
+        "Search the shop's books by author, in a format",
+        json!({"author": {"type": "string"}, "format": {"type": "string", "enum": ["ANY", "PAPERBACK", "HARDCOVER"]}}),
+        json!(["author"])
+    )]);
+    let mut lines = Vec::new();
+    for (request, author, format) in [
+        ("Do you have any books by Ursula Le Guin?", "Ursula Le Guin", "ANY"),
+        ("Do you have any books by Terry Pratchett?", "Terry Pratchett", "ANY"),
+        ("Do you have any books by Zadie Smith?", "Zadie Smith", "ANY"),
+        ("Do you have paperback books by Agatha Christie?", "Agatha Christie", "PAPERBACK"),
+        ("Do you have hardcover books by Stephen King?", "Stephen King", "HARDCOVER"),
+    ] {
+        let mut line: Value =
+            serde_json::from_str(&conversation(request, json!({"author": author, "format": format}))).unwrap();
+        line["tools"] = formats.clone();
+        lines.push(line.to_string());
+    }
+    let store = ingest_transcripts(dir.path(), "books.jsonl", &lines);
+    let r = ask_dry(dir.path(), &store, "Do you have books by Octavia Butler?");
+    let made = searches(&r);
+    assert_eq!(made.len(), 1, "{r:#}");
+    assert_eq!(made[0]["author"], "Octavia Butler", "{made:#?}");
+    assert_eq!(made[0]["format"], "ANY", "{r:#}");
 }

@@ -616,7 +616,7 @@ impl Engine {
         }
     }
 
-    /// Whether `recorded`, an optional parameter's word value, was a choice the remembered
+    /// Whether `recorded`, one of the values an optional parameter is known to take, was a choice the remembered
     /// request made in words that this request makes in none: it said the value ("the most
     /// trending", "economy class") or words that went with it in recorded runs, and this request
     /// says no value of the parameter nor any such word (nor, for a choice made by an ordering
@@ -627,7 +627,19 @@ impl Engine {
         if api.params.iter().all(|p| p.name != name || p.required) {
             return false;
         }
+        // A word chosen among the values the parameter is known to take (not a free text, a
+        // date, a number or a name), and a word of its own: "any" said in passing chooses no
+        // catch-all `ANY`.
+        let word = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
         let known = known_words(ctx, api, name);
+        let function_word = crate::read::lexicon::lexicon().function_words.contains(&value.to_lowercase());
+        if !word(value)
+            || function_word
+            || known.iter().filter(|v| word(v)).count() < 2
+            || !known.iter().any(|v| v == value)
+        {
+            return false;
+        }
         let chose_there = crate::read::reading::says(analogy.old_words(), value)
             || m.cued_value(&api.id, name, analogy.old_words()).as_ref() == Some(recorded);
         let request = words(&ctx.request);
