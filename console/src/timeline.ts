@@ -55,6 +55,8 @@ function item(kind: string, title: Node | string, ...body: (Node | string | null
 
 function step(s: any, runId: (() => string | undefined) | undefined, calls: Map<string, HTMLElement>): HTMLElement | null {
   switch (s.type) {
+    case 'respelled':
+      return item('respelled', 'typing slips read as', h('p', { class: 'muted' }, (s.words ?? []).map((w: any) => `${w.said} → ${w.read}`).join(', ')));
     case 'retrieve':
       return item('retrieve', `seeds for “${s.subtask}”`, h('ul', { class: 'seeds' }, (s.seeds ?? []).slice(0, 10).map(([id, score]: [string, number]) => h('li', null, h('a', { href: '#/tools/api?id=' + encodeURIComponent(id) }, short(id)), h('span', { class: 'muted' }, ` ${score.toFixed(3)}`)))));
     case 'subtask':

@@ -4,7 +4,8 @@
 //! books": the search's optional `sort`), never plain. Asked for "some books" by another author,
 //! the replay of a sorted search sends no order; asked for "the bestselling" ones, it sends that
 //! order, whichever memory it replays. A catch-all value the remembered request said in passing
-//! ("any books") was no choice and is replayed.
+//! ("any books") was no choice and is replayed; a choice typed with a slip ("bestseling") is the
+//! word meant.
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -100,4 +101,21 @@ fn a_catch_all_value_said_in_passing_is_replayed() {
     assert_eq!(made.len(), 1, "{r:#}");
     assert_eq!(made[0]["author"], "Octavia Butler", "{made:#?}");
     assert_eq!(made[0]["format"], "ANY", "{r:#}");
+}
+
+/// A typing slip in the word that makes the choice ("bestseling") is read as the word the shop's
+/// requests said, and the trace says so.
+#[test]
+fn a_choice_typed_with_a_slip_is_read_as_the_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = bookshop(dir.path());
+    let r = ask_dry(dir.path(), &store, "Find the bestseling books by Octavia Butler.");
+    let made = searches(&r);
+    assert_eq!(made.len(), 1, "{r:#}");
+    assert_eq!(made[0]["author"], "Octavia Butler", "{made:#?}");
+    assert_eq!(made[0]["sort"], "bestselling", "{r:#}");
+    let respelled: Vec<&Value> = r["trace"].as_array().unwrap().iter().filter(|t| t["type"] == "respelled").collect();
+    assert_eq!(respelled.len(), 1, "{r:#}");
+    assert_eq!(respelled[0]["words"], json!([{"said": "bestseling", "read": "bestselling"}]));
+    assert_eq!(r["request"], "Find the bestselling books by Octavia Butler.");
 }

@@ -154,6 +154,9 @@ pub struct Lexicon {
     pub function_words: Words,
     pub clause_links: Words,
     pub sibilant_plurals: Words,
+    pub form_endings: Words,
+    pub plural_endings: Words,
+    pub keyboard_rows: Words,
     pub participle_endings: Words,
     pub asking_verbs: Words,
     pub highest_words: Words,
@@ -211,6 +214,12 @@ static IN_USE: OnceLock<(String, Lexicon)> = OnceLock::new();
 /// The table in use: the one [`install`]ed at start, else English.
 pub fn lexicon() -> &'static Lexicon {
     &IN_USE.get_or_init(|| (ENGLISH.to_string(), Lexicon::english())).1
+}
+
+/// The text of the table in use (TOML).
+pub(crate) fn text_in_use() -> &'static str {
+    lexicon();
+    IN_USE.get().map(|(t, _)| t.as_str()).unwrap_or(ENGLISH)
 }
 
 /// Makes the table `text` (read from `source_name`) the one in use, before the first request is

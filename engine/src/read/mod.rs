@@ -13,6 +13,7 @@ pub(crate) mod reading;
 pub(crate) mod requirement;
 pub(crate) mod scan;
 pub(crate) mod slots;
+pub(crate) mod spelling;
 pub(crate) mod stamps;
 pub(crate) mod values;
 

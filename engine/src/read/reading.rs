@@ -318,6 +318,7 @@ mod tests {
             ("plan/program.rs", "", "the operators of the plan program's conditions"),
             ("memory/store.rs", r#"&["request", "chain"]"#, "the payload fields of the memory's points"),
             ("plan/llm.rs", r#""open" | """#, "the values of a setting"),
+            ("read/spelling.rs", r#""words" | "phrase" | "cues""#, "the keys of the lexicon's own table"),
         ];
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let literal = r#""(?:[^"\\]|\\.)*""#;

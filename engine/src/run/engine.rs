@@ -1,5 +1,5 @@
 use super::report::{Approver, NeedsInput, RunOptions, RunReport, RunStats};
-use super::trace::TraceEvent;
+use super::trace::{ReadAs, TraceEvent};
 use crate::exec::Executor;
 use crate::fill::learned::ArgModel;
 use crate::graph::GraphStore;
@@ -518,9 +518,19 @@ impl Engine {
         sink: Option<&tokio::sync::mpsc::Sender<TraceEvent>>,
         opts: RunOptions,
     ) -> Result<RunReport> {
+        let args = if self.settings.learned_arguments { self.arg_model().await? } else { None };
+        // Typing slips in plain words are read as the known words they stand for; the run (its
+        // report, its memory) is of the request as read.
+        let (read, slips) = match args.as_deref() {
+            Some(m) => crate::read::spelling::respelled(request, &m.asks.words),
+            None => (request.to_string(), Vec::new()),
+        };
+        let request = read.as_str();
         let mut st = self.new_state(request, given, earlier, sink, &opts);
-        if self.settings.learned_arguments {
-            st.ctx.args = self.arg_model().await?;
+        st.ctx.args = args;
+        if !slips.is_empty() {
+            let words = slips.into_iter().map(|(said, read)| ReadAs { said, read }).collect();
+            st.emit(TraceEvent::Respelled { words }).await;
         }
         // The APIs the request's words ask for (learned with the argument model).
         st.ctx.asked_apis = self.asked_in(st.ctx.args.as_deref(), request);

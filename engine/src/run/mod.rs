@@ -35,4 +35,4 @@ pub use toolgraph_schema::{Mode, RunSettings};
 
 // The engine's front door for the rest of the system: what other crates use of a run's parts.
 pub use health::{now_rfc3339, Health};
-pub use trace::TraceEvent;
+pub use trace::{ReadAs, TraceEvent};

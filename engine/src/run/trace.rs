@@ -18,10 +18,25 @@ pub struct Offered {
     pub similarity: f64,
 }
 
+/// A word of the request as written and as the engine read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadAs {
+    /// As written.
+    pub said: String,
+    /// As read.
+    pub read: String,
+}
+
 /// One step of a run, as the trace (and the daemon's stream) shows it; `type` names the variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TraceEvent {
+    /// Words of the request read as other, known words: typing slips ("tomorow" → "tomorrow").
+    /// The run is of the request as read.
+    Respelled {
+        /// Each word as written and as read, in the order said.
+        words: Vec<ReadAs>,
+    },
     /// Seed tools retrieved for a (sub)task.
     Retrieve {
         /// The (sub)task's text.
