@@ -114,7 +114,14 @@ fn reading(w: &str, said: &BTreeMap<String, u32>, lexicon: &HashSet<String>) -> 
     let said_words = said.iter().filter(|(_, n)| **n >= MIN_SAID).map(|(k, n)| (k.as_str(), *n));
     let lexicon_words = lexicon.iter().map(|k| (k.as_str(), u32::MAX));
     let lex = super::lexicon::lexicon();
+    let longest = lex.plural_endings.iter().map(str::len).max().unwrap_or(0);
     for (k, n) in said_words.chain(lexicon_words) {
+        // A slip keeps the first letter, and a form too long or too short is none: most known
+        // words are passed over here.
+        let (first, len) = (k.as_bytes().first(), k.len());
+        if first != w.as_bytes().first() || len > w.len() + allowed || len + longest + allowed < w.len() {
+            continue;
+        }
         // The known word, or its plural (the ask model counts words singular): the first form
         // one slip away.
         let forms = std::iter::once(k.to_string()).chain(lex.plural_endings.iter().map(|e| format!("{k}{e}")));
