@@ -176,6 +176,29 @@ fn asks_composed_around_a_replay_keep_the_order_the_request_says_them() {
     assert_eq!(r["status"], "answered", "{r:#}");
 }
 
+/// Two asks are left to compose after the replay (a nutrition memory, for the portions): the
+/// reviews, said first, and the ingredients, said last. They are composed in the order the
+/// request says them, not in the order the ask model ranks its cues (both words always asked
+/// for their API; the ingredients' API sorts first by name).
+#[test]
+fn asks_composed_after_a_replay_follow_the_order_the_request_says_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ingest_kitchen(dir.path());
+    let r = ask_dry(
+        dir.path(),
+        &store,
+        "What are the nutrition facts of Gazpacho for 2 portions, what do cooks say in its reviews, and which ingredients do I need to buy?",
+    );
+    let replayed = recall_event(&r);
+    assert!(replayed_one_saying(replayed.as_ref(), "portions"), "a nutrition memory is replayed: {replayed:#?}");
+    let apis: Vec<String> = calls(&r).into_iter().map(|(_, a, _)| a).collect();
+    assert_eq!(
+        apis,
+        ["food/recipes/search", "food/recipes/nutrition", "food/recipes/reviews", "food/recipes/ingredients"],
+        "{r:#}"
+    );
+}
+
 /// This request asks for the reviews and the nutrition facts "for 2 portions"; the nearest
 /// memory asked for the reviews and the ingredients, and none of its calls this request wants
 /// takes a number of portions. The memory whose chain takes them (a nutrition one) is replayed,

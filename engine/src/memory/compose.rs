@@ -109,6 +109,21 @@ pub(crate) fn first_served<'a>(
     ctx.asked_apis.iter().filter(|a| apis.clone().any(|api| a.served_by(api))).filter_map(|a| position(seq, a)).min()
 }
 
+/// The asks `only` lets through that no call made serves and the remembered request (its words
+/// `old_words`) did not make, in the order the request says them (the ask model ranks its cues
+/// by how often runs called the API after the word; the calls follow the request).
+fn left_to_compose(ctx: &Context, old_words: &[String], only: &(dyn Fn(&Asked) -> bool + Sync)) -> Vec<Asked> {
+    let mut asks: Vec<Asked> = ctx
+        .asked_apis
+        .iter()
+        .filter(|a| only(a) && !a.said_in(old_words) && !ctx.path.iter().any(|s| a.served_by(&s.api.id)))
+        .cloned()
+        .collect();
+    let seq = crate::read::asks::ask_word_seq(&ctx.request);
+    asks.sort_by_key(|a| position(&seq, a).unwrap_or(usize::MAX));
+    asks
+}
+
 impl Engine {
     /// Which steps of a remembered chain are a last call (no call kept, those `dropped` aside,
     /// reads its output), not asked for by this request's words, that only the remembered
@@ -234,13 +249,7 @@ impl Engine {
         meaning: &[f32],
         only: &(dyn Fn(&Asked) -> bool + Sync),
     ) {
-        let asks: Vec<Asked> = st
-            .ctx
-            .asked_apis
-            .iter()
-            .filter(|a| only(a) && !a.said_in(old_words) && !st.ctx.path.iter().any(|s| a.served_by(&s.api.id)))
-            .cloned()
-            .collect();
+        let asks = left_to_compose(&st.ctx, old_words, only);
         let said = crate::read::asks::ask_words(&st.ctx.request);
         let mut wanted = Vec::new();
         for a in &asks {
