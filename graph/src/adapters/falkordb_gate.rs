@@ -7,13 +7,17 @@
 //! lock: a write that commits while a copy is being forked deadlocks the whole server — every
 //! later command, `PING` included, waits forever (seen under an ingest beside `graph cypher`).
 //!
-//! How: two keys beside the graph, changed only by short Lua scripts (atomic in Redis):
+//! How: keys beside the graph, changed only by short Lua scripts (atomic in Redis):
 //! `{graph}:tg:copying` — a copier's claim, with a time to live it renews while it waits for its
 //! copy — and `{graph}:tg:writers` — the writes under way, each with a deadline its writer
 //! renews while the write runs. A write enters only while no copy is claimed (else it waits); a
 //! copier claims first (no new write enters) and sends `GRAPH.COPY` once the writes under way have
-//! ended. A process killed mid-write or mid-copy holds the other side back for one time to live
-//! at most. Writes by other programs (`redis-cli`) are not covered.
+//! ended. Copiers that find the claim taken wait in line (`{graph}:tg:line`, a ticket each from
+//! `{graph}:tg:tickets`, the place renewed in `{graph}:tg:alive`) and are served in the order they
+//! came: with the first poller after a release winning instead, one of three query loops beside an
+//! ingest waited past its limit on a loaded machine while the other two took turns. A process
+//! killed mid-write or mid-copy holds the other side back for one time to live at most (killed
+//! while in line: [`WAIT_TTL`]). Writes by other programs (`redis-cli`) are not covered.
 //!
 //! And a copy waits while the server saves its data in a child process of its own (an AOF
 //! rewrite, an RDB save) or is due to start one: `GRAPH.COPY` forks too, and when its fork is
@@ -38,6 +42,9 @@ const BACKEND: &str = "falkordb";
 const TTL: Duration = Duration::from_secs(15);
 /// How often a claim or a write under way is renewed.
 const RENEW: Duration = Duration::from_secs(3);
+/// How long a copier's place in line lasts unless it looks again (a copier killed while it waits
+/// holds the others back this long at most).
+const WAIT_TTL: Duration = Duration::from_secs(5);
 /// How often a waiting side looks again.
 const POLL: Duration = Duration::from_millis(5);
 /// The longest a write waits for copies to be made before it fails (a transient error).
@@ -62,23 +69,60 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))
 return 1";
-/// A copier claims (or renews its claim): -1 another copier holds it, else how many writes are
-/// still under way (0: copy now). KEYS: copying, writers; ARGV: id, ttl ms.
+/// A copier claims (or renews its claim), in its turn: copiers wait in line, served in the order
+/// they came (each renews its place while it waits; one that stops renewing for [`WAIT_TTL`]
+/// leaves the line). -1 another copier holds the claim, -2 copiers are ahead in line, else how
+/// many writes are still under way (0: copy now). KEYS: copying, writers, line, alive, tickets;
+/// ARGV: id, ttl ms, wait ttl ms.
 const CLAIM_COPY: &str = r"
-local held = redis.call('GET', KEYS[1])
-if held and held ~= ARGV[1] then return -1 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ttl = tonumber(ARGV[2])
+local held = redis.call('GET', KEYS[1])
+if held ~= ARGV[1] then
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+    redis.call('ZREM', KEYS[3], gone)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[5]), ARGV[1])
+  end
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
+  for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
+  if held then return -1 end
+  if redis.call('ZRANGE', KEYS[3], 0, 0)[1] ~= ARGV[1] then return -2 end
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[4], ARGV[1])
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 return redis.call('ZCARD', KEYS[2])";
-/// A copier gives its claim back (only its own). KEYS: copying; ARGV: id.
+/// A copier gives its claim back (only its own) or leaves the line. KEYS: copying, line, alive;
+/// ARGV: id.
 const RELEASE_COPY: &str = r"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
-fn keys(graph: &str) -> (String, String) {
-    (format!("{graph}:tg:copying"), format!("{graph}:tg:writers"))
+/// The keys of one graph's turns.
+struct Keys {
+    copying: String,
+    writers: String,
+    line: String,
+    alive: String,
+    tickets: String,
+}
+
+impl Keys {
+    fn of(graph: &str) -> Keys {
+        let k = |what: &str| format!("{graph}:tg:{what}");
+        Keys { copying: k("copying"), writers: k("writers"), line: k("line"), alive: k("alive"), tickets: k("tickets") }
+    }
+
+    fn claim(&self) -> [&str; 5] {
+        [&self.copying, &self.writers, &self.line, &self.alive, &self.tickets]
+    }
 }
 
 /// A name no other write or copy has, in any process on any host.
@@ -119,7 +163,7 @@ pub(super) struct WriteGate {
 
 impl WriteGate {
     pub(super) fn new(addr: &str, graph: &str) -> WriteGate {
-        let (copying, writers) = keys(graph);
+        let Keys { copying, writers, .. } = Keys::of(graph);
         WriteGate { url: format!("redis://{addr}/"), copying, writers, conn: OnceCell::new() }
     }
 
@@ -197,26 +241,36 @@ impl CopyTurn {
     /// Claim a copy of `graph` on `addr` and wait until the writes under way have ended; fails
     /// (and gives the claim back) after `limit`.
     fn claim(addr: &str, graph: &str, limit: Duration) -> Result<CopyTurn> {
-        let (copying, writers) = keys(graph);
+        let keys = Keys::of(graph);
         let id = unique_id();
-        let ttl = ttl_ms().to_string();
+        let (ttl, wait_ttl) = (ttl_ms().to_string(), WAIT_TTL.as_millis().to_string());
+        let args = [id.as_str(), &ttl, &wait_ttl];
         let mut conn = connect(&format!("redis://{addr}/"))?;
         let rules = SaveRules::read(&mut conn);
         let started = Instant::now();
         loop {
-            let under_way: i64 = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl])
-                .query(&mut conn)
-                .map_err(|e| redis_err("copy gate", e))?;
+            let under_way: i64 = match script(CLAIM_COPY, &keys.claim(), &args).query(&mut conn) {
+                Ok(n) => n,
+                Err(e) => {
+                    release(&mut conn, &keys, &id);
+                    return Err(redis_err("copy gate", e));
+                }
+            };
             let why = match under_way {
-                0 => match saving(&mut conn, &rules)? {
-                    None => break,
-                    Some(save) => save,
+                0 => match saving(&mut conn, &rules) {
+                    Ok(None) => break,
+                    Ok(Some(save)) => save,
+                    Err(e) => {
+                        release(&mut conn, &keys, &id);
+                        return Err(e);
+                    }
                 },
-                n if n < 0 => "another copy is being made",
+                -1 => "another copy is being made",
+                n if n < 0 => "other copies are waiting before it",
                 _ => "writes are under way",
             };
             if started.elapsed() > limit {
-                release(&mut conn, &copying, &id);
+                release(&mut conn, &keys, &id);
                 return Err(EngineError::Busy(format!(
                     "no copy of the graph to query within {} s ({why})",
                     limit.as_secs()
@@ -227,13 +281,14 @@ impl CopyTurn {
         // Renewed every RENEW until the turn is dropped (its sender with it), then given back.
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let renewer = std::thread::spawn(move || {
+            let args = [id.as_str(), &ttl, &wait_ttl];
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW) {
-                let renewed = script(CLAIM_COPY, &[&copying, &writers], &[&id, &ttl]).query::<i64>(&mut conn);
+                let renewed = script(CLAIM_COPY, &keys.claim(), &args).query::<i64>(&mut conn);
                 if let Err(e) = renewed {
                     tracing::warn!(error = %e, "could not renew a copy's claim on the graph");
                 }
             }
-            release(&mut conn, &copying, &id);
+            release(&mut conn, &keys, &id);
         });
         Ok(CopyTurn { stop: Some(stop), renewer: Some(renewer) })
     }
@@ -352,8 +407,8 @@ fn save_under_way(info: &str, rules: &SaveRules, now: u64) -> Option<&'static st
     None
 }
 
-fn release(conn: &mut redis::Connection, copying: &str, id: &str) {
-    if let Err(e) = script(RELEASE_COPY, &[copying], &[id]).query::<i64>(conn) {
+fn release(conn: &mut redis::Connection, keys: &Keys, id: &str) {
+    if let Err(e) = script(RELEASE_COPY, &[&keys.copying, &keys.line, &keys.alive], &[id]).query::<i64>(conn) {
         tracing::warn!(error = %e, "could not give back a copy's claim on the graph (it lapses)");
     }
 }
@@ -407,5 +462,110 @@ module_fork_in_progress:0\r\naof_current_size:1000\r\naof_base_size:1000\r\n";
         assert_eq!(rules, SaveRules { points: vec![], aof_percent: 0, aof_min_size: 1024 });
         rules.apply(&["save".into(), "900 1 300 10".into()]);
         assert_eq!(rules.points, vec![(900, 1), (300, 10)]);
+    }
+
+    /// A Redis server of the test's own (the gate needs only Redis: FalkorDB's `redis-server`
+    /// from `scripts/setup.sh`, without the module), stopped when dropped.
+    struct Server {
+        child: std::process::Child,
+        port: u16,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Server {
+        fn start() -> Server {
+            let assets = std::env::var("TOOLGRAPH_ASSETS")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.assets"));
+            let bin = assets.join("falkordb/redis-server");
+            assert!(bin.exists(), "{} missing: run scripts/setup.sh (or set TOOLGRAPH_ASSETS)", bin.display());
+            for _ in 0..3 {
+                let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+                let dir = tempfile::tempdir().unwrap();
+                let mut child = std::process::Command::new(&bin)
+                    .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+                    .arg("--dir")
+                    .arg(dir.path())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let up = Instant::now();
+                while up.elapsed() < Duration::from_secs(10) && child.try_wait().unwrap().is_none() {
+                    if connect(&format!("redis://127.0.0.1:{port}/")).is_ok() {
+                        return Server { child, port, _dir: dir };
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            panic!("redis-server did not start")
+        }
+
+        fn addr(&self) -> String {
+            format!("127.0.0.1:{}", self.port)
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[test]
+    fn copiers_that_find_the_claim_taken_are_served_in_the_order_they_came() {
+        let server = Server::start();
+        let addr = server.addr();
+        let held = CopyTurn::claim(&addr, "g", Duration::from_secs(5)).unwrap();
+        let served = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for n in 0..5 {
+                let (addr, served) = (&addr, &served);
+                s.spawn(move || {
+                    let turn = CopyTurn::claim(addr, "g", Duration::from_secs(30)).unwrap();
+                    served.lock().unwrap().push(n);
+                    std::thread::sleep(Duration::from_millis(20));
+                    drop(turn);
+                });
+                // Each in line before the next comes.
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            drop(held);
+        });
+        assert_eq!(served.into_inner().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_copier_that_gives_up_or_stops_looking_leaves_the_line() {
+        let server = Server::start();
+        let addr = server.addr();
+        let mut conn = connect(&format!("redis://{addr}/")).unwrap();
+        let held = CopyTurn::claim(&addr, "g", Duration::from_secs(5)).unwrap();
+        // One that gives up is told to wait, naming why, and leaves its place.
+        let Err(EngineError::Busy(why)) = CopyTurn::claim(&addr, "g", Duration::from_millis(300)) else {
+            panic!("a copy was made while another held the claim")
+        };
+        assert!(why.contains("another copy is being made"), "{why}");
+        drop(held);
+        let quick = Instant::now();
+        drop(CopyTurn::claim(&addr, "g", Duration::from_secs(30)).unwrap());
+        assert!(quick.elapsed() < Duration::from_secs(2), "waited {:?} behind one that gave up", quick.elapsed());
+        // One killed in line (it took its place once and never looked again) holds the next back
+        // for its place's time to live, not for ever.
+        let held = CopyTurn::claim(&addr, "g", Duration::from_secs(5)).unwrap();
+        let keys = Keys::of("g");
+        let (ttl, wait) = (ttl_ms().to_string(), WAIT_TTL.as_millis().to_string());
+        let placed = Instant::now();
+        let ghost: i64 = script(CLAIM_COPY, &keys.claim(), &["ghost", &ttl, &wait]).query(&mut conn).unwrap();
+        assert_eq!(ghost, -1, "the claim is held");
+        let behind = std::thread::spawn(move || CopyTurn::claim(&addr, "g", Duration::from_secs(30)).map(drop));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+        behind.join().unwrap().unwrap();
+        let waited = placed.elapsed();
+        assert!(waited > WAIT_TTL - Duration::from_secs(1), "not served after the one ahead in line: {waited:?}");
+        assert!(waited < WAIT_TTL + Duration::from_secs(3), "waited {waited:?} behind one killed in line");
     }
 }
