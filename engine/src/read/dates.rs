@@ -197,6 +197,9 @@ pub(crate) fn date_like(w: &str) -> bool {
         && g.iter().all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// Written dates this many days before today or more mark a request written on another day.
+const WRITTEN_ELSEWHERE_DAYS: i64 = 7;
+
 fn next_weekday(from: NaiveDate, day: Weekday) -> NaiveDate {
     let mut d = from + Duration::days(1);
     while d.weekday() != day {
@@ -389,6 +392,14 @@ pub(crate) fn dates(
             dates.push((pos, d));
         }
     }
+    // A request whose every written date lies well before today (and that says no "Today is")
+    // was written on another day: a rental, a booking, a flight is not asked for in the past.
+    // Its "tomorrow" is the writer's, so its first relative day names the written date nearest to
+    // it ("on October 11, 2024, tomorrow morning"; "starting tomorrow. I'll pick up the car … on
+    // October 10") — the same date, not another.
+    let mut written_elsewhere = v.today.is_none()
+        && !dates.is_empty()
+        && dates.iter().all(|(_, d)| *d + Duration::days(WRITTEN_ELSEWHERE_DAYS) < fallback_today);
     // Relative dates.
     let lex = lexicon();
     let counted_days = |w: &str| lex.day_words.contains(w) || lex.week_words.contains(w);
@@ -432,6 +443,17 @@ pub(crate) fn dates(
             None
         };
         if let Some(days) = rel {
+            if written_elsewhere {
+                written_elsewhere = false;
+                if let Some((_, d)) = dates.iter().min_by_key(|(p, _)| p.abs_diff(i)) {
+                    today = *d - Duration::days(days);
+                }
+            }
+            if dates.iter().any(|(p, d)| *p != i && *d == today + Duration::days(days)) && v.today.is_none() {
+                // Said twice, as written and as relative: one date.
+                i += 1;
+                continue;
+            }
             dates.push((i, today + Duration::days(days)));
             if v.today.is_none() {
                 v.unanchored.push(today + Duration::days(days));
@@ -470,6 +492,26 @@ mod tests {
 
     fn day(y: i32, m: u32, d: u32) -> NaiveDate {
         NaiveDate::from_ymd_opt(y, m, d).unwrap()
+    }
+
+    #[test]
+    fn a_request_written_on_another_day_says_tomorrow_of_its_own_dates() {
+        use crate::read::values::RequestValues;
+        let text = "Book the studio for a recording session starting tomorrow. We begin at 9 AM on \
+                    March 4, 2025 and finish two days later.";
+        // Read long after March 2025: the writer's tomorrow is March 4, said twice.
+        let v = RequestValues::extract(text, day(2026, 12, 2));
+        assert_eq!(v.dates, vec![day(2025, 3, 4), day(2025, 3, 6)]);
+        // Read before it: tomorrow is tomorrow.
+        let v = RequestValues::extract(text, day(2025, 2, 20));
+        assert_eq!(v.dates, vec![day(2025, 2, 21), day(2025, 3, 4), day(2025, 3, 6)]);
+        // The written date nearest the relative word is the one it names.
+        let v = RequestValues::extract(
+            "The shop opened on May 2, 2024. My parcel leaves the depot on June 11, 2024, tomorrow morning, \
+             and I will be at home tonight.",
+            day(2026, 12, 2),
+        );
+        assert_eq!(v.dates, vec![day(2024, 5, 2), day(2024, 6, 11)]);
     }
 
     #[test]
