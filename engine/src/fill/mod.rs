@@ -7,6 +7,7 @@ pub(crate) mod args;
 pub(crate) mod fields;
 pub(crate) mod filler;
 pub(crate) mod learned;
+pub(crate) mod options;
 pub(crate) mod outputs;
 pub(crate) mod providers;
 mod reverse;

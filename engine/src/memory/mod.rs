@@ -2,7 +2,7 @@
 //! recall and replay by analogy in a run (`recall`; which of a remembered chain's calls a request
 //! wants: `kinds`), a remembered literal's counterpart in a new
 //! request (`analogy`, `align`, `moments`, `lists`, `spans`), a choice by a field's extreme
-//! (`extremes`), and the fragments of other memories a replay is composed with (`compose`), joined to the
+//! (`extremes`), a choice among an output's options made again (`rechosen`), and the fragments of other memories a replay is composed with (`compose`), joined to the
 //! calls made (`join`).
 
 pub(crate) mod align;
@@ -14,6 +14,7 @@ mod kinds;
 pub(crate) mod lists;
 pub(crate) mod moments;
 mod recall;
+mod rechosen;
 pub(crate) mod spans;
 pub(crate) mod store;
 

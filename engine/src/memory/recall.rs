@@ -489,6 +489,13 @@ impl Engine {
                     None => recorded.clone(),
                 };
                 let label = labels.get(&label).cloned().unwrap_or(label);
+                // The remembered request's option, read where it stood in that run's list: this
+                // request's options of this run's list, where it says some.
+                if let Some(v) = super::rechosen::chosen_instead(&st.ctx, &reshifted, &label) {
+                    f.arguments.insert(name.clone(), Value::String(v));
+                    f.sources.insert(name.clone(), ArgSource::Request { kind: "chosen".into() });
+                    continue;
+                }
                 f.arguments.insert(name.clone(), reshifted);
                 f.sources.insert(name.clone(), ArgSource::Output { label, path });
                 continue;
@@ -499,8 +506,12 @@ impl Engine {
                 take_filled(&filled, name, &mut f);
                 continue;
             }
-            // A documented default or a constant stays what it was.
+            // A documented default or a constant stays what it was (unless it was a choice
+            // among options an earlier output lists).
             if matches!(step.sources.get(name), Some(ArgSource::Default)) {
+                if super::rechosen::rechosen(&st.ctx, analogy, name, recorded, &mut f) {
+                    continue;
+                }
                 f.arguments.insert(name.clone(), recorded.clone());
                 f.sources.insert(name.clone(), ArgSource::Default);
                 continue;
@@ -566,8 +577,10 @@ impl Engine {
         Ok(st.ctx.path.last().map(|s| s.label.clone()).unwrap_or_default())
     }
 
-    /// A remembered value this request does not say: the known value this request says in words,
-    /// else the one the words it says went with in recorded runs ("the quickest" → FASTEST); an
+    /// A remembered value this request does not say: a choice among the options an earlier
+    /// output of this run lists, made again by this request's words ([`super::rechosen`]); the
+    /// known value this request says in words, else the one the words it says went with in
+    /// recorded runs ("the quickest" → FASTEST); an
     /// earlier output of this run or the request itself (a quoted string, an email…) where the
     /// memory says it came from there, or a name of this request where the remembered value is
     /// a name only that run sent and its request never said (the hotel it had booked); else the
@@ -584,6 +597,9 @@ impl Engine {
         filled: &Filled,
         f: &mut Filled,
     ) {
+        if super::rechosen::rechosen(ctx, analogy, name, recorded, f) {
+            return;
+        }
         let word =
             recorded.as_str().and_then(|v| analogy.transfer_word(v, &known_words(ctx, api, name))).or_else(|| {
                 ctx.args
@@ -602,7 +618,7 @@ impl Engine {
         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
             || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded")
             || (matches!(filled.sources.get(name), Some(ArgSource::Request { kind }) if kind == "name") && one_off());
-        if word.is_none() && !refill && self.chosen_there_only(ctx, analogy, api, name, recorded) {
+        if word.is_none() && !refill && super::rechosen::chosen_there_only(ctx, analogy, api, name, recorded) {
             return;
         }
         if let Some(word) = word {
@@ -614,46 +630,6 @@ impl Engine {
             f.arguments.insert(name.to_string(), recorded.clone());
             f.sources.insert(name.to_string(), ArgSource::Default);
         }
-    }
-
-    /// Whether `recorded`, one of the values an optional parameter is known to take, was a choice the remembered
-    /// request made in words that this request makes in none: it said the value ("the most
-    /// trending", "economy class") or words that went with it in recorded runs, and this request
-    /// says no value of the parameter nor any such word (nor, for a choice made by an ordering
-    /// word, any ordering word). Such a value is not this request's and is not sent ("find some
-    /// tour routes" sorts nothing; the request that said "trending" did).
-    fn chosen_there_only(&self, ctx: &Context, analogy: &Analogy, api: &ApiView, name: &str, recorded: &Value) -> bool {
-        let (Some(value), Some(m)) = (recorded.as_str(), ctx.args.as_deref()) else { return false };
-        if api.params.iter().all(|p| p.name != name || p.required) {
-            return false;
-        }
-        // A word chosen among the values the parameter is known to take (not a free text, a
-        // date, a number or a name), and a word of its own: "any" said in passing chooses no
-        // catch-all `ANY`.
-        let word = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
-        let known = known_words(ctx, api, name);
-        let function_word = crate::read::lexicon::lexicon().function_words.contains(&value.to_lowercase());
-        if !word(value)
-            || function_word
-            || known.iter().filter(|v| word(v)).count() < 2
-            || !known.iter().any(|v| v == value)
-        {
-            return false;
-        }
-        let chose_there = crate::read::reading::says(analogy.old_words(), value)
-            || m.cued_value(&api.id, name, analogy.old_words()).as_ref() == Some(recorded);
-        let request = words(&ctx.request);
-        // A choice made by an ordering word ("the most trending") stands where this request
-        // orders too, in words no run taught ("the highest-rated"): which order is its guess.
-        let ordering = crate::read::reading::ordering_words;
-        let ordered_there = m
-            .value_cues(&api.id, name)
-            .get(&recorded.to_string())
-            .is_some_and(|cues| cues.iter().any(|(w, _)| ordering(analogy.old_words()).contains(w)));
-        let chooses_here = m.cued_value(&api.id, name, &ctx.request).is_some()
-            || known.iter().any(|v| crate::read::reading::says(&request, v))
-            || (ordered_there && !ordering(&ctx.request).is_empty());
-        chose_there && !chooses_here
     }
 
     /// The kinds of request mention `api`'s `param` took in recorded runs (each in at least a

@@ -152,6 +152,7 @@ pub struct Lexicon {
     pub them_words: Words,
     pub counted: Words,
     pub function_words: Words,
+    pub option_meaning_words: Words,
     pub clause_links: Words,
     pub sibilant_plurals: Words,
     pub form_endings: Words,

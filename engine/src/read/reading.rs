@@ -45,6 +45,11 @@ fn parts(word: &str) -> impl Iterator<Item = String> + '_ {
     word.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
 }
 
+/// A word's lower-case parts between signs (`Wi-Fi` → `wi`, `fi`).
+pub(crate) fn word_parts(word: &str) -> Vec<String> {
+    parts(word).collect()
+}
+
 /// The text's lower-case words, split at every sign.
 pub(crate) fn word_list(text: &str) -> Vec<String> {
     tokens(text).iter().flat_map(|t| parts(t.text)).collect()
