@@ -16,14 +16,30 @@ BIN="$ASSETS/falkordb/redis-server"
 MOD="$ASSETS/falkordb/falkordb.so"
 PIDFILE="$DATA/redis.pid"
 
+# A server that hangs up while we write fails that look, not the script (SIGPIPE would end it
+# silently).
+trap '' PIPE
+
 ping() {
   # RESP PING over bash's /dev/tcp: no redis-cli needed.
   { exec 3<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null || return 1
-  printf '*1\r\n$4\r\nPING\r\n' >&3
+  printf '*1\r\n$4\r\nPING\r\n' >&3 2>/dev/null || { exec 3>&-; return 1; }
   local reply
-  read -r -t 2 reply <&3 || { exec 3>&-; return 1; }
+  read -r -t 2 reply <&3 2>/dev/null || { exec 3>&-; return 1; }
   exec 3>&-
   [[ "$reply" == +PONG* ]]
+}
+
+server_pid() {
+  # The process id of the server answering on $PORT (INFO server), or nothing.
+  { exec 3<>"/dev/tcp/127.0.0.1/$PORT"; } 2>/dev/null || return 1
+  printf '*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n' >&3 2>/dev/null || { exec 3>&-; return 1; }
+  local line
+  while read -r -t 2 line <&3 2>/dev/null; do
+    if [[ "$line" == process_id:* ]]; then exec 3>&-; echo "${line#process_id:}" | tr -d '\r'; return 0; fi
+  done
+  exec 3>&-
+  return 1
 }
 
 case "$cmd" in
@@ -36,7 +52,21 @@ case "$cmd" in
       --dir "$DATA" --pidfile "$(cd "$DATA" && pwd)/redis.pid" --logfile "$(cd "$DATA" && pwd)/redis.log" \
       --save "" --appendonly yes --appendfsync everysec \
       --loadmodule "$abs_mod" QUERY_MEM_CAPACITY "$(( ${TOOLGRAPH_FALKORDB_QUERY_MEM_MB:-256} * 1024 * 1024 ))"
-    for _ in $(seq 1 100); do ping && { echo "falkordb started on 127.0.0.1:$PORT (data $DATA)"; exit 0; }; sleep 0.1; done
+    # Ours only when the server answering reports the pid ours wrote: a redis-server that cannot
+    # bind its port (taken a moment ago by another server) writes its pid file before it aborts,
+    # and the other server would answer PING in its place — two users sharing one server, the
+    # first to stop it stopping it under the other.
+    for _ in $(seq 1 100); do
+      pid=$( [ -f "$PIDFILE" ] && cat "$PIDFILE" || true )
+      if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+        echo "falkordb did not start on 127.0.0.1:$PORT; log:" >&2; tail -5 "$DATA/redis.log" >&2 || true; rm -f "$PIDFILE"; exit 1
+      fi
+      if [ -n "$pid" ] && ping; then
+        answering=$(server_pid || true)
+        if [ "$answering" = "$pid" ]; then echo "falkordb started on 127.0.0.1:$PORT (data $DATA)"; exit 0; fi
+      fi
+      sleep 0.1
+    done
     echo "falkordb did not answer on 127.0.0.1:$PORT; log:" >&2; tail -20 "$DATA/redis.log" >&2 || true; exit 1
     ;;
   stop)

@@ -173,10 +173,27 @@ pub struct Falkor {
     dir: tempfile::TempDir,
 }
 
+/// The assets folder (`TOOLGRAPH_ASSETS`, else `.assets`), where `scripts/setup.sh` puts them.
+pub fn assets() -> PathBuf {
+    std::env::var("TOOLGRAPH_ASSETS").map(PathBuf::from).unwrap_or_else(|_| root().join(".assets"))
+}
+
+/// `scripts/falkordb.sh CMD PORT` with its data in `data`.
+pub fn falkordb_script(cmd: &str, port: u16, data: &Path) -> Output {
+    Command::new("bash")
+        .arg(root().join("scripts/falkordb.sh"))
+        .args([cmd, &port.to_string()])
+        .env("TOOLGRAPH_ASSETS", assets())
+        .env("TOOLGRAPH_FALKORDB_DATA", data)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
 impl Falkor {
     /// Start one. Needs `scripts/setup.sh` to have fetched the binaries (CI does).
     pub fn start() -> Falkor {
-        let assets = std::env::var("TOOLGRAPH_ASSETS").map(PathBuf::from).unwrap_or_else(|_| root().join(".assets"));
+        let assets = assets();
         assert!(
             assets.join("falkordb/redis-server").exists(),
             "FalkorDB binaries missing under {}: run scripts/setup.sh (or set TOOLGRAPH_ASSETS)",
@@ -189,32 +206,31 @@ impl Falkor {
         for _ in 0..3 {
             let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             let dir = tempfile::tempdir().unwrap();
-            let out = Command::new("bash")
-                .arg(root().join("scripts/falkordb.sh"))
-                .args(["start", &port.to_string()])
-                .env("TOOLGRAPH_ASSETS", &assets)
-                .env("TOOLGRAPH_FALKORDB_DATA", dir.path())
-                .current_dir(root())
-                .output()
-                .unwrap();
+            let out = falkordb_script("start", port, dir.path());
             // Ours only when it wrote its pid file in our folder: the script also succeeds when
             // some other FalkorDB already answers on that port (another test's, started between
-            // the pick and this start).
+            // the pick and this start). A server of ours that lost the port to another one wrote
+            // its pid file too before it aborted: the script refuses a server whose reported pid
+            // is not ours (else two tests share one server, and the first to end stops it under
+            // the other).
             if out.status.success() && dir.path().join("redis.pid").exists() {
                 return Falkor { port, dir };
             }
             errors.push(format!("port {port}: {}", String::from_utf8_lossy(&out.stderr)));
-            let _ = Command::new("bash")
-                .arg(root().join("scripts/falkordb.sh"))
-                .args(["stop", &port.to_string()])
-                .env("TOOLGRAPH_FALKORDB_DATA", dir.path())
-                .current_dir(root())
-                .output();
+            falkordb_script("stop", port, dir.path());
         }
         panic!("falkordb did not start: {}", errors.join("\n"))
     }
     pub fn uri(&self) -> String {
         format!("falkordb://127.0.0.1:{}", self.port)
+    }
+
+    /// The last lines of the server's log (for a failing test's message: a crash report, a
+    /// shutdown, a refused fork).
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     /// Send one command to the server (RESP over a plain socket) and return its first reply
@@ -236,12 +252,7 @@ impl Falkor {
 
 impl Drop for Falkor {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(root().join("scripts/falkordb.sh"))
-            .args(["stop", &self.port.to_string()])
-            .env("TOOLGRAPH_FALKORDB_DATA", self.dir.path())
-            .current_dir(root())
-            .output();
+        falkordb_script("stop", self.port, self.dir.path());
     }
 }
 

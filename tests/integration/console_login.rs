@@ -10,7 +10,7 @@ use toolgraph_server::state::{Role, StateStore};
 
 /// Behind a reverse proxy (`server.trusted_proxies`), the login limiter keys on each client's
 /// address from `X-Forwarded-For`, not on the proxy's: ten bad guesses from one client lock that
-/// client and that name out, not everyone behind the proxy. Without the setting the header is
+/// client out, not everyone behind the proxy. Without the setting the header is
 /// ignored, so a guesser cannot dodge the limit by naming other addresses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
@@ -32,7 +32,7 @@ async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
         .await;
         let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
         let http = reqwest::Client::new();
-        let login = |from: &'static str, name: &'static str, pw: String| {
+        let login = |from: &'static str, name: String, pw: String| {
             http.post(format!("{url}/v1/login"))
                 .header("x-forwarded-for", from)
                 .json(&json!({"name": name, "password": pw}))
@@ -40,12 +40,14 @@ async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
         };
         // Until the limiter answers 429 (ten tries; a slow machine may see a token refill on the
         // way), then at once another client: its own address's bucket is full only when the
-        // proxy is trusted.
+        // proxy is trusted. The guesser tries another name each time, so that the 429 is its
+        // address's (a name's wait past ten failures would answer 429 with tokens left in the
+        // address's bucket, and let the other client in on a slow machine).
         let mut statuses = Vec::new();
-        for i in 0..20 {
+        for i in 0..40 {
             // The guesser writes other addresses in front of its own; the proxy appends the real one.
             let from = if i % 2 == 0 { "198.51.100.1, 203.0.113.66" } else { "198.51.100.2, 203.0.113.66" };
-            let status = login(from, "mallory", format!("guess {i}")).await.unwrap().status().as_u16();
+            let status = login(from, format!("mallory{i}"), format!("guess {i}")).await.unwrap().status().as_u16();
             statuses.push(status);
             if status == 429 {
                 break;
@@ -53,7 +55,7 @@ async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
         }
         assert!(statuses.len() >= 11 && statuses.last() == Some(&429), "ten tries, then 429: {statuses:?}");
         assert!(statuses[..statuses.len() - 1].iter().all(|s| *s == 401), "{statuses:?}");
-        let ada = login("203.0.113.7", "ada", "ada's password".into()).await.unwrap().status().as_u16();
+        let ada = login("203.0.113.7", "ada".into(), "ada's password".into()).await.unwrap().status().as_u16();
         if trusted {
             assert_eq!(ada, 200, "another client behind the same proxy still logs in");
         } else {

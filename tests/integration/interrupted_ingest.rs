@@ -232,7 +232,7 @@ fn cypher_queries_beside_a_falkordb_ingest_are_answered_and_never_hang_the_serve
     });
     let seen = counts.unwrap_or_else(|e| {
         let _ = ingest.kill();
-        panic!("a query beside the ingest failed: {e}")
+        panic!("a query beside the ingest failed: {e}\nthe server's log:\n{}", falkor.log_tail())
     });
     let status = ingest.wait().unwrap();
     assert!(status.success(), "the ingest failed: {status}");

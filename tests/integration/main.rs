@@ -24,6 +24,7 @@ mod daemon_tools;
 mod deploy_files;
 mod engine_runs;
 mod eval_retrieval;
+mod falkordb_script;
 mod http_contract;
 mod ingest_idempotency;
 mod ingest_shared_data;

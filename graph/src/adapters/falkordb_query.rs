@@ -17,7 +17,7 @@
 //! next user query is told to wait (`EngineError::Busy`) instead of taking another. (FalkorDB
 //! replies only once a query has finished, so a reply that has begun frees the slot when cut.)
 
-use super::falkordb_gate::in_turn;
+use super::falkordb_gate::{in_turn, removal_in_turn};
 use crate::{CypherLimits, CypherRows, EngineError, ErrorClass, Result};
 use serde_json::{Map, Number, Value};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -77,7 +77,7 @@ pub(super) async fn read_only(
                     answer(Err(EngineError::store(BACKEND, ErrorClass::Transient, format!("query connection: {e}"))));
                 }
                 if on != graph {
-                    unlink(&addr, &[on.to_string()]);
+                    unlink(&addr, &graph, &[on.to_string()]);
                 }
             }
             Err(e) => answer(Err(e)),
@@ -112,20 +112,18 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// `UNLINK` views on a short connection of its own (at once, whatever still runs on them).
-fn unlink(addr: &str, views: &[String]) {
-    if views.is_empty() {
-        return;
-    }
-    let done = Conn::open(addr, 3000).and_then(|mut c| {
+/// `UNLINK` views of `graph` on a short connection of its own (at once, whatever still runs on
+/// them), in a turn no copy of `graph` is made in ([`removal_in_turn`]).
+fn unlink(addr: &str, graph: &str, views: &[String]) {
+    let io = |e: io::Error| EngineError::store(BACKEND, ErrorClass::Transient, e);
+    let now = || -> Result<()> {
+        let mut c = Conn::open(addr, 3000)?;
         c.w.set_read_timeout(Some(Duration::from_secs(10))).ok();
-        let mut args = vec!["UNLINK"];
-        args.extend(views.iter().map(String::as_str));
-        c.send(&args).map_err(|e| EngineError::store(BACKEND, ErrorClass::Transient, e))?;
-        let mut budget = 1 << 10;
-        c.r.value(&mut budget, 0).map_err(|e| EngineError::store(BACKEND, ErrorClass::Transient, e))?;
-        Ok(())
-    });
+        c.send(&[&["UNLINK"], &views.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat()).map_err(io)?;
+        c.r.value(&mut (1 << 10), 0).map_err(io).map(drop)
+    };
+    let done =
+        if views.is_empty() { Ok(()) } else { removal_in_turn(addr, graph, VIEW_LIMIT / 2, now).and_then(|r| r) };
     if let Err(e) = done {
         tracing::warn!(error = %e, views = views.len(), "could not unlink user query views of the graph");
     }
@@ -159,7 +157,7 @@ pub(super) fn sweep_views(addr: &str, graph: &str) {
         Ok(old)
     });
     match found {
-        Ok(old) => unlink(addr, &old),
+        Ok(old) => unlink(addr, graph, &old),
         Err(e) => tracing::debug!(error = %e, "could not look for orphaned views of the graph"),
     }
 }
