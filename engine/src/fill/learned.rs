@@ -370,6 +370,11 @@ impl ArgModel {
         self.by_name.values().any(|slot| slot.units.get(unit).is_some_and(|n| *n >= 2))
     }
 
+    /// Whether recorded calls of `api` read an output of `producer` (any parameter).
+    pub fn reads_from(&self, api: &str, producer: &str) -> bool {
+        self.slots.get(api).is_some_and(|s| s.values().any(|slot| slot.producers.get(producer).is_some_and(|n| *n > 0)))
+    }
+
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {

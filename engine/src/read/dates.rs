@@ -358,6 +358,10 @@ fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
             if let Some(d) = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| d > prev) {
                 absolute.push((i, d));
                 used[i] = true;
+                // "to 20th, 2024": the range's year (read with its first date) is no number.
+                if toks.get(i + 1).and_then(|t| year_number(t.text)) == Some(d.year()) {
+                    used[i + 1] = true;
+                }
             }
         }
     }

@@ -126,6 +126,32 @@ impl NameIndex {
     }
 }
 
+/// Whether a word's ask for `api` gives way to a name the request says (`named`, as
+/// [`NameIndex::asked`] gives them): the word is one of the name's, said once in the request
+/// (`seq`, [`super::asks::ask_word_seq`]), the word is about the named API too (`about`), and
+/// neither API reads the other's output (`reads(a, b)`: recorded calls of `a` read an output of
+/// `b`). Then the two are alternatives and the name says which one ("multi-stop flights": the
+/// multi-stop search, not the one "flights" alone asks for); a named call that reads the other
+/// ("the flight details" read a search's token) leaves it asked.
+pub(crate) fn gives_way(
+    word: &str,
+    api: &str,
+    about: &[String],
+    named: &[(String, Vec<String>)],
+    seq: &[Option<String>],
+    reads: impl Fn(&str, &str) -> bool,
+) -> bool {
+    // Most asks meet no name: the request's words are counted only for one that does.
+    let sibling = |(other, words): &(String, Vec<String>)| {
+        other != api
+            && words.iter().any(|w| w == word)
+            && about.iter().any(|a| a == other)
+            && !reads(other, api)
+            && !reads(api, other)
+    };
+    named.iter().any(sibling) && seq.iter().flatten().filter(|s| says_word(std::slice::from_ref(*s), word)).count() == 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +195,31 @@ mod tests {
         assert!(index.asked("Play an album", &asks).is_empty());
         // Nothing learned: the name alone asks for nothing.
         assert!(index.asked("the album details", &Asks::default()).is_empty());
+    }
+
+    /// A podcast catalogue: "episode" alone asks for the episode search; "the episode
+    /// transcripts" names the transcript search, an alternative to it (neither reads the other),
+    /// so the word said once gives way. Said again apart, or where the named call reads the
+    /// other's output, the word's ask stays.
+    #[test]
+    fn a_word_said_once_in_a_sibling_name_gives_way_to_it() {
+        let mut asks = Asks::default();
+        for i in 0..4 {
+            asks.learn(&format!("Find episode number {i}"), ["pod.episodes"]);
+            asks.learn(&format!("Search the episode transcripts for topic {i}"), ["pod.transcripts"]);
+        }
+        let index = NameIndex::build([("pod.episodes", "Search_Episodes"), ("pod.transcripts", "Episode_Transcripts")]);
+        let about = ["pod.episodes".to_string(), "pod.transcripts".to_string()];
+        let way = |request: &str, reads: &dyn Fn(&str, &str) -> bool| {
+            let named = index.asked(request, &asks);
+            let seq = crate::read::asks::ask_word_seq(request);
+            gives_way("episode", "pod.episodes", &about, &named, &seq, reads)
+        };
+        let none = |_: &str, _: &str| false;
+        assert!(way("Which episode transcripts mention Mars?", &none));
+        assert!(!way("Find an episode about Mars and its episode transcripts", &none), "said twice");
+        assert!(!way("Which episode transcripts mention Mars?", &|a, b| a == "pod.transcripts" && b == "pod.episodes"));
+        assert!(!way("Find an episode about Mars", &none), "no name said");
     }
 
     #[test]

@@ -383,6 +383,11 @@ mod tests {
             counted("Fly with my 3-year-old and 8-year-old kids."),
             [(3.0, "year".into()), (8.0, "year".into())]
         );
+        // The year of a range of days ("from March 3rd to 5th, 2025") is the dates', no number.
+        assert_eq!(
+            counted("Book the studio from March 3rd to 5th, 2025 or from April 7th to 9th, 2025 for 2 musicians."),
+            [(2.0, "musicians".into())]
+        );
         // A number spelled out and capitalised inside a sentence, before another capitalised
         // word, is a part of a name; at a sentence's start it counts.
         assert_eq!(counted("Book a table at the Four Seasons Grill for 2 people."), [(2.0, "people".into())]);

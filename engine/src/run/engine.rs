@@ -468,8 +468,14 @@ impl Engine {
                 Asked { about, api: c.api, name, word: c.word, open: c.open }
             })
             .collect();
-        // An API the request says by its name, where no single word asked for it already.
-        for (api, words) in self.named.asked(request, &m.asks) {
+        // An API the request says by its name, where no single word asked for it already; a
+        // word said once as a word of a sibling's name asks for that one only.
+        let named = self.named.asked(request, &m.asks);
+        let seq = crate::read::asks::ask_word_seq(request);
+        asked.retain(|h| {
+            !crate::read::named::gives_way(&h.word, &h.api, &h.about, &named, &seq, |a, b| m.reads_from(a, b))
+        });
+        for (api, words) in named {
             let Some(a) = self.apis.get(&api).filter(|_| !asked.iter().any(|h| h.api == api)) else { continue };
             asked.push(Asked {
                 about: vec![api.clone()],
