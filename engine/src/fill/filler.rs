@@ -9,6 +9,7 @@ use super::learned::{mentions, ArgModel, Kind, Repeat};
 use super::vocabulary::{known_words, named_value};
 use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
+use crate::read::slots::unit_word;
 use crate::read::stamps;
 use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
 use chrono::Duration;
@@ -100,6 +101,51 @@ fn learned_pick(
     model.choose(api, &p.name, kind, &mentions(values, kind)).map(|c| c.index)
 }
 
+/// The number the learned order picks for `api`'s numeric parameter, unless it is counted by a
+/// unit foreign to the parameter ([`foreign_unit`]: "a five-day trip" for a count of travellers
+/// that took "2 adults", "3 people", …): then the one other mention, or the learned order's
+/// choice among the others, else the first of them no word counts (`None` where none is).
+fn learned_number(
+    learned: Option<(&ArgModel, &str)>,
+    values: &RequestValues,
+    p: &toolgraph_schema::ParamDoc,
+    repeat: usize,
+) -> Option<usize> {
+    let (model, api) = learned.filter(|_| repeat == 0)?;
+    let ms = mentions(values, Kind::Number);
+    let chosen = model.choose(api, &p.name, Kind::Number, &ms)?.index;
+    let foreign = |i: usize| {
+        values.numbers.get(i).and_then(|c| unit_word(&c.word)).is_some_and(|u| foreign_unit(model, api, &p.name, &u))
+    };
+    if !foreign(chosen) {
+        return Some(chosen);
+    }
+    let left: Vec<usize> = (0..ms.len()).filter(|i| !foreign(*i)).collect();
+    let uncounted =
+        || left.iter().copied().find(|i| values.numbers.get(*i).is_some_and(|c| unit_word(&c.word).is_none()));
+    match left.as_slice() {
+        [one] => Some(*one),
+        _ => model
+            .choose_among(api, &p.name, Kind::Number, &ms, |i| left.contains(&i))
+            .map(|c| c.index)
+            .or_else(uncounted),
+    }
+}
+
+/// Whether a number counted by `unit` is foreign to `api`'s own `param` (its own API's examples
+/// decide, not the name's back-off): it took three or more of the request's numbers and none was
+/// counted by a word (a coordinate, not "a 24-hour rental"); or it counts a few things, often
+/// (four or more counted numbers, each unit twice on average), never this one, and some
+/// parameter took this one twice or more (a count of something else).
+fn foreign_unit(model: &ArgModel, api: &str, param: &str, unit: &str) -> bool {
+    let Some(own) = model.slots.get(api).and_then(|s| s.get(param)) else { return false };
+    let counted: u32 = own.units.values().sum();
+    if counted == 0 {
+        return own.kinds.get(&Kind::Number).is_some_and(|n| *n >= 3);
+    }
+    counted >= 4 && counted as usize >= 2 * own.units.len() && !own.units.contains_key(unit) && model.knows_unit(unit)
+}
+
 fn from_request(
     values: &RequestValues,
     p: &toolgraph_schema::ParamDoc,
@@ -138,7 +184,7 @@ fn from_request(
         // recorded runs point at.
         let n = values
             .count_for(&p.name)
-            .or_else(|| learned_pick(learned, values, p, Kind::Number, repeat).map(|i| values.numbers[i].value));
+            .or_else(|| learned_number(learned, values, p, repeat).map(|i| values.numbers[i].value));
         return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), "number"));
     }
     let n = p.name.to_ascii_lowercase();

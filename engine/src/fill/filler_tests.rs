@@ -128,6 +128,63 @@ fn learned_numbers_follow_the_recorded_runs_where_no_word_ties_them() {
     assert_eq!(f.arguments["room_qty"], json!(2.0), "the number said before `please`");
 }
 
+/// A number counted by a unit the parameter's own runs never took, while another parameter took
+/// it ("a three-day fair" for a print run counted in flyers, posters, …), is not the one sent.
+#[test]
+fn a_number_counted_by_another_parameters_unit_is_not_chosen() {
+    let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+    let mut model = crate::fill::learned::ArgModel::default();
+    for (req, qty, days) in [
+        ("Print 50 flyers and ship them within 2 days", 50, 2),
+        ("Print 200 posters and ship them within 5 days", 200, 5),
+        ("Print 30 flyers and ship them within 3 days", 30, 3),
+        ("Print 80 posters and ship them within 4 days", 80, 4),
+    ] {
+        let print = json!({"quantity": qty});
+        let ship = json!({"days": days});
+        model.learn(
+            req,
+            [("print/order", print.as_object().unwrap()), ("ship/schedule", ship.as_object().unwrap())],
+            day,
+        );
+    }
+    let order = api("print/order", vec![p("quantity", "integer", true)]);
+    let request = "Print 3-day passes for the fair, 120 badges in all";
+    let values = RequestValues::extract(request, day);
+    let ms = mentions(&values, Kind::Number);
+    let first = model.choose("print/order", "quantity", Kind::Number, &ms).map(|c| ms[c.index].value.clone());
+    assert_eq!(first.as_deref(), Some("3"), "the learned order alone picks the first number");
+    let mut c = ctx(request);
+    c.args = Some(Arc::new(model));
+    let f = fill_arguments(&c, &order);
+    assert_eq!(f.arguments["quantity"], json!(120.0), "days are what the shipping took, never a print run");
+}
+
+/// A parameter whose recorded numbers were never counted by a word (a coordinate) takes no
+/// counted number ("a 3-hour hike").
+#[test]
+fn a_parameter_that_never_took_a_counted_number_takes_none() {
+    let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+    let mut model = crate::fill::learned::ArgModel::default();
+    for (req, lat) in [
+        ("What is the weather at 45.52, -122.68 this weekend?", 45.52),
+        ("Forecast at 40.71, -74.01 please", 40.71),
+        ("The weather at 51.5, -0.12 on the hill", 51.5),
+    ] {
+        let args = json!({"lat": lat});
+        model.learn(req, [("weather/at", args.as_object().unwrap())], day);
+    }
+    let at = api("weather/at", vec![p("lat", "number", true)]);
+    let request = "For a 3-hour hike, what is the weather at 47.61, -122.33?";
+    let values = RequestValues::extract(request, day);
+    let ms = mentions(&values, Kind::Number);
+    let first = model.choose("weather/at", "lat", Kind::Number, &ms).map(|c| ms[c.index].value.clone());
+    assert_eq!(first.as_deref(), Some("3"), "the learned order alone picks the first number");
+    let mut c = ctx(request);
+    c.args = Some(Arc::new(model));
+    assert_eq!(fill_arguments(&c, &at).arguments["lat"], json!(47.61));
+}
+
 #[test]
 fn fills_from_outputs_then_request_then_defaults() {
     let mut c = ctx("Today is October 13th, 2024. I want to rent a car at the San Diego Marriott La Jolla at 8 AM tomorrow and the day after tomorrow.");

@@ -7,7 +7,7 @@
 use super::lexicon::lexicon;
 use super::reading::mistyped;
 use super::scan::{cues_at, small_number, RequestValues, Scan};
-use chrono::{Datelike, Duration, NaiveDate, Weekday};
+use chrono::{Datelike, Duration, Months, NaiveDate, Weekday};
 
 /// The weekdays in the order of the lexicon's list (Monday first).
 const WEEKDAY_ORDER: [Weekday; 7] =
@@ -432,14 +432,8 @@ pub(crate) fn dates(
             Some(in_days(w, n))
         } else if w == "week" && prev(1) == "next" {
             Some(7)
-        } else if w == "later" && counted_days(prev(1)) {
-            let n = small_number(prev(2)).or_else(|| prev(2).parse().ok()).unwrap_or(1.0) as i64;
-            let n = in_days(prev(1), n);
-            // Relative to the latest date mentioned before it.
-            let before = dates.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).map(|(_, d)| *d);
-            if let Some(b) = before {
-                dates.push((i, b + Duration::days(n)));
-            }
+        } else if let Some(d) = span_date(lower, i, &dates) {
+            dates.push((i, d));
             None
         } else if let Some(day) = weekday_of(w) {
             (!used[i]).then(|| (next_weekday(today, day) - today).num_days())
@@ -469,6 +463,69 @@ pub(crate) fn dates(
     v.date_cues = dates.iter().map(|(p, _)| cues_at(toks, lower, *p, *p)).collect();
     v.date_at = dates.iter().map(|(p, _)| *p).collect();
     v.dates = dates.into_iter().map(|(_, d)| d).collect();
+}
+
+/// A date said as a span from another: "two days later", "the day before", "a week after",
+/// "three months later", "the same day next month". It counts from a date said right after
+/// "before", "after", "prior (to)" ("two days before December 5"), else from the latest one said
+/// before it; a span before counts from the first date of the range that one closes ("a fair from
+/// May 10 to 12 … set up the day before": May 9). `None` for no such span, or nothing to count
+/// from.
+fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option<NaiveDate> {
+    let lex = lexicon();
+    let w = lower[i].as_str();
+    let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
+    // "The day before … the day after" both count from the dates said; "two days later … three
+    // days later" go on from each other.
+    let said = |p: usize| {
+        !lex.span_prepositions.contains(w)
+            || !(lex.span_prepositions.contains(&lower[p]) || lex.month_words.contains(&lower[p]))
+    };
+    let latest = |at: usize| dates.iter().filter(|(p, _)| *p < at && said(*p)).max_by_key(|(p, _)| *p).copied();
+    // "the same day (of) (the) next month": the day, a calendar month on.
+    if lex.month_words.contains(w) && prev(1) == "next" {
+        let same = (2..=5).any(|k| prev(k) == "same" && lex.same_day_words.contains(prev(k - 1)));
+        return same.then(|| latest(i)).flatten().and_then(|(_, d)| d.checked_add_months(Months::new(1)));
+    }
+    let later = lex.later_words.contains(w);
+    let unit = prev(1);
+    let months = lex.month_words.contains(unit);
+    if !later && !lex.earlier_words.contains(w)
+        || !(months || lex.day_words.contains(unit) || lex.week_words.contains(unit))
+        || lower.get(i + 1).is_some_and(|n| n == "tomorrow" || n == "yesterday" || mistyped(n, "tomorrow"))
+    {
+        return None;
+    }
+    // How many: a number, "a"/"the" (one); "later" alone counts one, as it always did.
+    let n = match small_number(prev(2)).or_else(|| prev(2).parse().ok()) {
+        Some(n) if n >= 1.0 => n as i64,
+        _ if prev(2) == "the" || lex.one_words.contains(prev(2)) || w == "later" => 1,
+        _ => return None,
+    };
+    // The date it counts from: one said right after it, else the latest before it (a span
+    // before: the first date of that one's range).
+    let after = dates
+        .iter()
+        .filter(|(p, _)| lex.span_prepositions.contains(w) && *p > i && *p <= i + 4)
+        .min_by_key(|(p, _)| *p)
+        .copied();
+    let from = match (after, latest(i)) {
+        (Some((_, d)), _) => d,
+        (None, Some((p1, d1))) if !later => match latest(p1) {
+            Some((p0, d0)) if p1 - p0 <= 4 && d0 < d1 && (p0 + 1..p1).any(|k| lex.range_words.contains(&lower[k])) => {
+                d0
+            }
+            _ => d1,
+        },
+        (None, Some((_, d))) => d,
+        (None, None) => return None,
+    };
+    if months {
+        let m = Months::new(u32::try_from(n).ok()?);
+        return if later { from.checked_add_months(m) } else { from.checked_sub_months(m) };
+    }
+    let days = if lex.week_words.contains(unit) { 7 * n } else { n };
+    Some(if later { from + Duration::days(days) } else { from - Duration::days(days) })
 }
 
 /// The times a request says ("8 AM", "14:30", "noon", "9 o'clock in the morning"), into `v`.
@@ -516,6 +573,37 @@ mod tests {
             day(2026, 12, 2),
         );
         assert_eq!(v.dates, vec![day(2024, 5, 2), day(2024, 6, 11)]);
+    }
+
+    #[test]
+    fn a_date_said_as_a_span_from_another_counts_from_it() {
+        use crate::read::values::RequestValues;
+        let today = day(2026, 1, 10);
+        let dates = |text: &str| RequestValues::extract(text, today).dates;
+        // A span before a range counts from its first day; one after, from its last.
+        assert_eq!(
+            dates("The trade fair runs from May 10 to 12, 2026. We set up the stand the day before and ship the crates back the day after."),
+            vec![day(2026, 5, 10), day(2026, 5, 12), day(2026, 5, 9), day(2026, 5, 13)]
+        );
+        // A date said after "before" is the one counted from.
+        assert_eq!(
+            dates("Remind me two days before June 3, 2026 to renew the lease."),
+            vec![day(2026, 6, 1), day(2026, 6, 3)]
+        );
+        // Calendar months: the same day of the next month, and months later (at a month's end).
+        assert_eq!(
+            dates("My dentist check-up is on March 14, 2026 and the follow-up on the same day of the next month."),
+            vec![day(2026, 3, 14), day(2026, 4, 14)]
+        );
+        assert_eq!(
+            dates("The lease starts on January 31, 2026 and is reviewed a month later."),
+            vec![day(2026, 1, 31), day(2026, 2, 28)]
+        );
+        // "Later" counts from the date before it, never from one said after it; hours are no date.
+        assert_eq!(
+            dates("We met on April 2, 2026. Two days later, on April 9, 2026, we met again, 3 hours after lunch."),
+            vec![day(2026, 4, 2), day(2026, 4, 4), day(2026, 4, 9)]
+        );
     }
 
     #[test]
