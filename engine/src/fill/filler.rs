@@ -111,9 +111,9 @@ fn learned_number(
     p: &toolgraph_schema::ParamDoc,
     repeat: usize,
 ) -> Option<usize> {
-    let (model, api) = learned.filter(|_| repeat == 0)?;
+    let chosen = learned_pick(learned, values, p, Kind::Number, repeat)?;
+    let (model, api) = learned?;
     let ms = mentions(values, Kind::Number);
-    let chosen = model.choose(api, &p.name, Kind::Number, &ms)?.index;
     let foreign = |i: usize| {
         values.numbers.get(i).and_then(|c| unit_word(&c.word)).is_some_and(|u| foreign_unit(model, api, &p.name, &u))
     };

@@ -407,7 +407,6 @@ pub(crate) fn dates(
     // Relative dates.
     let lex = lexicon();
     let counted_days = |w: &str| lex.day_words.contains(w) || lex.week_words.contains(w);
-    let in_days = |w: &str, n: i64| if lex.week_words.contains(w) { 7 * n } else { n };
     let mut i = 0;
     while i < toks.len() {
         let w = lower[i].as_str();
@@ -463,6 +462,15 @@ pub(crate) fn dates(
     v.date_cues = dates.iter().map(|(p, _)| cues_at(toks, lower, *p, *p)).collect();
     v.date_at = dates.iter().map(|(p, _)| *p).collect();
     v.dates = dates.into_iter().map(|(_, d)| d).collect();
+}
+
+/// `n` of `unit` (days, or weeks of seven) in days.
+fn in_days(unit: &str, n: i64) -> i64 {
+    if lexicon().week_words.contains(unit) {
+        7 * n
+    } else {
+        n
+    }
 }
 
 /// A date said as a span from another: "two days later", "the day before", "a week after",
@@ -524,7 +532,7 @@ fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option
         let m = Months::new(u32::try_from(n).ok()?);
         return if later { from.checked_add_months(m) } else { from.checked_sub_months(m) };
     }
-    let days = if lex.week_words.contains(unit) { 7 * n } else { n };
+    let days = in_days(unit, n);
     Some(if later { from + Duration::days(days) } else { from - Duration::days(days) })
 }
 
