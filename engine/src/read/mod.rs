@@ -9,6 +9,7 @@ pub(crate) mod dates;
 pub mod lexicon;
 pub(crate) mod named;
 pub(crate) mod names;
+pub(crate) mod party;
 pub(crate) mod reading;
 pub(crate) mod requirement;
 pub(crate) mod scan;

@@ -71,17 +71,27 @@ impl RequestValues {
         v
     }
 
-    /// The number counted by `param` ("adults" ← "2 adults", "room_qty" ← "two rooms").
+    /// The number counted by `param` ("adults" ← "2 adults", "room_qty" ← "two rooms"); for a
+    /// parameter that counts people ("adults", "guest_qty"), else the first number counted in
+    /// people ("for 4 guests", "my two friends and I": 3 people).
     pub fn count_for(&self, param: &str) -> Option<f64> {
         let p = param.to_ascii_lowercase();
         let stems: Vec<String> = word_list(&p).into_iter().filter(|s| s.len() >= 3).collect();
-        self.numbers.iter().find_map(|c| {
+        let own = self.numbers.iter().find_map(|c| {
             let w = c.word.trim_end_matches('s');
             (w.len() >= 3
                 && stems.iter().any(|s| {
                     s.trim_end_matches('s') == w || s.starts_with(w) || w.starts_with(s.trim_end_matches('s'))
                 }))
             .then_some(c.value)
+        });
+        let people = &lexicon().person_words;
+        own.or_else(|| {
+            stems
+                .iter()
+                .any(|s| people.contains(s))
+                .then(|| self.numbers.iter().find(|c| people.contains(&c.word)).map(|c| c.value))
+                .flatten()
         })
     }
 }
@@ -110,8 +120,17 @@ fn spelled_in_name(toks: &[Token<'_>], i: usize) -> bool {
 /// Counted numbers: "2 adults", "two rooms", "3/4 cup"; not parts of dates or times.
 fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
     let Scan { toks, lower, used } = scan;
+    // A party counted from its members ("my two friends and I": 3 people) stands before the
+    // numbers it is said with.
+    let parties = super::party::parties(scan);
+    let sizes: Vec<usize> = parties.iter().filter_map(|p| p.size_at).collect();
+    let mut parties = parties.into_iter().peekable();
     for i in 0..toks.len() {
-        if used[i] || toks[i].text.contains(':') {
+        while let Some(p) = parties.next_if(|p| p.first <= i) {
+            v.numbers.push(Counted { value: p.value, word: p.word });
+            v.number_cues.push(cues_at(toks, lower, p.first, p.last));
+        }
+        if used[i] || sizes.contains(&i) || toks[i].text.contains(':') {
             continue;
         }
         // A number joined to what it counts ("3-year-old", "10-day"): the number, counting its
@@ -375,13 +394,14 @@ mod tests {
         assert_eq!(v.dates, vec![d(2024, 12, 25), d(2024, 12, 26)]);
         let v = RequestValues::extract("A car for Halloween in 2024, and Valentine's Day 2025.", d(2024, 6, 1));
         assert_eq!(v.dates, vec![d(2024, 10, 31), d(2025, 2, 14)]);
-        // Ages joined to what they count are numbers.
+        // Ages joined to what they count are numbers (after the party they are said in: the
+        // speaker, one adult, with two children).
         let counted = |t: &str| -> Vec<(f64, String)> {
             RequestValues::extract(t, d(2024, 6, 1)).numbers.into_iter().map(|c| (c.value, c.word)).collect()
         };
         assert_eq!(
             counted("Fly with my 3-year-old and 8-year-old kids."),
-            [(3.0, "year".into()), (8.0, "year".into())]
+            [(1.0, "adults".into()), (3.0, "year".into()), (8.0, "year".into())]
         );
         // The year of a range of days ("from March 3rd to 5th, 2025") is the dates', no number.
         assert_eq!(
