@@ -101,6 +101,25 @@ fn learned_pick(
     model.choose(api, &p.name, kind, &mentions(values, kind)).map(|c| c.index)
 }
 
+/// The date the request moves the picked one `i` to, outwards: said as a span before it for a
+/// start ("a conference from May 10 to 12; I arrive the day before": May 9), after it for an end
+/// ("leave the day after it ends"). The user's own dates said from an event's; `None` unless one
+/// span counts from `i` that way.
+fn moved_out(values: &RequestValues, i: usize, end: bool) -> Option<usize> {
+    let mut moved = (0..values.dates.len()).filter(|j| values.date_from.get(*j) == Some(&Some((i, !end))));
+    let j = moved.next()?;
+    moved.next().is_none().then_some(j)
+}
+
+/// A date put in `param` by another reading (a remembered run's date mapped to this request's)
+/// moved out as [`moved_out`] moves a picked one.
+pub(crate) fn moved_out_value(values: &RequestValues, param: &str, v: &Value) -> Option<Value> {
+    let text = v.as_str()?;
+    let i = values.dates.iter().position(|d| stamps::date_text(*d) == text)?;
+    let j = moved_out(values, i, is_end_param(param))?;
+    Some(Value::String(stamps::date_text(values.dates[j])))
+}
+
 /// The number the learned order picks for `api`'s numeric parameter, unless it is counted by a
 /// unit foreign to the parameter ([`foreign_unit`]: "a five-day trip" for a count of travellers
 /// that took "2 adults", "3 people", …): then the one other mention, or the learned order's
@@ -161,16 +180,20 @@ fn from_request(
         if values.dates.is_empty() {
             return None;
         }
+        let end = is_end_param(&p.name);
+        let at = |i: usize| Value::String(stamps::date_text(values.dates[moved_out(values, i, end).unwrap_or(i)]));
         if let Some(i) = learned_pick(learned, values, p, Kind::Date, repeat) {
-            return Some((Value::String(stamps::date_text(values.dates[i])), "date"));
+            return Some((at(i), "date"));
         }
-        let start = values.dates.get(repeat).or(values.dates.last()).copied()?;
-        let d = if is_end_param(&p.name) {
-            values.dates.get(repeat + 1).copied().unwrap_or(start + Duration::days(1))
-        } else {
-            start
+        let start = repeat.min(values.dates.len() - 1);
+        return match values.dates.get(repeat + 1) {
+            _ if !end => Some((at(start), "date")),
+            Some(_) => Some((at(repeat + 1), "date")),
+            // One date said: an optional end is not made up (a one-way flight has no return),
+            // a required one is the day after.
+            None if !p.required => None,
+            None => Some((Value::String(stamps::date_text(values.dates[start] + Duration::days(1))), "date")),
         };
-        return Some((Value::String(stamps::date_text(d)), "date"));
     }
     if is_time_param(&p.name) {
         if let Some(i) = learned_pick(learned, values, p, Kind::Time, repeat) {

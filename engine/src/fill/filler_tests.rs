@@ -372,3 +372,39 @@ fn made(c: &mut Context, a: &Arc<ApiView>, f: Filled, response: Value) {
         repeat: 0,
     });
 }
+
+/// One date said: a venue's optional end date is not made up (the booking is for that day); a
+/// required one is the day after.
+#[test]
+fn one_date_leaves_an_optional_end_unsent_and_a_required_end_the_next_day() {
+    let c = ctx("Reserve the community hall on March 3, 2025 for the choir.");
+    let optional = api("venue/reserve", vec![p("start_date", "string", true), p("end_date", "string", false)]);
+    let f = fill_arguments(&c, &optional);
+    assert_eq!(f.arguments["start_date"], json!("2025-03-03"));
+    assert!(!f.arguments.contains_key("end_date"), "{:?}", f.arguments);
+    let required = api("venue/reserve", vec![p("start_date", "string", true), p("end_date", "string", true)]);
+    let f = fill_arguments(&c, &required);
+    assert_eq!(f.arguments["end_date"], json!("2025-03-04"));
+    let two = ctx("Reserve the community hall from March 3, 2025 to March 5, 2025.");
+    assert_eq!(fill_arguments(&two, &optional).arguments["end_date"], json!("2025-03-05"));
+}
+
+/// A trade fair's dates, and the crew's own said from them: the booth is rented from the day
+/// before the fair opens to the day after it closes.
+#[test]
+fn dates_said_as_spans_outwards_from_an_event_are_the_start_and_the_end() {
+    let rent = api("booth/rent", vec![p("start_date", "string", true), p("end_date", "string", true)]);
+    let c = ctx("The trade fair runs from May 10 to 12, 2025. Our crew sets up the booth the day before and clears it the day after.");
+    let f = fill_arguments(&c, &rent);
+    assert_eq!(
+        (f.arguments["start_date"].as_str(), f.arguments["end_date"].as_str()),
+        (Some("2025-05-09"), Some("2025-05-13"))
+    );
+    // Said as the fair's own dates, they are taken as said.
+    let c = ctx("The trade fair runs from May 10 to 12, 2025. Rent us a booth for it.");
+    let f = fill_arguments(&c, &rent);
+    assert_eq!(
+        (f.arguments["start_date"].as_str(), f.arguments["end_date"].as_str()),
+        (Some("2025-05-10"), Some("2025-05-12"))
+    );
+}

@@ -527,6 +527,7 @@ impl Engine {
             };
             match transfer {
                 Transfer::Mapped(v) => {
+                    let v = crate::fill::filler::moved_out_value(&st.ctx.values, name, &v).unwrap_or(v);
                     f.arguments.insert(name.clone(), v);
                     f.sources.insert(name.clone(), ArgSource::Request { kind: "analogy".into() });
                 }

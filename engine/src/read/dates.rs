@@ -407,6 +407,8 @@ pub(crate) fn dates(
     // Relative dates.
     let lex = lexicon();
     let counted_days = |w: &str| lex.day_words.contains(w) || lex.week_words.contains(w);
+    // Each span's position, the date it counts from and whether it lies before it.
+    let mut spans: Vec<(usize, (usize, NaiveDate), bool)> = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         let w = lower[i].as_str();
@@ -431,7 +433,8 @@ pub(crate) fn dates(
             Some(in_days(w, n))
         } else if w == "week" && prev(1) == "next" {
             Some(7)
-        } else if let Some(d) = span_date(lower, i, &dates) {
+        } else if let Some((d, base)) = span_date(lower, i, &dates) {
+            spans.push((i, base, d < base.1));
             dates.push((i, d));
             None
         } else if let Some(day) = weekday_of(w) {
@@ -461,6 +464,13 @@ pub(crate) fn dates(
     dates.sort_by_key(|(p, _)| *p);
     v.date_cues = dates.iter().map(|(p, _)| cues_at(toks, lower, *p, *p)).collect();
     v.date_at = dates.iter().map(|(p, _)| *p).collect();
+    v.date_from = dates
+        .iter()
+        .map(|(p, _)| {
+            let (_, base, before) = spans.iter().find(|(at, ..)| at == p)?;
+            Some((dates.iter().position(|x| x == base)?, *before))
+        })
+        .collect();
     v.dates = dates.into_iter().map(|(_, d)| d).collect();
 }
 
@@ -477,9 +487,9 @@ fn in_days(unit: &str, n: i64) -> i64 {
 /// "three months later", "the same day next month". It counts from a date said right after
 /// "before", "after", "prior (to)" ("two days before December 5"), else from the latest one said
 /// before it; a span before counts from the first date of the range that one closes ("a fair from
-/// May 10 to 12 … set up the day before": May 9). `None` for no such span, or nothing to count
-/// from.
-fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option<NaiveDate> {
+/// May 10 to 12 … set up the day before": May 9). The date, and the one it counts from (where
+/// it is said, and the date); `None` for no such span, or nothing to count from.
+fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option<(NaiveDate, (usize, NaiveDate))> {
     let lex = lexicon();
     let w = lower[i].as_str();
     let prev = |k: usize| i.checked_sub(k).map(|j| lower[j].as_str()).unwrap_or("");
@@ -493,7 +503,10 @@ fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option
     // "the same day (of) (the) next month": the day, a calendar month on.
     if lex.month_words.contains(w) && prev(1) == "next" {
         let same = (2..=5).any(|k| prev(k) == "same" && lex.same_day_words.contains(prev(k - 1)));
-        return same.then(|| latest(i)).flatten().and_then(|(_, d)| d.checked_add_months(Months::new(1)));
+        return same
+            .then(|| latest(i))
+            .flatten()
+            .and_then(|(p, d)| Some((d.checked_add_months(Months::new(1))?, (p, d))));
     }
     let later = lex.later_words.contains(w);
     let unit = prev(1);
@@ -517,23 +530,25 @@ fn span_date(lower: &[String], i: usize, dates: &[(usize, NaiveDate)]) -> Option
         .filter(|(p, _)| lex.span_prepositions.contains(w) && *p > i && *p <= i + 4)
         .min_by_key(|(p, _)| *p)
         .copied();
-    let from = match (after, latest(i)) {
-        (Some((_, d)), _) => d,
+    let base = match (after, latest(i)) {
+        (Some(b), _) => b,
         (None, Some((p1, d1))) if !later => match latest(p1) {
             Some((p0, d0)) if p1 - p0 <= 4 && d0 < d1 && (p0 + 1..p1).any(|k| lex.range_words.contains(&lower[k])) => {
-                d0
+                (p0, d0)
             }
-            _ => d1,
+            _ => (p1, d1),
         },
-        (None, Some((_, d))) => d,
+        (None, Some(b)) => b,
         (None, None) => return None,
     };
+    let from = base.1;
     if months {
         let m = Months::new(u32::try_from(n).ok()?);
-        return if later { from.checked_add_months(m) } else { from.checked_sub_months(m) };
+        let d = if later { from.checked_add_months(m) } else { from.checked_sub_months(m) };
+        return d.map(|d| (d, base));
     }
     let days = in_days(unit, n);
-    Some(if later { from + Duration::days(days) } else { from - Duration::days(days) })
+    Some((if later { from + Duration::days(days) } else { from - Duration::days(days) }, base))
 }
 
 /// The times a request says ("8 AM", "14:30", "noon", "9 o'clock in the morning"), into `v`.

@@ -93,6 +93,9 @@ pub struct RequestValues {
     /// Where each date, time and name stands (its first word's index among the request's words,
     /// parallel to their lists): which time goes with which date, whatever the clause order.
     pub date_at: Vec<usize>,
+    /// For each date said as a span from another ("arrive the day before"), the date it counts
+    /// from (its index in `dates`) and whether it lies before it (parallel to `dates`).
+    pub date_from: Vec<Option<(usize, bool)>>,
     /// The token each time starts at.
     pub time_at: Vec<usize>,
     /// The token each name starts at.
