@@ -4,7 +4,10 @@
 //! search for gyms near coordinates, where the fragment's chain searched a city: a word this
 //! request says documents both, and neither is a lookup chains always go on from) — whose
 //! response holds every field the fragment reads from it, that call stands in: the producer is
-//! not sent, and its readers read the call made (the data-flow link between the two parts).
+//! not sent, and its readers read the call made (the data-flow link between the two parts). A
+//! call of the producer's own API this run made stands in the same way, unless it is a lookup
+//! (the fragment's lookup is of its own name): the flight search made serves the flight details
+//! a fragment brings with its own search.
 
 use super::store::MemoryStep;
 use crate::exec::refs::{lookup, Reference};
@@ -95,7 +98,10 @@ pub(crate) fn join(
     let mut stood: HashMap<usize, (String, Vec<(Reference, String)>)> = HashMap::new();
     for &j in part {
         let producer = &chain[j].api;
-        if producer == wanted || ctx.path.iter().any(|s| &s.api.id == producer) {
+        // A lookup made already is sent again for the fragment's own name (the same name is
+        // not sent twice, see `recall`); a search made already is this request's search.
+        let made_lookup = ctx.path.iter().any(|s| &s.api.id == producer && s.api.is_lookup());
+        if producer == wanted || made_lookup {
             continue;
         }
         let label = format!("var{}", j + 1);
@@ -110,11 +116,12 @@ pub(crate) fn join(
         if reads.is_empty() {
             continue;
         }
-        let made = ctx.path.iter().rev().filter(|s| siblings(&s.api.id, producer)).find_map(|s| {
-            let moved: Option<Vec<(Reference, String)>> =
-                reads.iter().map(|r| held_at(&s.response, &s.label, &r.path).map(|p| (r.clone(), p))).collect();
-            moved.map(|m| (s.label.clone(), m))
-        });
+        let made =
+            ctx.path.iter().rev().filter(|s| &s.api.id == producer || siblings(&s.api.id, producer)).find_map(|s| {
+                let moved: Option<Vec<(Reference, String)>> =
+                    reads.iter().map(|r| held_at(&s.response, &s.label, &r.path).map(|p| (r.clone(), p))).collect();
+                moved.map(|m| (s.label.clone(), m))
+            });
         if let Some(m) = made {
             stood.insert(j, m);
         }
@@ -169,5 +176,49 @@ mod tests {
         let documented = json!({"gyms": {"gym_id": "$var2.gyms.gym_id$"}});
         assert_eq!(held_at(&documented, "var2", "gyms.0.gym_id").as_deref(), Some("gyms.0.gym_id"));
         assert_eq!(held_at(&documented, "var2", "gyms.0.hours"), None);
+    }
+
+    /// A concert run searched the shows already; a fragment bringing the seat plan with its own
+    /// show search (and the venue lookup before it) reads the search made, not a second one —
+    /// but the lookup made, a lookup, is the fragment's own name's and is sent again.
+    #[test]
+    fn a_call_of_the_producers_own_api_stands_in_unless_a_lookup() {
+        use crate::plan::test_support::{api, ctx};
+        use std::sync::Arc;
+        let step = |api: &str, args: serde_json::Value| MemoryStep {
+            api: api.into(),
+            arguments: args.as_object().cloned().unwrap_or_default(),
+            sources: HashMap::new(),
+        };
+        let chain = vec![
+            step("venue/lookup", json!({"query": "Royal Albert Hall"})),
+            step("shows/search", json!({"venue_id": "$var1.id$", "date": "2025-05-02"})),
+            step("shows/seat_plan", json!({"show_id": "$var2.shows.0.show_id$", "venue_id": "$var1.id$"})),
+        ];
+        let made = |a: &str, label: &str, response: serde_json::Value, ends: Option<f64>| {
+            let mut view = (*api(a, vec![])).clone();
+            view.ends = ends;
+            crate::plan::Step {
+                api: Arc::new(view),
+                label: label.into(),
+                arguments: Default::default(),
+                sources: Default::default(),
+                observation: String::new(),
+                response: response.into(),
+                repeat: 0,
+            }
+        };
+        let mut c = ctx("Find the concerts at the Barbican on May 3 and show me the seat plan.");
+        c.path.push(made("venue/lookup", "var1", json!([{"id": "v-9"}]), Some(0.0)));
+        c.path.push(made("shows/search", "var2", json!({"shows": [{"show_id": "s-42"}]}), Some(0.4)));
+        let part = [0, 1, 2];
+        let without = |stood: &BTreeSet<usize>| part.iter().copied().filter(|i| !stood.contains(i)).collect();
+        let joined = join(&c, &chain, &part, "shows/seat_plan", |_, _| false, without);
+        assert_eq!(joined.part, vec![0, 2], "the search made stands in; the lookup is sent");
+        assert_eq!(joined.labels.get("var2").map(String::as_str), Some("var2"));
+        assert!(!joined.labels.contains_key("var1"), "a lookup made does not stand in: {:?}", joined.labels);
+        // Without the search made, the fragment sends its own.
+        c.path.pop();
+        assert_eq!(join(&c, &chain, &part, "shows/seat_plan", |_, _| false, without).part, vec![0, 1, 2]);
     }
 }
