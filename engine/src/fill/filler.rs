@@ -24,13 +24,13 @@ use super::outputs::{find_field, newest_producer, next_item};
 /// Whether a parameter names the start or the end of a trip or span (`fromId`, `pick_up_*` /
 /// `toId`, `drop_off_*`, `destination`): with two producers, the start takes the earlier one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
     Start,
     End,
     Neutral,
 }
 
-fn role(name: &str) -> Role {
+pub(crate) fn role(name: &str) -> Role {
     let n = name.to_ascii_lowercase();
     let to_prefix = name.starts_with("to") && name[2..].chars().next().is_some_and(|c| c.is_uppercase() || c == '_');
     let lex = crate::read::lexicon();

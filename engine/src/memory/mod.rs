@@ -2,7 +2,7 @@
 //! recall and replay by analogy in a run (`recall`; which of a remembered chain's calls a request
 //! wants: `kinds`), a remembered literal's counterpart in a new
 //! request (`analogy`, `align`, `moments`, `lists`, `spans`), a choice by a field's extreme
-//! (`extremes`), a choice among an output's options made again (`rechosen`), and the fragments of other memories a replay is composed with (`compose`), joined to the
+//! (`extremes`), a list of legs laid along the request's route (`legs`), a choice among an output's options made again (`rechosen`), and the fragments of other memories a replay is composed with (`compose`), joined to the
 //! calls made (`join`).
 
 pub(crate) mod align;
@@ -11,6 +11,7 @@ mod compose;
 pub(crate) mod extremes;
 mod join;
 mod kinds;
+mod legs;
 pub(crate) mod lists;
 pub(crate) mod moments;
 mod recall;

@@ -145,6 +145,29 @@ struct Fit {
     unserved: usize,
 }
 
+/// The optional parameters a replayed call leaves unsent that this request asks for and the
+/// remembered one did not: a known value named beside the parameter's own words ("first class"),
+/// or a count of what the parameter counts ("my partner and I": 2 adults).
+fn unasked(ctx: &Context, analogy: &Analogy, api: &ApiView, f: &Filled, filled: &Filled) -> Vec<String> {
+    api.params
+        .iter()
+        .filter(|p| !p.required && !f.arguments.contains_key(&p.name))
+        .filter(|p| match filled.sources.get(&p.name) {
+            Some(ArgSource::Request { kind }) if kind == "named" => {
+                named_value(analogy.old_words(), p, || known_words(ctx, api, &p.name)).is_none()
+            }
+            Some(ArgSource::Request { kind }) if kind == "number" => {
+                let counted = ctx.values.count_for(&p.name);
+                counted.is_some()
+                    && analogy.old.count_for(&p.name).is_none()
+                    && filled.arguments.get(&p.name).and_then(Value::as_f64) == counted
+            }
+            _ => false,
+        })
+        .map(|p| p.name.clone())
+        .collect()
+}
+
 impl Engine {
     /// Recall memories for the request's `meaning` (its embedding with mentions masked): record
     /// their votes, and replay the best fitting one when it is close enough. `true`: a replay
@@ -431,10 +454,19 @@ impl Engine {
             self.compose_missing(st, &old_words, meaning, &said_before).await;
         }
         let mut labels = std::collections::HashMap::new();
-        // A call those composed calls made with the same arguments (the same search) is not
-        // sent again.
+        // A call the composed calls made with the same arguments is not sent again.
         let composed_first = st.ctx.path.len() > made;
+        let mut routed_apis = std::collections::HashSet::new();
         for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
+            // Legs go along this request's route; another list to that API is the old request's.
+            let routed = self.routed_legs(st, (old_request, &analogy), chain, step).await;
+            if routed.is_none() && routed_apis.contains(&step.api) && super::legs::sends_legs(step) {
+                continue;
+            }
+            if routed.is_some() {
+                routed_apis.insert(step.api.clone());
+            }
+            let step = routed.as_ref().unwrap_or(step);
             let label = self.replay_step(st, &analogy, step, &labels, composed_first).await?;
             labels.insert(format!("var{}", i + 1), label);
         }
@@ -516,6 +548,11 @@ impl Engine {
                 f.sources.insert(name.clone(), ArgSource::Default);
                 continue;
             }
+            if matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind == super::legs::ROUTE) {
+                f.arguments.insert(name.clone(), recorded.clone());
+                f.sources.insert(name.clone(), ArgSource::Request { kind: super::legs::ROUTE.into() });
+                continue;
+            }
             let kinds = self.mention_kinds(&st.ctx, &api.id, name);
             // A moment said as another shifted by a span: the new moment by the new span.
             let transfer = if let Some(v) = moments.get(name) {
@@ -549,17 +586,8 @@ impl Engine {
         for name in &lacking {
             take_filled(&filled, name, &mut f);
         }
-        // An optional one this request names a value of beside the parameter's own words ("first
-        // class") where the remembered request named none: that request did not ask for it, so
-        // its call did not send it.
-        let unasked: Vec<String> = api
-            .params
-            .iter()
-            .filter(|p| !p.required && !f.arguments.contains_key(&p.name))
-            .filter(|p| matches!(filled.sources.get(&p.name), Some(ArgSource::Request { kind }) if kind == "named"))
-            .filter(|p| named_value(analogy.old_words(), p, || known_words(&st.ctx, &api, &p.name)).is_none())
-            .map(|p| p.name.clone())
-            .collect();
+        // What this request asks for and the remembered one did not (so its call did not send it).
+        let unasked = unasked(&st.ctx, analogy, &api, &f, &filled);
         for name in &unasked {
             take_filled(&filled, name, &mut f);
         }

@@ -12,6 +12,7 @@ pub(crate) mod names;
 pub(crate) mod party;
 pub(crate) mod reading;
 pub(crate) mod requirement;
+pub(crate) mod route;
 pub(crate) mod scan;
 pub(crate) mod slots;
 pub(crate) mod spelling;
