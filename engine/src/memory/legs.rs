@@ -96,12 +96,13 @@ impl Engine {
         let today = self.clock.today();
         let old = route(old_request, &RequestValues::extract(old_request, today))?;
         let new = route(&st.ctx.request, &st.ctx.values)?;
-        if old.stops.len() != legs.items.len() + 1 || new.dates.iter().any(Option::is_none) {
+        // (A route of one leg is no list of legs: a misreading of one that is.)
+        if old.stops.len() != legs.items.len() + 1 || new.stops.len() < 3 || new.dates.iter().any(Option::is_none) {
             return None;
         }
         // A remembered leg left on its route's day (as its request read): this leg on this
-        // route's; else its day came otherwise (a day after, an output's cheapest day) and is
-        // carried by analogy as any value is.
+        // route's, where this request says it (a date or a stay; not a guess); else its day came
+        // otherwise (a day after, an output's cheapest day) and is carried by analogy.
         let route_day = |k: usize| -> bool {
             legs.date.as_ref().is_some_and(|key| {
                 old.dates.get(k).copied().flatten().is_some_and(|d| {
@@ -165,7 +166,7 @@ impl Engine {
                 leg.insert(legs.to.clone(), Reference::new(&labels[k + 1], &path).into());
                 let like = k.min(legs.items.len() - 1);
                 match (&legs.date, new.dates[k]) {
-                    (Some(key), Some(day)) if route_day(like) => {
+                    (Some(key), Some(day)) if route_day(like) && !new.guessed[k] => {
                         leg.insert(key.clone(), Value::String(day.format("%Y-%m-%d").to_string()));
                     }
                     (Some(key), _) => {

@@ -18,6 +18,8 @@ use chrono::NaiveDate;
 pub(crate) struct Route {
     pub stops: Vec<String>,
     pub dates: Vec<Option<NaiveDate>>,
+    /// Per leg: its day is only the leg before's (no date or stay said for it).
+    pub guessed: Vec<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -165,7 +167,15 @@ pub(crate) fn route(text: &str, v: &RequestValues) -> Option<Route> {
             let joined = (lower[k] == "and" && prev_end + 1 == k) || (prev_end == k && toks[k].punct == Some(','));
             (joined && matches!(r, Role::Dest | Role::Via)).then_some(r)
         });
-        if let Some(r) = role {
+        // A place said right before "to" and the next place ("Guangzhou to Chicago", "Oslo →
+        // Bergen") sets off there.
+        let len = tokens(&v.names[i]).len().max(1);
+        let sets_off = || {
+            let next = mentions.iter().find(|m| m.1 > at)?.1;
+            (next == at + len + 1 && !starts[next] && lexicon().route_dest_leads.contains(&lower[at + len]))
+                .then_some(Role::Origin)
+        };
+        if let Some(r) = role.or_else(sets_off) {
             said.push((i, at, r));
         }
     }
@@ -240,12 +250,14 @@ pub(crate) fn route(text: &str, v: &RequestValues) -> Option<Route> {
     if dates[0].is_none() {
         dates[0] = v.dates.first().copied();
     }
+    let mut guessed = vec![false; legs];
     for leg in 1..legs {
         if dates[leg].is_none() {
+            guessed[leg] = stay[leg].is_none();
             dates[leg] = dates[leg - 1].map(|d| d + chrono::Duration::days(stay[leg].unwrap_or(0)));
         }
     }
-    Some(Route { stops: stops.into_iter().map(|s| s.0).collect(), dates })
+    Some(Route { stops: stops.into_iter().map(|s| s.0).collect(), dates, guessed })
 }
 
 #[cfg(test)]
@@ -265,8 +277,13 @@ mod tests {
     fn a_shipment_passing_a_hub_goes_through_it_before_its_end() {
         let r = read("Ship the pallets from Rotterdam to Hamburg on March 3, 2025, with a stop in Bremen.");
         assert_eq!(r.stops, ["Rotterdam", "Bremen", "Hamburg"]);
-        // One day said: both legs leave on it.
+        // One day said, beside the end: the last leg's, and the first leaves on it too.
         assert_eq!(r.dates, [d(3, 3), d(3, 3)]);
+        assert_eq!(r.guessed, [false, false]);
+        // Nothing said for the second leg: its day is a guess (the leg before's).
+        let r = read("We leave Lisbon on May 3, 2025 with the van, drive to Porto and then to Vigo.");
+        assert_eq!(r.stops, ["Lisbon", "Porto", "Vigo"]);
+        assert_eq!((r.dates, r.guessed), (vec![d(5, 3), d(5, 3)], vec![false, true]));
     }
 
     #[test]
@@ -294,6 +311,15 @@ mod tests {
         let r = read("The courier starts on June 3, 2025: visit Lyon and Dijon, spending 2 days in each, and then return to Paris.");
         assert_eq!(r.stops, ["Paris", "Lyon", "Dijon", "Paris"]);
         assert_eq!(r.dates, [d(6, 3), d(6, 5), d(6, 7)]);
+    }
+
+    #[test]
+    fn a_route_said_with_arrows_or_bare_to_sets_off_from_its_first_place() {
+        let r = read("From June 2, 2025 our tour goes Oslo → Bergen → Trondheim, spending two days in each.");
+        assert_eq!(r.stops, ["Oslo", "Bergen", "Trondheim"]);
+        assert_eq!(r.dates, [d(6, 2), d(6, 4)]);
+        let r = read("Send the freight Lagos to Accra on July 1, 2025, via Lome.");
+        assert_eq!(r.stops, ["Lagos", "Lome", "Accra"]);
     }
 
     #[test]
