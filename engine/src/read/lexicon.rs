@@ -173,6 +173,7 @@ pub struct Lexicon {
     pub route_return_leads: Words,
     pub stay_words: Words,
     pub each_words: Words,
+    pub stay_places: Words,
     pub function_words: Words,
     pub option_meaning_words: Words,
     pub clause_links: Words,

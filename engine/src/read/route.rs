@@ -139,6 +139,17 @@ fn stays(
             None => {}
         }
     }
+    // "three days in Bergen", "spending a week at Graz": a length right before the place it is
+    // spent at.
+    for &(i, at) in mentions {
+        if at < 3 || !lex.stay_places.contains(&lower[at - 1]) {
+            continue;
+        }
+        let Some((days, _)) = stay_days(lower, ends, at - 3).filter(|d| d.1 == at - 2) else { continue };
+        if let Some(s) = (1..stops.len()).find(|&s| stops[s].0.eq_ignore_ascii_case(&names[i])) {
+            stay[s].get_or_insert(days);
+        }
+    }
     stay
 }
 
@@ -219,9 +230,18 @@ pub(crate) fn route(text: &str, v: &RequestValues) -> Option<Route> {
     // Back to a place no word set off from: the route starts there.
     if origin.is_none() && stops.len() >= 2 && stops.last().is_some_and(|s| s.1 == Role::Return) {
         let home = stops.last().cloned()?;
-        stops.insert(0, (home.0, Role::Origin));
+        stops.insert(0, (home.0.clone(), Role::Origin));
         for s in &mut stop_of {
             s.1 += 1;
+        }
+        // Home named before any place on the route ("Houston on May 10, through Vienna …, back to
+        // Houston") is where the route starts: a date said beside it is the first leg's.
+        let first = said.iter().map(|s| s.1).min();
+        let home_said =
+            mentions.iter().find(|(i, at)| first.is_some_and(|f| *at < f) && v.names[*i].eq_ignore_ascii_case(&home.0));
+        if let Some(&(i, at)) = home_said {
+            said.push((i, at, Role::Origin));
+            stop_of.push((said.len() - 1, 0));
         }
     }
     if stops.len() < 2 {
@@ -320,6 +340,20 @@ mod tests {
         assert_eq!(r.dates, [d(6, 2), d(6, 4)]);
         let r = read("Send the freight Lagos to Accra on July 1, 2025, via Lome.");
         assert_eq!(r.stops, ["Lagos", "Lome", "Accra"]);
+    }
+
+    #[test]
+    fn a_route_listed_from_home_with_then_and_back_home() {
+        let r = read(
+            "Delivery plan: Leeds on March 3rd, 2025, through York on March 4th, on to Durham, then back to Leeds on March 9th, 2025.",
+        );
+        assert_eq!(r.stops, ["Leeds", "York", "Durham", "Leeds"]);
+        assert_eq!(r.dates, [d(3, 3), d(3, 4), d(3, 9)]);
+        let r = read(
+            "Our choir tours Oslo → Bergen on June 2nd, 2025, three days in Bergen, then Stavanger, back to Oslo on June 12th, 2025.",
+        );
+        assert_eq!(r.stops, ["Oslo", "Bergen", "Stavanger", "Oslo"]);
+        assert_eq!(r.dates, [d(6, 2), d(6, 5), d(6, 12)]);
     }
 
     #[test]
