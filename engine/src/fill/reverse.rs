@@ -3,7 +3,8 @@
 //! what nothing provides ends in `needs_input` naming exactly those parameters.
 
 use crate::fill::filler::fill_arguments;
-use crate::plan::{ApiView, DeadEnd, Filled, Offer};
+use crate::memory::legs::ROUTE;
+use crate::plan::{ApiView, ArgSource, DeadEnd, Filled, Offer};
 use crate::run::engine::{Engine, RunState};
 use crate::run::report::NeedsInput;
 use crate::run::trace::TraceEvent;
@@ -99,6 +100,15 @@ impl Engine {
                 let offers = ask(st);
                 st.how.planner.fill(&st.ctx, api, &offers).await?
             };
+            // A list of legs nothing fills: laid along the route the request says, after a
+            // remembered call of the API (see `memory::legs`).
+            if !filled.missing.is_empty() {
+                if let Some((param, list)) = self.route_list(st, api, &filled.missing).await {
+                    filled.arguments.insert(param.clone(), list);
+                    filled.sources.insert(param.clone(), ArgSource::Request { kind: ROUTE.into() });
+                    filled.missing.retain(|p| *p != param);
+                }
+            }
             if !filled.missing.is_empty() {
                 let mut inserted = false;
                 st.ledger.inserting.push(api.id.clone());

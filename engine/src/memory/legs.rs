@@ -10,7 +10,7 @@ use super::analogy::{Analogy, Transfer};
 use super::store::MemoryStep;
 use crate::exec::refs::Reference;
 use crate::fill::filler::{role, Role};
-use crate::plan::{ArgSource, Filled};
+use crate::plan::{ApiView, ArgSource, Filled};
 use crate::read::route::route;
 use crate::read::scan::RequestValues;
 use crate::run::engine::{Engine, RunState};
@@ -18,6 +18,10 @@ use serde_json::{Map, Value};
 
 /// The source a rebuilt list of legs (and a lookup made for it) is traced with.
 pub(crate) const ROUTE: &str = "route";
+
+/// Remembered calls of an API looked at (nearest by meaning first) for one whose list of legs is
+/// a model to lay this route's along.
+const MODELS: usize = 16;
 
 /// A parameter holding a list of legs: its name, the template leg, the keys of a leg's start,
 /// end and date.
@@ -85,12 +89,15 @@ impl Engine {
     /// `step` with its list of legs laid along this request's route (lookups this run lacks made
     /// first); `None` where the step sends no list of legs, either request reads no route, or the
     /// remembered legs do not follow the remembered request's route.
+    ///
+    /// `fresh`: the step is not replayed but serves as a model of how the list is laid (a call
+    /// the search chose): every leg leaves on this route's day, nothing carried by analogy.
     pub(crate) async fn routed_legs(
         &self,
         st: &mut RunState<'_>,
         (old_request, analogy): (&str, &Analogy),
-        chain: &[MemoryStep],
-        step: &MemoryStep,
+        (chain, step): (&[MemoryStep], &MemoryStep),
+        fresh: bool,
     ) -> Option<MemoryStep> {
         let legs = legs_of(step)?;
         let today = self.clock.today();
@@ -166,7 +173,7 @@ impl Engine {
                 leg.insert(legs.to.clone(), Reference::new(&labels[k + 1], &path).into());
                 let like = k.min(legs.items.len() - 1);
                 match (&legs.date, new.dates[k]) {
-                    (Some(key), Some(day)) if route_day(like) && !new.guessed[k] => {
+                    (Some(key), Some(day)) if fresh || route_day(like) && !new.guessed[k] => {
                         leg.insert(key.clone(), Value::String(day.format("%Y-%m-%d").to_string()));
                     }
                     (Some(key), _) => {
@@ -186,5 +193,39 @@ impl Engine {
         routed.arguments.insert(legs.param.to_string(), Value::Array(laid));
         routed.sources.insert(legs.param.to_string(), ArgSource::Request { kind: ROUTE.into() });
         Some(routed)
+    }
+
+    /// A list of legs for `api`, which the search chose and whose parameter of that name
+    /// (`missing`: nothing else fills it) remembered calls of it sent one leg per stop: laid
+    /// along this request's route (three places or more, each leg's day read) after the nearest
+    /// remembered call whose legs follow its own request's route (see [`Engine::routed_legs`],
+    /// lookups this run lacks made first). `None` where the request reads no such route or no
+    /// remembered call of `api` is such a model.
+    pub(crate) async fn route_list(
+        &self,
+        st: &mut RunState<'_>,
+        api: &ApiView,
+        missing: &[String],
+    ) -> Option<(String, Value)> {
+        let new = route(&st.ctx.request, &st.ctx.values)?;
+        if new.stops.len() < 3 || new.dates.iter().any(Option::is_none) || !self.settings.use_memory {
+            return None;
+        }
+        let mem = self.memory.as_ref()?;
+        let hits = mem.recall_calling(&st.leads.meaning, &api.id, MODELS).await.ok()?;
+        for hit in &hits {
+            let chain = &hit.entry.chain;
+            for step in chain.iter().filter(|s| s.api == api.id) {
+                let Some(param) = legs_of(step).map(|l| l.param.to_string()).filter(|p| missing.contains(p)) else {
+                    continue;
+                };
+                let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);
+                let routed = self.routed_legs(st, (&hit.entry.request, &analogy), (chain, step), true).await;
+                if let Some(list) = routed.and_then(|r| r.arguments.get(&param).cloned()) {
+                    return Some((param, list));
+                }
+            }
+        }
+        None
     }
 }

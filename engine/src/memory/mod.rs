@@ -11,7 +11,7 @@ mod compose;
 pub(crate) mod extremes;
 mod join;
 mod kinds;
-mod legs;
+pub(crate) mod legs;
 pub(crate) mod lists;
 pub(crate) mod moments;
 mod recall;

@@ -459,7 +459,7 @@ impl Engine {
         let mut routed_apis = std::collections::HashSet::new();
         for (i, step) in chain.iter().enumerate().filter(|(i, _)| kept.binary_search(i).is_ok()) {
             // Legs go along this request's route; another list to that API is the old request's.
-            let routed = self.routed_legs(st, (old_request, &analogy), chain, step).await;
+            let routed = self.routed_legs(st, (old_request, &analogy), (chain, step), false).await;
             if routed.is_none() && routed_apis.contains(&step.api) && super::legs::sends_legs(step) {
                 continue;
             }

@@ -95,10 +95,19 @@ impl Memory {
     /// family of requests whose masked meanings are one text) come in the order of their entry
     /// ids, so a recall does not depend on how the store happened to lay its points out.
     pub async fn recall(&self, vector: &[f32], k: usize) -> Result<Vec<Recalled>> {
+        self.recall_where(vector, k, &Conditions::default()).await
+    }
+
+    /// The `k` remembered requests nearest to `vector` whose chains call `api`, nearest first.
+    pub async fn recall_calling(&self, vector: &[f32], api: &str, k: usize) -> Result<Vec<Recalled>> {
+        self.recall_where(vector, k, &Conditions::default().with("apis", api)).await
+    }
+
+    async fn recall_where(&self, vector: &[f32], k: usize, conditions: &Conditions) -> Result<Vec<Recalled>> {
         let wider = k.saturating_mul(4).max(k + 32);
         // The order from ids and scores alone; then only the `k` kept are read (a chain's JSON
         // is most of what a recall costs).
-        let mut hits = self.vectors.search_ids(&self.collection, vector, wider, &Conditions::default()).await?;
+        let mut hits = self.vectors.search_ids(&self.collection, vector, wider, conditions).await?;
         let level = |s: f32| (f64::from(s) * 1e5).round() as i64;
         hits.sort_by(|a, b| level(b.1).cmp(&level(a.1)).then_with(|| a.0.cmp(&b.0)));
         hits.truncate(k);

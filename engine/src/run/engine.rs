@@ -109,6 +109,8 @@ pub(crate) struct Leads {
     /// Seeds of each subtask (per-subtask search), and their similarities to it.
     pub(crate) subtask_seeds: Vec<Vec<String>>,
     pub(crate) subtask_sims: Vec<HashMap<String, f64>>,
+    /// The request's meaning (its embedding, mentions masked): what memories are recalled by.
+    pub(crate) meaning: Vec<f32>,
 }
 
 impl Leads {
@@ -553,6 +555,7 @@ impl Engine {
             .into_iter();
         let (vector, meaning) = (both.next().unwrap_or_default(), both.next().unwrap_or_default());
         st.stats.embed_ms += t.elapsed().as_secs_f64() * 1000.0;
+        st.leads.meaning = meaning.clone();
         // Long-term memory: a close enough hit is replayed with zero planning calls.
         if self.recall(&mut st, &meaning).await? {
             return self.conclude(st, Ended::Finished, &meaning, true).await;
@@ -560,7 +563,11 @@ impl Engine {
         // After a replay that went part of the way, one search goes on from its calls (the
         // subtasks' own searches would start over around them).
         let (found, split) = self.retrieve_seeds(&mut st.ctx, &st.how, &mut st.stats, &mut st.trace, &vector).await?;
-        st.leads = Leads { hints: std::mem::take(&mut st.leads.hints), ..found };
+        st.leads = Leads {
+            hints: std::mem::take(&mut st.leads.hints),
+            meaning: std::mem::take(&mut st.leads.meaning),
+            ..found
+        };
         let per_subtask = split && st.ctx.path.is_empty();
         // Plan mode plans from the solution library unless a remembered plan already went part
         // of the way (the search goes on from its calls).

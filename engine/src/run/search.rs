@@ -6,8 +6,9 @@
 use super::engine::{Ended, Engine, Here, Ledger, RunHow, RunState};
 use super::trace::{Offered, TraceEvent};
 use crate::fill::filler::{canonical, fill_arguments};
+use crate::memory::legs::ROUTE;
 use crate::plan::Context;
-use crate::plan::{ApiView, Candidate, DeadEnd, Decision, Source};
+use crate::plan::{ApiView, ArgSource, Candidate, DeadEnd, Decision, Source};
 use crate::run::report::RunStats;
 use crate::Result;
 use std::collections::{HashMap, HashSet};
@@ -99,7 +100,17 @@ impl Engine {
         {
             return Some(format!("{}|", api.id));
         }
-        let f = fill_arguments(ctx, api);
+        let mut f = fill_arguments(ctx, api);
+        // A list of legs laid along the route (when the call is made, not by the filler) is the
+        // one a call of it on the path sent.
+        for s in ctx.path.iter().filter(|s| s.api.id == api.id) {
+            for p in &f.missing {
+                let routed = matches!(s.sources.get(p), Some(ArgSource::Request { kind }) if kind == ROUTE);
+                if let Some(v) = s.arguments.get(p).filter(|_| routed) {
+                    f.arguments.insert(p.clone(), v.clone());
+                }
+            }
+        }
         let key = canonical(&f.arguments);
         let repeats = ctx.path.iter().any(|s| s.api.id == api.id && canonical(&s.arguments) == key)
             || ctx.dead_ends.iter().any(|d| d.api == api.id && canonical(&d.arguments) == key);
