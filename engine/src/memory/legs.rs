@@ -12,7 +12,6 @@ use crate::exec::refs::Reference;
 use crate::fill::filler::{role, Role};
 use crate::plan::{ApiView, ArgSource, Filled};
 use crate::read::route::route;
-use crate::read::scan::RequestValues;
 use crate::run::engine::{Engine, RunState};
 use serde_json::{Map, Value};
 
@@ -100,8 +99,8 @@ impl Engine {
         fresh: bool,
     ) -> Option<MemoryStep> {
         let legs = legs_of(step)?;
-        let today = self.clock.today();
-        let old = route(old_request, &RequestValues::extract(old_request, today))?;
+        // The remembered request's values, as the analogy read them.
+        let old = route(old_request, &analogy.old)?;
         let new = route(&st.ctx.request, &st.ctx.values)?;
         // (A route of one leg is no list of legs: a misreading of one that is.)
         if old.stops.len() != legs.items.len() + 1 || new.stops.len() < 3 || new.dates.iter().any(Option::is_none) {
