@@ -153,6 +153,32 @@ fn stays(
     stay
 }
 
+/// A route no word set off from, back to a place at its end: it starts there (`stop_of` moved
+/// on). Home named before any place on the route ("Houston on May 10, through Vienna …, back to
+/// Houston") is where the route starts: a date said beside it is the first leg's.
+fn start_at_home(
+    stops: &mut Vec<(String, Role)>,
+    stop_of: &mut Vec<(usize, usize)>,
+    said: &mut Vec<(usize, usize, Role)>,
+    mentions: &[(usize, usize)],
+    names: &[String],
+) {
+    let Some(home) = stops.last().filter(|s| stops.len() >= 2 && s.1 == Role::Return).map(|s| s.0.clone()) else {
+        return;
+    };
+    stops.insert(0, (home.clone(), Role::Origin));
+    for s in stop_of.iter_mut() {
+        s.1 += 1;
+    }
+    let first = said.iter().map(|s| s.1).min();
+    let home_said =
+        mentions.iter().find(|(i, at)| first.is_some_and(|f| *at < f) && names[*i].eq_ignore_ascii_case(&home));
+    if let Some(&(i, at)) = home_said {
+        said.push((i, at, Role::Origin));
+        stop_of.push((said.len() - 1, 0));
+    }
+}
+
 /// The route `text` says (its values read as `v`), where it names at least two places on it.
 pub(crate) fn route(text: &str, v: &RequestValues) -> Option<Route> {
     let toks = tokens(text);
@@ -227,22 +253,8 @@ pub(crate) fn route(text: &str, v: &RequestValues) -> Option<Route> {
             }
         }
     }
-    // Back to a place no word set off from: the route starts there.
-    if origin.is_none() && stops.len() >= 2 && stops.last().is_some_and(|s| s.1 == Role::Return) {
-        let home = stops.last().cloned()?;
-        stops.insert(0, (home.0.clone(), Role::Origin));
-        for s in &mut stop_of {
-            s.1 += 1;
-        }
-        // Home named before any place on the route ("Houston on May 10, through Vienna …, back to
-        // Houston") is where the route starts: a date said beside it is the first leg's.
-        let first = said.iter().map(|s| s.1).min();
-        let home_said =
-            mentions.iter().find(|(i, at)| first.is_some_and(|f| *at < f) && v.names[*i].eq_ignore_ascii_case(&home.0));
-        if let Some(&(i, at)) = home_said {
-            said.push((i, at, Role::Origin));
-            stop_of.push((said.len() - 1, 0));
-        }
+    if origin.is_none() {
+        start_at_home(&mut stops, &mut stop_of, &mut said, &mentions, &v.names);
     }
     if stops.len() < 2 {
         return None;
