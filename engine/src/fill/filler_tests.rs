@@ -408,3 +408,59 @@ fn dates_said_as_spans_outwards_from_an_event_are_the_start_and_the_end() {
         (Some("2025-05-10"), Some("2025-05-12"))
     );
 }
+
+/// A count of options said in a request, pointed back at, where the recorded runs repeated the
+/// details call for other reasons (one more until one fits, no count said): the details API,
+/// which the runs called once per element of a search's list, is called as many times as the
+/// request counts, each on the next element, and the run is not done before. The top match of
+/// a lookup (a name's id) is no list of options.
+#[test]
+fn a_count_of_options_the_request_points_back_at_is_one_call_each() {
+    let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+    let mut model = crate::fill::learned::ArgModel::default();
+    for req in [
+        "Look through the graph search repositories and keep checking the next one until one has a licence.",
+        "Check the Rust parser repositories one by one until you find one updated this year.",
+        "Go down the list of compiler repositories until one has fewer than ten open issues.",
+    ] {
+        let search = json!({"topic": "x"});
+        let details: Vec<Map<String, Value>> = (0..2)
+            .map(|i| json!({"repo_id": format!("$var1.items.{i}.repo_id$")}).as_object().cloned().unwrap())
+            .collect();
+        let calls = std::iter::once(("code/search", search.as_object().unwrap()))
+            .chain(details.iter().map(|d| ("code/issues", d)));
+        model.learn(req, calls, day);
+    }
+    let (search, issues) =
+        (api("code/search", vec![p("topic", "string", true)]), api("code/issues", vec![p("repo_id", "string", true)]));
+    let mut c = ctx("List the two most-starred repositories on graph search and show their open issues.");
+    c.args = Some(Arc::new(model));
+    let listed = json!({"items": [{"repo_id": "r1"}, {"repo_id": "r2"}, {"repo_id": "r3"}]});
+    let f = fill_arguments(&c, &search);
+    made(&mut c, &search, f, listed.clone());
+    let f = fill_arguments(&c, &issues);
+    made(&mut c, &issues, f, json!({"open": 4}));
+    assert_eq!(option_count(&c, &issues), Some(2), "`the two … their`");
+    let open = |c: &Context| {
+        crate::read::coverage::assess(c)
+            .into_iter()
+            .filter(|r| r.kind == crate::read::coverage::Kind::Options && !r.covered())
+            .count()
+    };
+    assert_eq!(open(&c), 1, "one of two calls made: {:?}", crate::read::coverage::assess(&c));
+    let second = fill_arguments(&c, &issues);
+    assert_eq!(second.arguments["repo_id"], json!("$var1.items.1.repo_id$"));
+    made(&mut c, &issues, second, json!({"open": 9}));
+    assert_eq!(open(&c), 0);
+    assert_eq!(fill_arguments(&c, &issues).arguments["repo_id"], json!("$var1.items.1.repo_id$"), "no third");
+    // The same list from a lookup (calls go on after it, never end there): its first element is
+    // the name's match, not one of two options.
+    let mut lookup = (*search).clone();
+    lookup.ends = Some(0.0);
+    let mut l = Context { path: Vec::new(), ..c.clone() };
+    let f = fill_arguments(&l, &lookup);
+    made(&mut l, &Arc::new(lookup), f, listed);
+    let f = fill_arguments(&l, &issues);
+    made(&mut l, &issues, f, json!({"open": 4}));
+    assert_eq!(option_count(&l, &issues), None);
+}

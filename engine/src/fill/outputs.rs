@@ -15,18 +15,55 @@ pub(crate) fn find_field(ctx: &Context, step: &crate::plan::planner::Step, param
 }
 
 /// How many calls of `api` the request asks for, one per option, where another call of it can be
-/// one more option: the count the learned model reads in the request ("three hotels"), else —
-/// when the request compares ("compare", "both", "each") — up to [`MAX_OPTIONS`]. `None` when
-/// recorded runs do not call `api` once per option ([`ArgModel::per_option`]).
+/// one more option: the count it says ([`counted_options`]), else — when the request compares
+/// ("compare", "both", "each") — up to [`MAX_OPTIONS`]. `None` when recorded runs do not call
+/// `api` once per option ([`ArgModel::per_option`]).
+///
+/// [`ArgModel::per_option`]: crate::fill::learned::ArgModel::per_option
 pub(crate) fn option_count(ctx: &Context, api: &ApiView) -> Option<usize> {
+    counted_options(ctx, api).or_else(|| {
+        let model = ctx.args.as_deref()?;
+        (model.per_option(&api.id, &api.params) && crate::read::reading::compares(&ctx.request)).then_some(MAX_OPTIONS)
+    })
+}
+
+/// The count of options the request says for `api`, an API recorded runs call once per option:
+/// the count the learned model reads in the request ([`learned_options`]), else a count of
+/// things the request points back at ([`pointed_options`]).
+pub(crate) fn counted_options(ctx: &Context, api: &ApiView) -> Option<usize> {
+    learned_options(ctx, api).or_else(|| pointed_options(ctx, api))
+}
+
+/// The count the learned model reads in the request for `api` (a count said where its recorded
+/// runs were called that many times), where recorded runs call `api` once per option.
+pub(crate) fn learned_options(ctx: &Context, api: &ApiView) -> Option<usize> {
     let model = ctx.args.as_deref()?;
-    if !model.per_option(&api.id, &api.params) {
+    model.per_option(&api.id, &api.params).then(|| model.options(&api.id, &ctx.values)).flatten()
+}
+
+/// A count of things the request points back at ("the two highest-rated galleries … describe
+/// them": [`crate::read::reading::counted_options`]), for an API recorded runs call once per
+/// option whose call on the path read an item of a list another call found.
+pub(crate) fn pointed_options(ctx: &Context, api: &ApiView) -> Option<usize> {
+    let model = ctx.args.as_deref()?;
+    if !model.per_option(&api.id, &api.params) || !reads_options(ctx, api) {
         return None;
     }
-    match model.options(&api.id, &ctx.values) {
-        Some(n) => Some(n),
-        None => crate::read::reading::compares(&ctx.request).then_some(MAX_OPTIONS),
-    }
+    crate::read::reading::counted_options(&ctx.request)
+}
+
+/// Whether a call of `api` on the path read an item of a list another call found (the
+/// galleries a search listed), not the top match of a lookup (a city's id): what a count of
+/// options the request says is a count of.
+fn reads_options(ctx: &Context, api: &ApiView) -> bool {
+    ctx.path.iter().filter(|s| s.api.id == api.id).flat_map(|s| s.sources.values()).any(|src| match src {
+        ArgSource::Output { label, path } => ctx
+            .path
+            .iter()
+            .find(|p| &p.label == label)
+            .is_some_and(|p| !p.api.is_lookup() && item_index(&p.response, path).is_some()),
+        _ => false,
+    })
 }
 
 /// Calls of one API per option at most, where the request does not say how many.

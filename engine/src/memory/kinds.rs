@@ -18,7 +18,7 @@ impl Engine {
     /// word an ask otherwise ("an SUV, collected one hour after I land" for "pick up the car one
     /// hour after arriving"): a call that takes a value this request says stays (not a day or a
     /// time the calls this request asks for take too, nor a date only the remembered request's
-    /// span gave: [`Engine::takes_said`]). A last call only the remembered request's words point
+    /// span gave, nor a day said only as the asks' context: [`Engine::takes_said`]). A last call only the remembered request's words point
     /// to, by its documentation, is left out too ([`Engine::said_only_there`]). Any other call
     /// stays; a name, day or time a kept call read from a call left out is this request's.
     pub(super) fn of_this_kind(
@@ -110,9 +110,14 @@ impl Engine {
     ) -> bool {
         let step = &chain[i];
         let theirs = |v: &Value| asked_moments.iter().any(|(j, w)| *j != i && *w == v);
+        // Where every date this request says is its asks' context, a day is no sign of an ask.
+        let stated = !ctx.values.dates.is_empty() && ctx.values.dates.iter().all(|d| ctx.context_dates.contains(d));
+        let day = |v: &Value| v.as_str().and_then(|s| s.get(..10)).and_then(crate::read::stamps::date).is_some();
         step.arguments.iter().any(|(name, recorded)| {
             let kinds = self.mention_kinds(ctx, &step.api, name);
-            super::compose::leaves(recorded).any(|v| !theirs(v) && analogy.says_own(v, kinds.as_deref()))
+            super::compose::leaves(recorded)
+                .filter(|v| !(stated && day(v)))
+                .any(|v| !theirs(v) && analogy.says_own(v, kinds.as_deref()))
         })
     }
 }

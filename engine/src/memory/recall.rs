@@ -24,7 +24,7 @@ use toolgraph_schema::{Mode, END_ID, START_ID};
 /// the remembered request had too (a mention with a counterpart there, an asked-for quantity, a
 /// completion, a subtask) is served as it was there — the remembered chain was judged good for it
 /// — and counts as covered by the recalled example (`covered_by: "recalled"`); a mention only this
-/// request makes must be covered by a call.
+/// request makes, and a call per option it counts, must be covered by calls.
 fn judged_by_analogy(
     mut j: Judgement,
     analogy: &Analogy,
@@ -35,7 +35,7 @@ fn judged_by_analogy(
     if j.pass || j.first_bad_step.is_some() || j.coverage.is_empty() {
         return j;
     }
-    for r in j.coverage.iter_mut().filter(|r| !r.covered()) {
+    for r in j.coverage.iter_mut().filter(|r| !r.covered() && r.kind != Req::Options) {
         let kind = match r.kind {
             Req::Date => Some(Kind::Date),
             Req::Time => Some(Kind::Time),

@@ -295,6 +295,10 @@ pub struct Context {
     pub(crate) asked_apis: Vec<crate::read::asks::Asked>,
     /// Where arguments come from, learned from recorded runs (`None`: the rules alone).
     pub(crate) args: Option<Arc<crate::fill::learned::ArgModel>>,
+    /// The dates the request says only where it states, not where it asks (the trip's days
+    /// around "find the two highest-rated galleries"): they serve a call that takes a date, but
+    /// no call is owed to them (`run::seeds::context_dates`).
+    pub(crate) context_dates: Vec<chrono::NaiveDate>,
 }
 
 /// One output of an earlier turn of a session.
@@ -341,6 +345,7 @@ impl Context {
             subtask_apis: Vec::new(),
             asked_apis: Vec::new(),
             args: None,
+            context_dates: Vec::new(),
         }
     }
 

@@ -179,16 +179,24 @@ fn each_requirements(ctx: &Context, sent: &[Map<String, Value>], out: &mut Vec<R
     }
     // A count of options the request names for an API recorded runs call once per option ("find
     // three hotels … the details of each"): that many calls of it.
-    if let Some(model) = ctx.args.as_deref() {
+    if ctx.args.is_some() {
         let mut seen = std::collections::HashSet::new();
         for s in &ctx.path {
-            if !seen.insert(s.api.id.as_str()) || !model.per_option(&s.api.id, &s.api.params) {
+            if !seen.insert(s.api.id.as_str()) {
                 continue;
             }
-            let Some(n) = model.options(&s.api.id, &ctx.values) else { continue };
+            // The learned count is a call per option as a comparison's is; a count the request
+            // points back at is its own (a replay of a request that asked about one owes it).
+            let (n, kind) = match crate::fill::outputs::learned_options(ctx, &s.api) {
+                Some(n) => (n, Kind::Each),
+                None => match crate::fill::outputs::pointed_options(ctx, &s.api) {
+                    Some(n) => (n, Kind::Options),
+                    None => continue,
+                },
+            };
             let calls: Vec<&crate::plan::planner::Step> = ctx.path.iter().filter(|x| x.api.id == s.api.id).collect();
             let by = (calls.len() >= n).then(|| calls[calls.len() - 1].label.clone());
-            push(out, Kind::Each, format!("{n} calls of {}, one per option", s.api.name), by);
+            push(out, kind, format!("{n} calls of {}, one per option", s.api.name), by);
         }
     }
 }
@@ -227,7 +235,8 @@ pub(crate) fn assess(ctx: &Context) -> Vec<Requirement> {
     };
     let mut out: Vec<Requirement> = Vec::new();
     let v = &ctx.values;
-    for d in v.dates.iter().filter(|d| !v.unanchored.contains(d)) {
+    // A date said only as the asks' context is no call's due.
+    for d in v.dates.iter().filter(|d| !v.unanchored.contains(d) && !ctx.context_dates.contains(d)) {
         let iso = super::stamps::date_text(*d);
         push(&mut out, Kind::Date, iso.clone(), covered_in(&|s| s.contains(&iso), &args));
     }
@@ -373,6 +382,19 @@ mod tests {
         }
         let items = assess(&c);
         assert!(items.iter().filter(|r| r.kind == Kind::Each).all(|r| r.covered()), "{}", missing_text(&items));
+    }
+
+    /// A day said only as the asks' setting is no call's due: the run that served the asks is
+    /// complete; the same day said where it asks is owed a call.
+    #[test]
+    fn a_context_day_is_owed_no_call() {
+        let text = "Our choir tours Norway from June 2 to June 9, 2025. Show the largest concert halls in Bergen.";
+        let mut c = Context::new(text, RequestValues::extract(text, NaiveDate::from_ymd_opt(2025, 1, 1).unwrap()));
+        step(&mut c, &api("halls", Some(0.9)), json!({"city": "Bergen"}), json!({"halls": [{"name": "Grieghallen"}]}));
+        assert!(missing_text(&assess(&c)).contains("2025-06-02"), "{}", missing_text(&assess(&c)));
+        c.context_dates = c.values.dates.clone();
+        let items = assess(&c);
+        assert!(items.iter().all(|r| r.kind != Kind::Date), "{}", missing_text(&items));
     }
 
     #[test]

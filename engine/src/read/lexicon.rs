@@ -153,6 +153,7 @@ pub struct Lexicon {
     pub every_words: Words,
     pub item_words: Words,
     pub them_words: Words,
+    pub option_references: Words,
     pub counted: Words,
     pub party_possessives: Words,
     pub party_speakers: Words,

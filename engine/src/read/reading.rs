@@ -238,9 +238,87 @@ pub(crate) fn compares(request: &str) -> bool {
     word_list(request).iter().any(|w| lexicon().compare_words.contains(w))
 }
 
+/// How many options the request asks about one by one: a number from two to ten said before the
+/// things it counts (a plural among the next three words), which the request later points back
+/// at ("find the two highest-rated galleries and describe them", "list three repositories and
+/// their licences"). Not a count of people, of units of time or of what an API takes as a number
+/// ("2 adults", "three nights", "a family of four"). `None` where no count is said so, or where
+/// two different counts are.
+pub(crate) fn counted_options(request: &str) -> Option<usize> {
+    let lex = lexicon();
+    let toks = tokens(request);
+    let lower: Vec<String> = toks.iter().map(|t| t.text.to_lowercase()).collect();
+    let unit = |w: &str| {
+        [&lex.function_words, &lex.person_words, &lex.counted, &lex.party_many, &lex.currency_words]
+            .iter()
+            .chain([&lex.night_words, &lex.day_words, &lex.week_words, &lex.month_words].iter())
+            .chain([&lex.hour_words, &lex.minute_words].iter())
+            .any(|l| l.contains(w))
+    };
+    let mut found: Option<usize> = None;
+    for i in 0..toks.len() {
+        let Some(n) = lower[i].parse::<f64>().ok().or_else(|| lex.number_words.position(&lower[i]).map(|n| n as f64))
+        else {
+            continue;
+        };
+        if !(2.0..=10.0).contains(&n) || n.fract() != 0.0 || toks[i].punct.is_some() {
+            continue;
+        }
+        if i > 0 && lex.party_of.contains(&lower[i - 1]) {
+            continue;
+        }
+        let next = lower.get(i + 1).map(String::as_str).unwrap_or_default();
+        if next.is_empty() || unit(next) || lex.party_ages.iter().any(|a| next.starts_with(a)) {
+            continue;
+        }
+        // The things counted: a plural within the clause, before its punctuation.
+        let mut counted = false;
+        for (k, w) in lower.iter().enumerate().skip(i + 1).take(3) {
+            if unit(w) {
+                break;
+            }
+            if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") {
+                counted = true;
+                break;
+            }
+            if toks[k].punct.is_some() {
+                break;
+            }
+        }
+        let pointed_at = lower.iter().skip(i + 2).any(|w| lex.option_references.contains(w));
+        if !(counted && pointed_at) {
+            continue;
+        }
+        match found {
+            Some(m) if m != n as usize => return None,
+            _ => found = Some(n as usize),
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A count of things the request then points back at is how many to ask about one by one;
+    /// counts of people, of time and of what a call takes are not.
+    #[test]
+    fn a_count_the_request_points_back_at_is_how_many_options() {
+        let n = counted_options;
+        assert_eq!(n("List the two most-starred repositories and show their open issues."), Some(2));
+        assert_eq!(n("Find 3 highly rated bakeries in Lyon and get the opening hours of each."), Some(3));
+        assert_eq!(n("Pick the four newest papers on graph search and summarize them."), Some(4));
+        // Nothing points back: one answer about a count, not a call per thing.
+        assert_eq!(n("Show the two most-starred repositories."), None);
+        // People, time, money and a group's size are not options.
+        assert_eq!(n("Reserve a table for 4 people and confirm it with them."), None);
+        assert_eq!(n("Rent a van for three days and tell me their rates."), None);
+        assert_eq!(n("A family of five wants two museum passes: what do these cost?"), Some(2));
+        assert_eq!(n("Our 2 children and their 3-year-old cousin need 5 euros each."), None);
+        // Two different counts: which one the calls follow is not said.
+        assert_eq!(n("Compare two laptops and three tablets and rank them."), None);
+    }
 
     #[test]
     fn a_whole_word_occurrence_skips_those_inside_longer_words() {

@@ -15,8 +15,11 @@ pub enum Kind {
     Name,
     /// A count the request says ("2 adults").
     Count,
-    /// A call per compared option.
+    /// A call per compared option, or per item of a list the request asks about.
     Each,
+    /// As many calls of an API as the options the request counts ("the two highest-rated
+    /// galleries … describe them"), one per option.
+    Options,
     /// The asked-for quantity (price, duration, …) in some response.
     Quantity,
     /// The chain ends where observed chains end.
@@ -55,7 +58,7 @@ impl Requirement {
             Kind::Time => format!("the time {}", self.value),
             Kind::Name => format!("\"{}\"", self.value),
             Kind::Count => format!("the count {}", self.value),
-            Kind::Each => self.value.clone(),
+            Kind::Each | Kind::Options => self.value.clone(),
             Kind::Quantity => format!("the {} asked for", self.value),
             Kind::Subtask => format!("\"{}\"", self.value),
             Kind::Api => format!("a call of {}", self.value),

@@ -542,6 +542,7 @@ impl Engine {
         }
         // The APIs the request's words ask for (learned with the argument model).
         st.ctx.asked_apis = self.asked_in(st.ctx.args.as_deref(), request);
+        st.ctx.context_dates = self.context_dates_of(&st.ctx, self.clock.today());
         self.ask_quantity_takers(&mut st.ctx);
         st.stats.dry_run = st.how.dry_run;
         let t = Instant::now();

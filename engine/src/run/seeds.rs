@@ -9,10 +9,12 @@ use crate::plan::decompose::subtasks_of;
 use crate::plan::Context;
 use crate::plan::Subtask;
 use crate::read::asks::Asked;
+use crate::read::values::RequestValues;
 use crate::retrieval::hybrid::Method;
 use crate::retrieval::Filter;
 use crate::Result;
-use std::collections::HashMap;
+use chrono::{Datelike, NaiveDate};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use toolgraph_schema::Mode;
 
@@ -50,7 +52,54 @@ fn asking_parts(subtasks: Vec<Subtask>, asked: &[Asked]) -> Vec<Subtask> {
         .collect()
 }
 
+/// The dates a request says only in parts that ask for nothing ("We are planning a family trip
+/// to Rome from September 10 to September 20. Find the two highest-rated galleries …"): the
+/// context of its asks. A call that takes a date still reads them (values are read with the
+/// whole request); no call is owed to them. Dates are told apart by month and day (a part read
+/// alone may infer another year). Empty where the request is one part, or no part states.
+pub(crate) fn context_dates(
+    request: &str,
+    asked: &[Asked],
+    values: &RequestValues,
+    today: NaiveDate,
+) -> Vec<NaiveDate> {
+    let parts = subtasks_of(request);
+    if parts.len() < 2 || values.dates.is_empty() {
+        return Vec::new();
+    }
+    let (asking, stating): (Vec<&Subtask>, Vec<&Subtask>) =
+        parts.iter().partition(|s| asks_something(&s.request, asked));
+    if asking.is_empty() || stating.is_empty() {
+        return Vec::new();
+    }
+    let days = |ps: &[&Subtask]| -> HashSet<(u32, u32)> {
+        ps.iter().flat_map(|s| RequestValues::extract(&s.request, today).dates).map(|d| (d.month(), d.day())).collect()
+    };
+    let (asked_days, stated_days) = (days(&asking), days(&stating));
+    values
+        .dates
+        .iter()
+        .filter(|d| stated_days.contains(&(d.month(), d.day())) && !asked_days.contains(&(d.month(), d.day())))
+        .copied()
+        .collect()
+}
+
 impl Engine {
+    /// [`context_dates`] of the run's request where what it asks for takes no date (the APIs
+    /// its words ask for, none with a date parameter): an ask that takes one — or a request
+    /// whose asks are not known — reads its days where they are said, and owes them a call.
+    pub(crate) fn context_dates_of(&self, ctx: &Context, today: NaiveDate) -> Vec<NaiveDate> {
+        let dated = |id: &str| {
+            self.apis
+                .get(id)
+                .is_some_and(|a| a.params.iter().any(|p| crate::read::values::is_date_param(&p.name, &p.description)))
+        };
+        if ctx.asked_apis.is_empty() || ctx.asked_apis.iter().any(|a| dated(&a.api)) {
+            return Vec::new();
+        }
+        context_dates(&ctx.request, &ctx.asked_apis, &ctx.values, today)
+    }
+
     /// Decompose the request and retrieve seeds for it and its subtasks (`vector`: the request's
     /// embedding): the subtasks and what serves each go into `ctx`; returns where the search
     /// looks (`hints` left empty: recall's) and whether each subtask is searched on its own.
@@ -165,6 +214,31 @@ mod tests {
 
     fn texts(subtasks: &[Subtask]) -> Vec<(&str, &str)> {
         subtasks.iter().map(|s| (s.name.as_str(), s.request.as_str())).collect()
+    }
+
+    /// The days a request states as its asks' setting are context: the days of a move around an
+    /// ask for meeting rooms; a day an ask says itself is not, nor any day of a one-part request.
+    #[test]
+    fn days_said_only_where_the_request_states_are_context() {
+        let today = chrono::NaiveDate::from_ymd_opt(2025, 1, 10).unwrap();
+        let context = |text: &str| {
+            let values = RequestValues::extract(text, today);
+            context_dates(text, &[], &values, today).iter().map(|d| d.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            context(
+                "Our lab moves to the new building from March 3 to March 7, 2025. List the three largest \
+                 meeting rooms there and describe them."
+            ),
+            ["2025-03-03", "2025-03-07"]
+        );
+        assert_eq!(
+            context("Our lab moves on March 3, 2025. Book a van for March 3 and list the movers free on March 5."),
+            Vec::<String>::new(),
+            "March 3 is asked for too; March 5 is said only where the request asks"
+        );
+        assert!(context("List the meeting rooms free from March 3 to March 7, 2025.").is_empty());
+        assert!(context("Our lab moves on March 3, 2025. The rooms are small.").is_empty(), "no part asks");
     }
 
     /// A sentence that only states is context, not an ask of its own: the move's date and city
