@@ -260,20 +260,35 @@ impl Drop for Falkor {
 /// the tool docs (`cfb-tools.jsonl`) and the output of the conversion.
 pub fn convert_complexfuncbench(dir: &Path) -> (PathBuf, PathBuf, Output) {
     let d = data().join("complexfuncbench");
+    convert_chains(dir, &d.join("data.json.gz"), &d.join("spec.json.gz"))
+}
+
+/// `toolgraph convert complexfuncbench` of the chains `chains` (ComplexFuncBench's format) with
+/// their API docs `spec` into `dir`: the runs (`cfb.jsonl`), the tool docs (`cfb-tools.jsonl`)
+/// and the output of the conversion.
+pub fn convert_chains(dir: &Path, chains: &Path, spec: &Path) -> (PathBuf, PathBuf, Output) {
     let runs = dir.join("cfb.jsonl");
     let tools = dir.join("cfb-tools.jsonl");
     let out = run_ok(
         bin()
             .args(["convert", "complexfuncbench", "--data"])
-            .arg(d.join("data.json.gz"))
+            .arg(chains)
             .arg("--spec")
-            .arg(d.join("spec.json.gz"))
+            .arg(spec)
             .arg("--out")
             .arg(&runs)
             .arg("--tools-out")
             .arg(&tools),
     );
     (runs, tools, out)
+}
+
+/// Ingest the tool docs `tools` and the runs `runs` into `store`, with the vectors and embedding
+/// cache of [`bin_in`] under `dir`; returns the ingest's output.
+pub fn ingest_runs(dir: &Path, store: &str, tools: &Path, runs: &Path) -> Output {
+    run_ok(
+        bin_in(dir).arg("--store").arg(store).arg("ingest").arg("--tools").arg(tools).arg("--trajectories").arg(runs),
+    )
 }
 
 /// Convert the ComplexFuncBench chains and ingest them (docs + runs, APIs embedded) into an

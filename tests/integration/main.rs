@@ -16,6 +16,7 @@ mod complexfuncbench_convert;
 mod compose_kinds;
 mod console;
 mod console_login;
+mod counted_options;
 mod daemon_api;
 mod daemon_binary;
 mod daemon_connections;
