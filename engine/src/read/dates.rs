@@ -323,7 +323,8 @@ fn holidays(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>, default
 fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
     let Scan { toks, lower, used } = scan;
     // "on the 7th": a bare ordinal day continues the month of the latest date before it (the
-    // next month when the day has passed).
+    // next month when the day has passed; that date's own day is that date: "from May 5th to
+    // 9th … on the 5th").
     for i in 1..toks.len() {
         let ordinal = toks[i].text.chars().any(|c| c.is_ascii_alphabetic())
             && toks[i].text.chars().next().is_some_and(|c| c.is_ascii_digit());
@@ -334,7 +335,7 @@ fn bare_days(scan: &mut Scan<'_>, absolute: &mut Vec<(usize, NaiveDate)>) {
         let Some((_, prev)) = absolute.iter().filter(|(p, _)| *p < i).max_by_key(|(p, _)| *p).copied() else {
             continue;
         };
-        let same = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| *d > prev);
+        let same = NaiveDate::from_ymd_opt(prev.year(), prev.month(), day).filter(|d| *d >= prev);
         let next = || {
             let (y, m) = if prev.month() == 12 { (prev.year() + 1, 1) } else { (prev.year(), prev.month() + 1) };
             NaiveDate::from_ymd_opt(y, m, day)

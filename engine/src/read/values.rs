@@ -381,6 +381,12 @@ mod tests {
         let v = RequestValues::extract("My friend will pick it up at 9 o'clock in the morning on November 18th, 2024, and return it at 8 o'clock on the 2nd.", d(2030, 1, 1));
         assert_eq!(v.times, vec!["09:00", "08:00"]);
         assert_eq!(v.dates, vec![d(2024, 11, 18), d(2024, 12, 2)]);
+        // The day of the date before is that date, not the next month's.
+        let v = RequestValues::extract(
+            "The choir tours from May 5th to 9th, 2025; book the rehearsal hall at 4 pm on the 5th.",
+            d(2030, 1, 1),
+        );
+        assert_eq!(v.dates, vec![d(2025, 5, 5), d(2025, 5, 9), d(2025, 5, 5)]);
         let v = RequestValues::extract(
             "I'll check in on Christmas Eve and check out on New Year's Day. We rent a car for Christmas in 2024.",
             d(2024, 6, 1),
