@@ -327,7 +327,9 @@ impl Engine {
                 let mut labels = joined.labels.clone();
                 let mut done = Ok(());
                 for &i in &joined.part {
-                    match self.replay_step(st, &analogy, step_at(i), &labels, true).await {
+                    // Legs go along this request's route, as the replay's own do.
+                    let routed = self.routed_legs(st, (&hit.entry.request, &analogy), (chain, step_at(i)), false).await;
+                    match self.replay_step(st, &analogy, routed.as_ref().unwrap_or(step_at(i)), &labels, true).await {
                         Ok(label) => {
                             labels.insert(format!("var{}", i + 1), label);
                         }

@@ -154,6 +154,7 @@ pub struct Lexicon {
     pub item_words: Words,
     pub them_words: Words,
     pub option_references: Words,
+    pub back_references: Words,
     pub counted: Words,
     pub party_possessives: Words,
     pub party_speakers: Words,

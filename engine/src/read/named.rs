@@ -127,29 +127,57 @@ impl NameIndex {
 }
 
 /// Whether a word's ask for `api` gives way to a name the request says (`named`, as
-/// [`NameIndex::asked`] gives them): the word is one of the name's, said once in the request
-/// (`seq`, [`super::asks::ask_word_seq`]), the word is about the named API too (`about`), and
+/// [`NameIndex::asked`] gives them): the word is one of the name's, first said within the name's
+/// phrase and after it only as a back-reference to it ("the flights for this multi-stop trip …
+/// before my flight": [`said_only_in`]), the word is about the named API too (`about`), and
 /// neither API reads the other's output (`reads(a, b)`: recorded calls of `a` read an output of
 /// `b`). Then the two are alternatives and the name says which one ("multi-stop flights": the
 /// multi-stop search, not the one "flights" alone asks for); a named call that reads the other
-/// ("the flight details" read a search's token) leaves it asked.
+/// ("the flight details" read a search's token) leaves it asked. `seq`:
+/// [`super::asks::ask_word_seq`]; `said`: the request's words at the same positions
+/// ([`said_words`]).
 pub(crate) fn gives_way(
     word: &str,
     api: &str,
     about: &[String],
     named: &[(String, Vec<String>)],
     seq: &[Option<String>],
+    said: &[String],
     reads: impl Fn(&str, &str) -> bool,
 ) -> bool {
     // Most asks meet no name: the request's words are counted only for one that does.
-    let sibling = |(other, words): &(String, Vec<String>)| {
+    let sibling = |(other, words): &&(String, Vec<String>)| {
         other != api
             && words.iter().any(|w| w == word)
             && about.iter().any(|a| a == other)
             && !reads(other, api)
             && !reads(api, other)
     };
-    named.iter().any(sibling) && seq.iter().flatten().filter(|s| says_word(std::slice::from_ref(*s), word)).count() == 1
+    named.iter().filter(sibling).any(|(_, words)| said_only_in(word, words, seq, said))
+}
+
+/// The request's lower-case words at the positions of [`super::asks::ask_word_seq`].
+pub(crate) fn said_words(request: &str) -> Vec<String> {
+    super::reading::word_list(&super::reading::meaning_text(request))
+}
+
+/// Whether `word` is first said within a phrase saying every word of `name` and, after it, only
+/// right after a word pointing back (lexicon `back_references`: "my flight", "the flight").
+fn said_only_in(word: &str, name: &[String], seq: &[Option<String>], said: &[String]) -> bool {
+    let at = |w: &str| -> Vec<usize> {
+        seq.iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| says_word(std::slice::from_ref(s), w)))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let own = at(word);
+    let Some(&first) = own.first() else { return false };
+    let limit = name.len() + NAME_SPAN;
+    let in_name = name.iter().all(|w| at(w).iter().any(|&i| i.abs_diff(first) < limit));
+    let back = super::lexicon::lexicon();
+    let pointed_back = |i: usize| i > 0 && said.get(i - 1).is_some_and(|w| back.back_references.contains(w));
+    in_name && own[1..].iter().all(|&i| pointed_back(i))
 }
 
 #[cfg(test)]
@@ -213,11 +241,14 @@ mod tests {
         let way = |request: &str, reads: &dyn Fn(&str, &str) -> bool| {
             let named = index.asked(request, &asks);
             let seq = crate::read::asks::ask_word_seq(request);
-            gives_way("episode", "pod.episodes", &about, &named, &seq, reads)
+            gives_way("episode", "pod.episodes", &about, &named, &seq, &said_words(request), reads)
         };
         let none = |_: &str, _: &str| false;
         assert!(way("Which episode transcripts mention Mars?", &none));
         assert!(!way("Find an episode about Mars and its episode transcripts", &none), "said twice");
+        // Said again as the one the name said ("that episode"): still the name's.
+        assert!(way("Which episode transcripts mention Mars? Play that episode after.", &none));
+        assert!(!way("Which episode transcripts mention Mars? Play an episode after.", &none), "another one");
         assert!(!way("Which episode transcripts mention Mars?", &|a, b| a == "pod.transcripts" && b == "pod.episodes"));
         assert!(!way("Find an episode about Mars", &none), "no name said");
     }

@@ -474,8 +474,9 @@ impl Engine {
         // word said once as a word of a sibling's name asks for that one only.
         let named = self.named.asked(request, &m.asks);
         let seq = crate::read::asks::ask_word_seq(request);
+        let said = crate::read::named::said_words(request);
         asked.retain(|h| {
-            !crate::read::named::gives_way(&h.word, &h.api, &h.about, &named, &seq, |a, b| m.reads_from(a, b))
+            !crate::read::named::gives_way(&h.word, &h.api, &h.about, &named, &seq, &said, |a, b| m.reads_from(a, b))
         });
         for (api, words) in named {
             let Some(a) = self.apis.get(&api).filter(|_| !asked.iter().any(|h| h.api == api)) else { continue };
