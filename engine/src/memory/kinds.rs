@@ -34,9 +34,22 @@ impl Engine {
         let narrower = ctx.asked_apis.iter().all(|a| chain.iter().any(|s| a.served_by(&s.api)));
         let said_here = crate::read::asks::ask_words(&ctx.request);
         let asked_old = self.asked_in_old(ctx.args.as_ref(), old_request);
+        // A word said here that gave way to a sibling's name ("flights for this multi-stop trip":
+        // see `read::named::gives_way`) asks here for the named one, not for what it asked there.
+        let reads = |a: &str, b: &str| ctx.args.as_deref().is_some_and(|m| m.reads_from(a, b));
+        let gave_way = |a: &crate::read::asks::Asked| {
+            ctx.asked_apis.iter().any(|h| {
+                h.api != a.api
+                    && h.word.split(' ').count() > 1
+                    && h.word.split(' ').any(|w| w == a.word)
+                    && a.about.contains(&h.api)
+                    && !reads(&h.api, &a.api)
+                    && !reads(&a.api, &h.api)
+            })
+        };
         let asked_there: Vec<&crate::read::asks::Asked> = asked_old
             .iter()
-            .filter(|a| !a.said_in(&said_here) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
+            .filter(|a| (!a.said_in(&said_here) || gave_way(a)) && !ctx.asked_apis.iter().any(|h| h.api == a.api))
             .collect();
         // Whether a step takes a value said here reads its arguments: asked at most once a step
         // (a step the first rule drops is no last call).
