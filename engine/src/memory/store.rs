@@ -188,16 +188,19 @@ pub struct RecordedCall<'a> {
 /// the index becomes that choice (`$var3.min(price:units).departureDate$`). What the request says
 /// stays literal (the replay maps it to the new request's mention).
 pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemoryStep> {
-    let said = request.to_lowercase();
     let read = crate::read::RequestValues::extract(request, chrono::NaiveDate::default());
-    let names: Vec<String> = read.names.iter().map(|n| n.to_lowercase()).collect();
+    let said = Said {
+        text: request.to_lowercase(),
+        names: read.names.iter().map(|n| n.to_lowercase()).collect(),
+        typed: read.dates.iter().map(|d| stamps::date_text(*d)).chain(read.times.iter().cloned()).collect(),
+    };
     let mut all: Vec<Map<String, Value>> = calls
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let earlier = &calls[..i];
             let mut arguments: Map<String, Value> =
-                c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, &names, earlier))).collect();
+                c.arguments.iter().map(|(k, v)| (k.clone(), provenance(v, &said, earlier))).collect();
             derive_times(&mut arguments, &read, earlier);
             arguments
         })
@@ -221,9 +224,20 @@ pub fn recorded_steps(request: &str, calls: &[RecordedCall<'_>]) -> Vec<MemorySt
         .collect()
 }
 
+/// What a request says, as [`recorded_steps`] compares arguments with it: its text (lower-case),
+/// its names (lower-case), and its dates and times as arguments write them (`2024-11-10` for
+/// "November 10, 2024", `14:00` for "2 p.m.").
+struct Said {
+    text: String,
+    names: Vec<String>,
+    typed: std::collections::HashSet<String>,
+}
+
 /// The literal's text if it is worth tracing to an earlier output: a string of three or more
-/// characters, or a number that is not a small count; neither said in the request.
-fn traceable(v: &Value, said: &str) -> Option<String> {
+/// characters, or a number that is not a small count; neither said in the request, in its words
+/// or as a date or time it says in other words (a hotel's check-in day that is the day the
+/// request names stays the request's: a replay leaving the hotel out still has it).
+fn traceable(v: &Value, said: &Said) -> Option<String> {
     let text = match v {
         Value::String(s) if s.trim().chars().count() >= 3 && !crate::exec::refs::holds_reference(s) => {
             s.trim().to_string()
@@ -231,15 +245,13 @@ fn traceable(v: &Value, said: &str) -> Option<String> {
         Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0 || f.abs() >= 100.0) => n.to_string(),
         _ => return None,
     };
-    (!said.contains(&text.to_lowercase())).then_some(text)
+    (!said.text.contains(&text.to_lowercase()) && !said.typed.contains(&text)).then_some(text)
 }
 
-fn provenance(v: &Value, said: &str, names: &[String], earlier: &[RecordedCall<'_>]) -> Value {
+fn provenance(v: &Value, said: &Said, earlier: &[RecordedCall<'_>]) -> Value {
     match v {
-        Value::Array(items) => Value::Array(items.iter().map(|x| provenance(x, said, names, earlier)).collect()),
-        Value::Object(m) => {
-            Value::Object(m.iter().map(|(k, x)| (k.clone(), provenance(x, said, names, earlier))).collect())
-        }
+        Value::Array(items) => Value::Array(items.iter().map(|x| provenance(x, said, earlier)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), provenance(x, said, earlier))).collect()),
         _ => {
             let Some(text) = traceable(v, said) else { return v.clone() };
             // The most recent producer first, its shallowest field holding the value.
@@ -247,7 +259,7 @@ fn provenance(v: &Value, said: &str, names: &[String], earlier: &[RecordedCall<'
                 .iter()
                 .rev()
                 .find_map(|c| field_holding(c.response?, &text).map(|path| Reference::new(c.label, path).into()))
-                .or_else(|| spliced(&text, said, names, earlier).map(Value::String))
+                .or_else(|| spliced(&text, &said.text, &said.names, earlier).map(Value::String))
                 .unwrap_or_else(|| v.clone())
         }
     }
@@ -401,6 +413,33 @@ mod tests {
         let outputs = std::collections::HashMap::from([("var1".to_string(), &nearby)]);
         let resolved = crate::exec::refs::resolve(&steps[1].arguments, &outputs);
         assert_eq!(resolved.unwrap()["query"], json!("Longueuil Shopping Mall"));
+    }
+
+    /// A concert's listing holds the evening's date, which the request says in words: a later
+    /// call's date is the request's (not the listing's field, which a replay leaving the
+    /// listing out would not have), and the day of the moment its time is derived from.
+    #[test]
+    fn a_date_the_request_says_in_words_is_not_traced_to_an_output_holding_it() {
+        let request = "Find the jazz concert at the Blue Note on March 3, 2025, and book a cab to pick me up \
+                       one hour after the show ends.";
+        let shows = json!({"shows": [{"day": "2025-03-03", "ends": "2025-03-03T22:30:00", "hall": "Main Room"}]});
+        let find = json!({"venue": "Blue Note", "date": "2025-03-03"});
+        let cab = json!({"date": "2025-03-03", "time": "23:30", "start": "Main Room"});
+        let calls = [
+            RecordedCall {
+                api: "concerts",
+                label: "var1",
+                arguments: find.as_object().unwrap(),
+                response: Some(&shows),
+            },
+            RecordedCall { api: "cabs", label: "var2", arguments: cab.as_object().unwrap(), response: None },
+        ];
+        let steps = recorded_steps(request, &calls);
+        let args = &steps[1].arguments;
+        assert_eq!(args["time"], json!("$var1.shows.0.ends@time+60$"));
+        assert_eq!(args["date"], json!("$var1.shows.0.ends@date+60$"), "the moment's day, not the listing's day field");
+        assert_eq!(args["start"], json!("$var1.shows.0.hall$"), "a value the request never says is still traced");
+        assert_eq!(steps[0].arguments["date"], json!("2025-03-03"));
     }
 
     #[test]
