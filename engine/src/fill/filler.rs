@@ -6,7 +6,7 @@
 //! uses it to tell which calls are possible (Reverse Chain offers, plan validity, memory replays).
 
 use super::learned::{mentions, ArgModel, Kind, Repeat};
-use super::vocabulary::{known_words, named_value};
+use super::vocabulary::{known_words, named_value, ordered_value};
 use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
 use crate::read::slots::unit_word;
@@ -396,8 +396,12 @@ fn fill_with(ctx: &Context, api: &ApiView, repeats: bool) -> Filled {
             Some(v) => (Some(v), "word"),
             None => match model.and_then(|m| m.cued_value(&api.id, &p.name, &ctx.request)) {
                 Some(v) => (Some(v), "cue"),
-                // A known value named beside the parameter's own words ("first class").
-                None => (named_value(&ctx.request, p, || known_words(ctx, api, &p.name)), "named"),
+                // A known value an ordering word names ("the most popular"), else one named beside
+                // the parameter's own words ("first class").
+                None => match ordered_value(&ctx.request, || known_words(ctx, api, &p.name)) {
+                    Some(v) => (Some(v), "ordered"),
+                    None => (named_value(&ctx.request, p, || known_words(ctx, api, &p.name)), "named"),
+                },
             },
         };
         if let Some(v) = said {

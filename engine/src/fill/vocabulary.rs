@@ -64,6 +64,40 @@ fn name_words(name: &str) -> Vec<String> {
     out
 }
 
+/// Whether `request` names a known value of `p` ([`ordered_value`], [`named_value`]).
+pub(crate) fn names_a_value(request: &str, p: &ParamDoc, known: impl Fn() -> Vec<String>) -> bool {
+    ordered_value(request, &known).is_some() || named_value(request, p, &known).is_some()
+}
+
+/// The known word value (of `known`) whose own words an ordering word of `request` says
+/// ([`crate::read::reading::ordering_words`], compared by stem): "the most popular albums" →
+/// `popularity`, "the lowest-priced records" → `lowest_price`. The value with the most of its
+/// words so said; `None` where none is, or two tie. What recorded runs said with a value
+/// ([`crate::fill::learned::ArgModel::cued_value`]) goes first: this reads the value's own name.
+pub(crate) fn ordered_value(request: &str, known: impl FnOnce() -> Vec<String>) -> Option<Value> {
+    let said = crate::read::reading::ordering_words(request);
+    if said.is_empty() {
+        return None;
+    }
+    let mut best: Vec<(usize, String)> = Vec::new();
+    for value in known() {
+        let words = name_words(&value);
+        if words.is_empty() || value.chars().any(|c| !(c.is_ascii_alphabetic() || c == '_')) {
+            continue;
+        }
+        let n = words.iter().filter(|w| said.iter().any(|s| crate::read::asks::same_stem(w, s))).count();
+        if n > 0 {
+            best.push((n, value));
+        }
+    }
+    best.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    match best.as_slice() {
+        [(n, a), (m, b), ..] if n == m && a != b => None,
+        [(_, v), ..] => Some(Value::String(v.clone())),
+        [] => None,
+    }
+}
+
 /// The known value (of `known`) that `request` says right beside a word of `p`'s own name — "a
 /// premium economy class seat", "in size large" — the longest so said; `None` when none is, or two
 /// different ones as long are. A known word said elsewhere ("a business trip", "the first date")
@@ -108,6 +142,16 @@ pub(crate) fn named_value(request: &str, p: &ParamDoc, known: impl FnOnce() -> V
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A record shop's catalogue sorts by `popularity`, `release_date` or `lowest_price`.
+    #[test]
+    fn an_ordering_word_names_the_sort_value_it_shares_a_stem_with() {
+        let known = || vec!["popularity".to_string(), "release_date".to_string(), "lowest_price".to_string()];
+        assert_eq!(ordered_value("Show me the most popular jazz albums.", known), Some(json!("popularity")));
+        assert_eq!(ordered_value("I want the lowest-priced vinyl records.", known), Some(json!("lowest_price")));
+        assert_eq!(ordered_value("Find the newest albums by Miles Davis.", known), None, "no value's word");
+        assert_eq!(ordered_value("Find popular albums by Miles Davis.", known), None, "no ordering said");
+    }
 
     #[test]
     fn a_description_lists_its_values_in_capitals() {

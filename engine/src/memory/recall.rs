@@ -9,7 +9,7 @@
 use super::store::{MemoryStep, Recalled};
 use crate::fill::filler::fill_distinct;
 use crate::fill::learned::{normalized, Kind, Mention};
-use crate::fill::vocabulary::{known_words, named_value};
+use crate::fill::vocabulary::{known_words, names_a_value};
 use crate::memory::analogy::{Analogy, Transfer};
 use crate::plan::judge::judge_path;
 use crate::plan::{ApiView, ArgSource, Context, Filled, Judgement, MemoryView, Recollection};
@@ -153,8 +153,8 @@ fn unasked(ctx: &Context, analogy: &Analogy, api: &ApiView, f: &Filled, filled: 
         .iter()
         .filter(|p| !p.required && !f.arguments.contains_key(&p.name))
         .filter(|p| match filled.sources.get(&p.name) {
-            Some(ArgSource::Request { kind }) if kind == "named" => {
-                named_value(analogy.old_words(), p, || known_words(ctx, api, &p.name)).is_none()
+            Some(ArgSource::Request { kind }) if kind == "named" || kind == "ordered" => {
+                !names_a_value(analogy.old_words(), p, || known_words(ctx, api, &p.name))
             }
             Some(ArgSource::Request { kind }) if kind == "number" => {
                 let counted = ctx.values.count_for(&p.name);
