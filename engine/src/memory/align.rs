@@ -1,8 +1,8 @@
 //! Aligning two requests' mentions of one kind: which mention of the new request plays the part
 //! each mention of the remembered request played. Dates (and the times that go with them) by
 //! their order in time; the rest by the role the old mention played in the remembered chain
-//! (learned from recorded runs), the word said right before each, the words around them and, last,
-//! their order in the text — and whether the reading is sure of the result ([`unsure_of`]), so
+//! (learned from recorded runs), the word said right before each, the words around them, the last
+//! word of a name ("… Airport" for "… Airport") and, last, their order in the text — and whether the reading is sure of the result ([`unsure_of`]), so
 //! that a planner can be asked where it is not.
 
 use crate::fill::learned::{Kind, Mention};
@@ -29,6 +29,19 @@ fn cue_overlap(a: &[String], b: &[String]) -> f64 {
     } else {
         a.intersection(&b).count() as f64 / u as f64
     }
+}
+
+/// What two names ending in the same word (of three letters or more) score together.
+const HEAD_WEIGHT: f64 = 0.5;
+
+/// Whether two names of two words or more end in the same word, case aside ("Perth Airport",
+/// "Milan Malpensa Airport"): the same kind of place. A one-word name ("Sydney") names no kind.
+fn same_head(a: &str, b: &str) -> bool {
+    let last = |s: &str| {
+        let mut ws = crate::read::reading::word_list(s);
+        ws.pop().filter(|w| !ws.is_empty() && w.len() >= 3 && w.chars().all(char::is_alphabetic))
+    };
+    last(a).is_some_and(|x| last(b).as_deref() == Some(x.as_str()))
 }
 
 /// Pairs by descending score, each mention used once; `complete`: every pair may be taken (the
@@ -168,10 +181,37 @@ pub(crate) fn align(
                         }
                         _ => 0.0,
                     };
-                    cue_overlap(&o.cues, &n.cues) + role[j] + lead + order
+                    // Names of one kind of thing: the same last word ("Perth Airport", "Fiumicino
+                    // Airport"; not "Italy").
+                    let head = if kind == Kind::Name && same_head(&o.value, &n.value) { HEAD_WEIGHT } else { 0.0 };
+                    cue_overlap(&o.cues, &n.cues) + role[j] + lead + order + head
                 })
                 .collect()
         })
         .collect();
     (assign(&scores, new.len(), equal), equal && unsure_of(&scores))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(value: &str, at: usize) -> Mention {
+        Mention { value: value.into(), cues: Vec::new(), at }
+    }
+
+    /// A remembered "a recital at Carnegie Hall" and a new "a tour of Boston with a recital at
+    /// Symphony Hall": the hall plays the hall's part, not the city said first.
+    #[test]
+    fn names_ending_in_the_same_word_play_the_same_part() {
+        let old = [named("Carnegie Hall", 4)];
+        let new = [named("Boston", 3), named("Symphony Hall", 8)];
+        let (map, _) = align(Kind::Name, (&old, &new), (&[], &[]), (&[], &[]), None);
+        assert_eq!(map, [Some(1)]);
+        // A one-word name names no kind: the order decides.
+        let (map, _) = align(Kind::Name, (&[named("Boston", 2)], &new), (&[], &[]), (&[], &[]), None);
+        assert_eq!(map, [Some(0)]);
+        assert!(same_head("Perth Airport", "Milan Malpensa airport"));
+        assert!(!same_head("Sydney", "Sydney"));
+    }
 }
