@@ -17,22 +17,10 @@ const OFFERS_PER_PARAM: usize = 3;
 /// What finding a provider reads: where the search stands, and the APIs being completed now.
 pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
 
-/// Providers of `param` best first by score, those that pass the value on after every one that
-/// does not: an API that requires the same value itself (a hotel's payment options take the
-/// hotel's id and echo it back) finds none, it only hands on what it was given. Ties by id.
-fn ranked(param: &str, scored: Vec<(f64, Arc<ApiView>)>) -> Vec<Arc<ApiView>> {
-    use toolgraph_schema::fields::field_key;
-    let want = field_key(param);
-    let passes_on = |cand: &ApiView| cand.params.iter().any(|p| p.required && field_key(&p.name) == want);
-    let mut scored: Vec<(bool, f64, Arc<ApiView>)> = scored.into_iter().map(|(s, a)| (passes_on(&a), s, a)).collect();
-    scored.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.id.cmp(&b.2.id)));
-    scored.into_iter().map(|(_, _, a)| a).collect()
-}
-
 impl Engine {
     /// The providers of parameter `param` of `api` (Reverse Chain), best first: a FEEDS edge naming
     /// the field, else an API whose documented output has that field; by graph weight, similarity.
-    /// One that passes the value on ([`ranked`]) comes last. APIs excluded, degraded or already being completed are left out.
+    /// APIs excluded, degraded or already being completed are left out.
     pub(crate) fn providers_of(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Vec<Arc<ApiView>> {
         let ((ctx, leads, how), inserting) = st;
         let mut scored: Vec<(f64, Arc<ApiView>)> = Vec::new();
@@ -52,7 +40,8 @@ impl Engine {
                     * 0.5;
             scored.push((score, cand));
         }
-        ranked(param, scored)
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        scored.into_iter().map(|(_, a)| a).collect()
     }
 
     pub(crate) fn provider_for(&self, st: Providing<'_>, api: &ApiView, param: &str) -> Option<Arc<ApiView>> {
@@ -188,48 +177,5 @@ impl Engine {
             }
             Ok(self.execute(st, api, filled).await)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use toolgraph_schema::ParamDoc;
-
-    fn api(id: &str, required: &[&str]) -> Arc<ApiView> {
-        Arc::new(ApiView {
-            id: id.into(),
-            name: id.into(),
-            tool: "library".into(),
-            category: String::new(),
-            description: String::new(),
-            params: required
-                .iter()
-                .map(|p| ParamDoc {
-                    name: p.to_string(),
-                    ty: "string".into(),
-                    description: String::new(),
-                    required: true,
-                    default: None,
-                })
-                .collect(),
-            output_fields: vec!["bookId".into()],
-            availability: None,
-            ends: None,
-        })
-    }
-
-    /// A book's reviews need its id: a search by title finds one; the shelf lookup scores
-    /// higher (chains go from it to the reviews) but takes the book's id itself and hands it back.
-    #[test]
-    fn a_provider_that_requires_the_same_value_comes_after_one_that_finds_it() {
-        let shelf = api("books.shelf", &["book_id"]);
-        let search = api("books.search", &["title"]);
-        let order = ranked("book_id", vec![(1.6, shelf.clone()), (0.9, search.clone())]);
-        assert_eq!(order.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["books.search", "books.shelf"]);
-        // Among those that find it, the score decides.
-        let catalogue = api("books.catalogue", &["isbn"]);
-        let order = ranked("bookId", vec![(0.9, search), (1.2, catalogue)]);
-        assert_eq!(order[0].id, "books.catalogue");
     }
 }
