@@ -75,12 +75,17 @@ pub(crate) fn names_a_value(request: &str, p: &ParamDoc, known: impl Fn() -> Vec
 /// words so said; `None` where none is, or two tie. What recorded runs said with a value
 /// ([`crate::fill::learned::ArgModel::cued_value`]) goes first: this reads the value's own name.
 pub(crate) fn ordered_value(request: &str, known: impl FnOnce() -> Vec<String>) -> Option<Value> {
+    // Most parameters know no word value: the request is not read for them (a hot path).
+    let known = known();
+    if known.is_empty() {
+        return None;
+    }
     let said = crate::read::reading::ordering_words(request);
     if said.is_empty() {
         return None;
     }
     let mut best: Vec<(usize, String)> = Vec::new();
-    for value in known() {
+    for value in known {
         let words = name_words(&value);
         if words.is_empty() || value.chars().any(|c| !(c.is_ascii_alphabetic() || c == '_')) {
             continue;
