@@ -11,7 +11,7 @@ use crate::exec::refs::Reference;
 use crate::plan::planner::{ApiView, ArgSource, Context, Filled};
 use crate::read::slots::unit_word;
 use crate::read::stamps;
-use crate::read::values::{is_date_param, is_end_param, is_time_param, RequestValues};
+use crate::read::values::{is_date_param, is_end_param, is_numeric, is_time_param, RequestValues};
 use chrono::Duration;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -47,11 +47,6 @@ fn is_name_param(name: &str, description: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let d = description.to_ascii_lowercase();
     crate::read::lexicon().name_params.any_in(&n) || n == "q" || d.contains("name of") && !n.ends_with("id")
-}
-
-fn is_numeric(ty: &str) -> bool {
-    let t = ty.to_ascii_lowercase();
-    t.starts_with("int") || t.starts_with("number") || t.starts_with("float") || t.starts_with("double")
 }
 
 /// Strings already used as argument values on the path.
@@ -202,6 +197,9 @@ fn from_request(
         let t = values.times.get(repeat).or(values.times.last())?;
         return Some((Value::String(t.clone()), "time"));
     }
+    if let Some(v) = ages_value(values, p) {
+        return Some((v, "ages"));
+    }
     if is_numeric(&p.ty) {
         // The number the request counts with the parameter's word ("2 adults"), else the one
         // recorded runs point at.
@@ -251,6 +249,29 @@ fn from_request(
             .map(|q| (Value::String(q.clone()), "quoted"));
     }
     None
+}
+
+/// The children's ages the request says ([`RequestValues::child_ages`]) for a parameter that
+/// takes them: its name says children and its name or description says ages (`children_age`;
+/// `children`, documented "… children_age: 0,1,17"). Joined by commas for a string (as such
+/// parameters document), a list for an array; `None` for a number (a count of children).
+fn ages_value(values: &RequestValues, p: &toolgraph_schema::ParamDoc) -> Option<Value> {
+    if values.child_ages.is_empty() || is_numeric(&p.ty) {
+        return None;
+    }
+    let lex = crate::read::lexicon();
+    let name = p.name.to_ascii_lowercase();
+    let child = lex.party_children.iter().any(|w| name.contains(w.trim_end_matches('s')));
+    let said = |w: &str| w == "age" || w == "ages";
+    let ages = name.contains("age") || crate::read::reading::word_list(&p.description).iter().any(|w| said(w));
+    if !(child && ages) {
+        return None;
+    }
+    let whole = |a: &f64| serde_json::Number::from_f64(a.round());
+    if p.ty.to_ascii_lowercase().starts_with("array") {
+        return Some(Value::Array(values.child_ages.iter().filter_map(whole).map(Value::Number).collect()));
+    }
+    Some(Value::String(values.child_ages.iter().map(|a| format!("{}", a.round() as i64)).collect::<Vec<_>>().join(",")))
 }
 
 /// The end of a span said as a length after its start ("book the studio at 10 PM on March 3rd

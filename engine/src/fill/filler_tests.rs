@@ -464,3 +464,31 @@ fn a_count_of_options_the_request_points_back_at_is_one_call_each() {
     made(&mut l, &issues, f, json!({"open": 4}));
     assert_eq!(option_count(&l, &issues), None);
 }
+
+/// A theme park's family ticket: the children's ages go where a parameter takes ages (joined by
+/// commas, as it documents), not where it counts children; a level its description lists in
+/// capitals, which no learned run ever chose, is sent where the request names it beside the
+/// parameter's own word.
+#[test]
+fn the_childrens_ages_and_a_listed_value_named_beside_its_parameter_are_sent() {
+    let doc = |name: &str, ty: &str, description: &str| toolgraph_schema::ParamDoc {
+        description: description.into(),
+        ..p(name, ty, false)
+    };
+    let tickets = api(
+        "park/tickets",
+        vec![
+            doc("children", "string", "The children's ages, e.g. `children: 0,4,12`."),
+            doc("child_count", "integer", "How many children."),
+            doc("guide_level", "string", "Tour depth: either BASIC, STANDARD or EXPERT."),
+        ],
+    );
+    let c = ctx("Two day passes for me and my wife with our 4-year-old and 11-year-old sons, expert guide level.");
+    let f = fill_arguments(&c, &tickets);
+    assert_eq!(f.arguments.get("children"), Some(&json!("4,11")));
+    assert_eq!(f.arguments.get("child_count"), None, "a count is not the ages");
+    assert_eq!(f.arguments.get("guide_level"), Some(&json!("EXPERT")));
+    let plain = ctx("Two day passes for me and my wife, an expert says the park is great.");
+    let f = fill_arguments(&plain, &tickets);
+    assert_eq!((f.arguments.get("children"), f.arguments.get("guide_level")), (None, None));
+}

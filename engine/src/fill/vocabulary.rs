@@ -10,14 +10,20 @@ use toolgraph_schema::ParamDoc;
 /// The string values `api`'s `param` took in recorded runs (an enumeration's known words), and,
 /// where its description lists them in capitals ("either ECONOMY, PREMIUM_ECONOMY, BUSINESS or
 /// FIRST") with a recorded one among them, the values it lists: a value no recorded run of this
-/// API sent is still one of its words.
+/// API sent is still one of its words. A string parameter no recorded run sent a word knows the
+/// values its description lists, two or more (a cabin class no learned chain chose).
 pub(crate) fn known_words(ctx: &Context, api: &ApiView, param: &str) -> Vec<String> {
-    let Some(slot) = ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param)) else {
-        return Vec::new();
-    };
-    let mut words: Vec<String> = slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect();
-    let listed = api.params.iter().find(|p| p.name == param).map(|p| listed_values(&p.description));
-    if let Some(listed) = listed.filter(|l| l.iter().any(|v| words.contains(v))) {
+    let slot = ctx.args.as_ref().and_then(|m| m.slots.get(&api.id)).and_then(|s| s.get(param));
+    let mut words: Vec<String> = slot
+        .map(|slot| slot.values.keys().filter_map(|v| serde_json::from_str::<String>(v).ok()).collect())
+        .unwrap_or_default();
+    let Some(p) = api.params.iter().find(|p| p.name == param) else { return words };
+    if words.is_empty() {
+        let listed = if crate::read::values::is_numeric(&p.ty) { Vec::new() } else { listed_values(&p.description) };
+        return if listed.len() >= 2 { listed } else { words };
+    }
+    let listed = listed_values(&p.description);
+    if listed.iter().any(|v| words.contains(v)) {
         words.extend(listed.into_iter().filter(|v| !words.contains(v)).collect::<Vec<_>>());
     }
     words
@@ -71,7 +77,8 @@ pub(crate) fn names_a_value(request: &str, p: &ParamDoc, known: impl Fn() -> Vec
 
 /// The known word value (of `known`) whose own words an ordering word of `request` says
 /// ([`crate::read::reading::ordering_words`], compared by stem): "the most popular albums" →
-/// `popularity`, "the lowest-priced records" → `lowest_price`. The value with the most of its
+/// `popularity`, "the lowest-priced records" → `lowest_price`, "the cheapest" → `lowest_price`
+/// (the lexicon's `ordering_glosses`: the plain words of the order it asks for). The value with the most of its
 /// words so said; `None` where none is, or two tie. What recorded runs said with a value
 /// ([`crate::fill::learned::ArgModel::cued_value`]) goes first: this reads the value's own name.
 pub(crate) fn ordered_value(request: &str, known: impl FnOnce() -> Vec<String>) -> Option<Value> {
@@ -80,10 +87,15 @@ pub(crate) fn ordered_value(request: &str, known: impl FnOnce() -> Vec<String>) 
     if known.is_empty() {
         return None;
     }
-    let said = crate::read::reading::ordering_words(request);
+    let mut said = crate::read::reading::ordering_words(request);
     if said.is_empty() {
         return None;
     }
+    // And the plain words of the order an ordering word asks for ("cheapest": lowest price).
+    let glosses = &crate::read::lexicon().ordering_glosses.pairs;
+    let plain: Vec<String> =
+        glosses.iter().filter(|(w, _)| said.contains(w)).flat_map(|(_, gloss)| word_list(gloss)).collect();
+    said.extend(plain);
     let mut best: Vec<(usize, String)> = Vec::new();
     for value in known {
         let words = name_words(&value);
@@ -156,6 +168,8 @@ mod tests {
         assert_eq!(ordered_value("I want the lowest-priced vinyl records.", known), Some(json!("lowest_price")));
         assert_eq!(ordered_value("Find the newest albums by Miles Davis.", known), None, "no value's word");
         assert_eq!(ordered_value("Find popular albums by Miles Davis.", known), None, "no ordering said");
+        // An ordering word that names the order in other words: the cheapest is by the lowest price.
+        assert_eq!(ordered_value("Show me the three cheapest jazz records.", known), Some(json!("lowest_price")));
     }
 
     #[test]

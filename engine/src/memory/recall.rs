@@ -156,6 +156,7 @@ fn unasked(ctx: &Context, analogy: &Analogy, api: &ApiView, f: &Filled, filled: 
             Some(ArgSource::Request { kind }) if kind == "named" || kind == "ordered" => {
                 !names_a_value(analogy.old_words(), p, || known_words(ctx, api, &p.name))
             }
+            Some(ArgSource::Request { kind }) if kind == "ages" => analogy.old.child_ages.is_empty(),
             Some(ArgSource::Request { kind }) if kind == "number" => {
                 let counted = ctx.values.count_for(&p.name);
                 counted.is_some()
@@ -629,14 +630,7 @@ impl Engine {
         if super::rechosen::rechosen(ctx, analogy, name, recorded, f) {
             return;
         }
-        let word =
-            recorded.as_str().and_then(|v| analogy.transfer_word(v, &known_words(ctx, api, name))).or_else(|| {
-                ctx.args
-                    .as_deref()
-                    .and_then(|m| m.cued_value(&api.id, name, &ctx.request))
-                    .filter(|v| recorded.is_string() && v != recorded)
-                    .and_then(|v| v.as_str().map(str::to_string))
-            });
+        let word = super::rechosen::word_here(ctx, analogy, api, name, recorded);
         // A name of this request for a name the remembered request never said: what that run's
         // own earlier call found, or how it put a name its request said ("Los Angeles Airport"
         // sent as "Los Angeles International Airport") — anything but the call's constant.
@@ -645,6 +639,7 @@ impl Engine {
                 && recorded.as_str().is_some_and(|v| !crate::read::reading::says(analogy.old_words(), &words(v)))
         };
         let refill = matches!(filled.sources.get(name), Some(ArgSource::Output { .. }))
+            || matches!(filled.sources.get(name), Some(ArgSource::Request { kind }) if kind == "ages")
             || matches!(step.sources.get(name), Some(ArgSource::Request { kind }) if kind != "recorded")
             || (matches!(filled.sources.get(name), Some(ArgSource::Request { kind }) if kind == "name") && one_off());
         if word.is_none() && !refill && super::rechosen::chosen_there_only(ctx, analogy, api, name, recorded) {

@@ -3,7 +3,7 @@
 //! request's words ([`crate::fill::options`]), and an optional value the remembered request chose
 //! in words this request does not say ([`chosen_there_only`]).
 
-use crate::fill::vocabulary::known_words;
+use crate::fill::vocabulary::{known_words, ordered_value};
 use crate::memory::analogy::Analogy;
 use crate::plan::{ApiView, ArgSource, Context, Filled};
 use crate::read::reading::words;
@@ -31,6 +31,34 @@ pub(super) fn chosen_instead(ctx: &Context, reference: &Value, label: &str) -> O
     let output = ctx.path.iter().find(|s| s.label == label)?.response.clone();
     let read = crate::exec::refs::lookup(&output, &r.segments())?;
     crate::fill::options::rechoose_read(read, &output, &ctx.request)
+}
+
+/// The known word of this request for a remembered word value `recorded`: its counterpart in
+/// this request ([`Analogy::transfer_word`]), else another value the words this request says
+/// went with in recorded runs ("the quickest" → `FASTEST`), else another value its ordering
+/// words name ([`ordered_value`]: "the cheapest" → `lowest_price` where "the most trending"
+/// sent `trending`).
+pub(super) fn word_here(
+    ctx: &Context,
+    analogy: &Analogy,
+    api: &ApiView,
+    name: &str,
+    recorded: &Value,
+) -> Option<String> {
+    let v = recorded.as_str()?;
+    let known = known_words(ctx, api, name);
+    let other = |w: Value| w.as_str().filter(|w| *w != v).map(str::to_string);
+    analogy
+        .transfer_word(v, &known)
+        .or_else(|| ctx.args.as_deref().and_then(|m| m.cued_value(&api.id, name, &ctx.request)).and_then(other))
+        // Only for a value chosen among the known ones (an order, not a name or a date).
+        .or_else(|| {
+            known
+                .contains(&v.to_string())
+                .then(|| ordered_value(&ctx.request, || known.clone()))
+                .flatten()
+                .and_then(other)
+        })
 }
 
 /// Whether `recorded`, one of the values an optional parameter is known to take, was a choice the remembered

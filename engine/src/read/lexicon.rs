@@ -148,6 +148,8 @@ pub struct Lexicon {
     pub labels: Words,
     pub web_domains: Words,
     pub order_leads: Words,
+    pub age_leads: Words,
+    pub ordering_glosses: Pairs,
     pub not_superlatives: Words,
     pub compare_words: Words,
     pub every_words: Words,

@@ -61,6 +61,45 @@ fn age(w: &str) -> Option<f64> {
     lexicon().party_ages.contains(rest).then(|| number(n)).flatten()
 }
 
+/// The ages of the children a request says, in order: an age written as one word under 18 ("my
+/// 3-year-old and 10-year-old kids", "a four-year-old child", "our seven-year-old"), and the
+/// numbers listed after an age word (the lexicon's `age_leads`) in a sentence that names
+/// children, each under 18 ("two kids in the group, aged seven and ten", "children aged 4 and 9").
+pub(crate) fn child_ages(scan: &Scan<'_>) -> Vec<f64> {
+    let lex = lexicon();
+    let Scan { toks, lower, .. } = scan;
+    let young = |a: &f64| *a < 18.0;
+    let mut out = Vec::new();
+    let mut sentence_start = 0;
+    let mut i = 0;
+    while i < toks.len() {
+        if i > 0 && toks[i - 1].ends_sentence() {
+            sentence_start = i;
+        }
+        if let Some(a) = age(&lower[i]).filter(young) {
+            out.push(a);
+        } else if lex.age_leads.contains(&lower[i]) && toks[i].punct.is_none() {
+            let children_named = (sentence_start..i).any(|k| lex.party_children.contains(&lower[k]));
+            let (mut listed, mut k) = (Vec::new(), i + 1);
+            while let Some(n) = lower.get(k).and_then(|w| number(w)) {
+                listed.push(n);
+                let joined = toks[k].punct.is_none_or(|p| p == ',')
+                    && lower.get(k + 1).is_some_and(|w| lex.party_joiners.contains(w));
+                if toks[k].punct.is_some_and(|p| p != ',') || !(joined || toks[k].punct == Some(',')) {
+                    break;
+                }
+                k += if joined { 2 } else { 1 };
+            }
+            if children_named && !listed.is_empty() && listed.iter().all(young) {
+                out.extend(listed);
+                i = k;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// A member from token `i` on (after its possessive): "two friends", "3-year-old and
 /// 10-year-old kids", "three family members", "best friend"; the member word within three
 /// words, the words before it plain words of one clause.
@@ -235,6 +274,19 @@ mod tests {
         );
         assert_eq!(party("I will see the museum with my kids and my mother on Sunday."), adults(2.0));
         assert_eq!(party("My son and I want two seats at the concert."), adults(1.0));
+    }
+
+    /// A zoo's family ticket takes the children's ages, said with a hyphen or listed after "aged".
+    #[test]
+    fn the_childrens_ages_are_read_in_order() {
+        let ages = |text: &str| RequestValues::extract(text, NaiveDate::from_ymd_opt(2025, 3, 1).unwrap()).child_ages;
+        assert_eq!(ages("Tickets for me with my 6-year-old and 9-year-old daughters."), [6.0, 9.0]);
+        assert_eq!(ages("Two adults and two children aged 4 and 11 visit the aquarium."), [4.0, 11.0]);
+        assert_eq!(ages("We are two adults and three kids, aged five, seven and twelve."), [5.0, 7.0, 12.0]);
+        assert_eq!(ages("There will be two adults and an eight-year-old child."), [8.0]);
+        assert!(ages("Two adults aged 34 and 36 want a quiet table.").is_empty(), "no child named");
+        assert!(ages("My 40-year-old brother and I want the tasting menu.").is_empty(), "an adult");
+        assert!(ages("The kids want the menu aged 21 days, steak only.").is_empty(), "not under 18");
     }
 
     /// No party where the speaker is not in it, or a member's number is not said.

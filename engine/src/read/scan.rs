@@ -78,6 +78,9 @@ pub struct RequestValues {
     pub files: Vec<String>,
     /// Values named in the text: "latitude: 35.77", "Hotel ID: 6374805" → (normalized label, text).
     pub labelled: Vec<(String, String)>,
+    /// The ages of the children the request says, in order ("my 3-year-old and 10-year-old
+    /// kids", "two children aged 4 and 9": 3, 10 / 4, 9).
+    pub child_ages: Vec<f64>,
     /// Dates computed relative to the caller's today because the request does not say what day
     /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
     pub unanchored: Vec<NaiveDate>,

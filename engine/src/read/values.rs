@@ -123,6 +123,7 @@ fn counts(scan: &Scan<'_>, v: &mut RequestValues) {
     // A party counted from its members ("my two friends and I": 3 people) stands before the
     // numbers it is said with.
     let parties = super::party::parties(scan);
+    v.child_ages = super::party::child_ages(scan);
     let sizes: Vec<usize> = parties.iter().filter_map(|p| p.size_at).collect();
     let mut parties = parties.into_iter().peekable();
     for i in 0..toks.len() {
@@ -283,6 +284,12 @@ fn contacts(scan: &Scan<'_>, v: &mut RequestValues) {
             }
         }
     }
+}
+
+/// Whether a declared type is a number's (`integer`, `NUMBER`, `float`, `double`).
+pub(crate) fn is_numeric(ty: &str) -> bool {
+    let t = ty.to_ascii_lowercase();
+    t.starts_with("int") || t.starts_with("number") || t.starts_with("float") || t.starts_with("double")
 }
 
 /// Whether a parameter takes a date, judged by its name and description.
