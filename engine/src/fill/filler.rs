@@ -203,10 +203,16 @@ fn from_request(
     if is_numeric(&p.ty) {
         // The number the request counts with the parameter's word ("2 adults"), else the one
         // recorded runs point at.
-        let n = values
-            .count_for(&p.name)
+        let n = range_end(values, p)
+            .or_else(|| values.count_for(&p.name))
+            .or_else(|| measured(values, p))
             .or_else(|| learned_number(learned, values, p, repeat).map(|i| values.numbers[i].value));
-        return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), "number"));
+        let kind = match () {
+            _ if range_end(values, p).is_some() => "range",
+            _ if values.count_for(&p.name).is_none() && measured(values, p).is_some() => "measure",
+            _ => "number",
+        };
+        return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), kind));
     }
     let n = p.name.to_ascii_lowercase();
     if n.contains("email") {
@@ -249,6 +255,37 @@ fn from_request(
             .map(|q| (Value::String(q.clone()), "quoted"));
     }
     None
+}
+
+/// The end of the one range the request says ([`RequestValues::ranges`]) a numeric parameter
+/// names by a word of its name (`price_min` ← 600, `price_max` ← 900 for "between 600 and 900
+/// USD"); `None` where the request says no range or several.
+fn range_end(values: &RequestValues, p: &toolgraph_schema::ParamDoc) -> Option<f64> {
+    let [(low, high)] = values.ranges.as_slice() else { return None };
+    let lex = crate::read::lexicon();
+    let words = super::vocabulary::name_words(&p.name);
+    if words.iter().any(|w| lex.range_low_params.contains(w)) {
+        Some(*low)
+    } else if words.iter().any(|w| lex.range_high_params.contains(w)) {
+        Some(*high)
+    } else {
+        None
+    }
+}
+
+/// The number the request counts in a unit of measure (the lexicon's `measure_units`) that a
+/// numeric parameter's description measures in: "within 30 kilometers" for a radius "measured in
+/// kilometers". `None` where no such number is said, or two different ones are.
+pub(crate) fn measured(values: &RequestValues, p: &toolgraph_schema::ParamDoc) -> Option<f64> {
+    let units = &crate::read::lexicon().measure_units;
+    let described: Vec<String> =
+        crate::read::reading::word_list(&p.description).iter().filter_map(|w| unit_word(w)).collect();
+    let mut said = values
+        .numbers
+        .iter()
+        .filter(|c| unit_word(&c.word).is_some_and(|u| units.contains(&u) && described.contains(&u)));
+    let first = said.next()?.value;
+    said.all(|c| c.value == first).then_some(first)
 }
 
 /// The children's ages the request says ([`RequestValues::child_ages`]) for a parameter that

@@ -492,3 +492,35 @@ fn the_childrens_ages_and_a_listed_value_named_beside_its_parameter_are_sent() {
     let f = fill_arguments(&plain, &tickets);
     assert_eq!((f.arguments.get("children"), f.arguments.get("guide_level")), (None, None));
 }
+
+/// A laptop shop: a price range said in words bounds the search by its low and high ends; no
+/// range said, nothing is made up for them.
+#[test]
+fn a_range_said_fills_the_parameters_named_for_its_ends() {
+    let search = api(
+        "shop/laptops",
+        vec![p("minPrice", "number", false), p("price_max", "integer", false), p("ram_gb", "integer", false)],
+    );
+    let f = fill_arguments(&ctx("Find laptops between $500 and $800 with 16 GB of RAM."), &search);
+    assert_eq!((f.arguments.get("minPrice"), f.arguments.get("price_max")), (Some(&json!(500.0)), Some(&json!(800.0))));
+    let f = fill_arguments(&ctx("Find laptops with a budget from 450 to 700 euros."), &search);
+    assert_eq!((f.arguments.get("minPrice"), f.arguments.get("price_max")), (Some(&json!(450.0)), Some(&json!(700.0))));
+    let f = fill_arguments(&ctx("Find laptops from Lenovo with 16 GB of RAM, delivered from May 3 to May 9."), &search);
+    assert_eq!((f.arguments.get("minPrice"), f.arguments.get("price_max")), (None, None));
+}
+
+/// A trail finder: a distance said in the unit its parameter is measured in goes there, not a
+/// count of people; a unit the description does not measure in goes nowhere.
+#[test]
+fn a_number_said_in_the_unit_a_parameter_measures_in_fills_it() {
+    let doc = |name: &str, description: &str| toolgraph_schema::ParamDoc {
+        description: description.into(),
+        ..p(name, "number", false)
+    };
+    let trails =
+        api("outdoors/trails", vec![doc("reach", "How far from the town the trails may be, measured in miles.")]);
+    let f = fill_arguments(&ctx("Find trails within 5 miles of Boulder for 2 people."), &trails);
+    assert_eq!(f.arguments.get("reach"), Some(&json!(5.0)));
+    let f = fill_arguments(&ctx("Find trails within 8 kilometers of Boulder."), &trails);
+    assert_eq!(f.arguments.get("reach"), None, "kilometers are not what it measures in");
+}

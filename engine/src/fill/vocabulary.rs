@@ -47,7 +47,7 @@ pub(crate) fn listed_values(description: &str) -> Vec<String> {
 
 /// The words of a parameter's name (`cabinClass`, `delivery_speed` → `cabin class`, `delivery
 /// speed`), lower-case, those of three letters or more.
-fn name_words(name: &str) -> Vec<String> {
+pub(crate) fn name_words(name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     let mut flush = |w: &mut String| {

@@ -7,7 +7,7 @@
 //! filler); the memories below the replay threshold still vote for the steps their chains made.
 
 use super::store::{MemoryStep, Recalled};
-use crate::fill::filler::fill_distinct;
+use crate::fill::filler::{fill_distinct, measured};
 use crate::fill::learned::{normalized, Kind, Mention};
 use crate::fill::vocabulary::{known_words, names_a_value};
 use crate::memory::analogy::{Analogy, Transfer};
@@ -157,6 +157,8 @@ fn unasked(ctx: &Context, analogy: &Analogy, api: &ApiView, f: &Filled, filled: 
                 !names_a_value(analogy.old_words(), p, || known_words(ctx, api, &p.name))
             }
             Some(ArgSource::Request { kind }) if kind == "ages" => analogy.old.child_ages.is_empty(),
+            Some(ArgSource::Request { kind }) if kind == "range" => analogy.old.ranges.is_empty(),
+            Some(ArgSource::Request { kind }) if kind == "measure" => measured(&analogy.old, p).is_none(),
             Some(ArgSource::Request { kind }) if kind == "number" => {
                 let counted = ctx.values.count_for(&p.name);
                 counted.is_some()

@@ -81,6 +81,9 @@ pub struct RequestValues {
     /// The ages of the children the request says, in order ("my 3-year-old and 10-year-old
     /// kids", "two children aged 4 and 9": 3, 10 / 4, 9).
     pub child_ages: Vec<f64>,
+    /// Ranges the request bounds a quantity by ("a budget between 600 and 900 USD", "from $40
+    /// to $60"): (low, high), in order.
+    pub ranges: Vec<(f64, f64)>,
     /// Dates computed relative to the caller's today because the request does not say what day
     /// it is ("starting tomorrow" with no "Today is …"): guesses, which a judge does not require.
     pub unanchored: Vec<NaiveDate>,

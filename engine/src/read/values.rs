@@ -62,6 +62,7 @@ impl RequestValues {
         let absolute = dates::absolute_dates(&mut scan, fallback_today);
         dates::dates(&mut scan, absolute, fallback_today, &mut v);
         dates::times(&scan, &mut v);
+        v.ranges = ranges(&scan);
         counts(&scan, &mut v);
         spans::read(&scan, &mut v);
         quoted(text, &mut v);
@@ -94,6 +95,32 @@ impl RequestValues {
                 .flatten()
         })
     }
+}
+
+/// The ranges a request bounds a quantity by: a number, an amount or a count, then a word of the
+/// lexicon's `range_joins` and another, after a word of its `range_leads` ("between 600 and 900
+/// USD", "from $40 to $60"), the low one first. Not dates or times (their tokens are used).
+fn ranges(scan: &Scan<'_>) -> Vec<(f64, f64)> {
+    let lex = lexicon();
+    let Scan { toks, lower, used } = scan;
+    let number = |k: usize| -> Option<f64> {
+        (!used[k]).then(|| amount(toks[k].text).map(|(n, _)| n).or_else(|| small_number(toks[k].text))).flatten()
+    };
+    let mut out = Vec::new();
+    for i in 0..toks.len().saturating_sub(3) {
+        if !lex.range_leads.contains(&lower[i]) || !lex.range_joins.contains(&lower[i + 2]) {
+            continue;
+        }
+        if toks[i].punct.is_some() || toks[i + 1].punct.is_some() {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (number(i + 1), number(i + 3)) {
+            if a < b {
+                out.push((a, b));
+            }
+        }
+    }
+    out
 }
 
 /// A proper fraction in figures ("3/4 cup", "1/2 teaspoon"): its value. Not "24/7", not a date
