@@ -203,14 +203,16 @@ fn from_request(
     if is_numeric(&p.ty) {
         // The number the request counts with the parameter's word ("2 adults"), else the one
         // recorded runs point at.
-        let n = range_end(values, p)
-            .or_else(|| values.count_for(&p.name))
-            .or_else(|| measured(values, p))
-            .or_else(|| learned_number(learned, values, p, repeat).map(|i| values.numbers[i].value));
-        let kind = match () {
-            _ if range_end(values, p).is_some() => "range",
-            _ if values.count_for(&p.name).is_none() && measured(values, p).is_some() => "measure",
-            _ => "number",
+        // (Each read once: the kind says which reading gave the number.)
+        let (n, kind) = match range_end(values, p) {
+            Some(n) => (Some(n), "range"),
+            None => match values.count_for(&p.name) {
+                Some(n) => (Some(n), "number"),
+                None => match measured(values, p) {
+                    Some(n) => (Some(n), "measure"),
+                    None => (learned_number(learned, values, p, repeat).map(|i| values.numbers[i].value), "number"),
+                },
+            },
         };
         return n.and_then(serde_json::Number::from_f64).map(|n| (Value::Number(n), kind));
     }
@@ -278,14 +280,20 @@ fn range_end(values: &RequestValues, p: &toolgraph_schema::ParamDoc) -> Option<f
 /// kilometers". `None` where no such number is said, or two different ones are.
 pub(crate) fn measured(values: &RequestValues, p: &toolgraph_schema::ParamDoc) -> Option<f64> {
     let units = &crate::read::lexicon().measure_units;
-    let described: Vec<String> =
-        crate::read::reading::word_list(&p.description).iter().filter_map(|w| unit_word(w)).collect();
-    let mut said = values
+    let in_units: Vec<(f64, String)> = values
         .numbers
         .iter()
-        .filter(|c| unit_word(&c.word).is_some_and(|u| units.contains(&u) && described.contains(&u)));
-    let first = said.next()?.value;
-    said.all(|c| c.value == first).then_some(first)
+        .filter_map(|c| unit_word(&c.word).filter(|u| units.contains(u)).map(|u| (c.value, u)))
+        .collect();
+    // Most requests count nothing in a unit of measure: the description is not read for them.
+    if in_units.is_empty() {
+        return None;
+    }
+    let described: Vec<String> =
+        crate::read::reading::word_list(&p.description).iter().filter_map(|w| unit_word(w)).collect();
+    let mut said = in_units.iter().filter(|(_, u)| described.contains(u));
+    let first = said.next()?.0;
+    said.all(|(n, _)| *n == first).then_some(first)
 }
 
 /// The children's ages the request says ([`RequestValues::child_ages`]) for a parameter that

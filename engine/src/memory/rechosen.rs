@@ -54,7 +54,8 @@ pub(super) fn word_here(
         // Only for a value chosen among the known ones (an order, not a name or a date).
         .or_else(|| {
             known
-                .contains(&v.to_string())
+                .iter()
+                .any(|k| k == v)
                 .then(|| ordered_value(&ctx.request, || known.clone()))
                 .flatten()
                 .and_then(other)
