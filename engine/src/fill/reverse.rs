@@ -9,10 +9,20 @@ use crate::run::engine::{Engine, RunState};
 use crate::run::report::NeedsInput;
 use crate::run::trace::TraceEvent;
 use crate::Result;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Providers offered per missing parameter to a planner that looks at them.
 const OFFERS_PER_PARAM: usize = 3;
+
+/// A walk over providers that calls nothing ([`Engine::unreachable`]): the APIs being completed
+/// on its way, the providers found reaching or not, and the first (deepest) one that did not.
+struct Reach {
+    inserting: Vec<String>,
+    known: HashMap<String, bool>,
+    leaf: Option<(Arc<ApiView>, Vec<String>)>,
+}
 
 /// What finding a provider reads: where the search stands, and the APIs being completed now.
 pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
@@ -62,6 +72,101 @@ impl Engine {
             .collect()
     }
 
+    /// The open parameters of `api` (as `filled` left them) that no chain of providers reaches:
+    /// each is tried as the loop of [`Engine::call_api`] would (the planner's pick, else the best
+    /// provider), a provider reaching where its own open parameters do, as deep as Reverse Chain
+    /// nests; nothing is called. A list of legs the request's route can lay is reached. With them,
+    /// the deepest provider whose own were not reached and those (what the user would be asked
+    /// first, had the providers been called).
+    async fn unreachable(
+        &self,
+        st: &mut RunState<'_>,
+        api: &ApiView,
+        filled: &Filled,
+        nesting: usize,
+    ) -> (Vec<String>, Option<(Arc<ApiView>, Vec<String>)>) {
+        let mut walk = Reach {
+            inserting: st.ledger.inserting.iter().cloned().chain([api.id.clone()]).collect(),
+            known: HashMap::new(),
+            leaf: None,
+        };
+        let room = self.settings.max_depth.saturating_sub(st.ctx.path.len() + 1);
+        let mut beyond: Vec<String> = Vec::new();
+        for param in &filled.missing {
+            let pick = filled.from_api.iter().find(|p| p.param == *param).and_then(|p| self.apis.get(&p.api).cloned());
+            if filled.ask_user.contains(param) || !self.reaches(st, &mut walk, (api, param), pick, (nesting, room)) {
+                beyond.push(param.clone());
+            }
+        }
+        if !beyond.is_empty() {
+            // A list of legs is laid along the route before providers are tried.
+            if let Some((param, _)) = self.route_list(st, api, &beyond).await {
+                beyond.retain(|p| *p != param);
+            }
+        }
+        (beyond, walk.leaf)
+    }
+
+    /// Whether `param` of `api` can come from a provider (`pick`, else the best one) whose own open
+    /// parameters are reached the same way; `(nesting, room)`: Reverse Chain's depth here, and the
+    /// calls the path has room for.
+    fn reaches(
+        &self,
+        st: &RunState<'_>,
+        walk: &mut Reach,
+        (api, param): (&ApiView, &str),
+        pick: Option<Arc<ApiView>>,
+        (nesting, room): (usize, usize),
+    ) -> bool {
+        if nesting >= self.settings.reverse_depth || room == 0 {
+            return false;
+        }
+        let pick = pick.filter(|a| !walk.inserting.contains(&a.id));
+        let Some(provider) = pick.or_else(|| self.provider_for((st.here(), &walk.inserting), api, param)) else {
+            return false;
+        };
+        if let Some(&ok) = walk.known.get(&provider.id) {
+            return ok;
+        }
+        let open = fill_arguments(&st.ctx, &provider);
+        walk.inserting.push(provider.id.clone());
+        let unreached: Vec<String> = open
+            .missing
+            .iter()
+            .filter(|p| {
+                open.ask_user.contains(p) || !self.reaches(st, walk, (&provider, p), None, (nesting + 1, room - 1))
+            })
+            .cloned()
+            .collect();
+        walk.inserting.pop();
+        let ok = unreached.is_empty();
+        if !ok && walk.leaf.is_none() {
+            walk.leaf = Some((provider.clone(), unreached));
+        }
+        walk.known.insert(provider.id.clone(), ok);
+        ok
+    }
+
+    /// `api` cannot be called without `missing`: traced, the user asked (the first time in a run)
+    /// and a dead end noted with the `arguments` it had.
+    async fn needs(&self, st: &mut RunState<'_>, api: &ApiView, missing: &[String], arguments: &Map<String, Value>) {
+        let them = if missing.len() == 1 { "it" } else { "them" };
+        let message = format!(
+            "{} needs {} and no earlier output or API can provide {them}; please give {them}",
+            api.name,
+            missing.join(", ")
+        );
+        st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: missing.to_vec() }).await;
+        if st.ledger.needs_input.is_none() {
+            st.ledger.needs_input = Some(NeedsInput { api: api.id.clone(), missing: missing.to_vec(), message });
+        }
+        st.ctx.dead_ends.push(DeadEnd {
+            api: api.id.clone(),
+            arguments: arguments.clone(),
+            reason: format!("missing {}", missing.join(", ")),
+        });
+    }
+
     /// Fill and execute one call; on success the step is on the path. Missing arguments are
     /// completed Reverse-Chain style: each gets its provider (the planner's pick, else the best
     /// one) called first, nesting at most `run.reverse_depth` deep; what nothing provides — or what
@@ -109,7 +214,23 @@ impl Engine {
                     filled.missing.retain(|p| *p != param);
                 }
             }
-            if !filled.missing.is_empty() {
+            // Where the planner fills by rules alone, the providers are looked at before any is
+            // called: a parameter no chain of providers can reach from the request and this run's
+            // outputs needs the user, and calling the others first would only spend calls.
+            // (Once, for the call the search chose: its providers' own were looked at with it.)
+            let (beyond, leaf) =
+                if filled.missing.is_empty() || nesting > 0 || !(deterministic || st.how.planner.fills_by_rules()) {
+                    (Vec::new(), None)
+                } else {
+                    self.unreachable(st, api, &filled, nesting).await
+                };
+            if !beyond.is_empty() {
+                // The user is asked first for what the deepest provider lacks, as when it is called.
+                if let Some((leaf, missing)) = leaf {
+                    self.needs(st, &leaf, &missing, &Map::new()).await;
+                }
+                filled.missing = beyond;
+            } else if !filled.missing.is_empty() {
                 let mut inserted = false;
                 st.ledger.inserting.push(api.id.clone());
                 for param in filled.missing.clone() {
@@ -154,26 +275,10 @@ impl Engine {
                         st.how.planner.fill(&st.ctx, api, &offers).await?
                     };
                 }
-                if !filled.missing.is_empty() {
-                    let message = format!(
-                        "{} needs {} and no earlier output or API can provide {}; please give {}",
-                        api.name,
-                        filled.missing.join(", "),
-                        if filled.missing.len() == 1 { "it" } else { "them" },
-                        if filled.missing.len() == 1 { "it" } else { "them" }
-                    );
-                    st.emit(TraceEvent::NeedsInput { api: api.id.clone(), missing: filled.missing.clone() }).await;
-                    if st.ledger.needs_input.is_none() {
-                        st.ledger.needs_input =
-                            Some(NeedsInput { api: api.id.clone(), missing: filled.missing.clone(), message });
-                    }
-                    st.ctx.dead_ends.push(DeadEnd {
-                        api: api.id.clone(),
-                        arguments: filled.arguments.clone(),
-                        reason: format!("missing {}", filled.missing.join(", ")),
-                    });
-                    return Ok(false);
-                }
+            }
+            if !filled.missing.is_empty() {
+                self.needs(st, api, &filled.missing, &filled.arguments).await;
+                return Ok(false);
             }
             Ok(self.execute(st, api, filled).await)
         })

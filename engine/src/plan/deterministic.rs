@@ -192,6 +192,10 @@ impl Planner for DeterministicPlanner {
         true
     }
 
+    fn fills_by_rules(&self) -> bool {
+        true
+    }
+
     fn usage(&self) -> Usage {
         Usage { calls: self.calls.load(Ordering::Relaxed), ..Usage::default() }
     }

@@ -509,6 +509,11 @@ pub trait Planner: Send + Sync {
     fn wants_offers(&self) -> bool {
         false
     }
+    /// Whether [`Planner::fill`] fills by the shared rules alone ([`crate::fill::filler`]): then a
+    /// call's providers can be looked at before any is called.
+    fn fills_by_rules(&self) -> bool {
+        false
+    }
     /// A whole plan in one decision (plan mode): a program over the closest solutions, or `None`
     /// when no solution fits the request.
     async fn plan(&self, ctx: &Context, solutions: &[SolutionView]) -> Result<Option<Plan>>;
