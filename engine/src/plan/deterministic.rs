@@ -4,8 +4,9 @@
 //!   earlier call of the same API for retriever candidates; `END` scores its weight × (s₀ + 0.5).
 //!   A step that recalled memories made scores × (1 + 2·recall score). `END` scores × 0.1 while
 //!   a requirement is open; once none is (and the request's words asked for an API), so does an
-//!   API no word asks for. The best wins; below `min_score` the run finishes (or gives up at the
-//!   root).
+//!   API no word asks for. A first call that is a lookup another candidate reads, where the
+//!   request already fills that one, scores × 0.5 without a memory's vote. The best wins; below
+//!   `min_score` the run finishes (or gives up at the root).
 //! - decompose, fill, judge and answer: the rules every planner shares
 //!   ([`super::decompose`], [`crate::fill::filler`], [`super::judge`], [`super::answer`]).
 
@@ -35,6 +36,39 @@ const OPEN_END_FACTOR: f64 = 0.1;
 /// A first call the shared filler cannot fill from the request (a required argument open: it can
 /// only start after Reverse Chain's providers) is multiplied by this.
 const UNFILLABLE_SEED_FACTOR: f64 = 0.5;
+
+/// A first call that is a lookup whose output a fellow candidate reads, where that candidate can
+/// already be filled from the request alone (the request gives what the lookup would find), is
+/// multiplied by this, and no remembered chain's vote counts for it.
+const NEEDLESS_LOOKUP_FACTOR: f64 = 0.5;
+
+/// The candidates (indexes) that are lookups ([`ApiView::is_lookup`]) some other candidate's
+/// recorded calls read from, where that other one is no lookup and the request fills all its
+/// required arguments already: "rent a car at (latitude 35.77, longitude 140.39)" needs no search
+/// of the place's coordinates before the rental search that reads them.
+fn needless_lookups(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
+    let Some(model) = ctx.args.as_deref() else { return Vec::new() };
+    let lookups: Vec<(usize, &ApiView)> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.api.as_deref().filter(|a| a.is_lookup()).map(|a| (i, a)))
+        .collect();
+    if lookups.is_empty() {
+        return Vec::new();
+    }
+    let mut needless = Vec::new();
+    for reader in candidates.iter().filter_map(|c| c.api.as_deref()).filter(|a| !a.is_lookup()) {
+        let read: Vec<usize> = lookups
+            .iter()
+            .filter(|(i, l)| !needless.contains(i) && model.reads_from(&reader.id, &l.id))
+            .map(|(i, _)| *i)
+            .collect();
+        if !read.is_empty() && fill_arguments(ctx, reader).missing.is_empty() {
+            needless.extend(read);
+        }
+    }
+    needless
+}
 
 #[derive(Default)]
 /// The default planner: rules and learned weights, no model; the same request gets the same run.
@@ -142,12 +176,19 @@ impl Planner for DeterministicPlanner {
         // nothing else is open, going on to an API no word asks for is worth little: finishing is.
         let done = !at_root && open == 0 && !ctx.asked_apis.is_empty() && candidates.iter().any(Candidate::is_end);
         let asked = |c: &Candidate| c.api.as_ref().is_none_or(|a| ctx.asked_apis.iter().any(|k| k.api == a.id));
+        let needless = if ctx.path.is_empty() { needless_lookups(ctx, candidates) } else { Vec::new() };
         let best = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| {
                 let factor = if c.is_end() && open > 0 || done && !asked(c) { OPEN_END_FACTOR } else { 1.0 };
+                // (A remembered chain's vote for the lookup counts for nothing: its request did
+                // not give what this one gives.)
+                if needless.contains(&i) {
+                    let unvoted = Candidate { hint: 0.0, ..c.clone() };
+                    return (i, self.score(ctx, &unvoted) * factor * NEEDLESS_LOOKUP_FACTOR);
+                }
                 (i, self.score(ctx, c) * factor)
             })
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
@@ -207,6 +248,7 @@ mod tests {
     use crate::plan::test_support::{api, ctx};
     use crate::plan::{Source, Step};
     use serde_json::{json, Map};
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn end_wins_when_heavier_and_repeats_are_damped() {
@@ -340,5 +382,60 @@ mod tests {
         seeds[0].similarity = 1.0;
         seeds[1].similarity = 0.6;
         assert!(matches!(planner.choose(&c, &seeds).await.unwrap(), Decision::Call { index: 0, .. }));
+    }
+
+    #[tokio::test]
+    async fn a_lookup_is_not_the_first_call_where_the_request_gives_what_it_finds() {
+        let doc = |name: &str, ty: &str, description: &str| toolgraph_schema::ParamDoc {
+            name: name.into(),
+            ty: ty.into(),
+            description: description.into(),
+            required: true,
+            default: None,
+        };
+        let with_ends = |a: Arc<ApiView>, ends: f64| Arc::new(ApiView { ends: Some(ends), ..(*a).clone() });
+        // A geocoder that chains always go on after, and the forecast that reads its coordinates.
+        let geocode = with_ends(api("geo/geocode", vec![doc("query", "string", "a place name")]), 0.0);
+        let forecast = with_ends(
+            api(
+                "weather/forecast",
+                vec![doc("latitude", "number", "the latitude"), doc("longitude", "number", "the longitude")],
+            ),
+            0.6,
+        );
+        let mut model = crate::fill::learned::ArgModel::default();
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        for place in ["Oslo", "Bergen", "Tromso"] {
+            let (q, f) = (json!({"query": place}), json!({"latitude": "$var1.lat$", "longitude": "$var1.lon$"}));
+            let (q, f) = (q.as_object().unwrap().clone(), f.as_object().unwrap().clone());
+            model.learn(
+                &format!("What is the weather forecast in {place}?"),
+                [("geo/geocode", &q), ("weather/forecast", &f)],
+                day,
+            );
+        }
+        let model = Arc::new(model);
+        let cand = |a: &Arc<ApiView>, similarity: f64, hint: f64| Candidate {
+            id: a.id.clone(),
+            source: Source::Retriever,
+            weight: 0.0,
+            similarity,
+            hint,
+            api: Some(a.clone()),
+        };
+        // The remembered chains (which named a place only) vote for the geocoder first.
+        let offered = [cand(&geocode, 1.0, 0.6), cand(&forecast, 0.95, 0.0)];
+        let planner = DeterministicPlanner::default();
+        let mut given = ctx("What is the weather forecast in Lillehammer (latitude: 61.11, longitude: 10.46)?");
+        given.args = Some(model.clone());
+        assert!(fill_arguments(&given, &forecast).missing.is_empty(), "the request fills the forecast");
+        assert!(
+            matches!(planner.choose(&given, &offered).await.unwrap(), Decision::Call { index: 1, .. }),
+            "the coordinates are given: the forecast first"
+        );
+        // Without the coordinates the geocoder is needed, and first.
+        let mut named = ctx("What is the weather forecast in Lillehammer?");
+        named.args = Some(model);
+        assert!(matches!(planner.choose(&named, &offered).await.unwrap(), Decision::Call { index: 0, .. }));
     }
 }
