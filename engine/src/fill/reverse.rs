@@ -21,8 +21,11 @@ const OFFERS_PER_PARAM: usize = 3;
 struct Reach {
     inserting: Vec<String>,
     known: HashMap<String, bool>,
-    leaf: Option<(Arc<ApiView>, Vec<String>)>,
+    leaf: Option<Leaf>,
 }
+
+/// A provider a walk found short, and the parameters it lacked.
+type Leaf = (Arc<ApiView>, Vec<String>);
 
 /// What finding a provider reads: where the search stands, and the APIs being completed now.
 pub(crate) type Providing<'s> = (crate::run::engine::Here<'s>, &'s [String]);
@@ -75,33 +78,27 @@ impl Engine {
     /// The open parameters of `api` (as `filled` left them) that no chain of providers reaches:
     /// each is tried as the loop of [`Engine::call_api`] would (the planner's pick, else the best
     /// provider), a provider reaching where its own open parameters do, as deep as Reverse Chain
-    /// nests; nothing is called. A list of legs the request's route can lay is reached. With them,
-    /// the deepest provider whose own were not reached and those (what the user would be asked
+    /// nests; nothing is called (a list of legs the route lays was laid before). With them, the
+    /// deepest provider whose own were not reached and those (what the user would be asked
     /// first, had the providers been called).
-    async fn unreachable(
+    fn unreachable(
         &self,
-        st: &mut RunState<'_>,
+        st: &RunState<'_>,
         api: &ApiView,
         filled: &Filled,
         nesting: usize,
-    ) -> (Vec<String>, Option<(Arc<ApiView>, Vec<String>)>) {
+    ) -> (Vec<String>, Option<Leaf>) {
         let mut walk = Reach {
             inserting: st.ledger.inserting.iter().cloned().chain([api.id.clone()]).collect(),
             known: HashMap::new(),
             leaf: None,
         };
         let room = self.settings.max_depth.saturating_sub(st.ctx.path.len() + 1);
-        let mut beyond: Vec<String> = Vec::new();
+        let mut beyond = Vec::new();
         for param in &filled.missing {
             let pick = filled.from_api.iter().find(|p| p.param == *param).and_then(|p| self.apis.get(&p.api).cloned());
             if filled.ask_user.contains(param) || !self.reaches(st, &mut walk, (api, param), pick, (nesting, room)) {
                 beyond.push(param.clone());
-            }
-        }
-        if !beyond.is_empty() {
-            // A list of legs is laid along the route before providers are tried.
-            if let Some((param, _)) = self.route_list(st, api, &beyond).await {
-                beyond.retain(|p| *p != param);
             }
         }
         (beyond, walk.leaf)
@@ -222,7 +219,7 @@ impl Engine {
                 if filled.missing.is_empty() || nesting > 0 || !(deterministic || st.how.planner.fills_by_rules()) {
                     (Vec::new(), None)
                 } else {
-                    self.unreachable(st, api, &filled, nesting).await
+                    self.unreachable(st, api, &filled, nesting)
                 };
             if !beyond.is_empty() {
                 // The user is asked first for what the deepest provider lacks, as when it is called.
