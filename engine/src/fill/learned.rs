@@ -375,6 +375,16 @@ impl ArgModel {
         self.slots.get(api).is_some_and(|s| s.values().any(|slot| slot.producers.get(producer).is_some_and(|n| *n > 0)))
     }
 
+    /// The APIs whose outputs recorded calls of `api` read (any parameter): its providers.
+    pub fn producers(&self, api: &str) -> BTreeSet<&str> {
+        self.slots
+            .get(api)
+            .into_iter()
+            .flat_map(|s| s.values())
+            .flat_map(|slot| slot.producers.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.as_str()))
+            .collect()
+    }
+
     /// The slot that speaks for `api`'s `param` on mentions of `kind`: its own examples when it
     /// has decided between mentions twice or more, else the parameter name's (three or more).
     pub fn slot(&self, api: &str, param: &str, kind: Kind) -> Option<(&SlotStats, &'static str)> {

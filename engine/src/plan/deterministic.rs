@@ -5,7 +5,9 @@
 //!   A step that recalled memories made scores × (1 + 2·recall score). `END` scores × 0.1 while
 //!   a requirement is open; once none is (and the request's words asked for an API), so does an
 //!   API no word asks for. A first call that is a lookup another candidate reads, where the
-//!   request already fills that one, scores × 0.5 without a memory's vote. The best wins; below
+//!   request already fills that one, scores × 0.5 without a memory's vote. At the root of a
+//!   (sub)task whose words ask for APIs, a candidate that neither is asked for nor is read by an
+//!   asked one (its recorded calls) scores × 0.1 while one of the others is. The best wins; below
 //!   `min_score` the run finishes (or gives up at the root).
 //! - decompose, fill, judge and answer: the rules every planner shares
 //!   ([`super::decompose`], [`crate::fill::filler`], [`super::judge`], [`super::answer`]).
@@ -68,6 +70,47 @@ fn needless_lookups(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
         }
     }
     needless
+}
+
+/// A first call that neither is asked for nor provides what an asked API takes is multiplied by
+/// this while one of the candidates does ([`aimless_seeds`]).
+const AIMLESS_SEED_FACTOR: f64 = 0.1;
+
+/// How many reads back from an asked API its providers count as serving it.
+const PROVIDER_DEPTH: usize = 1;
+
+/// At the root of the (sub)task: the candidates (indexes) that neither are asked for by the words
+/// of the part being searched nor provide, within [`PROVIDER_DEPTH`] reads, an input of an API
+/// those words ask for — where some candidate does. "Stay at a hotel within 20 km of the airport"
+/// starts with the hotel search (or the geocoder it reads), not the airport's flight search its
+/// words are near. Empty where the words ask for nothing or no candidate serves an ask.
+fn aimless_seeds(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
+    let part = ctx.focus.and_then(|i| ctx.subtasks.get(i)).map(|s| crate::read::asks::ask_words(&s.request));
+    let asks: Vec<&crate::read::asks::Asked> = ctx
+        .asked_apis
+        .iter()
+        .filter(|a| part.as_ref().is_none_or(|words| a.said_in(words)))
+        .filter(|a| !ctx.path.iter().any(|s| a.served_by(&s.api.id)))
+        .collect();
+    if asks.is_empty() {
+        return Vec::new();
+    }
+    // The asked APIs and their providers, PROVIDER_DEPTH reads back.
+    let mut serving: Vec<&str> = asks.iter().map(|a| a.api.as_str()).collect();
+    if let Some(model) = ctx.args.as_deref() {
+        let mut frontier = serving.clone();
+        for _ in 0..PROVIDER_DEPTH {
+            let next: Vec<&str> =
+                frontier.iter().flat_map(|a| model.producers(a)).filter(|p| !serving.contains(p)).collect();
+            serving.extend(next.iter().copied());
+            frontier = next;
+        }
+    }
+    let serves = |c: &Candidate| c.api.as_deref().is_some_and(|a| serving.contains(&a.id.as_str()));
+    if !candidates.iter().any(serves) {
+        return Vec::new();
+    }
+    candidates.iter().enumerate().filter(|(_, c)| !c.is_end() && !serves(c)).map(|(i, _)| i).collect()
 }
 
 #[derive(Default)]
@@ -177,12 +220,14 @@ impl Planner for DeterministicPlanner {
         let done = !at_root && open == 0 && !ctx.asked_apis.is_empty() && candidates.iter().any(Candidate::is_end);
         let asked = |c: &Candidate| c.api.as_ref().is_none_or(|a| ctx.asked_apis.iter().any(|k| k.api == a.id));
         let needless = if ctx.path.is_empty() { needless_lookups(ctx, candidates) } else { Vec::new() };
+        let aimless = if at_root { aimless_seeds(ctx, candidates) } else { Vec::new() };
         let best = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| {
                 let factor = if c.is_end() && open > 0 || done && !asked(c) { OPEN_END_FACTOR } else { 1.0 };
+                let factor = if aimless.contains(&i) { factor * AIMLESS_SEED_FACTOR } else { factor };
                 // (A remembered chain's vote for the lookup counts for nothing: its request did
                 // not give what this one gives.)
                 if needless.contains(&i) {
@@ -437,5 +482,52 @@ mod tests {
         let mut named = ctx("What is the weather forecast in Lillehammer?");
         named.args = Some(model);
         assert!(matches!(planner.choose(&named, &offered).await.unwrap(), Decision::Call { index: 0, .. }));
+    }
+
+    /// A library: "renew my loan" asks for the renewal, which reads the loan a loan search finds.
+    /// The catalog's book search is nearer the request's words ("the book Dune") but serves no
+    /// ask: the first call is the loan search (the renewal's provider), and with no word asking
+    /// for anything the nearest wins as before.
+    #[tokio::test]
+    async fn a_first_call_serves_what_the_request_asks_for() {
+        use crate::plan::test_support::p;
+        use crate::read::asks::Asked;
+        let search = api("catalog/search_books", vec![p("title", "string", true)]);
+        let find_loan = api("library/find_loan", vec![p("title", "string", true)]);
+        let renew = api("library/renew", vec![p("loan_id", "string", true)]);
+        let mut model = crate::fill::learned::ArgModel::default();
+        let day = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+        for title in ["Emma", "Ulysses", "Beloved"] {
+            let (f, r) = (json!({"title": title}), json!({"loan_id": "$var1.loan_id$"}));
+            let (f, r) = (f.as_object().unwrap().clone(), r.as_object().unwrap().clone());
+            model.learn(&format!("Renew my loan of {title}."), [("library/find_loan", &f), ("library/renew", &r)], day);
+        }
+        let cand = |a: &Arc<ApiView>, similarity: f64| Candidate {
+            id: a.id.clone(),
+            source: Source::Retriever,
+            weight: 0.0,
+            similarity,
+            hint: 0.0,
+            api: Some(a.clone()),
+        };
+        let offered = [cand(&search, 1.0), cand(&renew, 0.8), cand(&find_loan, 0.7)];
+        let planner = DeterministicPlanner::default();
+        let mut c = ctx("Please renew my loan of the book Dune.");
+        c.args = Some(Arc::new(model));
+        assert!(
+            matches!(planner.choose(&c, &offered).await.unwrap(), Decision::Call { index: 0, .. }),
+            "no word asks for anything: the nearest first"
+        );
+        c.asked_apis = vec![Asked {
+            api: renew.id.clone(),
+            name: "renew".into(),
+            word: "renew".into(),
+            about: vec![renew.id.clone()],
+            open: false,
+        }];
+        assert!(
+            matches!(planner.choose(&c, &offered).await.unwrap(), Decision::Call { index: 2, .. }),
+            "the renewal is asked for: the search of the loan it reads first"
+        );
     }
 }
