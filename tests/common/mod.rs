@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use toolgraph_schema::GraphSnapshot;
 
+mod watch;
+pub use watch::*;
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -228,9 +231,20 @@ impl Falkor {
     /// The last lines of the server's log (for a failing test's message: a crash report, a
     /// shutdown, a refused fork).
     pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        tail_of(&self.dir.path().join("redis.log"), 30)
+    }
+
+    /// Whether the server answers `PING` within 10 s, in words (never panics: for a hang's account).
+    pub fn ping_text(&self) -> String {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.command(&["PING"]))) {
+            Ok(reply) => format!("PING answered {reply:?}"),
+            Err(_) => "PING not answered within 10 s (the server is stuck or gone)".to_string(),
+        }
+    }
+
+    /// Stop the server now (SIGTERM, then SIGKILL after 5 s); dropping it later finds it stopped.
+    pub fn stop(&self) {
+        falkordb_script("stop", self.port, self.dir.path());
     }
 
     /// Send one command to the server (RESP over a plain socket) and return its first reply

@@ -380,7 +380,7 @@ async fn the_console_views_list_apis_neighbourhoods_memory_and_check_chains() {
     b.settings.run.learn = true;
     b.settings.run.remember = true;
     let (url, d, _stop, _h) = start(b, ApiKeys::default()).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
     let base = format!("http://{sb_addr}");
     let current = http.post(format!("{url}/v1/tools")).json(&weather_tool(&base)).send().await.unwrap();
     assert_eq!(current.status(), 201);

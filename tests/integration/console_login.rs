@@ -31,7 +31,7 @@ async fn behind_a_trusted_proxy_one_guesser_locks_out_only_itself() {
         })
         .await;
         let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
-        let http = reqwest::Client::new();
+        let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
         let login = |from: &'static str, name: String, pw: String| {
             http.post(format!("{url}/v1/login"))
                 .header("x-forwarded-for", from)
@@ -81,7 +81,7 @@ async fn a_names_failed_logins_in_a_row_double_its_wait_and_the_right_password_c
     })
     .await;
     let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
     let mut client = 0;
     let mut login = |pw: &str| {
         client += 1;
@@ -128,7 +128,7 @@ async fn the_login_cookie_is_secure_behind_tls() {
         let b =
             empty_stack(dir.path(), embedder(), exec_to(None, true), |s| s.server.console_cookie_secure = always).await;
         let (url, _d, _stop, _h) = start_on(b, Some(state), ApiKeys::default()).await;
-        let http = reqwest::Client::new();
+        let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
         for proto in [None, Some("https")] {
             let mut r =
                 http.post(format!("{url}/v1/login")).json(&json!({"name": "ada", "password": "ada's password"}));

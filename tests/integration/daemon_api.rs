@@ -271,7 +271,7 @@ async fn daemon_orchestrates_streams_keeps_sessions_and_invalidates_tools() {
     s.run = run;
     let backends: Stack = learned.stack(&s, exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
 
     health_readiness_and_the_document(&http, &url).await;
 

@@ -165,7 +165,7 @@ async fn runs_teach_the_graph_once_and_a_failing_api_is_degraded_then_restored()
     let store = learned.stack.store.clone();
     let backends: Stack = learned.stack(&s, exec_to(Some(sb_addr), true), Arc::new(DeterministicPlanner::default()));
     let (url, d, stop, server) = start(backends, ApiKeys::default()).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
 
     // 20 requests; what each run's trace says it called is what the graph must gain.
     let before = store.snapshot().await.unwrap();

@@ -229,7 +229,7 @@ async fn in_flight_runs_are_bounded_and_shutdown_lets_them_finish(
     assert_eq!(http.post(format!("{url}/v1/tools")).json(&w).send().await.unwrap().status(), 201);
     let u = url.clone();
     let first = tokio::spawn(async move {
-        reqwest::Client::new()
+        crate::common::http_client(crate::common::REQUEST_LIMIT)
             .post(format!("{u}/v1/orchestrate"))
             .json(&json!({"request": "current weather in Paris"}))
             .send()
@@ -275,7 +275,7 @@ async fn guessing_api_keys_is_slowed() {
     let dir = tempfile::tempdir().unwrap();
     let backends = empty_stack(dir.path(), embedder(), exec_to(None, true), |s| s.server.rate_burst = 1000.0).await;
     let (url, _d, stop, server) = start(backends, ApiKeys::new(["the-right-key"])).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
     let get = |key: String| http.get(format!("{url}/v1/me")).header("authorization", format!("Bearer {key}")).send();
     assert_eq!(get("the-right-key".into()).await.unwrap().status(), 200);
     for i in 0..10 {
@@ -297,7 +297,7 @@ async fn daemon_admits_tools_by_test_call_and_enforces_keys_limits_and_ssrf() {
     let dir = tempfile::tempdir().unwrap();
     let backends = empty_stack(dir.path(), emb.clone(), exec_to(None, true), |_| {}).await;
     let (url, d, stop, server) = start(backends, ApiKeys::new(["test-key-1"])).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
     let key = "Bearer test-key-1";
 
     keys_are_checked_and_health_stays_open(&http, &url).await;

@@ -109,7 +109,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document_as_admi
     // A user with a key of their own, made by the administrator through the API.
     let rt = runtime();
     let user_key = rt.block_on(async {
-        let http = reqwest::Client::new();
+        let http = http_client(REQUEST_LIMIT);
         let r = http
             .post(format!("{base}/v1/users"))
             .bearer_auth(&admin_key)

@@ -209,7 +209,7 @@ fn the_daemon_answers_from_what_ingest_taught() {
         .arg(format!("https://=http://127.0.0.1:{}/", sandbox.port));
     let (_daemon, port) = spawn_listening(cmd, "toolgraph daemon on", None);
     let r: Value = runtime().block_on(async {
-        reqwest::Client::new()
+        http_client(REQUEST_LIMIT)
             .post(format!("http://127.0.0.1:{port}/v1/orchestrate"))
             .json(&json!({"request": requests[held_out]}))
             .send()

@@ -134,7 +134,7 @@ async fn the_daemon_imports_a_streamable_http_server_and_reconnects_after_it_res
     let server = http_server(port);
     let b = empty_stack(dir.path(), embedder(), exec_to(None, true), |_| {}).await;
     let (url, _d, _stop, _h) = start(b, ApiKeys::default()).await;
-    let http = reqwest::Client::new();
+    let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
     let mcp_url = format!("http://127.0.0.1:{port}/mcp");
 
     // stdio servers (commands) are not taken over HTTP; bad names and URLs are refused.

@@ -212,7 +212,7 @@ fn the_daemons_mcp_endpoint_needs_a_key_and_speaks_both_protocol_generations() {
     let rt = common::runtime();
     rt.block_on(async {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
-        let http = reqwest::Client::new();
+        let http = crate::common::http_client(crate::common::REQUEST_LIMIT);
         let r = http.post(&url).header("accept", "application/json, text/event-stream").json(&init).send().await.unwrap();
         assert_eq!(r.status(), 401);
         let r = http.post(&url).bearer_auth(&key).header("host", "attacker.example").header("accept", "application/json, text/event-stream").json(&init).send().await.unwrap();

@@ -256,7 +256,7 @@ fn two_daemons_on_one_postgresql_and_one_neo4j_keep_every_run_approval_and_count
     };
     let a = replica(a_dir.path(), &store, &neo, sandbox.port, &state);
     let b = replica(b_dir.path(), &store, &neo, sandbox.port, &state);
-    let http = reqwest::Client::new();
+    let http = http_client(REQUEST_LIMIT);
     let (ua, ub) = (a.url.clone(), b.url.clone());
     let (base, mut acknowledged, left_paused, in_flight) = rt.block_on(async {
         let base = totals(&http, &ua).await;

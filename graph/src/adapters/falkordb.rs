@@ -10,9 +10,19 @@ use async_trait::async_trait;
 use falkordb::{AsyncGraph, FalkorClientBuilder, FalkorDBError, FalkorValue};
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
+use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 const BACKEND: &str = "falkordb";
+/// The server's own limit on a run-path statement (`TIMEOUT`, ms).
+const STATEMENT_TIMEOUT_MS: u64 = 300_000;
+/// How much longer than that the client waits for the reply: FalkorDB notices its own limit only
+/// between operations, and a server that no longer answers at all (a deadlock, a stopped process)
+/// must fail the statement — a transient error the caller reports — instead of holding the run,
+/// the ingest or the daemon's request forever (the `falkordb` crate waits indefinitely by default).
+const REPLY_GRACE: Duration = Duration::from_secs(30);
+/// How long opening the connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct FalkorRunner {
     graph: AsyncGraph,
@@ -30,18 +40,24 @@ pub async fn connect(host_port: &str, graph: &str, batch_rows: usize) -> Result<
         .as_str()
         .try_into()
         .map_err(|e: FalkorDBError| EngineError::Config(format!("bad FalkorDB address {host_port}: {e}")))?;
-    let client = FalkorClientBuilder::new_async().with_connection_info(info).build().await.map_err(|e| {
-        EngineError::store(
-            BACKEND,
-            ErrorClass::Transient,
-            format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
-        )
-    })?;
+    let client = FalkorClientBuilder::new_async()
+        .with_connection_info(info)
+        .with_connect_timeout(Some(CONNECT_TIMEOUT))
+        .with_response_timeout(Some(Duration::from_millis(STATEMENT_TIMEOUT_MS) + REPLY_GRACE))
+        .build()
+        .await
+        .map_err(|e| {
+            EngineError::store(
+                BACKEND,
+                ErrorClass::Transient,
+                format!("cannot connect to {host_port}: {e} (is it running? scripts/falkordb.sh start)"),
+            )
+        })?;
     let (addr, name) = (host_port.to_string(), graph.to_string());
     tokio::task::spawn_blocking(move || falkordb_query::sweep_views(&addr, &name));
     let runner = FalkorRunner {
         graph: client.select_graph(graph),
-        write_timeout_ms: 300_000,
+        write_timeout_ms: STATEMENT_TIMEOUT_MS,
         addr: host_port.to_string(),
         name: graph.to_string(),
         gate: WriteGate::new(host_port, graph),
@@ -55,7 +71,10 @@ fn classify(e: &FalkorDBError) -> ErrorClass {
         | FalkorDBError::NoConnection
         | FalkorDBError::EmptyConnection
         | FalkorDBError::Timeout { .. } => ErrorClass::Transient,
-        FalkorDBError::RedisError(m) if m.contains("LOADING") || m.contains("BUSY") || m.contains("connection") => {
+        // A reply not come within REPLY_GRACE past the server's limit ends as "timed out".
+        FalkorDBError::RedisError(m)
+            if ["LOADING", "BUSY", "connection", "timed out"].iter().any(|w| m.contains(w)) =>
+        {
             ErrorClass::Transient
         }
         _ => ErrorClass::Permanent,
