@@ -72,18 +72,20 @@ fn needless_lookups(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     needless
 }
 
-/// A first call that neither is asked for nor provides what an asked API takes is multiplied by
+/// A first call that neither serves an ask nor provides what an asked API takes is multiplied by
 /// this while one of the candidates does ([`aimless_seeds`]).
 const AIMLESS_SEED_FACTOR: f64 = 0.1;
 
-/// How many reads back from an asked API its providers count as serving it.
-const PROVIDER_DEPTH: usize = 1;
-
-/// At the root of the (sub)task: the candidates (indexes) that neither are asked for by the words
-/// of the part being searched nor provide, within [`PROVIDER_DEPTH`] reads, an input of an API
-/// those words ask for — where some candidate does. "Stay at a hotel within 20 km of the airport"
-/// starts with the hotel search (or the geocoder it reads), not the airport's flight search its
-/// words are near. Empty where the words ask for nothing or no candidate serves an ask.
+/// At the root of the (sub)task: the candidates (indexes) that neither serve an ask of the words
+/// of the part being searched (its API, or one its word is about: [`Asked::served_by`], the test
+/// that counts an ask served on the path) nor provide an input of an API those words ask for (one
+/// read back: [`ArgModel::producers`]; two let almost every lookup through) — where some
+/// candidate does. "Stay at a hotel within 20 km of the airport" starts with a hotel search (or
+/// the geocoder it reads), not the airport's flight search its words are near. Empty where the
+/// words ask for nothing or no candidate serves an ask.
+///
+/// [`Asked::served_by`]: crate::read::asks::Asked::served_by
+/// [`ArgModel::producers`]: crate::fill::learned::ArgModel::producers
 fn aimless_seeds(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     let part = ctx.focus.and_then(|i| ctx.subtasks.get(i)).map(|s| crate::read::asks::ask_words(&s.request));
     let asks: Vec<&crate::read::asks::Asked> = ctx
@@ -95,18 +97,13 @@ fn aimless_seeds(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     if asks.is_empty() {
         return Vec::new();
     }
-    // The asked APIs and their providers, PROVIDER_DEPTH reads back.
-    let mut serving: Vec<&str> = asks.iter().map(|a| a.api.as_str()).collect();
-    if let Some(model) = ctx.args.as_deref() {
-        let mut frontier = serving.clone();
-        for _ in 0..PROVIDER_DEPTH {
-            let next: Vec<&str> =
-                frontier.iter().flat_map(|a| model.producers(a)).filter(|p| !serving.contains(p)).collect();
-            serving.extend(next.iter().copied());
-            frontier = next;
-        }
-    }
-    let serves = |c: &Candidate| c.api.as_deref().is_some_and(|a| serving.contains(&a.id.as_str()));
+    let providers: Vec<&str> = match ctx.args.as_deref() {
+        Some(model) => asks.iter().flat_map(|a| model.producers(&a.api)).collect(),
+        None => Vec::new(),
+    };
+    let serves = |c: &Candidate| {
+        c.api.as_deref().is_some_and(|a| providers.contains(&a.id.as_str()) || asks.iter().any(|k| k.served_by(&a.id)))
+    };
     if !candidates.iter().any(serves) {
         return Vec::new();
     }
@@ -528,6 +525,15 @@ mod tests {
         assert!(
             matches!(planner.choose(&c, &offered).await.unwrap(), Decision::Call { index: 2, .. }),
             "the renewal is asked for: the search of the loan it reads first"
+        );
+        // An API the asked word is about (its documentation says "renew") serves the ask as a
+        // call of it would on the path: it keeps its score, and is the nearest of those left.
+        let license = api("ebooks/renew_license", vec![p("title", "string", true)]);
+        let offered = [cand(&search, 1.0), cand(&license, 0.95), cand(&renew, 0.8), cand(&find_loan, 0.7)];
+        c.asked_apis[0].about = vec![license.id.clone(), renew.id.clone()];
+        assert!(
+            matches!(planner.choose(&c, &offered).await.unwrap(), Decision::Call { index: 1, .. }),
+            "an API the asked word is about is not pushed down"
         );
     }
 }
