@@ -40,6 +40,7 @@ mod replay_choices;
 mod replay_kinds;
 mod replay_names;
 mod reverse_chain_and_plans;
+mod reverse_fallback;
 mod reverse_reach;
 mod route_legs;
 mod scale_out;

@@ -134,8 +134,11 @@ pub(crate) struct World {
 }
 
 pub(crate) async fn world() -> World {
-    let specs = specs();
-    let chains = chains();
+    world_of(specs(), chains()).await
+}
+
+/// Learn `chains` (with their APIs' `specs`) and serve their responses from a sandbox.
+pub(crate) async fn world_of(specs: Vec<Spec>, chains: Vec<Chain>) -> World {
     let s = settings();
     let embedder: Arc<dyn Embedder> = Arc::new(
         toolgraph_engine::adapters::fastembed::FastEmbedder::load(&s.embed).expect("model files: run scripts/setup.sh"),

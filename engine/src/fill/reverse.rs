@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 /// Providers offered per missing parameter to a planner that looks at them.
 const OFFERS_PER_PARAM: usize = 3;
+/// Providers of one parameter called at most, the best first, while those before failed.
+const PROVIDERS_TRIED: usize = 2;
 
 /// A walk over providers that calls nothing ([`Engine::unreachable`]): the APIs being completed
 /// on its way, the providers found reaching or not, and the first (deepest) one that did not.
@@ -164,6 +166,49 @@ impl Engine {
         });
     }
 
+    /// Call `first`, the provider of `param` of `api`, nested; where it is called and fails — no
+    /// result, an error — and the run may still spend, the next best provider not tried yet is
+    /// called instead, up to [`PROVIDERS_TRIED`] in all (a place one lookup does not know: its
+    /// coordinates from another that gives them too). One that needs the user's input asks them
+    /// as before. Returns whether a provider's call succeeded.
+    async fn provide(
+        &self,
+        st: &mut RunState<'_>,
+        api: &Arc<ApiView>,
+        param: &str,
+        first: Arc<ApiView>,
+        nesting: usize,
+        deterministic: bool,
+    ) -> Result<bool> {
+        let mut tried = vec![first];
+        loop {
+            let provider = tried[tried.len() - 1].clone();
+            st.emit(TraceEvent::Insert {
+                api: api.id.clone(),
+                argument: param.to_string(),
+                provider: provider.id.clone(),
+            })
+            .await;
+            let (failed_before, asked_before) = (st.stats.failed_calls, st.ledger.needs_input.is_some());
+            if self.call_api(st, &provider, nesting + 1, deterministic).await? {
+                return Ok(true);
+            }
+            let failed = st.stats.failed_calls > failed_before && !asked_before && st.ledger.needs_input.is_none();
+            if !failed || tried.len() >= PROVIDERS_TRIED || self.out_of_budget(&st.how, &st.ledger, &st.stats).is_some()
+            {
+                return Ok(false);
+            }
+            let next = self
+                .providers_of((st.here(), &st.ledger.inserting), api, param)
+                .into_iter()
+                .find(|p| !tried.iter().any(|t| t.id == p.id));
+            match next {
+                Some(next) => tried.push(next),
+                None => return Ok(false),
+            }
+        }
+    }
+
     /// Fill and execute one call; on success the step is on the path. Missing arguments are
     /// completed Reverse-Chain style: each gets its provider (the planner's pick, else the best
     /// one) called first, nesting at most `run.reverse_depth` deep; what nothing provides — or what
@@ -247,18 +292,12 @@ impl Engine {
                         .find(|p| p.param == param)
                         .and_then(|p| self.apis.get(&p.api).cloned())
                         .filter(|a| !st.ledger.inserting.contains(&a.id));
-                    let Some(provider) =
+                    let Some(first) =
                         pick.or_else(|| self.provider_for((st.here(), &st.ledger.inserting), api, &param))
                     else {
                         continue;
                     };
-                    st.emit(TraceEvent::Insert {
-                        api: api.id.clone(),
-                        argument: param.clone(),
-                        provider: provider.id.clone(),
-                    })
-                    .await;
-                    if self.call_api(st, &provider, nesting + 1, deterministic).await? {
+                    if self.provide(st, api, &param, first, nesting, deterministic).await? {
                         inserted = true;
                     }
                 }
