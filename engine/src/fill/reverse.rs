@@ -169,8 +169,7 @@ impl Engine {
     /// Call `first`, the provider of `param` of `api`, nested; where it is called and fails — no
     /// result, an error — and the run may still spend, the next best provider not tried yet is
     /// called instead, up to [`PROVIDERS_TRIED`] in all (a place one lookup does not know: its
-    /// coordinates from another that gives them too). One that needs the user's input asks them
-    /// as before. Returns whether a provider's call succeeded.
+    /// coordinates from another that gives them too). Returns whether a provider's call succeeded.
     async fn provide(
         &self,
         st: &mut RunState<'_>,
@@ -180,9 +179,9 @@ impl Engine {
         nesting: usize,
         deterministic: bool,
     ) -> Result<bool> {
-        let mut tried = vec![first];
+        let mut provider = first;
+        let mut tried = vec![provider.id.clone()];
         loop {
-            let provider = tried[tried.len() - 1].clone();
             st.emit(TraceEvent::Insert {
                 api: api.id.clone(),
                 argument: param.to_string(),
@@ -193,6 +192,9 @@ impl Engine {
             if self.call_api(st, &provider, nesting + 1, deterministic).await? {
                 return Ok(true);
             }
+            // Only a call that failed gives way. Where the user is asked for a value — by this
+            // provider, or for a parameter before this one — the call waits on the user anyway:
+            // no more calls are spent on it.
             let failed = st.stats.failed_calls > failed_before && !asked_before && st.ledger.needs_input.is_none();
             if !failed || tried.len() >= PROVIDERS_TRIED || self.out_of_budget(&st.how, &st.ledger, &st.stats).is_some()
             {
@@ -201,11 +203,10 @@ impl Engine {
             let next = self
                 .providers_of((st.here(), &st.ledger.inserting), api, param)
                 .into_iter()
-                .find(|p| !tried.iter().any(|t| t.id == p.id));
-            match next {
-                Some(next) => tried.push(next),
-                None => return Ok(false),
-            }
+                .find(|p| !tried.contains(&p.id));
+            let Some(next) = next else { return Ok(false) };
+            tried.push(next.id.clone());
+            provider = next;
         }
     }
 
