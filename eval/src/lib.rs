@@ -16,3 +16,16 @@ pub mod retrieval;
 pub mod reworded;
 pub mod taskbench;
 pub mod toolbench;
+
+/// For whoever traces a request: where `TOOLGRAPH_EVAL_TRACE` is set, every run whose request
+/// contains its text writes its trace to stderr (one JSON line per step).
+fn trace_if_asked(method: &str, r: &toolgraph_engine::run::RunReport) {
+    let Some(part) = std::env::var("TOOLGRAPH_EVAL_TRACE").ok().filter(|p| !p.is_empty()) else { return };
+    if !r.request.contains(&part) {
+        return;
+    }
+    eprintln!("=== {method}: {} ({:?})", r.request, r.status);
+    for e in &r.trace {
+        eprintln!("{}", serde_json::to_string(e).unwrap_or_default());
+    }
+}

@@ -99,6 +99,7 @@ pub async fn plan_folds(
                         RunOptions { dry_run: true, ..RunOptions::default() },
                     )
                     .await?;
+                crate::trace_if_asked(&method.name, &r);
                 let calls = r
                     .chain
                     .iter()

@@ -12,6 +12,7 @@ mod common;
 mod daemon_common;
 
 mod ask_and_eval_cli;
+mod asks_beyond_the_graph;
 mod complexfuncbench_convert;
 mod compose_kinds;
 mod console;

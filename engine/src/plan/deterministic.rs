@@ -5,9 +5,10 @@
 //!   A step that recalled memories made scores × (1 + 2·recall score). `END` scores × 0.1 while
 //!   a requirement is open; once none is (and the request's words asked for an API), so does an
 //!   API no word asks for. A first call that is a lookup another candidate reads, where the
-//!   request already fills that one, scores × 0.5 without a memory's vote. At the root of a
-//!   (sub)task whose words ask for APIs, a candidate that neither is asked for nor is read by an
-//!   asked one (its recorded calls) scores × 0.1 while one of the others is. The best wins; below
+//!   request already fills that one, scores × 0.5 without a memory's vote. While the words of
+//!   the (sub)task ask for an API no call serves yet, a candidate that neither serves such an ask
+//!   nor is read by its API (its recorded calls) scores × 0.1 while one of the others does. The
+//!   best wins; below
 //!   `min_score` the run finishes (or gives up at the root).
 //! - decompose, fill, judge and answer: the rules every planner shares
 //!   ([`super::decompose`], [`crate::fill::filler`], [`super::judge`], [`super::answer`]).
@@ -72,21 +73,22 @@ fn needless_lookups(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     needless
 }
 
-/// A first call that neither serves an ask nor provides what an asked API takes is multiplied by
-/// this while one of the candidates does ([`aimless_seeds`]).
-const AIMLESS_SEED_FACTOR: f64 = 0.1;
+/// A call that neither serves an ask left nor provides what its API takes is multiplied by this
+/// while one of the candidates does ([`aimless_calls`]).
+const AIMLESS_CALL_FACTOR: f64 = 0.1;
 
-/// At the root of the (sub)task: the candidates (indexes) that neither serve an ask of the words
-/// of the part being searched (its API, or one its word is about: [`Asked::served_by`], the test
-/// that counts an ask served on the path) nor provide an input of an API those words ask for (one
+/// The candidates (indexes) that neither serve an ask of the words of the part being searched
+/// that no call on the path serves yet (its API, or one its word is about: [`Asked::served_by`],
+/// the test that counts an ask served on the path) nor provide an input of such an ask's API (one
 /// read back: [`ArgModel::producers`]; two let almost every lookup through) — where some
-/// candidate does. "Stay at a hotel within 20 km of the airport" starts with a hotel search (or
-/// the geocoder it reads), not the airport's flight search its words are near. Empty where the
-/// words ask for nothing or no candidate serves an ask.
+/// candidate does. At the root, "stay at a hotel within 20 km of the airport" starts with a hotel
+/// search (or the geocoder it reads), not the airport's flight search its words are near; further
+/// on, the reviews asked for are called after the hotel search, not the details the graph's
+/// heaviest edge leads to. Empty where no ask is left or no candidate serves one.
 ///
 /// [`Asked::served_by`]: crate::read::asks::Asked::served_by
 /// [`ArgModel::producers`]: crate::fill::learned::ArgModel::producers
-fn aimless_seeds(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
+fn aimless_calls(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     let part = ctx.focus.and_then(|i| ctx.subtasks.get(i)).map(|s| crate::read::asks::ask_words(&s.request));
     let asks: Vec<&crate::read::asks::Asked> = ctx
         .asked_apis
@@ -217,14 +219,14 @@ impl Planner for DeterministicPlanner {
         let done = !at_root && open == 0 && !ctx.asked_apis.is_empty() && candidates.iter().any(Candidate::is_end);
         let asked = |c: &Candidate| c.api.as_ref().is_none_or(|a| ctx.asked_apis.iter().any(|k| k.api == a.id));
         let needless = if ctx.path.is_empty() { needless_lookups(ctx, candidates) } else { Vec::new() };
-        let aimless = if at_root { aimless_seeds(ctx, candidates) } else { Vec::new() };
+        let aimless = aimless_calls(ctx, candidates);
         let best = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| !(c.is_end() && at_root))
             .map(|(i, c)| {
                 let factor = if c.is_end() && open > 0 || done && !asked(c) { OPEN_END_FACTOR } else { 1.0 };
-                let factor = if aimless.contains(&i) { factor * AIMLESS_SEED_FACTOR } else { factor };
+                let factor = if aimless.contains(&i) { factor * AIMLESS_CALL_FACTOR } else { factor };
                 // (A remembered chain's vote for the lookup counts for nothing: its request did
                 // not give what this one gives.)
                 if needless.contains(&i) {

@@ -103,6 +103,22 @@ impl Asked {
     }
 }
 
+/// Narrows what serves each ask to calls that can: a lookup its API reads (a provider: chains
+/// always go on after it, and the asked API's recorded calls read its output) serves the ask only
+/// through the call that reads it — the place search a car rental reads does not serve "rent a
+/// car". An ask's own API always serves it; `provides(api, lookup)` says whether `api`'s
+/// recorded calls read `lookup`'s output.
+pub(crate) fn narrow_about(
+    asked: &mut [Asked],
+    is_lookup: impl Fn(&str) -> bool,
+    provides: impl Fn(&str, &str) -> bool,
+) {
+    for h in asked.iter_mut() {
+        let api = h.api.clone();
+        h.about.retain(|id| *id == api || !(is_lookup(id) && provides(&api, id)));
+    }
+}
+
 impl PartialEq for Asks {
     fn eq(&self, other: &Self) -> bool {
         self.words == other.words && self.apis == other.apis
@@ -305,6 +321,22 @@ impl Asks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library's loan ask: the branch finder (a lookup the loan's calls read) is about "loan"
+    /// too, but serves the ask only through the loan call that reads it; the renewal, no lookup,
+    /// still serves it, and so does a lookup the loan does not read (the catalog's isbn search).
+    #[test]
+    fn a_lookup_the_asked_api_reads_does_not_serve_the_ask() {
+        let about = vec!["loans.branch".to_string(), "loans.isbn".into(), "loans.loan".into(), "loans.renew".into()];
+        let mut asked =
+            vec![Asked { api: "loans.loan".into(), name: "Loan".into(), word: "loan".into(), about, open: false }];
+        assert!(asked[0].served_by("loans.branch"), "before: {asked:?}");
+        let lookups = ["loans.branch", "loans.isbn"];
+        narrow_about(&mut asked, |id| lookups.contains(&id), |api, id| api == "loans.loan" && id == "loans.branch");
+        assert!(!asked[0].served_by("loans.branch"), "{asked:?}");
+        assert!(asked[0].served_by("loans.loan") && asked[0].served_by("loans.renew"), "{asked:?}");
+        assert!(asked[0].served_by("loans.isbn"), "a lookup the loan does not read: {asked:?}");
+    }
 
     /// Two forms of one word are one word; two words that only start alike are not.
     #[test]

@@ -488,6 +488,11 @@ impl Engine {
                 open: false,
             });
         }
+        crate::read::asks::narrow_about(
+            &mut asked,
+            |id| self.apis.get(id).is_some_and(|a| a.is_lookup()),
+            |api, id| m.reads_from(api, id),
+        );
         asked
     }
 

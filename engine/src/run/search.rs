@@ -187,6 +187,14 @@ impl Engine {
                 push(&mut out, &mut seen, c);
             }
         }
+        if at.is_some() && graph {
+            for id in self.asked_and_fillable(ctx) {
+                let w = self.graph.next.get(&(from.clone(), id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
+                if let Some(c) = self.candidate(here, &id, Source::Retriever, w) {
+                    push(&mut out, &mut seen, c);
+                }
+            }
+        }
         if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
             let mut ranked: Vec<(&String, &f64)> =
@@ -207,6 +215,31 @@ impl Engine {
                 Some(a) => self.variant(ctx, failed, a).map(|k| (c, k)),
             })
             .collect()
+    }
+
+    /// The APIs the request's words ask for that no call on the path serves yet, where the call
+    /// can be made now along the data flow: its recorded calls read an output of an API on the
+    /// path, and every required argument can be filled (from the request, the user's values or
+    /// the path's outputs). Where no observed chain went from here to them, the new combination
+    /// composes. Where an asked API cannot be filled yet, its providers (the APIs its recorded
+    /// calls read) that can be, so.
+    fn asked_and_fillable(&self, ctx: &Context) -> Vec<String> {
+        let Some(m) = ctx.args.as_deref() else { return Vec::new() };
+        let joins = |id: &str| {
+            ctx.path.iter().any(|s| m.reads_from(id, &s.api.id))
+                && self.apis.get(id).is_some_and(|a| fill_arguments(ctx, a).missing.is_empty())
+        };
+        let mut out: Vec<String> = Vec::new();
+        for a in ctx.asked_apis.iter().filter(|a| !ctx.path.iter().any(|s| a.served_by(&s.api.id))) {
+            if joins(&a.api) {
+                out.push(a.api.clone());
+            } else {
+                out.extend(m.producers(&a.api).into_iter().filter(|p| joins(p)).map(str::to_string));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Search each subtask in turn: its own seeds and its own depth-first search, continuing the

@@ -333,6 +333,7 @@ async fn run_method(
         let started = Instant::now();
         let r = ask(gold.request.clone()).await?;
         let seconds = started.elapsed().as_secs_f64();
+        crate::trace_if_asked(&method.name, &r);
         tallies.all.seconds.push(seconds);
         tallies.all.add(protocol, &gold, &r);
         scoring.report.details.push(detail(protocol, &method.name, &gold, &r));
