@@ -20,8 +20,10 @@ pub mod toolbench;
 /// For whoever traces a request: where `TOOLGRAPH_EVAL_TRACE` is set, every run whose request
 /// contains its text writes its trace to stderr (one JSON line per step).
 fn trace_if_asked(method: &str, r: &toolgraph_engine::run::RunReport) {
-    let Some(part) = std::env::var("TOOLGRAPH_EVAL_TRACE").ok().filter(|p| !p.is_empty()) else { return };
-    if !r.request.contains(&part) {
+    static PART: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let part = PART.get_or_init(|| std::env::var("TOOLGRAPH_EVAL_TRACE").ok().filter(|p| !p.is_empty()));
+    let Some(part) = part else { return };
+    if !r.request.contains(part.as_str()) {
         return;
     }
     eprintln!("=== {method}: {} ({:?})", r.request, r.status);

@@ -90,12 +90,8 @@ const AIMLESS_CALL_FACTOR: f64 = 0.1;
 /// [`ArgModel::producers`]: crate::fill::learned::ArgModel::producers
 fn aimless_calls(ctx: &Context, candidates: &[Candidate]) -> Vec<usize> {
     let part = ctx.focus.and_then(|i| ctx.subtasks.get(i)).map(|s| crate::read::asks::ask_words(&s.request));
-    let asks: Vec<&crate::read::asks::Asked> = ctx
-        .asked_apis
-        .iter()
-        .filter(|a| part.as_ref().is_none_or(|words| a.said_in(words)))
-        .filter(|a| !ctx.path.iter().any(|s| a.served_by(&s.api.id)))
-        .collect();
+    let asks: Vec<&crate::read::asks::Asked> =
+        ctx.asks_left().filter(|a| part.as_ref().is_none_or(|words| a.said_in(words))).collect();
     if asks.is_empty() {
         return Vec::new();
     }

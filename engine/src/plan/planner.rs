@@ -325,6 +325,11 @@ impl Earlier {
 }
 
 impl Context {
+    /// The asks of the request's words that no call on the path serves yet.
+    pub(crate) fn asks_left(&self) -> impl Iterator<Item = &crate::read::asks::Asked> {
+        self.asked_apis.iter().filter(|a| !self.path.iter().any(|s| a.served_by(&s.api.id)))
+    }
+
     /// The context of a run of `request`, whose typed reading is `values`; nothing done yet.
     pub fn new(request: &str, values: RequestValues) -> Self {
         Context {

@@ -187,15 +187,16 @@ impl Engine {
                 push(&mut out, &mut seen, c);
             }
         }
-        if at.is_some() && graph {
-            for id in self.asked_and_fillable(ctx) {
+        if at.is_some() {
+            // The asks left, where no observed chain leads to them from here (see
+            // `asked_and_fillable`).
+            let asked = if graph { self.asked_and_fillable(ctx) } else { Vec::new() };
+            for id in asked {
                 let w = self.graph.next.get(&(from.clone(), id.clone())).map(|e| e.dynamic_weight).unwrap_or(0.0);
                 if let Some(c) = self.candidate(here, &id, Source::Retriever, w) {
                     push(&mut out, &mut seen, c);
                 }
             }
-        }
-        if at.is_some() {
             // Fill up to K APIs from the retriever, by similarity.
             let mut ranked: Vec<(&String, &f64)> =
                 leads.sims(ctx.focus).iter().filter(|(_, s)| **s >= self.settings.min_similarity).collect();
@@ -230,7 +231,7 @@ impl Engine {
                 && self.apis.get(id).is_some_and(|a| fill_arguments(ctx, a).missing.is_empty())
         };
         let mut out: Vec<String> = Vec::new();
-        for a in ctx.asked_apis.iter().filter(|a| !ctx.path.iter().any(|s| a.served_by(&s.api.id))) {
+        for a in ctx.asks_left() {
             if joins(&a.api) {
                 out.push(a.api.clone());
             } else {
