@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use toolgraph_schema::GraphSnapshot;
 
+mod scratch;
 mod watch;
+pub use scratch::*;
 pub use watch::*;
 
 pub fn root() -> PathBuf {
@@ -23,7 +25,7 @@ pub fn data() -> PathBuf {
 pub fn bin() -> Command {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let vectors = std::env::temp_dir().join(format!("toolgraph-test-vectors-{}-{n}", std::process::id()));
+    let vectors = scratch().join(format!("vectors-{n}"));
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolgraph"));
     c.env("TOOLGRAPH_LOG", "warn");
     c.env_remove("TOOLGRAPH_CONFIG");

@@ -95,11 +95,20 @@ impl Engine {
                     && ctx.args.as_deref().is_some_and(|m| m.mostly_literal(&chain[i].api, name))
             })
         };
-        let kept = super::compose::fragment_at(
-            chain,
-            |i| !lookup(&chain[i].api) && !dropped[i],
-            |i, j| !(dropped[j] && !lookup(&chain[j].api) && reads_name(i, j)),
-        );
+        let pull = |i: usize, j: usize| !(dropped[j] && !lookup(&chain[j].api) && reads_name(i, j));
+        let kept = super::compose::fragment_at(chain, |i| !lookup(&chain[i].api) && !dropped[i], pull);
+        if !kept.is_empty() {
+            return kept;
+        }
+        // Nothing is left but calls observed chains go on from (a search the remembered chain
+        // went on from to what only its request asked for): the first call left that serves
+        // each ask of this request, with what it reads; the search goes on from there.
+        let first: std::collections::BTreeSet<usize> = ctx
+            .asked_apis
+            .iter()
+            .filter_map(|a| (0..chain.len()).find(|&i| !dropped[i] && a.served_by(&chain[i].api)))
+            .collect();
+        let kept = super::compose::fragment_at(chain, |i| first.contains(&i), pull);
         if kept.is_empty() {
             return all;
         }
