@@ -12,7 +12,9 @@
 # Environment: TOOLGRAPH_ASSETS (jars, Maven cache: ASSETS/neo4j), TOOLGRAPH_NEO4J_DATA (data folder),
 # TOOLGRAPH_NEO4J_HEAP (default 1g), TOOLGRAPH_NEO4J_PAGECACHE_MB (256), TOOLGRAPH_NEO4J_TX_MEMORY_MB
 # (512: the memory one transaction may use, db.memory.transaction.max), TOOLGRAPH_NEO4J_PARENT_PID
-# (stop when that process ends). Needs a JDK 17+ and Maven (installed with apt-get when missing).
+# (stop when that process ends), TOOLGRAPH_NEO4J_START_WAIT_S (120: how long start waits for Bolt;
+# a JVM starting beside a busy test suite may need more). Needs a JDK 17+ and Maven (installed with
+# apt-get when missing).
 set -euo pipefail
 cmd=${1:-start}
 PORT=${2:-${TOOLGRAPH_NEO4J_PORT:-7687}}
@@ -104,7 +106,7 @@ case "$cmd" in
       -Dio.netty.tryReflectionSetAccessible=true \
       -cp "$NEO/lib/*:$NEO/classes" Launcher "$DATA" "$PORT" </dev/null >"$DATA/launcher.log" 2>&1 &
     echo $! > "$PIDFILE"
-    for _ in $(seq 1 1200); do
+    for _ in $(seq 1 $(( ${TOOLGRAPH_NEO4J_START_WAIT_S:-120} * 10 ))); do
       if [ -f "$DATA/ready" ] && bolt_answers; then
         echo "neo4j://127.0.0.1:$PORT"
         exit 0

@@ -7,8 +7,12 @@ use std::process::{Command, Output};
 use toolgraph_schema::GraphSnapshot;
 
 mod scratch;
+mod transcripts;
 mod watch;
 pub use scratch::*;
+// Only the integration tests ingest chat transcripts; accounts_and_state shares this module.
+#[allow(unused_imports)]
+pub use transcripts::*;
 pub use watch::*;
 
 pub fn root() -> PathBuf {
@@ -52,45 +56,6 @@ pub fn run_ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// Ingest chat transcripts (one JSON line each) from `dir/name` into an embedded store in `dir`;
-/// returns the store's URI.
-pub fn ingest_transcripts(dir: &Path, name: &str, lines: &[String]) -> String {
-    let file = dir.join(name);
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let store = format!("embedded:{}", dir.join("g.redb").display());
-    run_ok(bin_in(dir).arg("--store").arg(&store).arg("ingest").arg("--trajectories").arg(&file));
-    store
-}
-
-/// `ask --dry-run --json --no-learn` of `request` over `store`: the run as JSON.
-pub fn ask_dry(dir: &Path, store: &str, request: &str) -> serde_json::Value {
-    let out = bin_in(dir)
-        .arg("--store")
-        .arg(store)
-        .args(["ask", request, "--dry-run", "--json", "--no-learn"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-    })
-}
-
-/// A tool declaration of a chat transcript (OpenAI function format).
-pub fn function_tool(
-    name: &str,
-    description: &str,
-    props: serde_json::Value,
-    required: serde_json::Value,
-) -> serde_json::Value {
-    serde_json::json!({"type": "function", "function": {"name": name, "description": description,
-        "parameters": {"type": "object", "properties": props, "required": required}}})
-}
-
-/// The trace's recall event of a run (which memory, what its replay left out).
-pub fn recall_event(r: &serde_json::Value) -> Option<serde_json::Value> {
-    r["trace"].as_array().unwrap().iter().find(|t| t["type"] == "recall").cloned()
 }
 
 /// Arguments that ingest all of the shared ToolBench data and docs.
@@ -209,7 +174,7 @@ impl Falkor {
         // on another port.
         let mut errors = Vec::new();
         for _ in 0..3 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = steady_port();
             let dir = tempfile::tempdir().unwrap();
             let out = falkordb_script("start", port, dir.path());
             // Ours only when it wrote its pid file in our folder: the script also succeeds when
@@ -358,7 +323,7 @@ impl Neo4jServer {
         // taken before it binds, so a start that fails is tried again on another port.
         let mut errors = Vec::new();
         for _ in 0..3 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = steady_port();
             let dir = tempfile::tempdir().unwrap();
             let password = format!("test-{}-{}", std::process::id(), port);
             let s = Neo4jServer { port, password, own: Some(dir) };
@@ -387,6 +352,8 @@ impl Neo4jServer {
             .env("TOOLGRAPH_NEO4J_PARENT_PID", std::process::id().to_string())
             .env("TOOLGRAPH_NEO4J_HEAP", "512m")
             .env("TOOLGRAPH_NEO4J_PAGECACHE_MB", "128")
+            // Restarted beside the rest of the suite on a 2-core machine, the JVM may start slowly.
+            .env("TOOLGRAPH_NEO4J_START_WAIT_S", "360")
             .current_dir(root())
             .output()
             .unwrap();
@@ -583,6 +550,25 @@ pub fn sandbox_process() -> (Proc, u16) {
 /// ours is restarted on: a server a test starts picks its own ([`spawn_listening`]).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A free port below the kernel's ephemeral range, for a server a test stops and starts again on
+/// the same port: while it is down, no outgoing connection and no `bind(0)` of the suite can
+/// take a port outside that range (one of [`free_port`]'s could, and the restart then failed).
+pub fn steady_port() -> u16 {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let low = range.split_whitespace().next().and_then(|x| x.parse::<u32>().ok()).unwrap_or(32768);
+    let (from, to) = (low.saturating_sub(12000).max(1024), low.max(1025));
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+        ^ std::process::id().rotate_left(16);
+    for _ in 0..200 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let port = (from + (seed >> 8) % (to - from)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    free_port()
 }
 
 /// Wait (up to 90 s) until something listens on 127.0.0.1:`port`.

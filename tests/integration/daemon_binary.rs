@@ -13,6 +13,8 @@ const TEST_LIMIT: Duration = Duration::from_secs(900);
 
 /// The daemon on `port` (0: a port of its own choosing, read from what it prints), and the port.
 /// Its log goes to `dir/daemon-first.log` (port 0) or `dir/daemon-restarted.log`.
+/// The daemon on `port` (0: any; a daemon restarted after kill -9 takes its first one's port, see
+/// [`steady_port`]), its log under `dir`.
 fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u16, sandbox: u16) -> (Proc, u16) {
     let mut cmd = bin_in(dir);
     if let Some(n) = neo {
@@ -20,7 +22,8 @@ fn serve(dir: &std::path::Path, store: &str, neo: Option<&Neo4jServer>, port: u1
     }
     cmd.args(["--store", store, "serve", "--port", &port.to_string(), "--rewrite"])
         .arg(format!("https://=http://127.0.0.1:{sandbox}/"));
-    let log = dir.join(if port == 0 { "daemon-first.log" } else { "daemon-restarted.log" });
+    let first = !dir.join("daemon-first.log").exists();
+    let log = dir.join(if first { "daemon-first.log" } else { "daemon-restarted.log" });
     spawn_listening(cmd, "toolgraph daemon on", Some(&log))
 }
 
@@ -168,7 +171,9 @@ fn neo4j_daemon_recovers(neo: &Neo4jServer, dir: &std::path::Path, steps: &Steps
     neo.restart();
     rt.block_on(async {
         let mut ready = None;
-        for _ in 0..100 {
+        // The daemon reconnects by itself; a loaded machine may take a while (up to 2 minutes).
+        let until = std::time::Instant::now() + Duration::from_secs(120);
+        while std::time::Instant::now() < until {
             let r = http.get(format!("{url}/readyz")).send().await.unwrap();
             if r.status() == 200 {
                 ready = Some(r.json::<Value>().await.unwrap());
@@ -235,7 +240,7 @@ fn daemon_survives_kill_9(
 
     let sb_port = sandbox.port;
     steps.at("starting the daemon");
-    let (mut daemon, port) = serve(dir, store, neo, 0, sb_port);
+    let (mut daemon, port) = serve(dir, store, neo, steady_port(), sb_port);
     let url = format!("http://127.0.0.1:{port}");
     let rt = runtime();
     let http = http_client(REQUEST_LIMIT);

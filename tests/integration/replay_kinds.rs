@@ -11,10 +11,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 fn tools() -> Value {
-    let f = |name: &str, description: &str, props: Value, required: Value| {
-        json!({"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}})
-    };
+    let f = function_tool;
     let s = json!({"type": "string"});
     json!([
         f("festival__lineup", "The lineup of a festival day: the acts playing", json!({"date": s}), json!(["date"])),
@@ -36,14 +33,7 @@ fn tools() -> Value {
 
 /// One transcript: the request, then each (tool, arguments, result).
 fn transcript(request: &str, calls: &[(&str, Value, Value)]) -> String {
-    let mut messages = vec![json!({"role": "user", "content": request})];
-    for (n, (name, args, result)) in calls.iter().enumerate() {
-        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{n}"),
-            "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("c{n}"), "content": result.to_string()}));
-    }
-    messages.push(json!({"role": "assistant", "content": "Done."}));
-    json!({"category": "Events", "messages": messages, "tools": tools()}).to_string()
+    chat_transcript("Events", &tools(), request, calls)
 }
 
 /// Four transcripts of the three-part request (lineup, camping for a week, a shuttle from the

@@ -12,10 +12,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 fn tools() -> Value {
-    let f = |name: &str, description: &str, props: Value, required: Value| {
-        json!({"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}})
-    };
+    let f = function_tool;
     let s = json!({"type": "string"});
     json!([
         f("library__branch", "Find a library branch by its name", json!({"query": s}), json!(["query"])),
@@ -39,14 +36,7 @@ fn tools() -> Value {
 
 /// One transcript: the request, then each (tool, arguments, result).
 fn transcript(request: &str, calls: &[(&str, Value, Value)]) -> String {
-    let mut messages = vec![json!({"role": "user", "content": request})];
-    for (n, (name, args, result)) in calls.iter().enumerate() {
-        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{n}"),
-            "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}));
-        messages.push(json!({"role": "tool", "tool_call_id": format!("c{n}"), "content": result.to_string()}));
-    }
-    messages.push(json!({"role": "assistant", "content": "Done."}));
-    json!({"category": "Education", "messages": messages, "tools": tools()}).to_string()
+    chat_transcript("Education", &tools(), request, calls)
 }
 
 fn ingest_library(dir: &Path) -> String {

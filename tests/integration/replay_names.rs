@@ -8,10 +8,7 @@ use crate::common::*;
 use serde_json::{json, Value};
 
 fn tools() -> Value {
-    let f = |name: &str, description: &str, props: Value, required: Value| {
-        json!({"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}})
-    };
+    let f = function_tool;
     let s = json!({"type": "string"});
     json!([
         f("geo__lookup", "Find a place by its name: its coordinates", json!({"query": s}), json!(["query"])),

@@ -175,15 +175,28 @@ impl Engine {
     /// ask words): a search for gyms near coordinates and one for gyms in a city, where the
     /// request says "gym".
     pub(super) fn siblings(&self, said: &[String], a: &str, b: &str) -> bool {
-        let plain = |id: &str| self.apis.get(id).is_some_and(|x| !x.is_lookup());
-        plain(a)
-            && plain(b)
-            && said.iter().any(|w| {
-                self.documented.get(w).is_some_and(|apis| {
-                    apis.binary_search_by(|x| x.as_str().cmp(a)).is_ok()
-                        && apis.binary_search_by(|x| x.as_str().cmp(b)).is_ok()
-                })
+        self.plain(a) && self.plain(b) && self.documented_together(said, a, b)
+    }
+
+    /// Whether a call made of `made` may stand in for a fragment's `producer` (see
+    /// [`super::join`]): a word of `said` documents both, lookups too (the hotel search by
+    /// coordinates made, for the hotel-name lookup a fragment's reviews read: `join` still
+    /// checks that the call's response holds what the reviews read).
+    fn stands_in(&self, said: &[String], made: &str, producer: &str) -> bool {
+        self.documented_together(said, made, producer)
+    }
+
+    fn plain(&self, id: &str) -> bool {
+        self.apis.get(id).is_some_and(|x| !x.is_lookup())
+    }
+
+    fn documented_together(&self, said: &[String], a: &str, b: &str) -> bool {
+        said.iter().any(|w| {
+            self.documented.get(w).is_some_and(|apis| {
+                apis.binary_search_by(|x| x.as_str().cmp(a)).is_ok()
+                    && apis.binary_search_by(|x| x.as_str().cmp(b)).is_ok()
             })
+        })
     }
 
     /// Whether recorded calls of `api` read an output of a sibling of `other` (see
@@ -315,7 +328,8 @@ impl Engine {
                 let without = |stood: &BTreeSet<usize>| {
                     fragment_at(chain, |i| keep.contains(&i) && chain[i].api == api, |_, read| !stood.contains(&read))
                 };
-                let joined = super::join::join(&st.ctx, chain, &part, &api, |a, b| self.siblings(&said, a, b), without);
+                let joined =
+                    super::join::join(&st.ctx, chain, &part, &api, |a, b| self.stands_in(&said, a, b), without);
                 let step_at = |i: usize| joined.steps.get(&i).unwrap_or(&chain[i]);
                 let steps: Vec<MemoryStep> = joined.part.iter().map(|i| step_at(*i).clone()).collect();
                 let analogy = self.analogy(&st.ctx, &hit.entry.request, chain);

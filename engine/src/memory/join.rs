@@ -105,21 +105,31 @@ pub(crate) fn join(
             continue;
         }
         let label = format!("var{}", j + 1);
-        let reads: Vec<Reference> = part
+        // Each reference to the producer, with the parameter it fills.
+        let reads: Vec<(Reference, &str)> = part
             .iter()
             .filter(|i| **i > j)
-            .flat_map(|i| chain[*i].arguments.values())
-            .filter_map(|v| v.as_str())
-            .flat_map(Reference::all_in)
-            .filter(|r| r.label == label)
+            .flat_map(|i| chain[*i].arguments.iter())
+            .filter_map(|(name, v)| v.as_str().map(|v| (name.as_str(), v)))
+            .flat_map(|(name, v)| Reference::all_in(v).into_iter().map(move |r| (r, name)))
+            .filter(|(r, _)| r.label == label)
             .collect();
         if reads.is_empty() {
             continue;
         }
+        // Where the call made holds the field read, else a field named as the parameter it fills
+        // (the hotel search's `hotel_id` for the reviews' `hotel_id`, where the fragment read a
+        // destination lookup's `dest_id`).
         let made =
             ctx.path.iter().rev().filter(|s| &s.api.id == producer || siblings(&s.api.id, producer)).find_map(|s| {
-                let moved: Option<Vec<(Reference, String)>> =
-                    reads.iter().map(|r| held_at(&s.response, &s.label, &r.path).map(|p| (r.clone(), p))).collect();
+                let moved: Option<Vec<(Reference, String)>> = reads
+                    .iter()
+                    .map(|(r, param)| {
+                        held_at(&s.response, &s.label, &r.path)
+                            .or_else(|| held_at(&s.response, &s.label, param))
+                            .map(|p| (r.clone(), p))
+                    })
+                    .collect();
                 moved.map(|m| (s.label.clone(), m))
             });
         if let Some(m) = made {
@@ -220,5 +230,43 @@ mod tests {
         // Without the search made, the fragment sends its own.
         c.path.pop();
         assert_eq!(join(&c, &chain, &part, "shows/seat_plan", |_, _| false, without).part, vec![0, 1, 2]);
+    }
+
+    /// A library run searched a branch's shelf already; a fragment bringing reader reviews read
+    /// its own catalog lookup's `item_id` for the reviews' `book_id`: the shelf search made holds
+    /// no `item_id`, but it holds the `book_id` the parameter names, so it stands in and the
+    /// reviews read it. A response holding neither field stands in for nothing.
+    #[test]
+    fn a_call_made_stands_in_through_the_field_the_readers_parameter_names() {
+        use crate::plan::test_support::{api, ctx};
+        use std::sync::Arc;
+        let step = |api: &str, args: serde_json::Value| MemoryStep {
+            api: api.into(),
+            arguments: args.as_object().cloned().unwrap_or_default(),
+            sources: HashMap::new(),
+        };
+        let chain = vec![
+            step("library/catalog", json!({"title": "Emma"})),
+            step("library/reviews", json!({"book_id": "$var1.0.item_id$"})),
+        ];
+        let made = |response: serde_json::Value| crate::plan::Step {
+            api: Arc::new((*api("library/shelf", vec![])).clone()),
+            label: "var1".into(),
+            arguments: Default::default(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: response.into(),
+            repeat: 0,
+        };
+        let part = [0, 1];
+        let without = |stood: &BTreeSet<usize>| part.iter().copied().filter(|i| !stood.contains(i)).collect();
+        let mut c = ctx("Find books about cooking at the Oak Road branch, with their reader reviews.");
+        c.path.push(made(json!({"books": [{"book_id": "bk-7", "title": "Salt"}]})));
+        let joined = join(&c, &chain, &part, "library/reviews", |_, _| true, without);
+        assert_eq!(joined.part, vec![1], "the shelf search made stands in for the catalog lookup");
+        assert_eq!(joined.labels.get("var1").map(String::as_str), Some("var1"));
+        assert_eq!(joined.steps[&1].arguments["book_id"], json!("$var1.books.0.book_id$"));
+        c.path[0] = made(json!({"shelves": [{"title": "Salt"}]}));
+        assert_eq!(join(&c, &chain, &part, "library/reviews", |_, _| true, without).part, vec![0, 1]);
     }
 }
