@@ -1,14 +1,14 @@
 //! Joining a remembered fragment to the calls a run made: a fragment brings the calls its API
 //! reads from (the hours of a gym read the gym search's id), but where this run already made a
-//! call of a **sibling** of such a producer — another API the same asked word is about (the
-//! search for gyms near coordinates, where the fragment's chain searched a city: a word this
-//! request says documents both, and neither is a lookup chains always go on from) — whose
-//! response holds every field the fragment reads from it, that call stands in: the producer is
-//! not sent, and its readers read the call made (the data-flow link between the two parts). A
-//! call of the producer's own API this run made stands in the same way, unless it is a lookup
-//! (the fragment's lookup is of its own name): the flight search made serves the flight details
-//! a fragment brings with its own search.
-
+//! call that may stand in for such a producer — of another API a word this request says
+//! documents with it (the search for gyms near coordinates, where the fragment's chain searched
+//! a city; the hotel search by coordinates, for the hotel-name lookup a fragment's reviews read)
+//! — whose response holds every field the fragment reads from it (or, failing that, the field
+//! named as the parameter the read fills), that call stands in: the producer is not sent, and its
+//! readers read the call made (the data-flow link between the two parts). A call of the
+//! producer's own API this run made stands in the same way, unless it is a lookup (the
+//! fragment's lookup is of its own name): the flight search made serves the flight details a
+//! fragment brings with its own search.
 use super::store::MemoryStep;
 use crate::exec::refs::{lookup, Reference};
 use crate::plan::Context;
@@ -171,6 +171,31 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A remembered step of `api` with `args`.
+    fn step(api: &str, args: serde_json::Value) -> MemoryStep {
+        MemoryStep {
+            api: api.into(),
+            arguments: args.as_object().cloned().unwrap_or_default(),
+            sources: HashMap::new(),
+        }
+    }
+
+    /// A call this run made of `a`, labelled `label`, answering `response`; `ends`: the share of
+    /// observed chains that ended after it (0: a lookup).
+    fn made(a: &str, label: &str, response: serde_json::Value, ends: Option<f64>) -> crate::plan::Step {
+        let mut view = (*crate::plan::test_support::api(a, vec![])).clone();
+        view.ends = ends;
+        crate::plan::Step {
+            api: std::sync::Arc::new(view),
+            label: label.into(),
+            arguments: Default::default(),
+            sources: Default::default(),
+            observation: String::new(),
+            response: response.into(),
+            repeat: 0,
+        }
+    }
+
     /// A sibling gym search's response holds the gym id the hours read, under its own path; a
     /// bare `id` links nothing; a dry run's skeleton holds what its API documents (all of it
     /// where it documents nothing).
@@ -193,31 +218,12 @@ mod tests {
     /// but the lookup made, a lookup, is the fragment's own name's and is sent again.
     #[test]
     fn a_call_of_the_producers_own_api_stands_in_unless_a_lookup() {
-        use crate::plan::test_support::{api, ctx};
-        use std::sync::Arc;
-        let step = |api: &str, args: serde_json::Value| MemoryStep {
-            api: api.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            sources: HashMap::new(),
-        };
+        use crate::plan::test_support::ctx;
         let chain = vec![
             step("venue/lookup", json!({"query": "Royal Albert Hall"})),
             step("shows/search", json!({"venue_id": "$var1.id$", "date": "2025-05-02"})),
             step("shows/seat_plan", json!({"show_id": "$var2.shows.0.show_id$", "venue_id": "$var1.id$"})),
         ];
-        let made = |a: &str, label: &str, response: serde_json::Value, ends: Option<f64>| {
-            let mut view = (*api(a, vec![])).clone();
-            view.ends = ends;
-            crate::plan::Step {
-                api: Arc::new(view),
-                label: label.into(),
-                arguments: Default::default(),
-                sources: Default::default(),
-                observation: String::new(),
-                response: response.into(),
-                repeat: 0,
-            }
-        };
         let mut c = ctx("Find the concerts at the Barbican on May 3 and show me the seat plan.");
         c.path.push(made("venue/lookup", "var1", json!([{"id": "v-9"}]), Some(0.0)));
         c.path.push(made("shows/search", "var2", json!({"shows": [{"show_id": "s-42"}]}), Some(0.4)));
@@ -238,35 +244,21 @@ mod tests {
     /// reviews read it. A response holding neither field stands in for nothing.
     #[test]
     fn a_call_made_stands_in_through_the_field_the_readers_parameter_names() {
-        use crate::plan::test_support::{api, ctx};
-        use std::sync::Arc;
-        let step = |api: &str, args: serde_json::Value| MemoryStep {
-            api: api.into(),
-            arguments: args.as_object().cloned().unwrap_or_default(),
-            sources: HashMap::new(),
-        };
+        use crate::plan::test_support::ctx;
         let chain = vec![
             step("library/catalog", json!({"title": "Emma"})),
             step("library/reviews", json!({"book_id": "$var1.0.item_id$"})),
         ];
-        let made = |response: serde_json::Value| crate::plan::Step {
-            api: Arc::new((*api("library/shelf", vec![])).clone()),
-            label: "var1".into(),
-            arguments: Default::default(),
-            sources: Default::default(),
-            observation: String::new(),
-            response: response.into(),
-            repeat: 0,
-        };
+        let shelf = |response: serde_json::Value| made("library/shelf", "var1", response, None);
         let part = [0, 1];
         let without = |stood: &BTreeSet<usize>| part.iter().copied().filter(|i| !stood.contains(i)).collect();
         let mut c = ctx("Find books about cooking at the Oak Road branch, with their reader reviews.");
-        c.path.push(made(json!({"books": [{"book_id": "bk-7", "title": "Salt"}]})));
+        c.path.push(shelf(json!({"books": [{"book_id": "bk-7", "title": "Salt"}]})));
         let joined = join(&c, &chain, &part, "library/reviews", |_, _| true, without);
         assert_eq!(joined.part, vec![1], "the shelf search made stands in for the catalog lookup");
         assert_eq!(joined.labels.get("var1").map(String::as_str), Some("var1"));
         assert_eq!(joined.steps[&1].arguments["book_id"], json!("$var1.books.0.book_id$"));
-        c.path[0] = made(json!({"shelves": [{"title": "Salt"}]}));
+        c.path[0] = shelf(json!({"shelves": [{"title": "Salt"}]}));
         assert_eq!(join(&c, &chain, &part, "library/reviews", |_, _| true, without).part, vec![0, 1]);
     }
 }
